@@ -1,0 +1,77 @@
+"""The seam between the sweep and a server's API: one adapter per engine."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from ..params import EngineParams, ServerConfig
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one server: its argv and where it answers."""
+
+    argv: list[str]
+    base_url: str
+    health_path: str
+
+
+@dataclass
+class FinalStats:
+    """What the server reports about one finished generation (its own token counts)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    truncated: bool = False
+    draft_tokens: int | None = None
+    accepted_tokens: int | None = None
+    verify_steps: int | None = None
+
+
+@dataclass
+class StreamEvent:
+    """One parsed stream line: tokens it carries, text, an error, or the final statistics."""
+
+    n_tokens: int = 0
+    text: str = ""
+    error: str | None = None
+    final: FinalStats | None = None
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The effective server configuration, read back from the running server."""
+
+    context_per_request: int
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class Adapter(Protocol):
+    """What the sweep needs from an engine; nothing outside ``engines/`` knows the engine."""
+
+    name: str
+    crash_signatures: tuple[re.Pattern[str], ...]
+
+    def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
+               model: Path, binary: Path) -> Launch: ...
+
+    def version(self, binary: Path) -> str: ...
+
+    def server_info(self, client: httpx.Client) -> ServerInfo: ...
+
+    def speculative_reserve(self, server: ServerConfig) -> int: ...
+
+    def tokenize(self, client: httpx.Client, text: str) -> list[int]: ...
+
+    def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
+        """The path and JSON body of one streamed, greedy generation of exactly max_tokens."""
+        ...
+
+    def parse_line(self, line: str) -> StreamEvent | None: ...

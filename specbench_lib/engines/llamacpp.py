@@ -1,0 +1,127 @@
+"""llama.cpp ``llama-server``: the embedded CPU engine (facts in shared/ENGINE.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..errors import EngineError
+from ..params import EngineParams, ServerConfig
+from .base import FinalStats, Launch, ServerInfo, StreamEvent
+
+_NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
+
+
+class LlamaCppAdapter:
+    """Maps a config to ``llama-server`` flags and reads its native ``/completion`` stream."""
+
+    name = "llamacpp"
+    crash_signatures = tuple(re.compile(p) for p in (
+        r"GGML_ASSERT", r"Segmentation fault", r"terminate called after throwing",
+        r"std::bad_alloc", r"out of memory", r"[Ii]llegal instruction", r"Aborted",
+    ))
+
+    def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
+               model: Path, binary: Path) -> Launch:
+        argv = [str(binary), "-m", str(model), "--host", engine.host, "--port", str(engine.port),
+                "-np", str(parallel), "-c", str(engine.context * parallel), "--no-kv-unified",
+                "-t", str(engine.threads), "--no-webui", "--metrics", "--log-prefix"]
+        argv += self._spec_flags(server, model)
+        argv += [*engine.extra_args, *server.extra_args]
+        return Launch(argv, f"http://{engine.host}:{engine.port}", "/health")
+
+    def _spec_flags(self, server: ServerConfig, model: Path) -> list[str]:
+        opts = server.options
+        if server.method == "auto":
+            return []
+        budget = int(server.budget or 0)
+        if server.method == "ngram":
+            n_match = int(opts.get("n_match", _NGRAM_DEFAULTS["n_match"]))
+            n_min = min(int(opts.get("n_min", _NGRAM_DEFAULTS["n_min"])), budget)
+            return ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", str(n_match),
+                    "--spec-ngram-mod-n-min", str(n_min), "--spec-ngram-mod-n-max", str(budget)]
+        if server.method == "draft":
+            draft = server.draft_model or str(model)
+            n_min = min(int(opts.get("n_min", 0)), budget)
+            return ["--spec-type", "draft-simple", "-md", draft, "--spec-draft-n-max", str(budget),
+                    "--spec-draft-n-min", str(n_min)]
+        raise ValueError(f"llama.cpp has no method {server.method!r}; use auto, ngram or draft")
+
+    def version(self, binary: Path) -> str:
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                              timeout=30, check=False)
+        text = (done.stdout + done.stderr).strip()
+        match = re.search(r"version:\s*(\S+.*)", text)
+        return match.group(1).strip() if match else text.splitlines()[0] if text else "unknown"
+
+    def server_info(self, client: httpx.Client) -> ServerInfo:
+        props = _get_json(client, "/props")
+        settings = props.get("default_generation_settings", {})
+        n_ctx = settings.get("n_ctx")
+        if not isinstance(n_ctx, int) or n_ctx <= 0:
+            raise EngineError("/props has no default_generation_settings.n_ctx", url="/props")
+        return ServerInfo(context_per_request=n_ctx, raw=props)
+
+    def speculative_reserve(self, server: ServerConfig) -> int:
+        return int(server.budget or 0)
+
+    def tokenize(self, client: httpx.Client, text: str) -> list[int]:
+        resp = client.post("/tokenize", json={"content": text, "add_special": False})
+        if resp.status_code != 200:
+            raise EngineError("tokenize failed", url="/tokenize", status=resp.status_code)
+        tokens = resp.json().get("tokens")
+        if not isinstance(tokens, list):
+            raise EngineError("tokenize answer has no 'tokens' list", url="/tokenize")
+        return [int(t) for t in tokens]
+
+    def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
+        return "/completion", {
+            "prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "ignore_eos": True,
+            "cache_prompt": False, "stream": True, "return_tokens": True,
+        }
+
+    def parse_line(self, line: str) -> StreamEvent | None:
+        if not line.startswith("data:"):
+            return None
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return StreamEvent(done=True)
+        try:
+            data = json.loads(payload)
+        except json.JSONDecodeError:
+            return StreamEvent(error=f"unreadable stream line: {payload[:200]}")
+        if "error" in data:
+            return StreamEvent(error=json.dumps(data["error"])[:500])
+        tokens = data.get("tokens")
+        n_tokens = len(tokens) if isinstance(tokens, list) else (1 if data.get("content") else 0)
+        event = StreamEvent(n_tokens=n_tokens, text=str(data.get("content", "")))
+        if data.get("stop"):
+            timings = data.get("timings", {})
+            predicted = data.get("tokens_predicted", timings.get("predicted_n"))
+            accepted = timings.get("draft_n_accepted", 0)
+            event.final = FinalStats(
+                prompt_tokens=data.get("tokens_evaluated", timings.get("prompt_n")),
+                completion_tokens=predicted,
+                finish_reason=data.get("stop_type"),
+                truncated=bool(data.get("truncated", False)),
+                draft_tokens=timings.get("draft_n", 0),
+                accepted_tokens=accepted,
+                verify_steps=(predicted - accepted) if isinstance(predicted, int) else None,
+            )
+            event.done = True
+        return event
+
+
+def _get_json(client: httpx.Client, path: str) -> dict[str, Any]:
+    resp = client.get(path)
+    if resp.status_code != 200:
+        raise EngineError("unexpected status", url=path, status=resp.status_code)
+    data = resp.json()
+    if not isinstance(data, dict):
+        raise EngineError("answer is not a JSON object", url=path, status=resp.status_code)
+    return data

@@ -1,0 +1,252 @@
+"""Params files → a validated model → the Plan of a sweep.
+
+A params file is YAML. It may name a base file with ``extends:`` (relative to itself); the phase
+file's keys override the base's, mappings merged key by key. Unknown keys and bad values are
+refused with a :class:`ParamsError` that names the file, the key and the value.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ParamsError
+from .paths import resolve_project_path
+
+Method = Literal["auto", "ngram", "draft", "linear", "tree"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineParams(_Strict):
+    kind: Literal["llamacpp"] = "llamacpp"
+    binary: str | None = None
+    model: str | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(8090, ge=1024, le=65535)
+    context: int = Field(4096, gt=0, description="total context (tokens), shared by the slots")
+    threads: int = Field(2, gt=0)
+    ready_timeout_s: float = Field(120.0, gt=0)
+    extra_args: tuple[str, ...] = ()
+
+
+class ConfigParams(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    method: Method
+    budgets: tuple[int, ...] = ()
+    options: dict[str, int | float | str] = Field(default_factory=dict)
+    draft_model: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+    @field_validator("budgets")
+    @classmethod
+    def _positive(cls, budgets: tuple[int, ...]) -> tuple[int, ...]:
+        bad = [b for b in budgets if b <= 0]
+        if bad:
+            raise ValueError(f"budgets must be positive integers, got {bad}")
+        if len(set(budgets)) != len(budgets):
+            raise ValueError(f"budgets repeat a value: {list(budgets)}")
+        return budgets
+
+    @model_validator(mode="after")
+    def _budget_rule(self) -> ConfigParams:
+        if self.method == "auto" and self.budgets:
+            raise ValueError("method 'auto' takes no budgets (it drafts nothing)")
+        if self.method != "auto" and not self.budgets:
+            raise ValueError(f"method '{self.method}' needs at least one budget")
+        return self
+
+
+class WorkloadParams(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    source: Literal["humaneval", "sharegpt", "jsonl"]
+    path: str | None = None
+    field: str = "text"
+
+    @model_validator(mode="after")
+    def _path_for_jsonl(self) -> WorkloadParams:
+        if self.source == "jsonl" and not self.path:
+            raise ValueError("source 'jsonl' needs 'path' (a JSONL file) and 'field'")
+        return self
+
+
+class SweepParams(_Strict):
+    phase: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    description: str = ""
+    engine: EngineParams = EngineParams()
+    configs: tuple[ConfigParams, ...] = Field(min_length=1)
+    workloads: tuple[WorkloadParams, ...] = Field(min_length=1)
+    contexts: tuple[int, ...] = Field(min_length=1)
+    concurrency: tuple[int, ...] = Field(min_length=1)
+    output_tokens: int = Field(128, gt=0)
+    requests_per_cell: int = Field(3, ge=1)
+    warmup_requests: int = Field(1, ge=0)
+    request_timeout_s: float = Field(120.0, gt=0)
+    seed: int = 0
+
+    @field_validator("contexts", "concurrency")
+    @classmethod
+    def _positive_levels(cls, values: tuple[int, ...]) -> tuple[int, ...]:
+        if any(v <= 0 for v in values):
+            raise ValueError(f"must be positive integers, got {list(values)}")
+        return values
+
+    @model_validator(mode="after")
+    def _names_and_baseline(self) -> SweepParams:
+        for what, names in (("configs", [c.name for c in self.configs]),
+                            ("workloads", [w.name for w in self.workloads])):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{what} names must be unique, repeated: {dupes}")
+        if not any(c.method == "auto" for c in self.configs):
+            raise ValueError("one config must have method 'auto': it is the baseline of speedups")
+        return self
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One server start: a config at one budget (``budget`` is None for the baseline)."""
+
+    name: str
+    method: Method
+    budget: int | None
+    options: dict[str, int | float | str]
+    draft_model: str | None
+    extra_args: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return self.name if self.budget is None else f"{self.name}-b{self.budget}"
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One measurement: a server config × workload × context × concurrency."""
+
+    config: str
+    method: Method
+    budget: int | None
+    workload: str
+    context: int
+    concurrency: int
+
+    @property
+    def cell_id(self) -> str:
+        return f"{self.config}__{self.workload}__ctx{self.context}__c{self.concurrency}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    params: SweepParams
+    source: Path
+    servers: tuple[ServerConfig, ...]
+    cells: tuple[CellSpec, ...]
+    budget: int | None
+
+    def cells_for(self, server: ServerConfig) -> list[CellSpec]:
+        return [c for c in self.cells if c.config == server.label]
+
+    def __repr__(self) -> str:
+        p = self.params
+        lines = [f"Plan {p.phase} ({self.source.name}): {len(self.servers)} server configs x "
+                 f"{len(p.workloads)} workloads x contexts {list(p.contexts)} x concurrency "
+                 f"{list(p.concurrency)} = {len(self.cells)} cells, {p.requests_per_cell} "
+                 f"requests each ({p.warmup_requests} warmup per server), {p.output_tokens} output tokens"]
+        lines += [f"  {s.label}: method {s.method}, budget {s.budget}" for s in self.servers]
+        return "\n".join(lines)
+
+
+def load_params(path: str | Path) -> SweepParams:
+    """Read and validate a params file (and the base it ``extends``)."""
+    file = resolve_project_path(path)
+    if not file.is_file():
+        raise ParamsError("params file not found; pass an existing file as params_file",
+                          file=path, key="params_file", value=str(path))
+    raw = _read_layered(file, seen=())
+    try:
+        return SweepParams.model_validate(raw)
+    except ValidationError as exc:
+        raise _translate(exc, file, raw) from None
+
+
+def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) -> Plan:
+    """Expand params into server configs and cells; ``budget`` keeps one budget plus baselines."""
+    available = sorted({b for c in params.configs for b in c.budgets})
+    if budget is not None and budget not in available:
+        raise ParamsError(f"budget {budget} is not in any config; available budgets: {available}",
+                          file=source, key="budget", value=budget)
+    servers: list[ServerConfig] = []
+    for cfg in params.configs:
+        budgets: tuple[int | None, ...] = cfg.budgets or (None,)
+        for b in budgets:
+            if budget is not None and b is not None and b != budget:
+                continue
+            servers.append(ServerConfig(cfg.name, cfg.method, b, dict(cfg.options),
+                                        cfg.draft_model, cfg.extra_args))
+    cells = tuple(
+        CellSpec(s.label, s.method, s.budget, w.name, ctx, conc)
+        for s, w, ctx, conc in itertools.product(
+            servers, params.workloads, params.contexts, params.concurrency)
+    )
+    return Plan(params, source, tuple(servers), cells, budget)
+
+
+def load_plan(path: str | Path, *, budget: int | None = None) -> Plan:
+    """Load a params file and build its plan in one step (what a notebook calls)."""
+    params = load_params(path)
+    return build_plan(params, source=resolve_project_path(path), budget=budget)
+
+
+def _read_layered(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    if file in seen:
+        raise ParamsError("'extends' forms a cycle", file=file, key="extends", value=str(file))
+    try:
+        data = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"not valid YAML: {exc}", file=file) from None
+    if not isinstance(data, dict):
+        raise ParamsError("the top level must be a mapping of keys", file=file,
+                          value=type(data).__name__)
+    base_name = data.pop("extends", None)
+    if base_name is None:
+        return data
+    base_file = (file.parent / str(base_name)).resolve()
+    if not base_file.is_file():
+        raise ParamsError("base file named by 'extends' not found", file=file, key="extends",
+                          value=base_name)
+    return _merge(_read_layered(base_file, (*seen, file)), data)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _translate(exc: ValidationError, file: Path, raw: dict[str, Any]) -> ParamsError:
+    lines = []
+    first_key, first_value = None, None
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key; remove it or check its spelling"
+        else:
+            msg = err["msg"]
+        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        lines.append(f"  {key}{shown}: {msg}")
+        if first_key is None:
+            first_key, first_value = key, value
+    text = "invalid params:\n" + "\n".join(lines)
+    return ParamsError(text, file=file, key=first_key, value=first_value)

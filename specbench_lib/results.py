@@ -1,0 +1,112 @@
+"""A run's results as a notebook sees them: verdicts, the ok-only table, checks, figures."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import ValidationFailed
+from .metrics import results_table
+from .validate import STATUSES
+
+_COLOURS = {"ok": "#d8f3dc", "invalid": "#ffe5b4", "crashed": "#ffccd5", "skipped": "#e9ecef"}
+
+
+class SweepResult:
+    """The cells of one run directory; shows itself as a verdict table in JupyterLab."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.cells: list[dict[str, Any]] = [
+            json.loads(p.read_text()) for p in sorted((self.run_dir / "cells").glob("*.json"))]
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        path = self.run_dir / "manifest.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(STATUSES, 0)
+        for cell in self.cells:
+            counts[cell["verdict"]["status"]] += 1
+        return counts
+
+    def verdicts(self) -> Any:
+        """One row per cell: its spec, verdict, reasons and (ok cells only) throughput."""
+        import pandas as pd
+
+        rows = []
+        for cell in self.cells:
+            metrics = cell.get("metrics") or {}
+            rows.append({**{k: cell["spec"][k] for k in ("config", "budget", "workload", "context",
+                                                         "concurrency")},
+                         "verdict": cell["verdict"]["status"],
+                         "output_tok_s": metrics.get("output_tok_s"),
+                         "reasons": "; ".join(cell["verdict"]["reasons"])})
+        frame = pd.DataFrame(rows)
+        if not frame.empty:
+            frame["budget"] = frame["budget"].astype("Int64")
+        return frame
+
+    def table(self) -> Any:
+        """The metrics of ok cells only, with speedup vs ``auto`` (see metrics.results_table)."""
+        return results_table(self.cells)
+
+    def summary(self) -> Any:
+        """Mean output tok/s and speedup per config, workload, context and concurrency."""
+        table = self.table()
+        cols = ["config", "workload", "context", "concurrency", "output_tok_s", "speedup",
+                "acceptance_length", "ttft_mean_s"]
+        return table[cols].sort_values(["workload", "context", "concurrency", "config"])
+
+    def require_valid(self) -> None:
+        """Raise :class:`ValidationFailed` when the run has no ok cell or no ok baseline."""
+        counts = self.counts()
+        if counts["ok"] == 0:
+            raise ValidationFailed(f"run {self.run_id} has no ok cell: {counts}; see the verdict "
+                                   f"table's reasons", run_dir=self.run_dir, counts=counts)
+        if not any(c["verdict"]["status"] == "ok" and c["spec"]["method"] == "auto"
+                   for c in self.cells):
+            raise ValidationFailed(f"run {self.run_id} has no ok 'auto' baseline cell, so no "
+                                   f"speedup can be computed: {counts}", run_dir=self.run_dir,
+                                   counts=counts)
+
+    def write_results_csv(self) -> Path:
+        path = self.run_dir / "results.csv"
+        self.table().to_csv(path, index=False)
+        return path
+
+    def save_figure(self, fig: Any, name: str) -> Path:
+        """Save a figure as PNG and SVG under ``plots/``; returns the PNG's path."""
+        plots = self.run_dir / "plots"
+        plots.mkdir(exist_ok=True)
+        fig.savefig(plots / f"{name}.svg", bbox_inches="tight")
+        png = plots / f"{name}.png"
+        fig.savefig(png, dpi=120, bbox_inches="tight")
+        return png
+
+    def _repr_html_(self) -> str:
+        manifest = self.manifest
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
+        head = (f"<p><b>run {html.escape(self.run_id)}</b> · {html.escape(str(manifest.get('status')))}"
+                f" · {counts} · {manifest.get('elapsed_s', '?')} s</p>")
+        rows = []
+        for _, row in self.verdicts().iterrows():
+            colour = _COLOURS.get(row["verdict"], "white")
+            tok_s = "" if row["output_tok_s"] is None else f"{row['output_tok_s']:.1f}"
+            cells = [row["config"], row["workload"], row["context"], row["concurrency"],
+                     row["verdict"], tok_s, row["reasons"]]
+            rows.append(f"<tr style='background:{colour}'>" +
+                        "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+        header = "".join(f"<th>{h}</th>" for h in ("config", "workload", "context", "concurrency",
+                                                   "verdict", "output tok/s", "reasons"))
+        return f"{head}<table><tr>{header}</tr>{''.join(rows)}</table>"
+
+    def __repr__(self) -> str:
+        return f"SweepResult({self.run_id!r}, {self.counts()})"

@@ -1,0 +1,173 @@
+"""Run directories: one per execution, a manifest, one atomic JSON file per cell, a lock."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import secrets
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreError
+from .paths import outputs_dir, project_root
+
+SCHEMA_VERSION = 1
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id(phase: str) -> str:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}_{phase}_{secrets.token_hex(3)}"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temp file beside ``path``, fsync it, then rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=2, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def fingerprint(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+class RunDir:
+    """A run directory under ``outputs/runs``; holds the lock while the run is open."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.cells_dir = path / "cells"
+        self.logs_dir = path / "logs"
+        self.plots_dir = path / "plots"
+        self.manifest_path = path / "manifest.json"
+        self._lock = path / ".lock"
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @classmethod
+    def create(cls, run_id: str, *, root: Path | None = None) -> RunDir:
+        runs = (root or outputs_dir()) / "runs"
+        path = runs / run_id
+        run = cls(path)
+        if run.manifest_path.exists() or run.cells_dir.exists():
+            raise StoreError("run directory holds a run already; choose another run_id",
+                             path=path)
+        for folder in (run.cells_dir, run.logs_dir, run.plots_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        run.acquire()
+        return run
+
+    def acquire(self) -> None:
+        try:
+            fd = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            owner = self._lock.read_text().strip() or "?"
+            raise StoreError(f"run is locked by process {owner}; wait for it or remove the lock "
+                             "file if that process is gone", path=self._lock) from None
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
+
+    def release(self) -> None:
+        self._lock.unlink(missing_ok=True)
+
+    def manifest(self) -> dict[str, Any]:
+        return json.loads(self.manifest_path.read_text()) if self.manifest_path.exists() else {}
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        data = self.manifest()
+        data.update(fields)
+        write_json_atomic(self.manifest_path, data)
+        return data
+
+    def write_cell(self, cell_id: str, data: dict[str, Any]) -> Path:
+        path = self.cells_dir / f"{cell_id}.json"
+        write_json_atomic(path, data)
+        return path
+
+    def read_cells(self) -> list[dict[str, Any]]:
+        return [json.loads(p.read_text()) for p in sorted(self.cells_dir.glob("*.json"))]
+
+
+def environment_info() -> dict[str, Any]:
+    """Host, CPU, GPUs, git state and package versions for a manifest."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for pkg in ("specbench", "httpx", "pandas", "matplotlib", "papermill", "pydantic"):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "gpus": _gpus(),
+        "git": git_state(),
+        "versions": versions,
+    }
+
+
+def git_state() -> dict[str, Any]:
+    root = project_root()
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                                  timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _gpus() -> list[str]:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                               "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def file_identity(path: Path) -> dict[str, Any]:
+    """Path, size, mtime and a cheap fingerprint (name + size + first and last MiB)."""
+    stat = path.stat()
+    digest = hashlib.sha256(f"{path.name}:{stat.st_size}".encode())
+    with open(path, "rb") as fh:
+        digest.update(fh.read(1 << 20))
+        fh.seek(max(0, stat.st_size - (1 << 20)))
+        digest.update(fh.read(1 << 20))
+    return {"path": str(path), "size": stat.st_size,
+            "mtime": dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc).isoformat(),
+            "fingerprint": digest.hexdigest()[:20]}

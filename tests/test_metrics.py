@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specbench_lib.dispatch import CellDispatch, RequestRecord
+from specbench_lib.engines import FinalStats
+from specbench_lib.metrics import cell_metrics, results_table
+
+
+def rec(times: list[float], *, start: float = 0.0, accepted: int = 0, drafted: int = 0,
+        chunks: list[int] | None = None) -> RequestRecord:
+    r = RequestRecord(index=0, warmup=False, prompt_tokens_planned=4, max_tokens=len(times))
+    r.start, r.end, r.token_times = start, times[-1], times
+    r.chunk_sizes = chunks or [1] * len(times)
+    n = len(times)
+    r.final = FinalStats(prompt_tokens=4, completion_tokens=n, draft_tokens=drafted,
+                         accepted_tokens=accepted, verify_steps=n - accepted)
+    return r
+
+
+def test_itl_is_per_token_when_chunks_carry_several_tokens() -> None:
+    # two chunks of 4 tokens at t=1 and t=2: 8 tokens, ITLs 0,0,0,1,0,0,0
+    r = rec([1.0] * 4 + [2.0] * 4, chunks=[4, 4], accepted=6, drafted=8)
+    m = cell_metrics(CellDispatch([r], 0.0, 2.0))
+    assert m["itl_p50_s"] == 0.0
+    assert m["tpot_mean_s"] == pytest.approx(1 / 7)
+    assert m["tokens_per_chunk"] == 4.0
+    assert m["output_tok_s"] == pytest.approx(8 / 2.0)
+    assert m["ttft_mean_s"] == 1.0
+    assert m["acceptance_length"] == pytest.approx(8 / 2)
+    assert m["draft_acceptance_rate"] == pytest.approx(6 / 8)
+
+
+def test_acceptance_weighted_by_tokens_and_warmup_excluded() -> None:
+    a = rec([0.1 * i for i in range(1, 11)], accepted=5, drafted=5)   # 10 tokens, 5 steps
+    b = rec([0.1 * i for i in range(1, 31)], accepted=0, drafted=0)   # 30 tokens, 30 steps
+    warm = rec([0.5, 0.6], accepted=1, drafted=1)
+    warm.warmup = True
+    m = cell_metrics(CellDispatch([warm, a, b], 0.0, 3.0))
+    assert m["n_requests"] == 2 and m["completion_tokens"] == 40
+    assert m["acceptance_length"] == pytest.approx(40 / 35)
+
+
+def cell(config: str, method: str, budget: int | None, status: str, tok_s: float | None,
+         context: int = 256) -> dict:
+    return {"spec": {"config": config, "method": method, "budget": budget, "workload": "code",
+                     "context": context, "concurrency": 1},
+            "verdict": {"status": status, "reasons": []},
+            "metrics": None if tok_s is None else {"output_tok_s": tok_s, "n_requests": 3}}
+
+
+def test_table_has_only_ok_cells_and_speedup_vs_auto() -> None:
+    cells = [cell("auto", "auto", None, "ok", 50.0), cell("ng-b8", "ngram", 8, "ok", 75.0),
+             cell("ng-b4", "ngram", 4, "crashed", None), cell("ng-b16", "ngram", 16, "invalid", None),
+             cell("ng-b8", "ngram", 8, "ok", 60.0, context=512)]
+    table = results_table(cells)
+    assert sorted(table["config"]) == ["auto", "ng-b8", "ng-b8"]
+    assert not (table["output_tok_s"] == 0).any()
+    row = table[(table["config"] == "ng-b8") & (table["context"] == 256)].iloc[0]
+    assert row["speedup"] == pytest.approx(1.5)
+    orphan = table[table["context"] == 512].iloc[0]
+    assert math.isnan(orphan["speedup"])
