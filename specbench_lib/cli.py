@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import yaml
 
 from .errors import SpecbenchError
+from .notebook_link import NOTEBOOK_ENV
 from .paths import outputs_dir, project_root
 from .store import new_run_id
 
@@ -47,6 +49,7 @@ def _run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int:
     run_dir.mkdir(parents=True, exist_ok=False)
     output = run_dir / notebook.name
     print(f"specbench: running {notebook.name} into {run_dir}", flush=True)
+    os.environ[NOTEBOOK_ENV] = str(output)
     try:
         papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
                                    cwd=str(root), progress_bar=False, log_output=True)

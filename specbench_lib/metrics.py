@@ -47,6 +47,7 @@ def cell_metrics(dispatch: CellDispatch) -> dict[str, Any]:
         "itl_p90_s": _quantile(itls, 0.9),
         "e2e_mean_s": _mean([r.e2e for r in recs]),
         "acceptance_length": total / steps if steps else None,
+        "verify_steps": steps,
         "draft_acceptance_rate": accepted / drafted if drafted else None,
         "tokens_per_chunk": total / len(chunks) if chunks else None,
         "n_requests": len(recs),
@@ -64,7 +65,7 @@ def results_table(cells: list[dict[str, Any]]) -> Any:
     import pandas as pd
 
     rows = [{**c["spec"], **c["metrics"]} for c in cells if c["verdict"]["status"] == "ok"]
-    columns = ["config", "method", "budget", "workload", "context", "concurrency",
+    columns = ["config", "series", "method", "budget", "workload", "context", "concurrency",
                *METRIC_COLUMNS, "window_s"]
     table = pd.DataFrame(rows, columns=columns)
     keys = ["workload", "context", "concurrency"]

@@ -1,6 +1,7 @@
 """Keep the executed notebook in its run directory, whichever way papermill was started.
 
-``specbench run`` writes papermill's output straight into the run directory. When a user runs
+``specbench run`` writes papermill's output straight into the run directory and names it in
+``$SPECBENCH_NOTEBOOK_OUTPUT``, which the kernel inherits. When a user runs
 ``papermill tp1.ipynb out.ipynb`` by hand, the kernel finds papermill's output path in its parent
 process and starts a small detached watcher that copies the finished notebook into the run
 directory once papermill exits (papermill writes the final notebook before it exits).
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+NOTEBOOK_ENV = "SPECBENCH_NOTEBOOK_OUTPUT"
 
 
 def papermill_output(pid: int | None = None) -> Path | None:
@@ -37,7 +40,8 @@ def papermill_output(pid: int | None = None) -> Path | None:
 
 def adopt(run_dir: Path) -> str | None:
     """Arrange for the executed notebook to land in ``run_dir``; returns its final path."""
-    out = papermill_output()
+    named = os.environ.get(NOTEBOOK_ENV)
+    out = Path(named) if named else papermill_output()
     if out is None:
         return None
     out = out.resolve()

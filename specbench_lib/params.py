@@ -128,9 +128,14 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class CellSpec:
-    """One measurement: a server config × workload × context × concurrency."""
+    """One measurement: a server config × workload × context × concurrency.
+
+    ``config`` is the server's label (``ngram-b16``); ``series`` the config's name (``ngram``),
+    which a plot draws as one line over its budgets.
+    """
 
     config: str
+    series: str
     method: Method
     budget: int | None
     workload: str
@@ -191,7 +196,7 @@ def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) 
             servers.append(ServerConfig(cfg.name, cfg.method, b, dict(cfg.options),
                                         cfg.draft_model, cfg.extra_args))
     cells = tuple(
-        CellSpec(s.label, s.method, s.budget, w.name, ctx, conc)
+        CellSpec(s.label, s.name, s.method, s.budget, w.name, ctx, conc)
         for s, w, ctx, conc in itertools.product(
             servers, params.workloads, params.contexts, params.concurrency)
     )

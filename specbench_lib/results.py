@@ -44,8 +44,8 @@ class SweepResult:
         rows = []
         for cell in self.cells:
             metrics = cell.get("metrics") or {}
-            rows.append({**{k: cell["spec"][k] for k in ("config", "budget", "workload", "context",
-                                                         "concurrency")},
+            rows.append({**{k: cell["spec"][k] for k in ("config", "series", "budget", "workload",
+                                                         "context", "concurrency")},
                          "verdict": cell["verdict"]["status"],
                          "output_tok_s": metrics.get("output_tok_s"),
                          "reasons": "; ".join(cell["verdict"]["reasons"])})

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -39,8 +41,10 @@ class ServerProcess:
             log.write(f"# argv: {' '.join(self.argv)}\n".encode())
             log.flush()
             try:
-                self._proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL, start_new_session=True)
+                self._proc = subprocess.Popen(
+                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent if sys.platform == "linux" else None)
             except OSError as exc:
                 raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
                                   log_path=self.log_path) from None
@@ -136,3 +140,12 @@ class ServerProcess:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGKILL this server if the Python process that started it dies
+    (a killed kernel must not leave a server holding the port)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

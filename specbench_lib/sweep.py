@@ -78,6 +78,9 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, outputs: Path | None = N
                             elapsed_s=round(time.monotonic() - started, 1),
                             verdict_counts=result.counts())
         run.release()
+        counts = ", ".join(f"{k} {v}" for k, v in result.counts().items())
+        print(f"{run.run_id}: {status}, {counts} in {time.monotonic() - started:.0f} s\n"
+              f"run directory: {run.path}", flush=True)
     return result
 
 
@@ -94,6 +97,7 @@ def _run_server(plan: Plan, server: ServerConfig, run: RunDir, adapter: Adapter,
     record: dict[str, Any] = {"argv": launch.argv, "log": str(proc.log_path.relative_to(run.path))}
     try:
         proc.start()
+        record["pid"] = proc.pid
         record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
         with httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s) as client:
             info = adapter.server_info(client)

@@ -38,6 +38,7 @@ def test_cli_runs_the_phase_notebook_into_a_run_dir(engine, outputs: Path) -> No
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["phase"] == "tiny"
+    assert manifest["notebook"] == "tp1.ipynb"
     assert manifest["engine"]["kind"] == "llamacpp" and manifest["engine"]["version"]
     assert manifest["model"]["size"] == engine[1].stat().st_size
     assert set(manifest["environment"]["git"]) == {"commit", "dirty"}
@@ -93,6 +94,7 @@ def test_plain_papermill_with_one_budget(engine, outputs: Path, tmp_path: Path) 
     run_dir = only_run_dir(outputs)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["budget"] == 8 and set(manifest["servers"]) == {"auto", "ngram-b8"}
+    assert manifest["notebook"] == "out.ipynb"
     assert {c["spec"]["config"] for c in read_cells(run_dir).values()} == {"auto", "ngram-b8"}
     copied = run_dir / "out.ipynb"
     deadline = time.monotonic() + 20
@@ -113,3 +115,42 @@ def test_missing_model_is_a_clear_error_and_measures_nothing(engine, outputs: Pa
         sb.run_sweep(sb.load_plan(params))
     assert err.value.what == "model" and "model.gguf" in str(err.value)
     assert not (outputs / "runs").exists()
+
+
+@pytest.mark.engine
+def test_server_killed_mid_sweep_crashes_its_cells_only(engine, outputs: Path,
+                                                        tmp_path: Path) -> None:
+    import os
+    import signal
+    import threading
+
+    import specbench_lib as sb
+
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {TINY}\ncontexts: [128, 256]\nconcurrency: [1]\n")
+    plan = sb.load_plan(params, budget=8)
+    box: dict = {}
+    sweep = threading.Thread(target=lambda: box.setdefault("r", sb.run_sweep(plan, progress=False)))
+    sweep.start()
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and time.monotonic() < deadline and sweep.is_alive():
+        manifests = list((outputs / "runs").glob("*/manifest.json"))
+        servers = json.loads(manifests[0].read_text()).get("servers", {}) if manifests else {}
+        if "warmup" in servers.get("ngram-b8", {}):
+            killed = servers["ngram-b8"]["pid"]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.05)
+    sweep.join(timeout=300)
+    assert killed is not None, "the ngram server never became ready"
+    result = box["r"]
+    cells = {c["cell_id"]: c for c in result.cells}
+    assert [cells[f"auto__code__ctx{c}__c1"]["verdict"]["status"] for c in (128, 256)] == ["ok", "ok"]
+    for ctx in (128, 256):
+        cell = cells[f"ngram-b8__code__ctx{ctx}__c1"]
+        assert cell["verdict"]["status"] == "crashed", cell["verdict"]
+        assert cell["metrics"] is None
+    assert result.manifest["status"] == "complete"
+    assert sorted(result.table()["config"]) == ["auto", "auto"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed, 0)

@@ -45,7 +45,8 @@ def test_acceptance_weighted_by_tokens_and_warmup_excluded() -> None:
 
 def cell(config: str, method: str, budget: int | None, status: str, tok_s: float | None,
          context: int = 256) -> dict:
-    return {"spec": {"config": config, "method": method, "budget": budget, "workload": "code",
+    return {"spec": {"config": config, "series": config.split("-")[0], "method": method,
+                     "budget": budget, "workload": "code",
                      "context": context, "concurrency": 1},
             "verdict": {"status": status, "reasons": []},
             "metrics": None if tok_s is None else {"output_tok_s": tok_s, "n_requests": 3}}
