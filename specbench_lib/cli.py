@@ -1,4 +1,4 @@
-"""``specbench run PHASE [-p key value]…``: papermill underneath, output kept in the run dir."""
+"""``specbench run | runs | doctor``: papermill underneath, outputs kept in run directories."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 from .errors import SpecbenchError
 from .notebook_link import NOTEBOOK_ENV
 from .paths import outputs_dir, project_root
-from .store import new_run_id
+from .store import list_runs, new_run_id
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,18 +21,26 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="execute a phase notebook with papermill into a run dir")
     run.add_argument("phase", help="a notebook name in notebooks/ (tp1) or a path to one")
-    run.add_argument("--params", help="params file (sets the notebook's params_file)")
+    run.add_argument("--params", "-f", help="params file (sets the notebook's params_file)")
+    run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="a notebook parameter (YAML value)")
+    sub.add_parser("runs", help="list the runs under outputs/runs")
+    doctor = sub.add_parser("doctor", help="check what a sweep of PARAMS needs, start nothing")
+    doctor.add_argument("params", help="params file")
     args = parser.parse_args(argv)
     try:
-        return _run(args.phase, args.params, args.parameter)
+        if args.command == "runs":
+            return _runs()
+        if args.command == "doctor":
+            return _doctor(args.params)
+        return _run(args.phase, args.params, args.resume, args.parameter)
     except SpecbenchError as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return 2
 
 
-def _run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int:
+def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]]) -> int:
     import papermill
 
     root = project_root()
@@ -44,10 +52,20 @@ def _run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int:
     parameters: dict[str, Any] = {name: yaml.safe_load(value) for name, value in pairs}
     if params_file:
         parameters["params_file"] = str(Path(params_file).resolve())
-    run_id = parameters.setdefault("run_id", new_run_id(notebook.stem))
-    run_dir = outputs_dir() / "runs" / str(run_id)
-    run_dir.mkdir(parents=True, exist_ok=False)
-    output = run_dir / notebook.name
+    if resume:
+        parameters["resume"] = resume
+        run_dir = outputs_dir() / "runs" / resume
+        if not (run_dir / "manifest.json").is_file():
+            print(f"specbench: no run {resume} under {run_dir.parent}; see 'specbench runs'",
+                  file=sys.stderr)
+            return 2
+        attempt = len(list(run_dir.glob(f"{notebook.stem}*.ipynb"))) + 1
+        output = run_dir / f"{notebook.stem}.attempt{attempt}.ipynb"
+    else:
+        run_id = parameters.setdefault("run_id", new_run_id(notebook.stem))
+        run_dir = outputs_dir() / "runs" / str(run_id)
+        run_dir.mkdir(parents=True, exist_ok=False)
+        output = run_dir / notebook.name
     print(f"specbench: running {notebook.name} into {run_dir}", flush=True)
     os.environ[NOTEBOOK_ENV] = str(output)
     try:
@@ -60,6 +78,31 @@ def _run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int:
         return 1
     print(f"specbench: run directory: {run_dir}")
     return 0
+
+
+def _runs() -> int:
+    runs = list_runs()
+    if not runs:
+        print(f"no runs under {outputs_dir() / 'runs'}")
+        return 0
+    print(f"{'run':<40} {'phase':<10} {'status':<12} {'ok':>4} {'inv':>4} {'crash':>5} {'skip':>4}  commit")
+    for r in runs:
+        counts = r["counts"] or {}
+        commit = f"{r['commit']}{'+dirty' if r['dirty'] else ''}"
+        print(f"{r['run_id']:<40} {str(r['phase']):<10} {str(r['status']):<12} "
+              f"{counts.get('ok', '-'):>4} {counts.get('invalid', '-'):>4} {counts.get('crashed', '-'):>5} "
+              f"{counts.get('skipped', '-'):>4}  {commit}")
+    return 0
+
+
+def _doctor(params_file: str) -> int:
+    from .params import load_plan
+    from .preflight import doctor
+
+    checks = doctor(load_plan(params_file))
+    for check in checks:
+        print(check)
+    return 0 if all(c.ok for c in checks) else 1
 
 
 if __name__ == "__main__":

@@ -3,77 +3,111 @@
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from typing import Any
 
 from .dispatch import CellDispatch
 
+_STATS = ("mean", "p50", "p90", "p99")
+_LATENCIES = ("ttft", "tpot", "itl", "e2e")
 METRIC_COLUMNS = (
-    "output_tok_s", "request_decode_tok_s", "ttft_mean_s", "ttft_p90_s", "tpot_mean_s",
-    "itl_p50_s", "itl_p90_s", "e2e_mean_s", "acceptance_length", "draft_acceptance_rate",
-    "tokens_per_chunk", "n_requests", "completion_tokens",
+    "output_tok_s", "request_throughput_rps", "request_decode_tok_s",
+    *(f"{m}_{s}_s" for m in _LATENCIES for s in _STATS),
+    "acceptance_length", "draft_acceptance_rate", "tokens_per_chunk", "n_requests", "n_failed",
+    "completion_tokens",
 )
+LOSSLESS_COLUMNS = ("lossless_identical", "lossless_prefix_tokens", "lossless_n")
+REPEAT_COLUMNS = ("repeats_n", "output_tok_s_cv", "unstable")
+_GROUP = ["config", "series", "method", "budget", "workload", "context", "concurrency"]
 
 
-def cell_metrics(dispatch: CellDispatch) -> dict[str, Any]:
+def cell_metrics(dispatch: CellDispatch, *, exclude: tuple[int, ...] = ()) -> dict[str, Any]:
     """Metrics of one cell's measured requests, with token counts as the server reported them.
 
-    ``output_tok_s`` is completion tokens over the measurement window; ITL is per token (a chunk
-    of k tokens counts as k tokens at its arrival time); acceptance length is tokens per verify
-    step, weighted by tokens: sum(tokens) / sum(tokens − accepted draft tokens).
+    ``output_tok_s`` is completion tokens over the measurement window, from the first request
+    sent to the last token received; ITL is per token (a chunk of k tokens counts as k tokens at
+    its arrival time, so k − 1 gaps of 0); TPOT is a request's (last − first token) / (n − 1);
+    acceptance length is tokens per verify step, weighted by tokens: sum(tokens) /
+    sum(verify steps). ``exclude`` names failed requests a tolerant verdict let through: they
+    are left out and counted in ``n_failed``, never averaged in.
     """
-    recs = dispatch.measured
+    skip = set(exclude)
+    recs = [r for r in dispatch.measured if r.index not in skip]
     completion = [r.final.completion_tokens or 0 for r in recs if r.final]
     total = sum(completion)
-    window = dispatch.window_end - dispatch.window_start
-    ttfts = [r.ttft for r in recs if r.ttft is not None]
-    decode_rates, tpots, itls = [], [], []
+    starts = [r.start for r in recs]
+    lasts = [r.token_times[-1] for r in recs if r.token_times]
+    window = (max(lasts) - min(starts)) if starts and lasts else 0.0
+    decode_rates: list[float] = []
+    series: dict[str, list[float]] = {name: [] for name in _LATENCIES}
     for r in recs:
         times = r.token_times
+        if r.ttft is not None:
+            series["ttft"].append(r.ttft)
+        series["e2e"].append(r.e2e)
         if len(times) >= 2 and times[-1] > times[0]:
-            tpots.append((times[-1] - times[0]) / (len(times) - 1))
+            series["tpot"].append((times[-1] - times[0]) / (len(times) - 1))
             decode_rates.append((len(times) - 1) / (times[-1] - times[0]))
-            itls.extend(b - a for a, b in zip(times, times[1:], strict=False))
+            series["itl"].extend(b - a for a, b in zip(times, times[1:], strict=False))
     accepted = sum((r.final.accepted_tokens or 0) for r in recs if r.final)
     drafted = sum((r.final.draft_tokens or 0) for r in recs if r.final)
     steps = sum((r.final.verify_steps or 0) for r in recs if r.final)
     chunks = [size for r in recs for size in r.chunk_sizes]
-    return {
+    metrics: dict[str, Any] = {
         "output_tok_s": total / window if window > 0 else None,
+        "request_throughput_rps": len(recs) / window if window > 0 else None,
         "request_decode_tok_s": _mean(decode_rates),
-        "ttft_mean_s": _mean(ttfts),
-        "ttft_p90_s": _quantile(ttfts, 0.9),
-        "tpot_mean_s": _mean(tpots),
-        "itl_p50_s": _quantile(itls, 0.5),
-        "itl_p90_s": _quantile(itls, 0.9),
-        "e2e_mean_s": _mean([r.e2e for r in recs]),
+    }
+    for name, values in series.items():
+        metrics[f"{name}_mean_s"] = _mean(values)
+        for q in (50, 90, 99):
+            metrics[f"{name}_p{q}_s"] = _quantile(values, q / 100)
+    metrics.update({
         "acceptance_length": total / steps if steps else None,
         "verify_steps": steps,
         "draft_acceptance_rate": accepted / drafted if drafted else None,
         "tokens_per_chunk": total / len(chunks) if chunks else None,
+        "chunk_size_counts": {str(k): v for k, v in sorted(Counter(chunks).items())},
         "n_requests": len(recs),
+        "n_failed": len(dispatch.measured) - len(recs),
         "completion_tokens": total,
         "window_s": window,
-    }
+    })
+    return metrics
 
 
-def results_table(cells: list[dict[str, Any]]) -> Any:
-    """A pandas DataFrame of ok cells, one row each, with ``speedup`` vs the ``auto`` baseline.
+def results_table(cells: list[dict[str, Any]], *, unstable_cv: float = 0.10) -> Any:
+    """A pandas DataFrame of ok cells: one row per config × workload × context × concurrency.
 
-    The speedup compares output tok/s with the ``auto`` cell of the same workload, context and
-    concurrency; it is missing (NaN) when that baseline is not ok.
+    Repeats of a cell are averaged; ``output_tok_s_cv`` is their coefficient of variation
+    (sample std / mean; NaN for one repeat) and ``unstable`` flags a CV above ``unstable_cv``
+    (the row stays, marked). ``speedup`` compares mean output tok/s with the ``auto`` row of
+    the same workload, context and concurrency; it is NaN when that baseline is not ok. The
+    ``lossless_*`` columns compare greedy outputs with ``auto``'s (see :mod:`.lossless`).
     """
     import pandas as pd
 
-    rows = [{**c["spec"], **c["metrics"]} for c in cells if c["verdict"]["status"] == "ok"]
-    columns = ["config", "series", "method", "budget", "workload", "context", "concurrency",
-               *METRIC_COLUMNS, "window_s"]
+    from .lossless import losslessness
+
+    same = losslessness(cells)
+    rows = [{**c["spec"], **c["metrics"], **same.get(c.get("cell_id", ""), {})}
+            for c in cells if c["verdict"]["status"] == "ok"]
+    columns = [*_GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s"]
     table = pd.DataFrame(rows, columns=columns)
+    numeric = [c for c in columns if c not in _GROUP]
+    table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
+    grouped = table.groupby(_GROUP, dropna=False, sort=False)
+    means = grouped[numeric].mean().reset_index()
+    tok_s = grouped["output_tok_s"]
+    means["repeats_n"] = grouped.size().to_numpy()
+    means["output_tok_s_cv"] = (tok_s.std(ddof=1) / tok_s.mean()).to_numpy()
+    means["unstable"] = means["output_tok_s_cv"] > unstable_cv
     keys = ["workload", "context", "concurrency"]
-    base = table[table["method"] == "auto"][[*keys, "output_tok_s"]]
+    base = means[means["method"] == "auto"][[*keys, "output_tok_s"]]
     base = base.rename(columns={"output_tok_s": "auto_tok_s"})
-    table = table.merge(base, on=keys, how="left")
-    table["speedup"] = table["output_tok_s"] / table["auto_tok_s"]
-    return table.drop(columns=["auto_tok_s"])
+    means = means.merge(base, on=keys, how="left")
+    means["speedup"] = means["output_tok_s"] / means["auto_tok_s"]
+    return means.drop(columns=["auto_tok_s"])
 
 
 def _mean(values: list[float]) -> float | None:

@@ -18,7 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ParamsError
 from .paths import resolve_project_path
 
-Method = Literal["auto", "ngram", "draft", "linear", "tree"]
+# auto: no speculation; ngram, draft: n-gram / draft-model drafting; linear: DFlash (a block of
+# draft tokens); tree: DDTree (a draft tree of `budget` nodes); eagle, eagle3, mtp: EAGLE-family
+# heads. Each engine adapter maps a method to its flags (or refuses it).
+Method = Literal["auto", "ngram", "draft", "linear", "tree", "eagle", "eagle3", "mtp"]
 
 
 class _Strict(BaseModel):
@@ -26,15 +29,47 @@ class _Strict(BaseModel):
 
 
 class EngineParams(_Strict):
-    kind: Literal["llamacpp"] = "llamacpp"
+    """The server program and how to start it; flags per method live in ``engines/``.
+
+    ``binary`` is the program (llama-server; for SGLang the Python of its environment, for vLLM
+    the ``vllm`` executable; for ``template`` the program of ``argv_template``) and ``launcher``
+    the arguments that follow it before the engine's own flags (SGLang: ``-m
+    sglang.launch_server``, vLLM: ``serve``). Templates take ``{port}``, ``{host}``, ``{model}``,
+    ``{budget}`` (also ``{budget+1}``, ``{budget-1}``), ``{tp}``, ``{context}``, ``{binary}``,
+    ``{draft_model}`` and a config's options; values are inserted literally (never a shell).
+    """
+
+    kind: Literal["llamacpp", "sglang", "vllm", "template"] = "llamacpp"
     binary: str | None = None
     model: str | None = None
+    model_cache: str | None = None  # a persistent copy to restage `model` from (tmpfs is wiped)
     host: str = "127.0.0.1"
     port: int = Field(8090, ge=1024, le=65535)
     context: int = Field(4096, gt=0, description="total context (tokens), shared by the slots")
     threads: int = Field(2, gt=0)
     ready_timeout_s: float = Field(120.0, gt=0)
     extra_args: tuple[str, ...] = ()
+    launcher: tuple[str, ...] | None = None  # None: the kind's default (see the docstring)
+    draft_model: str | None = None  # the default draft model of configs that need one
+    tp: int = Field(1, ge=1, description="tensor-parallel size (GPUs per server)")
+    mem_fraction: float | None = Field(None, gt=0, le=1)
+    attention_backend: str | None = None
+    tokenizer: str = "auto"  # auto | server | a tokenizer.json or model folder
+    api: Literal["llamacpp", "sglang", "vllm"] | None = None  # the protocol of a template server
+    argv_template: tuple[str, ...] = ()  # a whole argv, for kind template (or any kind)
+    spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags
+
+    @model_validator(mode="after")
+    def _kind_needs(self) -> EngineParams:
+        if self.kind == "template" and (self.api is None or not self.argv_template):
+            raise ValueError("kind 'template' needs 'api' (llamacpp, sglang or vllm: the protocol "
+                             "the server speaks) and 'argv_template' (its whole argv)")
+        if self.kind != "template" and self.api is not None:
+            raise ValueError(f"'api' is only for kind 'template'; kind {self.kind!r} speaks its own")
+        if self.kind != "llamacpp" and (self.binary is None or self.model is None):
+            raise ValueError(f"kind {self.kind!r} needs 'binary' (the program: for sglang the "
+                             f"Python of its environment, for vllm the vllm executable) and 'model'")
+        return self
 
 
 class ConfigParams(_Strict):
@@ -44,6 +79,8 @@ class ConfigParams(_Strict):
     options: dict[str, int | float | str] = Field(default_factory=dict)
     draft_model: str | None = None
     extra_args: tuple[str, ...] = ()
+    spec_args: tuple[str, ...] = ()  # a flag template replacing the adapter's flags for the method
+    argv: tuple[str, ...] = ()  # a whole argv template for this config's servers
 
     @field_validator("budgets")
     @classmethod
@@ -66,7 +103,7 @@ class ConfigParams(_Strict):
 
 class WorkloadParams(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    source: Literal["humaneval", "sharegpt", "jsonl"]
+    source: Literal["humaneval", "sharegpt", "copyedit", "jsonl"]
     path: str | None = None
     field: str = "text"
 
@@ -75,6 +112,51 @@ class WorkloadParams(_Strict):
         if self.source == "jsonl" and not self.path:
             raise ValueError("source 'jsonl' needs 'path' (a JSONL file) and 'field'")
         return self
+
+
+class KnownBad(_Strict):
+    """A configuration known to fail: its cells are ``skipped`` with the reason, not run.
+
+    ``budgets`` empty means every budget of the config; ``engine_version`` and ``gpu`` are
+    substrings that must appear in the engine's version and in a visible GPU's name.
+    """
+
+    config: str
+    budgets: tuple[int, ...] = ()
+    reason: str = Field(min_length=1)
+    engine_version: str | None = None
+    gpu: str | None = None
+
+    def applies(self, server: ServerConfig, *, engine_version: str, gpus: list[str]) -> bool:
+        if server.name != self.config:
+            return False
+        if self.budgets and server.budget not in self.budgets:
+            return False
+        if self.engine_version and self.engine_version not in engine_version:
+            return False
+        return not self.gpu or any(self.gpu in name for name in gpus)
+
+
+class TimeoutParams(_Strict):
+    """Per-request time limits (seconds); a request that exceeds one fails, it is never retried.
+
+    ``request_s`` is the whole request; None takes the sweep's ``request_timeout_s``.
+    """
+
+    connect_s: float = Field(10.0, gt=0)
+    first_token_s: float = Field(60.0, gt=0)
+    between_tokens_s: float = Field(30.0, gt=0)
+    request_s: float | None = Field(None, gt=0)
+
+
+class RequestRateParams(_Strict):
+    """An open-loop arrival schedule: ``per_s`` requests a second, Poisson or evenly spaced.
+
+    Arrival times are drawn from the sweep's seed; ``concurrency`` still caps requests in flight.
+    """
+
+    per_s: float = Field(gt=0)
+    arrival: Literal["poisson", "fixed"] = "poisson"
 
 
 class SweepParams(_Strict):
@@ -90,6 +172,18 @@ class SweepParams(_Strict):
     warmup_requests: int = Field(1, ge=0)
     request_timeout_s: float = Field(120.0, gt=0)
     seed: int = 0
+    known_bad: tuple[KnownBad, ...] = ()
+    timeouts: TimeoutParams = TimeoutParams()
+    request_rate: RequestRateParams | None = None  # None: closed loop (concurrency in flight)
+    max_failed_fraction: float = Field(0.0, ge=0, lt=1)  # failed requests a cell may tolerate
+    repeats: int = Field(1, ge=1)  # measurements of each cell (mean and CV across them)
+    unstable_cv: float = Field(0.10, gt=0)  # CV of output tok/s across repeats above which: unstable
+
+    def request_timeouts(self) -> TimeoutParams:
+        """The timeouts with the whole-request limit resolved (``request_timeout_s`` by default)."""
+        if self.timeouts.request_s is not None:
+            return self.timeouts
+        return self.timeouts.model_copy(update={"request_s": self.request_timeout_s})
 
     @field_validator("contexts", "concurrency")
     @classmethod
@@ -120,6 +214,8 @@ class ServerConfig:
     options: dict[str, int | float | str]
     draft_model: str | None
     extra_args: tuple[str, ...]
+    spec_args: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -141,10 +237,13 @@ class CellSpec:
     workload: str
     context: int
     concurrency: int
+    repeat: int = 0
+    repeats: int = 1
 
     @property
     def cell_id(self) -> str:
-        return f"{self.config}__{self.workload}__ctx{self.context}__c{self.concurrency}"
+        base = f"{self.config}__{self.workload}__ctx{self.context}__c{self.concurrency}"
+        return f"{base}__r{self.repeat}" if self.repeats > 1 else base
 
 
 @dataclass(frozen=True)
@@ -194,11 +293,11 @@ def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) 
             if budget is not None and b is not None and b != budget:
                 continue
             servers.append(ServerConfig(cfg.name, cfg.method, b, dict(cfg.options),
-                                        cfg.draft_model, cfg.extra_args))
+                                        cfg.draft_model, cfg.extra_args, cfg.spec_args, cfg.argv))
     cells = tuple(
-        CellSpec(s.label, s.name, s.method, s.budget, w.name, ctx, conc)
-        for s, w, ctx, conc in itertools.product(
-            servers, params.workloads, params.contexts, params.concurrency)
+        CellSpec(s.label, s.name, s.method, s.budget, w.name, ctx, conc, rep, params.repeats)
+        for s, w, ctx, conc, rep in itertools.product(
+            servers, params.workloads, params.contexts, params.concurrency, range(params.repeats))
     )
     return Plan(params, source, tuple(servers), cells, budget)
 

@@ -1,29 +1,82 @@
-"""Checks before a sweep: binary, model file, free port. Clear errors, nothing measured yet."""
+"""Checks before a sweep (and ``specbench doctor``): binary, model, datasets, port, GPUs, disk.
+
+Each problem is one clear line with its fix; nothing is measured until all pass.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PreflightError
-from .params import EngineParams
-from .paths import default_llama_server, default_model
+from .errors import PreflightError, SpecbenchError
+from .params import EngineParams, Plan
+from .paths import default_llama_server, default_model, outputs_dir
 
 _SETUP_HINT = "run 'make setup' (scripts/setup_engine.sh builds llama-server and fetches the model)"
+_MIN_FREE_BYTES = 200 * 2**20
 
 
-def engine_files(engine: EngineParams) -> tuple[Path, Path]:
-    """The server binary and model file a sweep will use, checked to exist."""
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{'ok     ' if self.ok else 'PROBLEM'}  {self.name}: {self.detail}"
+
+
+def engine_files(engine: EngineParams, *, restage: bool = True) -> tuple[Path, Path]:
+    """The server binary and model a sweep will use, checked to exist (the model restaged from
+    ``engine.model_cache`` when it is missing and ``restage`` is on)."""
     binary = Path(engine.binary).expanduser() if engine.binary else default_llama_server()
     model = Path(engine.model).expanduser() if engine.model else default_model()
     if not (binary.is_file() and os.access(binary, os.X_OK)):
         raise PreflightError(f"server binary not found or not executable: {binary}; {_SETUP_HINT}",
                              what="binary", path=binary)
-    if not model.is_file() or model.stat().st_size == 0:
-        raise PreflightError(f"model file missing or empty: {model} (a reboot wipes tmpfs such as "
-                             f"/dev/shm); {_SETUP_HINT}", what="model", path=model)
+    if not _present(model):
+        cache = Path(engine.model_cache).expanduser() if engine.model_cache else None
+        if cache is None or not _present(cache):
+            fix = ("restage it from a persistent copy, or set engine.model_cache to one"
+                   if cache is None else f"the cache {cache} is missing too")
+            raise PreflightError(f"model missing or empty: {model} (a reboot wipes tmpfs such as "
+                                 f"/dev/shm); {fix}; for the embedded engine {_SETUP_HINT}",
+                                 what="model", path=model)
+        if not restage:
+            raise PreflightError(f"model missing: {model}; it can be restaged from {cache}",
+                                 what="model", path=model)
+        restage_model(cache, model)
     return binary, model
+
+
+def restage_model(source: Path, target: Path) -> None:
+    """Copy a model file or folder from ``source`` to ``target`` with progress, then verify sizes."""
+    from tqdm.auto import tqdm
+
+    files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+    total = sum(f.stat().st_size for f in files)
+    tmp = target.with_name(f".{target.name}.restaging")
+    if tmp.is_dir():
+        shutil.rmtree(tmp)
+    tmp.unlink(missing_ok=True)
+    with tqdm(total=total, unit="B", unit_scale=True, desc=f"restaging {target.name}") as bar:
+        for file in files:
+            dest = tmp / file.relative_to(source) if source.is_dir() else tmp
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with open(file, "rb") as src, open(dest, "wb") as out:
+                for block in iter(lambda src=src: src.read(1 << 24), b""):
+                    out.write(block)
+                    bar.update(len(block))
+    copied = sorted(p for p in tmp.rglob("*") if p.is_file()) if tmp.is_dir() else [tmp]
+    if sum(f.stat().st_size for f in copied) != total:
+        raise PreflightError(f"restaging {source} → {target} copied the wrong number of bytes; "
+                             f"check free space on {target.parent}", what="model", path=target)
+    os.replace(tmp, target)
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -35,3 +88,63 @@ def check_port_free(host: str, port: int) -> None:
             raise PreflightError(f"port {port} on {host} is in use: another server is running "
                                  f"there; stop it or set engine.port in the params file",
                                  what="port") from None
+
+
+def doctor(plan: Plan) -> list[Check]:
+    """Every preflight check of a plan, without starting anything (``specbench doctor``)."""
+    from .engines import get_adapter
+    from .workload import documents
+
+    params = plan.params
+    checks: list[Check] = []
+
+    def run(name: str, action: Callable[[], object]) -> None:
+        try:
+            checks.append(Check(name, True, str(action())))
+        except SpecbenchError as exc:
+            checks.append(Check(name, False, str(exc)))
+
+    def files() -> str:
+        binary, model = engine_files(params.engine, restage=False)
+        version = get_adapter(params.engine.kind).version(binary)
+        return f"{binary} (version {version}); model {model}"
+
+    run("engine", files)
+    for workload in params.workloads:
+        run(f"workload {workload.name}", lambda w=workload: f"{len(documents(w))} documents")
+    run("port", lambda: check_port_free(params.engine.host, params.engine.port)
+        or f"{params.engine.host}:{params.engine.port} is free")
+    run("disk", _disk)
+    if params.engine.kind != "llamacpp":
+        run("gpus", _gpus)
+    return checks
+
+
+def _present(path: Path) -> bool:
+    if path.is_dir():
+        return any(p.is_file() for p in path.iterdir())
+    return path.is_file() and path.stat().st_size > 0
+
+
+def _disk() -> str:
+    out = outputs_dir()
+    probe = out if out.exists() else out.parent
+    free = shutil.disk_usage(probe).free
+    if free < _MIN_FREE_BYTES:
+        raise PreflightError(f"only {free / 2**20:.0f} MiB free under {probe}; free some space",
+                             what="disk", path=probe)
+    return f"{free / 2**30:.1f} GiB free under {probe}"
+
+
+def _gpus() -> str:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        raise PreflightError("nvidia-smi not found: this engine needs visible NVIDIA GPUs",
+                             what="gpu") from None
+    names = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not names:
+        raise PreflightError("no GPU visible (nvidia-smi lists none); check the driver and "
+                             "CUDA_VISIBLE_DEVICES", what="gpu")
+    return "; ".join(names)

@@ -15,12 +15,23 @@ _COLOURS = {"ok": "#d8f3dc", "invalid": "#ffe5b4", "crashed": "#ffccd5", "skippe
 
 
 class SweepResult:
-    """The cells of one run directory; shows itself as a verdict table in JupyterLab."""
+    """The cells of one run directory; shows itself as a verdict table in JupyterLab.
+
+    Only cells whose fingerprint matches the run's plan are read (``cells``); any other cell file
+    is ``stale`` (an earlier plan, engine, model or code version) and never reaches a table or a
+    plot. ``missing`` lists planned cells that have no current file (an interrupted run).
+    """
 
     def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
-        self.cells: list[dict[str, Any]] = [
-            json.loads(p.read_text()) for p in sorted((self.run_dir / "cells").glob("*.json"))]
+        every = [json.loads(p.read_text()) for p in sorted((self.run_dir / "cells").glob("*.json"))]
+        expected = self.manifest.get("plan_fingerprints")
+        if expected is None:
+            self.cells, self.stale = every, []
+        else:
+            self.cells = [c for c in every if expected.get(c["cell_id"]) == c.get("fingerprint")]
+            self.stale = [c for c in every if expected.get(c["cell_id"]) != c.get("fingerprint")]
+        self.missing = sorted(set(expected or ()) - {c["cell_id"] for c in self.cells})
 
     @property
     def run_id(self) -> str:
@@ -94,8 +105,10 @@ class SweepResult:
     def _repr_html_(self) -> str:
         manifest = self.manifest
         counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
+        extra = "".join(f" · {len(v)} {k}" for k, v in (("stale", self.stale), ("missing", self.missing))
+                        if v)
         head = (f"<p><b>run {html.escape(self.run_id)}</b> · {html.escape(str(manifest.get('status')))}"
-                f" · {counts} · {manifest.get('elapsed_s', '?')} s</p>")
+                f" · {counts}{extra} · {manifest.get('elapsed_s', '?')} s</p>")
         rows = []
         for _, row in self.verdicts().iterrows():
             colour = _COLOURS.get(row["verdict"], "white")

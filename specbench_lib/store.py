@@ -16,6 +16,7 @@ from .errors import StoreError
 from .paths import outputs_dir, project_root
 
 SCHEMA_VERSION = 1
+SPECBENCH_VERSION = "0.1.0"
 
 
 def utc_now() -> str:
@@ -71,15 +72,33 @@ class RunDir:
         run.acquire()
         return run
 
+    @classmethod
+    def open(cls, run_id: str, *, root: Path | None = None) -> RunDir:
+        """An existing run directory, locked for this process (to resume it)."""
+        path = (root or outputs_dir()) / "runs" / run_id
+        run = cls(path)
+        if not run.manifest_path.is_file():
+            raise StoreError("no run to resume here (no manifest.json); give the id of a run "
+                             "under outputs/runs", path=path)
+        run.acquire()
+        return run
+
     def acquire(self) -> None:
-        try:
-            fd = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            owner = self._lock.read_text().strip() or "?"
-            raise StoreError(f"run is locked by process {owner}; wait for it or remove the lock "
-                             "file if that process is gone", path=self._lock) from None
-        with os.fdopen(fd, "w") as fh:
-            fh.write(str(os.getpid()))
+        """Take the run's lock; a lock left by a process that no longer exists is taken over."""
+        for _ in range(2):
+            try:
+                fd = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                owner = self._lock.read_text().strip()
+                if owner.isdigit() and not _pid_alive(int(owner)):
+                    self._lock.unlink(missing_ok=True)
+                    continue
+                raise StoreError(f"run is being written by process {owner or '?'}; wait for it to "
+                                 f"finish or stop it, then resume", path=self._lock) from None
+            with os.fdopen(fd, "w") as fh:
+                fh.write(str(os.getpid()))
+            return
+        raise StoreError("could not take the run's lock", path=self._lock)
 
     def release(self) -> None:
         self._lock.unlink(missing_ok=True)
@@ -100,6 +119,44 @@ class RunDir:
 
     def read_cells(self) -> list[dict[str, Any]]:
         return [json.loads(p.read_text()) for p in sorted(self.cells_dir.glob("*.json"))]
+
+    def archive_cell(self, cell_id: str) -> Path | None:
+        """Move a cell file into ``cells/history/`` before it is measured again (nothing is lost)."""
+        path = self.cells_dir / f"{cell_id}.json"
+        if not path.exists():
+            return None
+        history = self.cells_dir / "history"
+        history.mkdir(exist_ok=True)
+        n = len(list(history.glob(f"{cell_id}.*.json"))) + 1
+        target = history / f"{cell_id}.{n}.json"
+        os.replace(path, target)
+        return target
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
+    """One summary per run directory under ``outputs/runs``, oldest first."""
+    runs = []
+    for manifest_path in sorted(((root or outputs_dir()) / "runs").glob("*/manifest.json")):
+        try:
+            data = json.loads(manifest_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            data = {"status": "unreadable"}
+        git = (data.get("environment") or {}).get("git") or {}
+        runs.append({"run_id": manifest_path.parent.name, "phase": data.get("phase"),
+                     "started": data.get("started"), "status": data.get("status"),
+                     "counts": data.get("verdict_counts"), "commit": (git.get("commit") or "")[:10],
+                     "dirty": git.get("dirty"), "path": str(manifest_path.parent)})
+    return runs
 
 
 def environment_info() -> dict[str, Any]:
@@ -160,14 +217,34 @@ def _gpus() -> list[str]:
     return [line.strip() for line in done.stdout.splitlines() if line.strip()]
 
 
-def file_identity(path: Path) -> dict[str, Any]:
-    """Path, size, mtime and a cheap fingerprint (name + size + first and last MiB)."""
-    stat = path.stat()
-    digest = hashlib.sha256(f"{path.name}:{stat.st_size}".encode())
-    with open(path, "rb") as fh:
-        digest.update(fh.read(1 << 20))
-        fh.seek(max(0, stat.st_size - (1 << 20)))
-        digest.update(fh.read(1 << 20))
-    return {"path": str(path), "size": stat.st_size,
-            "mtime": dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc).isoformat(),
-            "fingerprint": digest.hexdigest()[:20]}
+def file_identity(path: Path, *, full_hash: bool = False) -> dict[str, Any]:
+    """Path, size, mtime and a cheap fingerprint of a model file or folder.
+
+    The fingerprint hashes the file list with sizes (and, for a single file, its first and last
+    MiB); ``full_hash`` adds a SHA-256 of every byte, which can take minutes for a 50 GB model.
+    """
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    digest = hashlib.sha256()
+    total, newest = 0, 0.0
+    for file in files:
+        stat = file.stat()
+        total += stat.st_size
+        newest = max(newest, stat.st_mtime)
+        digest.update(f"{file.relative_to(path) if path.is_dir() else file.name}:{stat.st_size}\n".encode())
+    if not path.is_dir():
+        with open(path, "rb") as fh:
+            digest.update(fh.read(1 << 20))
+            fh.seek(max(0, total - (1 << 20)))
+            digest.update(fh.read(1 << 20))
+    identity: dict[str, Any] = {
+        "path": str(path), "size": total, "files": len(files),
+        "mtime": dt.datetime.fromtimestamp(newest, dt.timezone.utc).isoformat(),
+        "fingerprint": digest.hexdigest()[:20]}
+    if full_hash:
+        full = hashlib.sha256()
+        for file in files:
+            with open(file, "rb") as fh:
+                for block in iter(lambda fh=fh: fh.read(1 << 24), b""):
+                    full.update(block)
+        identity["sha256"] = full.hexdigest()
+    return identity

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -12,8 +13,8 @@ import yaml
 
 from . import notebook_link
 from .dispatch import dispatch_cell
-from .engines import Adapter, get_adapter
-from .errors import EngineError, ServerError
+from .engines import Adapter, Launch, get_adapter
+from .errors import EngineError, ServerError, StoreError
 from .metrics import cell_metrics
 from .params import CellSpec, Plan, ServerConfig
 from .preflight import check_port_free, engine_files
@@ -21,6 +22,7 @@ from .results import SweepResult
 from .server import ServerProcess
 from .store import (
     SCHEMA_VERSION,
+    SPECBENCH_VERSION,
     RunDir,
     environment_info,
     file_identity,
@@ -32,40 +34,74 @@ from .validate import Verdict, context_guard, judge_cell
 from .workload import build_prompts, documents
 
 
-def run_sweep(plan: Plan, *, run_id: str | None = None, outputs: Path | None = None,
+def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = None,
+              retry_known_bad: bool = False, outputs: Path | None = None,
               progress: bool = True) -> SweepResult:
-    """Run every cell of ``plan`` in a new run directory and return its result.
+    """Run the cells of ``plan`` in a run directory and return its result.
 
     Args:
         plan: from :func:`specbench_lib.load_plan`.
-        run_id: the run directory's name; a new ``<UTC time>_<phase>_<id>`` when empty.
+        run_id: the new run directory's name; a new ``<UTC time>_<phase>_<id>`` when empty.
+        resume: the id of an earlier run to continue: its ok cells whose fingerprint matches
+            the plan are kept; missing, invalid, crashed and stale cells run again (the old
+            files move to ``cells/history/``).
+        retry_known_bad: run configs listed under ``known_bad`` instead of skipping them.
         outputs: the outputs folder (default: ``outputs/`` of the project or $SPECBENCH_OUTPUTS).
         progress: show a progress bar over cells.
     """
+    if run_id and resume:
+        raise StoreError("give run_id or resume, not both", path=str(run_id))
     params = plan.params
-    adapter = get_adapter(params.engine.kind)
+    adapter = get_adapter(params.engine)
     binary, model = engine_files(params.engine)
     check_port_free(params.engine.host, params.engine.port)
     for workload in params.workloads:
         documents(workload)
-    run = RunDir.create(run_id or new_run_id(params.phase), root=outputs)
-    started = time.monotonic()
     engine = {"kind": adapter.name, "binary": str(binary), "version": adapter.version(binary)}
     model_id = file_identity(model)
+    launches = {s.label: adapter.launch(s, params.engine, parallel=max(params.concurrency),
+                                        model=model, binary=binary) for s in plan.servers}
+    fingerprints = cell_fingerprints(plan, launches, engine["version"], model_id["fingerprint"])
+    run, kept = _open_run(plan, fingerprints, run_id=run_id, resume=resume, outputs=outputs)
+    env = environment_info()
+    started = time.monotonic()
+    previous = run.manifest()
+    attempt = {"started": utc_now(), "pid": os.getpid(), "params_file": str(plan.source),
+               "budget": plan.budget, "kept_cells": sorted(kept),
+               "notebook": notebook_link.adopt(run.path)}
+    attempts = [*previous.get("attempts", []), attempt]
     (run.path / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json"),
                                                          sort_keys=False))
     run.update_manifest(
-        schema_version=SCHEMA_VERSION, run_id=run.run_id, phase=params.phase,
-        status="running", started=utc_now(), ended=None, params_file=str(plan.source),
-        budget=plan.budget, params=params.model_dump(mode="json"), engine=engine, model=model_id,
-        environment=environment_info(), planned_cells=len(plan.cells), servers={},
-        notebook=notebook_link.adopt(run.path),
+        schema_version=SCHEMA_VERSION, specbench_version=SPECBENCH_VERSION, run_id=run.run_id,
+        phase=params.phase, status="running", started=previous.get("started", attempt["started"]),
+        ended=None, params_file=str(plan.source), budget=plan.budget,
+        params=params.model_dump(mode="json"), engine=engine, model=model_id, environment=env,
+        planned_cells=len(plan.cells), plan_fingerprints=fingerprints,
+        servers=previous.get("servers", {}), attempts=attempts,
+        notebook=previous.get("notebook") or attempt["notebook"],
     )
-    bar = _progress(len(plan.cells), enabled=progress)
+    print(f"run {run.run_id}: {len(plan.cells) - len(kept)} cells to measure"
+          f"{f', {len(kept)} kept' if kept else ''} → {run.path}", flush=True)
+    bar = _progress(len(plan.cells), initial=len(kept), enabled=progress)
     status = "failed"
     try:
         for server in plan.servers:
-            _run_server(plan, server, run, adapter, binary, model, engine, model_id, bar)
+            todo = [c for c in plan.cells_for(server) if c.cell_id not in kept]
+            if not todo:
+                continue
+            bad = None if retry_known_bad else next(
+                (kb for kb in params.known_bad
+                 if kb.applies(server, engine_version=engine["version"], gpus=env["gpus"])), None)
+            if bad is not None:
+                for cell in todo:
+                    _write_cell(run, cell, server, launches[server.label].argv,
+                                fingerprints[cell.cell_id],
+                                Verdict("skipped", (f"known_bad: {bad.reason}",)), {}, None)
+                    bar.update(1)
+                continue
+            _run_server(plan, server, todo, launches[server.label], run, adapter, fingerprints,
+                        bar)
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -74,27 +110,70 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, outputs: Path | None = N
         bar.close()
         result = SweepResult(run.path)
         result.write_results_csv()
-        run.update_manifest(status=status, ended=utc_now(),
+        attempt.update(ended=utc_now(), status=status)
+        run.update_manifest(status=status, ended=utc_now(), attempts=attempts,
                             elapsed_s=round(time.monotonic() - started, 1),
                             verdict_counts=result.counts())
         run.release()
         counts = ", ".join(f"{k} {v}" for k, v in result.counts().items())
-        print(f"{run.run_id}: {status}, {counts} in {time.monotonic() - started:.0f} s\n"
+        print(f"run {run.run_id}: {status}, {counts} in {time.monotonic() - started:.0f} s\n"
               f"run directory: {run.path}", flush=True)
     return result
 
 
-def _run_server(plan: Plan, server: ServerConfig, run: RunDir, adapter: Adapter, binary: Path,
-                model: Path, engine: dict[str, Any], model_id: dict[str, Any], bar: Any) -> None:
+def cell_fingerprints(plan: Plan, launches: dict[str, Launch], engine_version: str,
+                      model_fingerprint: str) -> dict[str, str]:
+    """The fingerprint each cell of the plan must carry to be read into a table.
+
+    It covers the cell spec, what is measured (output tokens, requests, seed, the workload…),
+    the server argv (port normalised), the engine version, the model and specbench's version.
+    """
+    params = plan.params.model_dump(mode="json")
+    measured = {k: v for k, v in params.items() if k not in _NOT_MEASURED}
+    workloads = {w["name"]: w for w in params["workloads"]}
+    port = str(plan.params.engine.port)
+    prints = {}
+    for cell in plan.cells:
+        argv = ["{port}" if a == port else a for a in launches[cell.config].argv]
+        prints[cell.cell_id] = fingerprint(asdict(cell), measured, workloads[cell.workload], argv,
+                                           engine_version, model_fingerprint, SPECBENCH_VERSION)
+    return prints
+
+
+_NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
+                 "concurrency", "known_bad"}
+
+
+def _open_run(plan: Plan, fingerprints: dict[str, str], *, run_id: str | None,
+              resume: str | None, outputs: Path | None) -> tuple[RunDir, set[str]]:
+    if not resume:
+        return RunDir.create(run_id or new_run_id(plan.params.phase), root=outputs), set()
+    run = RunDir.open(resume, root=outputs)
+    phase = run.manifest().get("phase")
+    if phase != plan.params.phase:
+        run.release()
+        raise StoreError(f"run {resume} is of phase {phase!r}, not {plan.params.phase!r}; resume it "
+                         f"with its own params file", path=run.path)
+    kept = {c["cell_id"] for c in run.read_cells()
+            if c["verdict"]["status"] == "ok" and fingerprints.get(c["cell_id"]) == c.get("fingerprint")}
+    return run, kept
+
+
+def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch: Launch, run: RunDir,
+                adapter: Adapter, fingerprints: dict[str, str], bar: Any) -> None:
     params = plan.params
-    launch = adapter.launch(server, params.engine, parallel=max(params.concurrency), model=model,
-                            binary=binary)
-    cells = plan.cells_for(server)
-    base_fp = (launch.argv[1:], engine["version"], model_id["fingerprint"], SCHEMA_VERSION)
+    check_port_free(params.engine.host, params.engine.port)
     proc = ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
                          health_path=launch.health_path, log_path=run.logs_dir / f"{server.label}.log",
                          signatures=adapter.crash_signatures)
     record: dict[str, Any] = {"argv": launch.argv, "log": str(proc.log_path.relative_to(run.path))}
+    written: set[str] = set()
+
+    def write(cell: CellSpec, verdict: Verdict, payload: dict[str, Any]) -> None:
+        _write_cell(run, cell, server, launch.argv, fingerprints[cell.cell_id], verdict, payload, proc)
+        written.add(cell.cell_id)
+        bar.update(1)
+
     try:
         proc.start()
         record["pid"] = proc.pid
@@ -107,6 +186,7 @@ def _run_server(plan: Plan, server: ServerConfig, run: RunDir, adapter: Adapter,
             _store_server(run, server.label, record)
             dead: Verdict | None = None
             for cell in cells:
+                bar.set_postfix_str(cell.cell_id, refresh=False)
                 if dead is None:
                     verdict, payload = _run_cell(plan, server, cell, proc, client, adapter,
                                                  info.context_per_request)
@@ -116,17 +196,17 @@ def _run_server(plan: Plan, server: ServerConfig, run: RunDir, adapter: Adapter,
                     verdict = Verdict("crashed", ("server_died_earlier: the server crashed in an "
                                                   "earlier cell of this config", *dead.reasons))
                     payload = {}
-                _write_cell(run, cell, server, launch.argv, base_fp, verdict, payload, proc)
-                bar.update(1)
+                write(cell, verdict, payload)
     except (ServerError, EngineError, httpx.TransportError) as exc:
         record["error"] = f"{type(exc).__name__}: {exc}"
+        record["returncode"] = proc.returncode
         _store_server(run, server.label, record)
-        done = {p.stem for p in run.cells_dir.glob("*.json")}
-        verdict = Verdict("crashed", (f"server_failed: {exc}",))
+        signature = proc.crash_signature()
+        verdict = Verdict("crashed", (f"server_failed: {exc}", f"returncode: {proc.returncode}",
+                                      *((f"log: {signature}",) if signature else ())))
         for cell in cells:
-            if cell.cell_id not in done:
-                _write_cell(run, cell, server, launch.argv, base_fp, verdict, {}, proc)
-                bar.update(1)
+            if cell.cell_id not in written:
+                write(cell, verdict, {})
     finally:
         proc.stop()
 
@@ -140,21 +220,27 @@ def _run_cell(plan: Plan, server: ServerConfig, cell: CellSpec, proc: ServerProc
         return refused, {}
     workload = next(w for w in params.workloads if w.name == cell.workload)
     prompts = build_prompts(workload, n=params.requests_per_cell, tokens=cell.context,
-                            seed=params.seed, tokenize=lambda text: adapter.tokenize(client, text))
+                            seed=params.seed, salt=f"r{cell.repeat}" if cell.repeat else "",
+                            tokenize=lambda text: adapter.tokenize(client, text))
     offset = proc.log_size()
     started = utc_now()
+    counters = adapter.metrics_snapshot(client)
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
                              concurrency=cell.concurrency, max_tokens=params.output_tokens,
-                             timeout_s=params.request_timeout_s)
+                             timeouts=params.request_timeouts(), request_rate=params.request_rate,
+                             seed=params.seed)
     verdict = judge_cell(dispatch.records, server_alive=proc.healthy(),
-                         crash_line=proc.crash_signature(offset))
+                         crash_line=proc.crash_signature(offset), planned=params.requests_per_cell,
+                         speculative=cell.method != "auto",
+                         max_failed_fraction=params.max_failed_fraction)
     payload: dict[str, Any] = {
         "started": started,
         "prompts": [{"sha": p.sha, "tokens": len(p.tokens), "sources": p.sources} for p in prompts],
         "requests": [r.to_dict() for r in dispatch.records],
+        "spec_counters": adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client)),
     }
     if verdict.ok:
-        payload["metrics"] = cell_metrics(dispatch)
+        payload["metrics"] = cell_metrics(dispatch, exclude=verdict.failed)
     return verdict, payload
 
 
@@ -169,22 +255,24 @@ def _warmup(plan: Plan, proc: ServerProcess, client: httpx.Client,
                             tokenize=lambda text: adapter.tokenize(client, text))
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],
                              warmup=len(prompts), concurrency=1, max_tokens=params.output_tokens,
-                             timeout_s=params.request_timeout_s)
+                             timeouts=params.request_timeouts())
     errors = [r.error for r in dispatch.records if r.error]
     return {"requests": len(prompts), "seconds": round(dispatch.window_start, 2), "errors": errors}
 
 
 def _write_cell(run: RunDir, cell: CellSpec, server: ServerConfig, argv: list[str],
-                base_fp: tuple[Any, ...], verdict: Verdict, payload: dict[str, Any],
-                proc: ServerProcess) -> None:
+                cell_fingerprint: str, verdict: Verdict, payload: dict[str, Any],
+                proc: ServerProcess | None) -> None:
+    run.archive_cell(cell.cell_id)
     data = {
         "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "cell_id": cell.cell_id,
-        "fingerprint": fingerprint(asdict(cell), *base_fp), "spec": asdict(cell),
+        "fingerprint": cell_fingerprint, "spec": asdict(cell),
         "server": {"label": server.label, "argv": argv},
         "verdict": {"status": verdict.status, "reasons": list(verdict.reasons)},
         "metrics": None, "ended": utc_now(), **payload,
     }
-    if verdict.status == "crashed":
+    if verdict.status == "crashed" and proc is not None:
+        data["returncode"] = proc.returncode
         data["log_excerpt"] = proc.log_tail(40)
     run.write_cell(cell.cell_id, data)
 
@@ -195,7 +283,7 @@ def _store_server(run: RunDir, label: str, record: dict[str, Any]) -> None:
     run.update_manifest(servers=servers)
 
 
-def _progress(total: int, *, enabled: bool) -> Any:
+def _progress(total: int, *, initial: int, enabled: bool) -> Any:
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="cells", unit="cell", disable=not enabled)
+    return tqdm(total=total, initial=initial, desc="cells", unit="cell", disable=not enabled)

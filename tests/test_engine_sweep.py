@@ -154,3 +154,66 @@ def test_server_killed_mid_sweep_crashes_its_cells_only(engine, outputs: Path,
     assert sorted(result.table()["config"]) == ["auto", "auto"]
     with pytest.raises(ProcessLookupError):
         os.kill(killed, 0)
+
+
+def server_processes(port: int) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and b"--port" in argv and str(port).encode() in argv:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.engine
+def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
+                                                         tmp_path: Path) -> None:
+    import signal
+
+    import specbench_lib as sb
+
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {TINY}\ncontexts: [128, 256]\nconcurrency: [1]\nknown_bad:\n"
+                      "  - {config: ngram, budgets: [16], reason: crashes at start-up on SM120}\n")
+    script = ("import specbench_lib as sb\n"
+              f"sb.run_sweep(sb.load_plan({str(params)!r}), run_id='r1', progress=False)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True,
+                             env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
+    first = outputs / "runs" / "r1" / "cells" / "auto__code__ctx128__c1.json"
+    deadline = time.monotonic() + 120
+    while not first.exists() and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.05)
+    assert first.exists(), child.communicate()[0]
+    child.send_signal(signal.SIGINT)
+    output = child.communicate(timeout=60)[0]
+    assert child.returncode != 0 and "KeyboardInterrupt" in output
+    run_dir = outputs / "runs" / "r1"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert not (run_dir / ".lock").exists()
+    assert server_processes(8191) == []
+    before = {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json")}
+    assert "auto__code__ctx128__c1.json" in before
+    assert all(json.loads(b)["verdict"]["status"] == "ok" for b in before.values())
+
+    result = sb.run_sweep(sb.load_plan(params), resume="r1", progress=False)
+    plan = sb.load_plan(params)
+    after = {p.name: p.read_bytes() for p in (run_dir / "cells").glob("*.json")}
+    assert set(after) == {f"{c.cell_id}.json" for c in plan.cells}
+    for name, content in before.items():
+        assert after[name] == content, f"{name} was measured again"
+    assert not (run_dir / "cells" / "history").exists()
+    skipped = [c for c in result.cells if c["spec"]["config"] == "ngram-b16"]
+    assert [c["verdict"]["status"] for c in skipped] == ["skipped", "skipped"]
+    assert skipped[0]["verdict"]["reasons"] == ["known_bad: crashes at start-up on SM120"]
+    assert not (run_dir / "logs" / "ngram-b16.log").exists()
+    assert result.counts() == {"ok": 4, "invalid": 0, "crashed": 0, "skipped": 2}
+    manifest = result.manifest
+    assert manifest["status"] == "complete"
+    assert [a["status"] for a in manifest["attempts"]] == ["interrupted", "complete"]
+    assert set(manifest["attempts"][1]["kept_cells"]) == {n[:-5] for n in before}
+    assert server_processes(8191) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,6 +44,7 @@ class StreamEvent:
     error: str | None = None
     final: FinalStats | None = None
     done: bool = False
+    token_ids: list[int] = field(default_factory=list)  # the ids of the tokens, when the engine sends them
 
 
 @dataclass(frozen=True)
@@ -75,3 +77,15 @@ class Adapter(Protocol):
         ...
 
     def parse_line(self, line: str) -> StreamEvent | None: ...
+
+    def stream_parser(self) -> Callable[[str], StreamEvent | None]:
+        """A line parser for one response stream (it may keep state, e.g. cumulative counts)."""
+        ...
+
+    def metrics_snapshot(self, client: httpx.Client) -> dict[str, float]:
+        """The server's speculative counters now (empty when it exposes none or is down)."""
+        ...
+
+    def cell_spec_stats(self, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+        """Speculative statistics of a cell from two snapshots (empty when there are none)."""
+        ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import httpx
 
 from ..errors import EngineError
 from ..params import EngineParams, ServerConfig
+from . import prometheus
+from .argv import spec_override, template_launch, template_values
 from .base import FinalStats, Launch, ServerInfo, StreamEvent
 
 _NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
@@ -26,12 +29,21 @@ class LlamaCppAdapter:
         r"std::bad_alloc", r"out of memory", r"[Ii]llegal instruction", r"Aborted",
     ))
 
+    def __init__(self, engine: EngineParams | None = None) -> None:
+        self.engine = engine
+
     def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                model: Path, binary: Path) -> Launch:
+        templated = template_launch(server, engine, model=model, binary=binary, parallel=parallel,
+                                    health_path="/health", builtin=lambda: self._spec_flags(server, model))
+        if templated is not None:
+            return templated
+        values = template_values(server, engine, model=model, binary=binary, parallel=parallel)
+        spec = spec_override(server, engine, values)
         argv = [str(binary), "-m", str(model), "--host", engine.host, "--port", str(engine.port),
                 "-np", str(parallel), "-c", str(engine.context * parallel), "--no-kv-unified",
                 "-t", str(engine.threads), "--no-webui", "--metrics", "--log-prefix"]
-        argv += self._spec_flags(server, model)
+        argv += self._spec_flags(server, model) if spec is None else spec
         argv += [*engine.extra_args, *server.extra_args]
         return Launch(argv, f"http://{engine.host}:{engine.port}", "/health")
 
@@ -99,7 +111,8 @@ class LlamaCppAdapter:
             return StreamEvent(error=json.dumps(data["error"])[:500])
         tokens = data.get("tokens")
         n_tokens = len(tokens) if isinstance(tokens, list) else (1 if data.get("content") else 0)
-        event = StreamEvent(n_tokens=n_tokens, text=str(data.get("content", "")))
+        event = StreamEvent(n_tokens=n_tokens, text=str(data.get("content", "")),
+                            token_ids=[int(t) for t in tokens] if isinstance(tokens, list) else [])
         if data.get("stop"):
             timings = data.get("timings", {})
             predicted = data.get("tokens_predicted", timings.get("predicted_n"))
@@ -115,6 +128,17 @@ class LlamaCppAdapter:
             )
             event.done = True
         return event
+
+    def stream_parser(self) -> Callable[[str], StreamEvent | None]:
+        return self.parse_line
+
+    def metrics_snapshot(self, client: httpx.Client) -> dict[str, float]:
+        """``llamacpp:spec_decode_*`` counters (the server runs with ``--metrics``)."""
+        return prometheus.snapshot(client, "llamacpp:")
+
+    def cell_spec_stats(self, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+        """Counter deltas: a cross-check of the per-request ``timings`` draft counts."""
+        return prometheus.spec_deltas(before, after, "llamacpp:")
 
 
 def _get_json(client: httpx.Client, path: str) -> dict[str, Any]:

@@ -1,0 +1,74 @@
+"""Losslessness: do a speculative config's greedy outputs equal the ``auto`` baseline's?
+
+Every request is greedy (temperature 0), so a lossless speculative decoder returns the same
+tokens as plain decoding for the same prompt. Batch-dependent numerics make a few differences
+normal (see shared/ENGINE.md), hence two figures rather than a pass/fail: the fraction of
+identical outputs and the mean length, in tokens, of the common prefix.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+BASELINE = "auto"
+_KEYS = ("workload", "context", "concurrency")
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """The number of leading tokens ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def compare_cells(cell: dict[str, Any], baseline: dict[str, Any]) -> dict[str, float | None]:
+    """Compare the measured outputs of two cells request by request (same prompt sha only).
+
+    Returns ``lossless_identical`` (fraction of identical outputs), ``lossless_prefix_tokens``
+    (mean common prefix in tokens; None without token ids) and ``lossless_n`` (pairs compared).
+    """
+    pairs = []
+    ours, theirs = _outputs(cell), _outputs(baseline)
+    for sha, out in ours.items():
+        if sha in theirs:
+            pairs.append((out, theirs[sha]))
+    if not pairs:
+        return {"lossless_identical": None, "lossless_prefix_tokens": None, "lossless_n": 0}
+    identical = [a == b for a, b in pairs]
+    prefixes = [common_prefix(a[0], b[0]) for a, b in pairs if a[0] and b[0]]
+    return {"lossless_identical": sum(identical) / len(pairs),
+            "lossless_prefix_tokens": statistics.fmean(prefixes) if prefixes else None,
+            "lossless_n": len(pairs)}
+
+
+def losslessness(cells: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """For each ok speculative cell (by cell id), its comparison with the ok ``auto`` cell of the
+    same workload, context, concurrency and repeat."""
+    ok = [c for c in cells if c["verdict"]["status"] == "ok" and c.get("requests")]
+    base = {_key(c): c for c in ok if c["spec"]["method"] == BASELINE}
+    found = {}
+    for cell in ok:
+        if cell["spec"]["method"] == BASELINE or _key(cell) not in base:
+            continue
+        found[cell["cell_id"]] = compare_cells(cell, base[_key(cell)])
+    return found
+
+
+def _key(cell: dict[str, Any]) -> tuple[Any, ...]:
+    spec = cell["spec"]
+    return (*(spec[k] for k in _KEYS), spec.get("repeat", 0))
+
+
+def _outputs(cell: dict[str, Any]) -> dict[str, tuple[list[int], str]]:
+    """Prompt sha → (output token ids, text sha) of the cell's measured, error-free requests."""
+    prompts = cell.get("prompts") or []
+    found = {}
+    for i, req in enumerate(cell.get("requests") or []):
+        if req.get("warmup") or req.get("error_kind") or i >= len(prompts):
+            continue
+        found[prompts[i]["sha"]] = (list(req.get("output_ids") or []), req.get("text_sha", ""))
+    return found

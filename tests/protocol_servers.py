@@ -1,0 +1,365 @@
+"""Protocol-faithful stand-ins for SGLang's native API and vLLM's OpenAI API (tests only).
+
+Each detail and its source is listed in tests/PROTOCOLS.md. They generate no text worth reading:
+token ``i`` of a reply is id ``1000 + i`` and text ``" t<i>"``. Modes inject one behaviour each.
+Run as a script (``python tests/protocol_servers.py sglang --port P --crash-after 1``) it is a
+server process that, after N generations, writes the engine's crash lines to its log and dies
+with SIGKILL as SGLang's process-tree kill does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SGLANG_MODES = ("ok", "spec", "error_line", "abort", "crash", "clamp", "legacy_info", "no_info")
+VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage")
+CRASH_LINES = {
+    "sglang": ["[2026-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call "
+               "last):", "RuntimeError: CUDA error: an illegal instruction was encountered",
+               "[2026-01-01 00:00:00] Received sigquit from a child process. It usually means the "
+               "child failed.", "SIGQUIT received"],
+    "vllm": ["ERROR 01-01 00:00:00 [core.py:700] EngineCore encountered a fatal error.",
+             "RuntimeError: CUDA error: an illegal memory access was encountered",
+             "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."],
+}
+
+
+def _tok(i: int) -> tuple[int, str]:
+    return 1000 + i, f" t{i}"
+
+
+class _Base(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _ProtocolServer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _body(self) -> dict[str, Any]:
+        data = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        self.server.bodies.append((self.path, data))
+        return data
+
+    def _json(self, status: int, data: Any) -> None:
+        payload = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _text(self, status: int, text: str, content_type: str = "text/plain") -> None:
+        payload = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _data(self, data: Any) -> None:
+        text = data if isinstance(data, str) else json.dumps(data)
+        chunk = f"data: {text}\n\n".encode()
+        self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        self.wfile.flush()
+
+    def _end(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _drop(self) -> None:
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)
+        self.close_connection = True
+
+    def _tokenize(self) -> None:
+        body = self._body()
+        ids = [1 + (sum(map(ord, w)) % 30000) for w in str(body.get("prompt", "")).split()]
+        self._json(200, {"tokens": ids, "count": len(ids), "max_model_len": self.server.context})
+
+    def _steps(self, n: int) -> list[int]:
+        """Tokens per step: 1 without speculation, ``accept`` (1 bonus + accepted drafts) with."""
+        size = self.server.accept if self.server.spec else 1
+        return [min(size, n - i) for i in range(0, n, size)]
+
+    def _maybe_crash(self) -> bool:
+        srv = self.server
+        srv.generations += 1
+        if srv.crash_after is None or srv.generations <= srv.crash_after:
+            return False
+        for line in CRASH_LINES[srv.api]:
+            print(line, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return True
+
+
+class _SGLangHandler(_Base):
+    """python/sglang/srt/entrypoints/http_server.py and managers/tokenizer_manager.py."""
+
+    def do_GET(self) -> None:
+        srv = self.server
+        if self.path in ("/health", "/health_generate"):
+            self._text(503 if srv.loading() else 200, "")
+        elif self.path == "/server_info" and srv.mode not in ("legacy_info", "no_info"):
+            self._json(200, srv.sglang_info())
+        elif self.path == "/get_server_info" and srv.mode != "no_info":
+            self._json(200, srv.sglang_info())
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        if self.path in ("/tokenize", "/v1/tokenize"):
+            self._tokenize()
+            return
+        if self.path != "/generate":
+            self._json(404, {"detail": "Not Found"})
+            return
+        body, srv = self._body(), self.server
+        ids = body["input_ids"]
+        params = body.get("sampling_params") or {}
+        max_new = int(params.get("max_new_tokens", 128))
+        self._start_stream()
+        if self._maybe_crash():
+            return
+        if len(ids) + max_new > srv.context:
+            self._data({"error": {"message": (
+                f"Requested token count exceeds the model's maximum context length of {srv.context} "
+                f"tokens. You requested a total of {len(ids) + max_new} tokens: {len(ids)} tokens "
+                f"from the input messages and {max_new} tokens for the completion. Please reduce "
+                f"the number of tokens in the input messages or the completion to fit within the "
+                f"limit.")}})
+            self._data("[DONE]")
+            self._end()
+            return
+        if srv.mode == "error_line":
+            self._data({"error": {"message": "The scheduler rejected the request."}})
+            self._data("[DONE]")
+            self._end()
+            return
+        produce = max_new // 2 if srv.mode == "clamp" else max_new
+        stop_early = not params.get("ignore_eos", False)
+        if stop_early:
+            produce = min(produce, 3)
+        rid, text, out_ids, done, verify = uuid.uuid4().hex, "", [], 0, 0
+        meta = {"id": rid, "finish_reason": None, "prompt_tokens": len(ids), "weight_version": "default",
+                "completion_tokens": 0, "cached_tokens": 0}
+        for step in self._steps(produce):
+            for _ in range(step):
+                tid, piece = _tok(done)
+                out_ids.append(tid)
+                text += piece
+                done += 1
+            verify += 1
+            meta = {**meta, "completion_tokens": done}
+            last = done == produce
+            if last:
+                meta["finish_reason"] = (
+                    {"type": "stop", "matched": 151645} if stop_early
+                    else {"type": "length", "length": produce})
+                meta["e2e_latency"] = 0.01
+                if srv.spec:
+                    meta["spec_verify_ct"] = verify
+            if srv.mode == "crash" and done >= 3:
+                self._drop()
+                return
+            if last and srv.mode == "abort":
+                meta["finish_reason"] = {"type": "abort", "message": "Abort in waiting queue",
+                                         "status_code": 503, "err_type": "ServiceUnavailable"}
+            self._data({"text": text, "output_ids": list(out_ids), "meta_info": dict(meta)})
+        self._data("[DONE]")
+        self._end()
+
+
+class _VllmHandler(_Base):
+    """vllm/entrypoints/openai/api_server.py, serving_completion.py, v1/spec_decode/metrics.py."""
+
+    def do_GET(self) -> None:
+        srv = self.server
+        if self.path == "/health":
+            self._text(503 if srv.loading() else 200, "")
+        elif self.path == "/v1/models":
+            self._json(200, {"object": "list", "data": [{
+                "id": srv.model, "object": "model", "created": 0, "owned_by": "vllm",
+                "root": srv.model, "parent": None, "max_model_len": srv.context}]})
+        elif self.path == "/metrics":
+            self._text(200, srv.prometheus(), "text/plain; version=0.0.4; charset=utf-8")
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        if self.path == "/tokenize":
+            self._tokenize()
+            return
+        if self.path != "/v1/completions":
+            self._json(404, {"detail": "Not Found"})
+            return
+        body, srv = self._body(), self.server
+        prompt, max_tokens = body["prompt"], int(body.get("max_tokens") or 16)
+        if len(prompt) + max_tokens > srv.context:
+            self._json(400, {"error": {"message": (
+                f"This model's maximum context length is {srv.context} tokens. However, you "
+                f"requested {len(prompt) + max_tokens} tokens ({len(prompt)} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the messages or "
+                f"completion."), "type": "BadRequestError", "param": None, "code": 400}})
+            return
+        options = body.get("stream_options") or {}
+        continuous = options.get("continuous_usage_stats") and srv.mode != "no_continuous_usage"
+        produce = max_tokens if body.get("ignore_eos") else min(max_tokens, 3)
+        self._start_stream()
+        if self._maybe_crash():
+            return
+        if srv.mode == "error_line":
+            self._data({"error": {"message": "EngineCore failed", "type": "InternalServerError",
+                                  "param": None, "code": 500}})
+            self._data("[DONE]")
+            self._end()
+            return
+        cid, done = f"cmpl-{uuid.uuid4().hex}", 0
+        for step in self._steps(produce):
+            ids, text = [], ""
+            for _ in range(step):
+                tid, piece = _tok(done)
+                ids.append(tid)
+                text += piece
+                done += 1
+            srv.count_step(step)
+            finish = ("length" if body.get("ignore_eos") else "stop") if done == produce else None
+            choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None,
+                                      "finish_reason": finish, "stop_reason": None}
+            if body.get("return_token_ids"):
+                choice["token_ids"] = ids
+            usage = ({"prompt_tokens": len(prompt), "total_tokens": len(prompt) + done,
+                      "completion_tokens": done} if continuous else None)
+            if srv.mode == "crash" and done >= 3:
+                self._drop()
+                return
+            self._data({"id": cid, "object": "text_completion", "created": int(time.time()),
+                        "model": srv.model, "choices": [choice], "usage": usage})
+        if options.get("include_usage"):
+            self._data({"id": cid, "object": "text_completion", "created": int(time.time()),
+                        "model": srv.model, "choices": [], "usage": {
+                            "prompt_tokens": len(prompt), "total_tokens": len(prompt) + done,
+                            "completion_tokens": done}})
+        self._data("[DONE]")
+        self._end()
+
+
+class _ProtocolServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, api: str, handler: type[_Base], *, mode: str, context: int, accept: int,
+                 spec: bool, port: int, loading_s: float, crash_after: int | None,
+                 model: str) -> None:
+        super().__init__(("127.0.0.1", port), handler)
+        self.api, self.mode, self.context, self.accept = api, mode, context, accept
+        self.spec = spec or mode == "spec"
+        self.model = model
+        self.crash_after = crash_after
+        self.generations = 0
+        self.bodies: list[tuple[str, dict[str, Any]]] = []
+        self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
+        self._lock = threading.Lock()
+        self._ready_at = time.monotonic() + loading_s
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def loading(self) -> bool:
+        return time.monotonic() < self._ready_at
+
+    def count_step(self, step: int) -> None:
+        """vLLM counts one draft of ``accept - 1`` proposed tokens per speculative step."""
+        if not self.spec:
+            return
+        with self._lock:
+            self.counters["drafts"] += 1
+            self.counters["draft_tokens"] += self.accept - 1
+            self.counters["accepted"] += step - 1
+
+    def sglang_info(self) -> dict[str, Any]:
+        info = {"model_path": self.model, "tp_size": 1, "context_length": self.context,
+                "speculative_algorithm": "DFLASH" if self.spec else None,
+                "speculative_num_draft_tokens": self.accept if self.spec else None,
+                "max_running_requests": 48 if self.spec else None, "disable_overlap_schedule": self.spec,
+                "max_total_num_tokens": self.context * 4, "max_req_input_len": self.context - 1,
+                "internal_states": [{"max_total_num_tokens": self.context * 4}], "version": "0.5.5"}
+        return info
+
+    def prometheus(self) -> str:
+        labels = f'{{engine="0",model_name="{self.model}"}}'
+        lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
+                 "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{labels} 0.0"]
+        if self.spec:
+            for name, key in (("num_drafts", "drafts"), ("num_draft_tokens", "draft_tokens"),
+                              ("num_accepted_tokens", "accepted")):
+                lines += [f"# HELP vllm:spec_decode_{name}_total Number of spec decoding {key}.",
+                          f"# TYPE vllm:spec_decode_{name}_total counter",
+                          f"vllm:spec_decode_{name}_total{labels} {float(self.counters[key])}"]
+            lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",'
+                         f'model_name="{self.model}",position="0"}} {float(self.counters["drafts"])}')
+        return "\n".join(lines) + "\n"
+
+    def __enter__(self) -> _ProtocolServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def sglang_server(mode: str = "ok", *, context: int = 4096, accept: int = 4, spec: bool = False,
+                  port: int = 0, loading_s: float = 0.0, crash_after: int | None = None,
+                  model: str = "/models/Qwen3-8B") -> _ProtocolServer:
+    """A stand-in for ``sglang.launch_server`` (use it as a context manager)."""
+    assert mode in SGLANG_MODES, mode
+    return _ProtocolServer("sglang", _SGLangHandler, mode=mode, context=context, accept=accept,
+                           spec=spec, port=port, loading_s=loading_s, crash_after=crash_after,
+                           model=model)
+
+
+def vllm_server(mode: str = "ok", *, context: int = 4096, accept: int = 4, spec: bool = False,
+                port: int = 0, loading_s: float = 0.0, crash_after: int | None = None,
+                model: str = "/models/Qwen3-8B") -> _ProtocolServer:
+    """A stand-in for ``vllm serve`` (use it as a context manager)."""
+    assert mode in VLLM_MODES, mode
+    return _ProtocolServer("vllm", _VllmHandler, mode=mode, context=context, accept=accept,
+                           spec=spec, port=port, loading_s=loading_s, crash_after=crash_after,
+                           model=model)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("api", choices=("sglang", "vllm"))
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--mode", default="ok")
+    parser.add_argument("--crash-after", type=int, default=None)
+    parser.add_argument("--loading-s", type=float, default=0.3)
+    args = parser.parse_args(argv)
+    make = sglang_server if args.api == "sglang" else vllm_server
+    server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after)
+    print(f"serving {args.api} on {server.url}", flush=True)
+    if args.api == "sglang":
+        print("The server is fired up and ready to roll!", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

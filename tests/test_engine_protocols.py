@@ -1,0 +1,250 @@
+"""SGLang and vLLM adapters against protocol-faithful test servers, through dispatch and judge."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import sys
+import time
+import types
+from pathlib import Path
+
+import httpx
+import pytest
+from protocol_servers import sglang_server, vllm_server
+
+from specbench_lib.dispatch import dispatch_cell
+from specbench_lib.engines import get_adapter
+from specbench_lib.engines.sglang import SGLangAdapter
+from specbench_lib.engines.vllm import VllmAdapter
+from specbench_lib.errors import EngineError
+from specbench_lib.params import EngineParams, ServerConfig
+from specbench_lib.server import ServerProcess
+from specbench_lib.validate import judge_cell
+
+PROMPTS = [[11, 12, 13, 14, 15]] * 3
+ROOT = Path(__file__).resolve().parent
+MAX = 12
+
+
+def run(adapter, url: str, *, max_tokens: int = MAX, prompts=PROMPTS, concurrency: int = 2):
+    result = dispatch_cell(adapter, url, prompts, warmup=1, concurrency=concurrency,
+                           max_tokens=max_tokens, timeout_s=5.0)
+    return result, judge_cell(result.records, server_alive=True)
+
+
+def expected_text(n: int) -> str:
+    return "".join(f" t{i}" for i in range(n))
+
+
+# --- SGLang ---------------------------------------------------------------------------------
+
+def test_sglang_stream_counts_tokens_from_cumulative_meta_info() -> None:
+    with sglang_server("ok") as srv:
+        result, verdict = run(SGLangAdapter(), srv.url)
+    assert verdict.status == "ok", verdict.reasons
+    for rec in result.records:
+        assert len(rec.token_times) == MAX and rec.chunk_sizes == [1] * MAX
+        assert rec.final.completion_tokens == MAX and rec.final.prompt_tokens == 5
+        assert rec.final.finish_reason == "length"
+        assert rec.final.verify_steps is None  # no speculation, no spec_verify_ct
+        assert rec.output_ids == [1000 + i for i in range(MAX)]
+        # the cumulative text is taken once, not re-added per chunk
+        assert rec.text_sha == hashlib.sha256(expected_text(MAX).encode()).hexdigest()[:16]
+
+
+def test_sglang_request_body_is_greedy_exact_length_streamed() -> None:
+    with sglang_server("ok") as srv:
+        run(SGLangAdapter(), srv.url)
+        path, body = srv.bodies[-1]
+    assert path == "/generate"
+    assert body["input_ids"] == PROMPTS[0] and body["stream"] is True
+    assert body["sampling_params"] == {"max_new_tokens": MAX, "temperature": 0.0, "ignore_eos": True}
+
+
+def test_sglang_speculative_chunks_and_acceptance_length() -> None:
+    with sglang_server("spec", accept=4) as srv:
+        result, verdict = run(SGLangAdapter(), srv.url)
+    assert verdict.status == "ok", verdict.reasons
+    rec = result.records[1]
+    assert rec.chunk_sizes == [4, 4, 4] and len(rec.token_times) == MAX
+    assert rec.final.verify_steps == 3 and rec.final.accepted_tokens == MAX - 3
+    assert rec.final.completion_tokens / rec.final.verify_steps == 4.0
+
+
+@pytest.mark.parametrize(("mode", "reason", "needle"), [
+    ("error_line", "error_in_stream", "scheduler rejected"),
+    ("abort", "error_in_stream", "abort: Abort in waiting queue"),
+    ("clamp", "short_output", "6 of 12"),
+    ("crash", "connection_error", ""),
+])
+def test_sglang_faults_are_invalid_with_reason(mode: str, reason: str, needle: str) -> None:
+    with sglang_server(mode) as srv:
+        result, verdict = run(SGLangAdapter(), srv.url)
+    assert verdict.status == "invalid"
+    assert all(r.startswith(reason) for r in verdict.reasons), verdict.reasons
+    assert needle in " ".join(verdict.reasons)
+    assert all(r.status == 200 for r in result.records)  # SGLang errors come inside HTTP 200
+
+
+def test_sglang_overflow_arrives_as_error_line_in_200_stream() -> None:
+    with sglang_server("ok", context=16) as srv:
+        result, verdict = run(SGLangAdapter(), srv.url)
+    assert verdict.status == "invalid" and result.records[0].status == 200
+    assert "maximum context length of 16" in result.records[0].error
+
+
+def test_sglang_server_info_and_legacy_fallback() -> None:
+    adapter = SGLangAdapter()
+    for mode in ("ok", "legacy_info"):
+        with sglang_server(mode, context=3000) as srv, httpx.Client(base_url=srv.url) as client:
+            info = adapter.server_info(client)
+            paths = [p for p, _ in srv.bodies]
+        assert info.context_per_request == 3000 and info.raw["version"] == "0.5.5", mode
+        assert paths == []  # GET only
+    with sglang_server("no_info") as srv, httpx.Client(base_url=srv.url) as client:
+        with pytest.raises(EngineError, match="neither /server_info nor /get_server_info"):
+            adapter.server_info(client)
+
+
+def test_sglang_tokenize_by_server_endpoint_and_auto_fallback(tmp_path: Path) -> None:
+    server_side = EngineParams(kind="sglang", binary="/usr/bin/python3", model=str(tmp_path),
+                               tokenizer="server")
+    auto = server_side.model_copy(update={"tokenizer": "auto"})  # no tokenizer.json in tmp_path
+    with sglang_server("ok") as srv, httpx.Client(base_url=srv.url) as client:
+        for engine in (server_side, auto):
+            assert SGLangAdapter(engine).tokenize(client, "a bb a") == [98, 197, 98]
+        assert [p for p, _ in srv.bodies] == ["/tokenize", "/tokenize"]
+        assert srv.bodies[0][1] == {"prompt": "a bb a", "add_special_tokens": False}
+
+
+def test_sglang_tokenize_with_local_tokenizer_json(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tokenizer.json").write_text("{}")
+    calls: list[tuple[str, bool]] = []
+
+    class FakeTokenizer:
+        @staticmethod
+        def from_file(path: str) -> FakeTokenizer:
+            assert path == str(tmp_path / "tokenizer.json")
+            return FakeTokenizer()
+
+        def encode(self, text: str, add_special_tokens: bool = True) -> types.SimpleNamespace:
+            calls.append((text, add_special_tokens))
+            return types.SimpleNamespace(ids=[len(w) for w in text.split()])
+
+    fake = types.ModuleType("tokenizers")
+    fake.Tokenizer = FakeTokenizer  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tokenizers", fake)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object())
+    engine = EngineParams(kind="sglang", binary="/usr/bin/python3", model=str(tmp_path))
+    with httpx.Client(base_url="http://127.0.0.1:9") as client:  # never contacted
+        assert SGLangAdapter(engine).tokenize(client, "abc de") == [3, 2]
+    assert calls == [("abc de", False)]
+
+
+# --- vLLM -----------------------------------------------------------------------------------
+
+def test_vllm_stream_usage_and_metrics_deltas() -> None:
+    adapter = VllmAdapter()
+    with vllm_server("spec", accept=3) as srv, httpx.Client(base_url=srv.url) as client:
+        info = adapter.server_info(client)
+        before = adapter.metrics_snapshot(client)
+        result, verdict = run(adapter, srv.url)
+        stats = adapter.cell_spec_stats(before, adapter.metrics_snapshot(client))
+        body = srv.bodies[-1][1]
+    assert info.context_per_request == 4096 and body["model"] == "/models/Qwen3-8B"
+    assert verdict.status == "ok", verdict.reasons
+    for rec in result.records:
+        assert rec.chunk_sizes == [3, 3, 3, 3] and len(rec.token_times) == MAX
+        assert rec.final.completion_tokens == MAX and rec.final.prompt_tokens == 5
+        assert rec.final.finish_reason == "length"
+        assert rec.output_ids == [1000 + i for i in range(MAX)]
+    # 3 requests x 4 steps; each step drafts 2 and accepts 2
+    assert stats == {"source": "/metrics", "drafts": 12, "draft_tokens": 24, "accepted_tokens": 24,
+                     "acceptance_length": 3.0}
+
+
+def test_vllm_request_body() -> None:
+    with vllm_server("ok") as srv:
+        run(VllmAdapter(), srv.url)
+        path, body = srv.bodies[-1]
+    assert path == "/v1/completions"
+    assert body["prompt"] == PROMPTS[0] and body["max_tokens"] == MAX
+    assert body["temperature"] == 0.0 and body["ignore_eos"] is True and body["stream"] is True
+    assert body["stream_options"]["include_usage"] is True
+
+
+def test_vllm_counts_chunks_without_continuous_usage() -> None:
+    with vllm_server("no_continuous_usage", spec=True, accept=4) as srv:
+        result, verdict = run(VllmAdapter(), srv.url)
+    assert verdict.status == "ok", verdict.reasons
+    assert result.records[1].chunk_sizes == [4, 4, 4]
+
+
+@pytest.mark.parametrize(("mode", "context", "reason", "needle"), [
+    ("ok", 10, "http_400", "maximum context length is 10 tokens"),
+    ("error_line", 4096, "error_in_stream", "EngineCore failed"),
+    ("crash", 4096, "connection_error", ""),
+])
+def test_vllm_faults_are_invalid_with_reason(mode: str, context: int, reason: str,
+                                             needle: str) -> None:
+    with vllm_server(mode, context=context) as srv:
+        _, verdict = run(VllmAdapter(), srv.url)
+    assert verdict.status == "invalid"
+    assert all(r.startswith(reason) for r in verdict.reasons), verdict.reasons
+    assert needle in " ".join(verdict.reasons)
+
+
+def test_vllm_without_spec_has_no_counter_stats() -> None:
+    adapter = VllmAdapter()
+    with vllm_server("ok") as srv, httpx.Client(base_url=srv.url) as client:
+        assert adapter.cell_spec_stats(adapter.metrics_snapshot(client),
+                                       adapter.metrics_snapshot(client)) == {}
+
+
+# --- a crashing server process, started like a real one ------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(("api", "first_line"), [
+    ("sglang", "Scheduler hit an exception"),
+    ("vllm", "EngineCore encountered a fatal error"),
+])
+def test_crashing_server_process_gives_crashed_with_signature(tmp_path: Path, api: str,
+                                                              first_line: str) -> None:
+    engine = EngineParams(
+        kind="template", api=api, binary=sys.executable, model=str(tmp_path), port=_free_port(),
+        argv_template=("{binary}", str(ROOT / "protocol_servers.py"), api, "--port", "{port}",
+                       "--crash-after", "1"))
+    adapter = get_adapter(engine)
+    server = ServerConfig("auto", "auto", None, {}, None, ())
+    launch = adapter.launch(server, engine, parallel=1, model=tmp_path, binary=Path(sys.executable))
+    assert launch.argv[0] == sys.executable and launch.argv[-1] == "1"
+    proc = ServerProcess(name="auto", argv=launch.argv, base_url=launch.base_url,
+                         health_path=launch.health_path, log_path=tmp_path / "server.log",
+                         signatures=adapter.crash_signatures)
+    with proc:
+        proc.wait_ready(20)
+        offset = proc.log_size()
+        result = dispatch_cell(adapter, launch.base_url, PROMPTS[:2], warmup=0, concurrency=1,
+                               max_tokens=MAX, timeout_s=5.0)
+        deadline = time.monotonic() + 5
+        while proc.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        verdict = judge_cell(result.records, server_alive=proc.healthy(),
+                             crash_line=proc.crash_signature(offset))
+        assert proc.returncode == -9
+    assert result.records[0].final is not None and result.records[0].error is None
+    assert result.records[1].error_kind == "connection_error"
+    assert verdict.status == "crashed"
+    assert verdict.reasons[0].startswith("server_died")
+    assert first_line in verdict.reasons[1], verdict.reasons
+    log = (tmp_path / "server.log").read_text().splitlines()
+    cuda = next(line for line in log if "CUDA error: an illegal" in line)
+    assert any(p.search(cuda) for p in adapter.crash_signatures)
+    assert any(p.search(first_line) for p in adapter.crash_signatures)

@@ -1,0 +1,140 @@
+"""Run directories: atomic cells, the lock, stale cells, known-bad rules, preflight restaging."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbench_lib import PreflightError, StoreError, SweepResult
+from specbench_lib.params import EngineParams, KnownBad, ServerConfig
+from specbench_lib.preflight import engine_files
+from specbench_lib.store import RunDir, file_identity, list_runs, write_json_atomic
+
+
+def test_a_write_killed_halfway_leaves_the_previous_file(tmp_path: Path) -> None:
+    target = tmp_path / "cells" / "c.json"
+    write_json_atomic(target, {"v": 1})
+    script = (
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "from specbench_lib import store\n"
+        "real = json.dump\n"
+        "def dying(obj, fh, **kw):\n"
+        "    fh.write('{\"v\": 2, \"partial\": ')\n"
+        "    fh.flush()\n"
+        "    os._exit(9)\n"
+        "store.json.dump = dying\n"
+        f"store.write_json_atomic(Path({str(target)!r}), {{'v': 2}})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 9, done.stderr
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert [p.name for p in target.parent.glob("*.json")] == ["c.json"]
+
+
+def test_second_writer_is_refused_and_a_dead_owner_is_taken_over(tmp_path: Path) -> None:
+    run = RunDir.create("r1", root=tmp_path)
+    run.update_manifest(phase="t")
+    with pytest.raises(StoreError, match=f"being written by process {os.getpid()}"):
+        RunDir.open("r1", root=tmp_path)
+    run.release()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (run.path / ".lock").write_text(dead)
+    again = RunDir.open("r1", root=tmp_path)
+    assert (again.path / ".lock").read_text() == str(os.getpid())
+    with pytest.raises(StoreError, match="holds a run already"):
+        RunDir.create("r1", root=tmp_path)
+
+
+def test_resume_of_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no run to resume"):
+        RunDir.open("nope", root=tmp_path)
+
+
+def test_archive_keeps_every_earlier_attempt(tmp_path: Path) -> None:
+    run = RunDir.create("r", root=tmp_path)
+    for n in (1, 2, 3):
+        run.archive_cell("c")
+        run.write_cell("c", {"n": n})
+    history = sorted(p.name for p in (run.cells_dir / "history").iterdir())
+    assert history == ["c.1.json", "c.2.json"]
+    assert json.loads((run.cells_dir / "c.json").read_text()) == {"n": 3}
+    assert [c["n"] for c in run.read_cells()] == [3]
+
+
+def cell(cell_id: str, fp: str, status: str = "ok") -> dict:
+    spec = {"config": "auto", "series": "auto", "method": "auto", "budget": None,
+            "workload": "code", "context": 128, "concurrency": 1}
+    return {"cell_id": cell_id, "fingerprint": fp, "spec": spec,
+            "verdict": {"status": status, "reasons": []}, "metrics": {"output_tok_s": 10.0}}
+
+
+def test_stale_cells_never_reach_the_table(tmp_path: Path) -> None:
+    run = RunDir.create("r", root=tmp_path)
+    run.update_manifest(plan_fingerprints={"a": "fp-a", "b": "fp-b", "c": "fp-c"})
+    run.write_cell("a", cell("a", "fp-a"))
+    run.write_cell("b", cell("b", "fp-OLD"))
+    run.write_cell("x", cell("x", "fp-x"))
+    result = SweepResult(run.path)
+    assert [c["cell_id"] for c in result.cells] == ["a"]
+    assert sorted(c["cell_id"] for c in result.stale) == ["b", "x"]
+    assert result.missing == ["b", "c"]
+    assert len(result.table()) == 1
+    assert "2 stale" in result._repr_html_()
+
+
+def test_known_bad_matches_config_budget_engine_and_gpu() -> None:
+    server = ServerConfig("tree", "tree", 8, {}, None, ())
+    rule = KnownBad(config="tree", budgets=(8, 12), reason="illegal instruction",
+                    engine_version="0.5", gpu="RTX 5090")
+    assert rule.applies(server, engine_version="sglang 0.5.4", gpus=["NVIDIA GeForce RTX 5090"])
+    assert not rule.applies(server, engine_version="sglang 0.5.4", gpus=["NVIDIA H200"])
+    assert not rule.applies(server, engine_version="0.4.9", gpus=["NVIDIA GeForce RTX 5090"])
+    other = ServerConfig("tree", "tree", 16, {}, None, ())
+    assert not rule.applies(other, engine_version="0.5", gpus=["RTX 5090"])
+    assert KnownBad(config="tree", reason="r").applies(other, engine_version="", gpus=[])
+
+
+def fake_binary(tmp_path: Path) -> Path:
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def test_missing_model_names_path_and_fix(tmp_path: Path) -> None:
+    engine = EngineParams(binary=str(fake_binary(tmp_path)), model=str(tmp_path / "shm" / "m.gguf"))
+    with pytest.raises(PreflightError) as err:
+        engine_files(engine)
+    assert err.value.what == "model" and err.value.path == str(tmp_path / "shm" / "m.gguf")
+    assert "tmpfs" in str(err.value) and "model_cache" in str(err.value)
+
+
+def test_missing_model_is_restaged_from_the_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "disk" / "model"
+    (cache / "sub").mkdir(parents=True)
+    (cache / "config.json").write_text("{}")
+    (cache / "sub" / "weights.bin").write_bytes(os.urandom(3 << 20))
+    target = tmp_path / "shm" / "model"
+    target.parent.mkdir()
+    engine = EngineParams(binary=str(fake_binary(tmp_path)), model=str(target), model_cache=str(cache))
+    _, model = engine_files(engine)
+    assert model == target
+    assert (target / "sub" / "weights.bin").read_bytes() == (cache / "sub" / "weights.bin").read_bytes()
+    assert file_identity(target)["fingerprint"] == file_identity(cache)["fingerprint"]
+    assert file_identity(target)["files"] == 2
+
+
+def test_list_runs_summarises_manifests(tmp_path: Path) -> None:
+    run = RunDir.create("20260101T000000Z_tp1_abc", root=tmp_path)
+    run.update_manifest(phase="tp1", status="complete", verdict_counts={"ok": 3},
+                        environment={"git": {"commit": "0123456789abcdef", "dirty": True}})
+    [row] = list_runs(tmp_path)
+    assert row["run_id"] == "20260101T000000Z_tp1_abc" and row["status"] == "complete"
+    assert row["commit"] == "0123456789" and row["dirty"] is True and row["counts"] == {"ok": 3}
