@@ -5,6 +5,7 @@ Each problem is one clear line with its fix; nothing is measured until all pass.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -79,6 +80,38 @@ def restage_model(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
+def check_draft_models(plan: Plan) -> None:
+    """Every draft model a config names exists (llama.cpp's ``draft`` defaults to the main model)."""
+    for config in plan.params.configs:
+        if config.draft_model and not _present(Path(config.draft_model).expanduser()):
+            raise PreflightError(f"config {config.name!r}: draft model missing or empty: "
+                                 f"{config.draft_model}; restage it or fix configs.draft_model",
+                                 what="draft_model", path=config.draft_model)
+
+
+def model_matches_last_run(model: Path) -> str:
+    """Compare the model's size and fingerprint with the newest run that used the same path."""
+    from .store import file_identity
+
+    now = file_identity(model)
+    for manifest_path in sorted((outputs_dir() / "runs").glob("*/manifest.json"), reverse=True):
+        try:
+            before = json.loads(manifest_path.read_text()).get("model") or {}
+        except (OSError, json.JSONDecodeError):
+            continue
+        if before.get("path") != str(model):
+            continue
+        run = manifest_path.parent.name
+        changed = before.get("fingerprint") != now["fingerprint"]
+        if before.get("size") != now["size"] or (before.get("method") == now["method"] and changed):
+            raise PreflightError(f"{model} differs from run {run}: size {before.get('size')} → "
+                                 f"{now['size']}, fingerprint {before.get('fingerprint')} → "
+                                 f"{now['fingerprint']}; an incomplete copy? restage it",
+                                 what="model", path=model)
+        return f"{now['size']} bytes, fingerprint {now['fingerprint']}, same as run {run}"
+    return f"{now['size']} bytes, fingerprint {now['fingerprint']} (no earlier run to compare)"
+
+
 def check_port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -106,16 +139,18 @@ def doctor(plan: Plan) -> list[Check]:
 
     def files() -> str:
         binary, model = engine_files(params.engine, restage=False)
-        version = get_adapter(params.engine.kind).version(binary)
+        version = get_adapter(params.engine).version(binary)
         return f"{binary} (version {version}); model {model}"
 
     run("engine", files)
+    run("model identity", lambda: model_matches_last_run(engine_files(params.engine, restage=False)[1]))
+    run("draft models", lambda: check_draft_models(plan) or "present (or none named)")
     for workload in params.workloads:
         run(f"workload {workload.name}", lambda w=workload: f"{len(documents(w))} documents")
     run("port", lambda: check_port_free(params.engine.host, params.engine.port)
         or f"{params.engine.host}:{params.engine.port} is free")
     run("disk", _disk)
-    if params.engine.kind != "llamacpp":
+    if get_adapter(params.engine).needs_gpu:
         run("gpus", _gpus)
     return checks
 

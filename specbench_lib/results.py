@@ -88,9 +88,12 @@ class SweepResult:
                                    f"speedup can be computed: {counts}", run_dir=self.run_dir,
                                    counts=counts)
 
-    def write_results_csv(self) -> Path:
+    def write_results(self) -> Path:
+        """Write ``results.csv`` and ``results.parquet`` (ok, current cells only)."""
+        table = self.table()
         path = self.run_dir / "results.csv"
-        self.table().to_csv(path, index=False)
+        table.to_csv(path, index=False)
+        table.to_parquet(self.run_dir / "results.parquet", index=False)
         return path
 
     def save_figure(self, fig: Any, name: str) -> Path:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import secrets
 import subprocess
 from pathlib import Path
@@ -37,6 +38,32 @@ def write_json_atomic(path: Path, data: Any) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+_SECRET = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|credential)", re.I)
+REDACTED = "***redacted***"
+
+
+def redact(value: Any) -> Any:
+    """A copy of params/argv with secret values replaced: mapping keys and ``--flag value`` pairs
+    whose name looks like a secret (api_key, token, password…), and ``--flag=value`` forms."""
+    if isinstance(value, dict):
+        return {k: REDACTED if _SECRET.search(str(k)) and v else redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        out: list[Any] = []
+        hide_next = False
+        for item in value:
+            if hide_next:
+                out.append(REDACTED)
+                hide_next = False
+            elif isinstance(item, str) and item.startswith("-") and _SECRET.search(item):
+                name, eq, _ = item.partition("=")
+                out.append(f"{name}={REDACTED}" if eq else item)
+                hide_next = not eq
+            else:
+                out.append(redact(item))
+        return out
+    return value
 
 
 def fingerprint(*parts: Any) -> str:
@@ -217,6 +244,9 @@ def _gpus() -> list[str]:
     return [line.strip() for line in done.stdout.splitlines() if line.strip()]
 
 
+IDENTITY_METHOD = "names+sizes+first/last MiB, v1"
+
+
 def file_identity(path: Path, *, full_hash: bool = False) -> dict[str, Any]:
     """Path, size, mtime and a cheap fingerprint of a model file or folder.
 
@@ -237,7 +267,7 @@ def file_identity(path: Path, *, full_hash: bool = False) -> dict[str, Any]:
             fh.seek(max(0, total - (1 << 20)))
             digest.update(fh.read(1 << 20))
     identity: dict[str, Any] = {
-        "path": str(path), "size": total, "files": len(files),
+        "path": str(path), "size": total, "files": len(files), "method": IDENTITY_METHOD,
         "mtime": dt.datetime.fromtimestamp(newest, dt.timezone.utc).isoformat(),
         "fingerprint": digest.hexdigest()[:20]}
     if full_hash:

@@ -17,7 +17,7 @@ from .engines import Adapter, Launch, get_adapter
 from .errors import EngineError, ServerError, StoreError
 from .metrics import cell_metrics
 from .params import CellSpec, Plan, ServerConfig
-from .preflight import check_port_free, engine_files
+from .preflight import check_draft_models, check_port_free, engine_files
 from .results import SweepResult
 from .server import ServerProcess
 from .store import (
@@ -28,6 +28,7 @@ from .store import (
     file_identity,
     fingerprint,
     new_run_id,
+    redact,
     utc_now,
 )
 from .validate import Verdict, context_guard, judge_cell
@@ -35,7 +36,7 @@ from .workload import build_prompts, documents
 
 
 def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = None,
-              retry_known_bad: bool = False, outputs: Path | None = None,
+              retry_known_bad: bool = False, reuse: bool = False, outputs: Path | None = None,
               progress: bool = True) -> SweepResult:
     """Run the cells of ``plan`` in a run directory and return its result.
 
@@ -46,6 +47,8 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
             the plan are kept; missing, invalid, crashed and stale cells run again (the old
             files move to ``cells/history/``).
         retry_known_bad: run configs listed under ``known_bad`` instead of skipping them.
+        reuse: copy ok cells with a matching fingerprint from earlier runs instead of measuring
+            them again (the manifest's attempt lists which cell came from which run).
         outputs: the outputs folder (default: ``outputs/`` of the project or $SPECBENCH_OUTPUTS).
         progress: show a progress bar over cells.
     """
@@ -54,6 +57,7 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     params = plan.params
     adapter = get_adapter(params.engine)
     binary, model = engine_files(params.engine)
+    check_draft_models(plan)
     check_port_free(params.engine.host, params.engine.port)
     for workload in params.workloads:
         documents(workload)
@@ -63,20 +67,22 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
                                         model=model, binary=binary) for s in plan.servers}
     fingerprints = cell_fingerprints(plan, launches, engine["version"], model_id["fingerprint"])
     run, kept = _open_run(plan, fingerprints, run_id=run_id, resume=resume, outputs=outputs)
+    reused = _reuse_cells(run, fingerprints, kept) if reuse else {}
+    kept |= set(reused)
     env = environment_info()
     started = time.monotonic()
     previous = run.manifest()
     attempt = {"started": utc_now(), "pid": os.getpid(), "params_file": str(plan.source),
-               "budget": plan.budget, "kept_cells": sorted(kept),
+               "budget": plan.budget, "kept_cells": sorted(kept), "reused_from": reused,
                "notebook": notebook_link.adopt(run.path)}
     attempts = [*previous.get("attempts", []), attempt]
-    (run.path / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json"),
-                                                         sort_keys=False))
+    resolved = redact(params.model_dump(mode="json"))
+    (run.path / "params.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
     run.update_manifest(
         schema_version=SCHEMA_VERSION, specbench_version=SPECBENCH_VERSION, run_id=run.run_id,
         phase=params.phase, status="running", started=previous.get("started", attempt["started"]),
         ended=None, params_file=str(plan.source), budget=plan.budget,
-        params=params.model_dump(mode="json"), engine=engine, model=model_id, environment=env,
+        params=resolved, engine=engine, model=model_id, environment=env,
         planned_cells=len(plan.cells), plan_fingerprints=fingerprints,
         servers=previous.get("servers", {}), attempts=attempts,
         notebook=previous.get("notebook") or attempt["notebook"],
@@ -109,7 +115,7 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     finally:
         bar.close()
         result = SweepResult(run.path)
-        result.write_results_csv()
+        result.write_results()
         attempt.update(ended=utc_now(), status=status)
         run.update_manifest(status=status, ended=utc_now(), attempts=attempts,
                             elapsed_s=round(time.monotonic() - started, 1),
@@ -159,6 +165,21 @@ def _open_run(plan: Plan, fingerprints: dict[str, str], *, run_id: str | None,
     return run, kept
 
 
+def _reuse_cells(run: RunDir, fingerprints: dict[str, str], kept: set[str]) -> dict[str, str]:
+    """Copy ok cells whose fingerprint matches from other runs; returns {cell id: source run}."""
+    wanted = {fp: cell_id for cell_id, fp in fingerprints.items() if cell_id not in kept}
+    reused: dict[str, str] = {}
+    for other in sorted(run.path.parent.iterdir(), reverse=True):
+        if other == run.path or not (other / "cells").is_dir():
+            continue
+        for cell in RunDir(other).read_cells():
+            cell_id = wanted.get(cell.get("fingerprint", ""))
+            if cell_id and cell_id not in reused and cell["verdict"]["status"] == "ok":
+                run.write_cell(cell_id, {**cell, "reused_from": other.name})
+                reused[cell_id] = other.name
+    return reused
+
+
 def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch: Launch, run: RunDir,
                 adapter: Adapter, fingerprints: dict[str, str], bar: Any) -> None:
     params = plan.params
@@ -166,7 +187,8 @@ def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch:
     proc = ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
                          health_path=launch.health_path, log_path=run.logs_dir / f"{server.label}.log",
                          signatures=adapter.crash_signatures)
-    record: dict[str, Any] = {"argv": launch.argv, "log": str(proc.log_path.relative_to(run.path))}
+    record: dict[str, Any] = {"argv": redact(launch.argv),
+                              "log": str(proc.log_path.relative_to(run.path))}
     written: set[str] = set()
 
     def write(cell: CellSpec, verdict: Verdict, payload: dict[str, Any]) -> None:
@@ -267,7 +289,7 @@ def _write_cell(run: RunDir, cell: CellSpec, server: ServerConfig, argv: list[st
     data = {
         "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "cell_id": cell.cell_id,
         "fingerprint": cell_fingerprint, "spec": asdict(cell),
-        "server": {"label": server.label, "argv": argv},
+        "server": {"label": server.label, "argv": redact(argv)},
         "verdict": {"status": verdict.status, "reasons": list(verdict.reasons)},
         "metrics": None, "ended": utc_now(), **payload,
     }

@@ -85,6 +85,10 @@ class _Server(ThreadingHTTPServer):
         self.interval = interval
         self.tokens_per_chunk = tokens_per_chunk
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class ReferenceServer:
     """Start the reference server in a child process; ``url`` is where it answers."""

@@ -217,3 +217,11 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
     assert [a["status"] for a in manifest["attempts"]] == ["interrupted", "complete"]
     assert set(manifest["attempts"][1]["kept_cells"]) == {n[:-5] for n in before}
     assert server_processes(8191) == []
+
+    again = sb.run_sweep(sb.load_plan(params), reuse=True, progress=False)
+    assert again.run_dir != run_dir
+    assert again.counts() == {"ok": 4, "invalid": 0, "crashed": 0, "skipped": 2}
+    assert again.manifest["servers"] == {}
+    reused = again.manifest["attempts"][0]["reused_from"]
+    assert reused == {c["cell_id"]: "r1" for c in result.cells if c["verdict"]["status"] == "ok"}
+    assert all(c.get("reused_from") == "r1" for c in again.cells if c["verdict"]["status"] == "ok")

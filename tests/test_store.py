@@ -138,3 +138,26 @@ def test_list_runs_summarises_manifests(tmp_path: Path) -> None:
     [row] = list_runs(tmp_path)
     assert row["run_id"] == "20260101T000000Z_tp1_abc" and row["status"] == "complete"
     assert row["commit"] == "0123456789" and row["dirty"] is True and row["counts"] == {"ok": 3}
+
+
+def test_secrets_are_redacted_from_params_and_argv() -> None:
+    from specbench_lib.store import REDACTED, redact
+
+    params = {"engine": {"api_key": "sk-SECRET", "port": 1}, "configs": [{"name": "a"}]}
+    assert redact(params) == {"engine": {"api_key": REDACTED, "port": 1}, "configs": [{"name": "a"}]}
+    argv = ["serve", "--api-key", "sk-SECRET", "--hf-token=hf_SECRET", "--port", "80"]
+    assert redact(argv) == ["serve", "--api-key", REDACTED, f"--hf-token={REDACTED}", "--port", "80"]
+
+
+def test_model_identity_is_compared_with_the_last_run(tmp_path: Path, monkeypatch) -> None:
+    from specbench_lib.preflight import model_matches_last_run
+
+    monkeypatch.setenv("SPECBENCH_OUTPUTS", str(tmp_path))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"a" * 4096)
+    assert "no earlier run" in model_matches_last_run(model)
+    RunDir.create("r1", root=tmp_path).update_manifest(model=file_identity(model))
+    assert "same as run r1" in model_matches_last_run(model)
+    model.write_bytes(b"a" * 1000)
+    with pytest.raises(PreflightError, match="differs from run r1: size 4096 → 1000"):
+        model_matches_last_run(model)

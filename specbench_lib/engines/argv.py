@@ -106,11 +106,14 @@ def template_launch(server: ServerConfig, engine: EngineParams, *, model: Path, 
     """The launch of a config whose argv comes from a template, or None when it has none.
 
     The speculative flags are the config's or engine's template, else ``builtin()`` (the
-    adapter's own mapping); with neither, a speculative config whose argv never mentions its
-    budget is refused, since it would silently start the same server as the baseline.
+    adapter's own mapping, not used for kind ``template``); with neither, a speculative config
+    whose argv never mentions its budget is refused, since it would silently start the same
+    server as the baseline.
     """
     values = template_values(server, engine, model=model, binary=binary, parallel=parallel)
     spec = spec_override(server, engine, values)
+    if engine.kind == "template":
+        builtin = None  # a template server speaks an engine's API, not necessarily its flags
     if spec is None and server.method != "auto" and builtin is not None:
         spec = builtin()
     argv = whole_argv(server, engine, values, spec or [])

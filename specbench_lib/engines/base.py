@@ -59,6 +59,7 @@ class Adapter(Protocol):
     """What the sweep needs from an engine; nothing outside ``engines/`` knows the engine."""
 
     name: str
+    needs_gpu: bool
     crash_signatures: tuple[re.Pattern[str], ...]
 
     def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,

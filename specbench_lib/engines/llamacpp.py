@@ -24,6 +24,7 @@ class LlamaCppAdapter:
     """Maps a config to ``llama-server`` flags and reads its native ``/completion`` stream."""
 
     name = "llamacpp"
+    needs_gpu = False
     crash_signatures = tuple(re.compile(p) for p in (
         r"GGML_ASSERT", r"Segmentation fault", r"terminate called after throwing",
         r"std::bad_alloc", r"out of memory", r"[Ii]llegal instruction", r"Aborted",

@@ -40,6 +40,7 @@ class SGLangAdapter:
     """Maps a config to ``sglang.launch_server`` flags and reads the native ``/generate`` stream."""
 
     name = "sglang"
+    needs_gpu = True
     crash_signatures = tuple(re.compile(p) for p in (
         r"Scheduler hit an exception", r"SIGQUIT received", r"CUDA error: ",
         r"illegal (instruction|memory access)", r"out of memory", r"watchdog timeout",

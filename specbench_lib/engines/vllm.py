@@ -34,6 +34,7 @@ class VllmAdapter:
     """Maps a config to ``vllm serve`` flags and reads the OpenAI completions stream."""
 
     name = "vllm"
+    needs_gpu = True
     crash_signatures = tuple(re.compile(p) for p in (
         r"EngineCore encountered a fatal error", r"EngineDeadError", r"CUDA error: ",
         r"illegal (instruction|memory access)", r"out of memory", r"RuntimeError: NCCL",

@@ -1,0 +1,277 @@
+"""Launch argv per method, checked against the flags in shared/ENGINE.md; templates; the phases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specbench_lib import load_plan
+from specbench_lib.engines import get_adapter
+from specbench_lib.engines.argv import render
+from specbench_lib.engines.llamacpp import LlamaCppAdapter
+from specbench_lib.engines.prometheus import parse_counters, spec_deltas
+from specbench_lib.engines.sglang import TREE_TEMPLATES, SGLangAdapter
+from specbench_lib.engines.vllm import VllmAdapter
+from specbench_lib.errors import ParamsError
+from specbench_lib.params import EngineParams, ServerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = Path("/venv/bin/python")
+MODEL = Path("/dev/shm/models/Qwen3-8B")
+SGL = EngineParams(kind="sglang", binary=str(PY), model=str(MODEL), port=30000, tp=4, context=32768,
+                   draft_model="/m/draft")
+SGL_HEAD = [str(PY), "-m", "sglang.launch_server", "--model-path", str(MODEL), "--tp-size", "4",
+            "--host", "127.0.0.1", "--port", "30000", "--context-length", "32768"]
+
+
+def cfg(method: str, budget: int | None = None, **kw) -> ServerConfig:
+    return ServerConfig(kw.pop("name", method), method, budget, kw.pop("options", {}),
+                        kw.pop("draft_model", None), kw.pop("extra_args", ()), **kw)
+
+
+def sgl_argv(server: ServerConfig, engine: EngineParams = SGL) -> list[str]:
+    return SGLangAdapter().launch(server, engine, parallel=16, model=MODEL, binary=PY).argv
+
+
+# --- SGLang ---------------------------------------------------------------------------------
+
+def test_sglang_auto_has_no_speculative_flags() -> None:
+    assert sgl_argv(cfg("auto")) == SGL_HEAD
+
+
+@pytest.mark.parametrize(("server", "flags"), [
+    (cfg("linear", 16), ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
+                         "/m/draft", "--speculative-num-draft-tokens", "16"]),
+    (cfg("eagle", 4), ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/m/draft",
+                       "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                       "--speculative-num-draft-tokens", "4"]),
+    (cfg("eagle3", 8, options={"steps": 5, "topk": 4}, draft_model="/m/e3"),
+     ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/m/e3",
+      "--speculative-num-steps", "5", "--speculative-eagle-topk", "4",
+      "--speculative-num-draft-tokens", "8"]),
+    (cfg("mtp", 2), ["--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", "/m/draft",
+                     "--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+                     "--speculative-num-draft-tokens", "2"]),
+    (cfg("draft", 4), ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path",
+                       "/m/draft", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+                       "--speculative-num-draft-tokens", "4"]),
+    (cfg("ngram", 8), ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"]),
+])
+def test_sglang_method_flags(server: ServerConfig, flags: list[str]) -> None:
+    assert sgl_argv(server) == SGL_HEAD + flags
+
+
+@pytest.mark.parametrize(("fork", "tail"), [
+    ("fork", ["--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens", "16"]),
+    ("upstream-pr", ["--speculative-ddtree-budget", "15"]),
+])
+def test_sglang_tree_comes_from_the_template(fork: str, tail: list[str]) -> None:
+    engine = SGL.model_copy(update={"spec_templates": {"tree": TREE_TEMPLATES[fork]}})
+    expected = SGL_HEAD + ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
+                           "/m/draft", *tail]
+    assert sgl_argv(cfg("tree", 15), engine) == expected
+    # a config's own spec_args win over the engine's template
+    own = cfg("tree", 15, spec_args=("--ddtree", "{budget-1}"))
+    assert sgl_argv(own, engine) == SGL_HEAD + ["--ddtree", "14"]
+
+
+def test_sglang_tree_without_template_names_both_forms() -> None:
+    with pytest.raises(ParamsError) as err:
+        sgl_argv(cfg("tree", 8))
+    assert "--speculative-dflash-enable-ddtree" in str(err.value)
+    assert "--speculative-ddtree-budget" in str(err.value) and err.value.key == "configs.tree.spec_args"
+
+
+def test_sglang_launcher_options_and_extra_args() -> None:
+    engine = SGL.model_copy(update={"launcher": ("/fork/launch.py",), "mem_fraction": 0.8,
+                                    "attention_backend": "fa3", "extra_args": ("--log-level", "info")})
+    argv = sgl_argv(cfg("auto", extra_args=("--disable-radix-cache",)), engine)
+    assert argv[:2] == [str(PY), "/fork/launch.py"]
+    assert argv[-7:] == ["--mem-fraction-static", "0.8", "--attention-backend", "fa3",
+                         "--log-level", "info", "--disable-radix-cache"]
+
+
+def test_sglang_refuses_missing_draft_and_unknown_options() -> None:
+    no_draft = SGL.model_copy(update={"draft_model": None})
+    with pytest.raises(ParamsError, match="needs a draft model"):
+        sgl_argv(cfg("linear", 16), no_draft)
+    with pytest.raises(ParamsError, match="n_match"):
+        sgl_argv(cfg("eagle", 4, options={"n_match": 3}))
+
+
+def test_sglang_speculative_reserve() -> None:
+    adapter = SGLangAdapter()
+    assert adapter.speculative_reserve(cfg("auto")) == 0
+    assert adapter.speculative_reserve(cfg("eagle", 4, options={"steps": 5, "topk": 8})) == 40
+    assert adapter.speculative_reserve(cfg("eagle3", 16, options={"steps": 3, "topk": 2})) == 16
+    assert adapter.speculative_reserve(cfg("linear", 16)) == 16
+    assert adapter.speculative_reserve(cfg("tree", 64)) == 65
+    assert adapter.speculative_reserve(cfg("tree", 64, options={"reserve": 7})) == 7
+
+
+# --- vLLM -----------------------------------------------------------------------------------
+
+VLLM = EngineParams(kind="vllm", binary="/venv/bin/vllm", model=str(MODEL), port=8000, tp=8,
+                    context=65536, draft_model="/m/draft", mem_fraction=0.9)
+VLLM_HEAD = ["/venv/bin/vllm", "serve", str(MODEL), "--host", "127.0.0.1", "--port", "8000",
+             "--tensor-parallel-size", "8", "--max-model-len", "65536", "--gpu-memory-utilization", "0.9"]
+
+
+def vllm_argv(server: ServerConfig, engine: EngineParams = VLLM) -> list[str]:
+    return VllmAdapter().launch(server, engine, parallel=4, model=MODEL, binary=Path(engine.binary)).argv
+
+
+@pytest.mark.parametrize(("server", "config"), [
+    (cfg("ngram", 4, options={"prompt_lookup_max": 4}),
+     {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}),
+    (cfg("eagle", 3), {"method": "eagle", "model": "/m/draft", "num_speculative_tokens": 3}),
+    (cfg("eagle3", 3), {"method": "eagle3", "model": "/m/draft", "num_speculative_tokens": 3}),
+    (cfg("mtp", 1), {"method": "mtp", "model": "/m/draft", "num_speculative_tokens": 1}),
+    (cfg("draft", 5), {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 5}),
+    (cfg("linear", 16), {"method": "dflash", "model": "/m/draft", "num_speculative_tokens": 16}),
+])
+def test_vllm_speculative_config(server: ServerConfig, config: dict) -> None:
+    argv = vllm_argv(server)
+    assert argv[:-2] == VLLM_HEAD and argv[-2] == "--speculative-config"
+    assert json.loads(argv[-1]) == config
+
+
+def test_vllm_auto_and_unsupported_methods() -> None:
+    assert vllm_argv(cfg("auto")) == VLLM_HEAD
+    with pytest.raises(ParamsError, match="vLLM has no method 'tree'"):
+        vllm_argv(cfg("tree", 8))
+    own = cfg("tree", 8, spec_args=("--speculative-config", '{"method": "ddtree", "budget": {budget}}'))
+    assert vllm_argv(own)[-1] == '{"method": "ddtree", "budget": 8}'
+
+
+# --- llama.cpp keeps its flags; templates override them ------------------------------------
+
+def test_llamacpp_default_and_template_override() -> None:
+    engine = EngineParams(port=8090, context=512, threads=2)
+    adapter = LlamaCppAdapter()
+    ngram = cfg("ngram", 16, options={"n_match": 8, "n_min": 8})
+    argv = adapter.launch(ngram, engine, parallel=2, model=Path("/m.gguf"), binary=Path("/llama")).argv
+    assert argv[-8:] == ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "8",
+                         "--spec-ngram-mod-n-min", "8", "--spec-ngram-mod-n-max", "16"]
+    synth = cfg("synth", 4, name="synth", spec_args=("--spec-type", "ngram-mod", "--spec-synth-len",
+                                                     "{budget}"))
+    argv = adapter.launch(synth, engine, parallel=2, model=Path("/m.gguf"), binary=Path("/llama")).argv
+    assert argv[-4:] == ["--spec-type", "ngram-mod", "--spec-synth-len", "4"]
+
+
+# --- the argv-template engine ---------------------------------------------------------------
+
+def template_engine(**kw) -> EngineParams:
+    base = {"kind": "template", "api": "sglang", "binary": "/opt/fork/bin/python",
+            "model": "/models/x; rm -rf / $(whoami) `id` {port}", "port": 31000, "tp": 2,
+            "argv_template": ("{binary}", "-m", "fork.serve", "--model", "{model}", "--port",
+                              "{port}", "--tp", "{tp}", "{spec_args}", "--host", "{host}")}
+    return EngineParams(**{**base, **kw})
+
+
+def test_template_values_stay_literal() -> None:
+    engine = template_engine()
+    adapter = get_adapter(engine)
+    assert isinstance(adapter, SGLangAdapter)
+    model = Path(engine.model)
+    server = cfg("tree", 15, spec_args=("--budget", "{budget}", "--n", "{budget+1}"))
+    argv = adapter.launch(server, engine, parallel=1, model=model, binary=Path(engine.binary)).argv
+    assert argv == ["/opt/fork/bin/python", "-m", "fork.serve", "--model",
+                    "/models/x; rm -rf / $(whoami) `id` {port}", "--port", "31000", "--tp", "2",
+                    "--budget", "15", "--n", "16", "--host", "127.0.0.1"]
+    base = adapter.launch(cfg("auto"), engine, parallel=1, model=model, binary=Path(engine.binary))
+    assert base.argv[-3:] == ["2", "--host", "127.0.0.1"]  # {spec_args} expands to nothing
+    assert base.base_url == "http://127.0.0.1:31000" and base.health_path == "/health"
+
+
+def test_template_refusals() -> None:
+    engine = template_engine()
+    adapter = get_adapter(engine)
+    kw = {"parallel": 1, "model": Path("/m"), "binary": Path("/b")}
+    with pytest.raises(ParamsError, match="same server as the baseline"):
+        adapter.launch(cfg("tree", 8), engine, **kw)
+    with pytest.raises(ParamsError, match=r"unknown placeholder \{budgt\}"):
+        adapter.launch(cfg("tree", 8, spec_args=("{budgt}",)), engine, **kw)
+    with pytest.raises(ParamsError, match="has no value"):
+        adapter.launch(cfg("auto", argv=("{binary}", "--n", "{budget}")), engine, **kw)
+    per_config = cfg("x", 4, name="x", argv=("/other", "--k", "{budget-1}", "--p", "{port}"))
+    assert adapter.launch(per_config, engine, **kw).argv == ["/other", "--k", "3", "--p", "31000"]
+
+
+def test_template_params_validation() -> None:
+    with pytest.raises(ValueError, match="needs 'api'"):
+        EngineParams(kind="template", binary="/b", model="/m", argv_template=("{binary}",))
+    with pytest.raises(ValueError, match="needs 'binary'"):
+        EngineParams(kind="sglang", model="/m")
+    assert isinstance(get_adapter(template_engine(api="vllm")), VllmAdapter)
+    assert isinstance(get_adapter("llamacpp"), LlamaCppAdapter)
+    with pytest.raises(ValueError, match="unknown engine kind"):
+        get_adapter("tgi")
+
+
+def test_render_doc_example() -> None:
+    assert render(["-n", "{budget+1}", "{model}"], {"budget": 15, "model": "/m; rm"}, key="k") == [
+        "-n", "16", "/m; rm"]
+
+
+# --- /metrics counters ----------------------------------------------------------------------
+
+def test_prometheus_counters_sum_labels_and_deltas() -> None:
+    text = ('# TYPE llamacpp:spec_decode_num_drafts_total counter\n'
+            'llamacpp:spec_decode_num_drafts_total 10\n'
+            'llamacpp:spec_decode_num_draft_tokens_total 80\n'
+            'llamacpp:spec_decode_num_accepted_tokens_total{slot="0"} 20\n'
+            'llamacpp:spec_decode_num_accepted_tokens_total{slot="1"} 10\n'
+            'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 9\n')
+    after = parse_counters(text, ("llamacpp:spec_decode_num_drafts_total",
+                                  "llamacpp:spec_decode_num_draft_tokens_total",
+                                  "llamacpp:spec_decode_num_accepted_tokens_total"))
+    assert after["llamacpp:spec_decode_num_accepted_tokens_total"] == 30
+    before = {k: 0.0 for k in after}
+    stats = spec_deltas(before, after, "llamacpp:")
+    assert stats["drafts"] == 10 and stats["accepted_tokens"] == 30 and stats["acceptance_length"] == 4.0
+    assert "error" in spec_deltas(after, before, "llamacpp:")
+    assert spec_deltas({}, after, "llamacpp:") == {}
+
+
+# --- the GPU phases: load and expand without a GPU, exact argv per config -------------------
+
+@pytest.mark.parametrize(("phase", "tp", "top_context"), [("tp1", 1, 25600), ("tp4", 4, 49152),
+                                                          ("tp8", 8, 65536)])
+def test_gpu_phases_plan_and_argv(phase: str, tp: int, top_context: int) -> None:
+    plan = load_plan(ROOT / "params" / f"{phase}.yaml")
+    p = plan.params
+    assert p.engine.kind == "sglang" and p.engine.tp == tp and p.output_tokens == 256
+    assert [s.label for s in plan.servers] == ["auto", "dflash-b16", "ddtree-b8", "ddtree-b12",
+                                               "ddtree-b15", "ddtree-b16", "ddtree-b32", "ddtree-b64"]
+    assert max(p.contexts) == top_context and 3072 in p.contexts and list(p.concurrency) == [1, 4, 16]
+    adapter = get_adapter(p.engine)
+    model, binary = Path(p.engine.model), Path(p.engine.binary)
+    argvs = {s.label: adapter.launch(s, p.engine, parallel=16, model=model, binary=binary).argv
+             for s in plan.servers}
+    head = [str(binary), "-m", "sglang.launch_server", "--model-path", str(model), "--tp-size", str(tp),
+            "--host", "127.0.0.1", "--port", "30000", "--context-length", str(p.engine.context),
+            "--mem-fraction-static", "0.85"]
+    draft = str(p.engine.draft_model)
+    for label, argv in argvs.items():
+        assert argv[:len(head)] == head, label
+        rest = argv[len(head):]
+        if tp > 1:
+            assert rest[-2] == "--json-model-override-args" and json.loads(rest[-1])["rope_scaling"]
+            rest = rest[:-2]
+        if label == "auto":
+            assert rest == []
+        elif label == "dflash-b16":
+            assert rest == ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", draft,
+                            "--speculative-num-draft-tokens", "16"]
+        else:
+            budget = int(label.split("-b")[1])
+            assert rest == ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", draft,
+                            "--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens",
+                            str(budget + 1)]
+    # every context fits the server once the speculative reserve is counted
+    for s in plan.servers:
+        need = max(p.contexts) + p.output_tokens + adapter.speculative_reserve(s)
+        assert need <= p.engine.context - 1, s.label

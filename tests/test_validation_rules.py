@@ -1,0 +1,117 @@
+"""Each validation rule: a case that triggers it and one that does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from specbench_lib.dispatch import RequestRecord
+from specbench_lib.engines import FinalStats
+from specbench_lib.validate import RULES, judge_cell, request_problems
+
+
+def good(index: int = 0, *, warmup: bool = False) -> RequestRecord:
+    rec = RequestRecord(index=index, warmup=warmup, prompt_tokens_planned=16, max_tokens=8)
+    rec.status = 200
+    rec.token_times = [0.1 * (i + 1) for i in range(8)]
+    rec.final = FinalStats(prompt_tokens=16, completion_tokens=8, draft_tokens=4,
+                           accepted_tokens=2, verify_steps=6)
+    return rec
+
+
+def broken(rule: str) -> RequestRecord:
+    """A request that breaks exactly ``rule``."""
+    rec = good()
+    assert rec.final is not None
+    if rule in ("http_400", "error_in_stream", "timeout", "connection_error"):
+        rec.final, rec.token_times, rec.error_kind, rec.error = None, [], rule, "boom"
+    elif rule == "incomplete_stream":
+        rec.final = None
+    elif rule == "empty_output":
+        rec.final.completion_tokens, rec.token_times = 0, []
+    elif rule == "short_output":
+        rec.final.completion_tokens, rec.token_times = 5, rec.token_times[:5]
+    elif rule == "long_output":
+        rec.final.completion_tokens, rec.token_times = 9, [*rec.token_times, 0.9]
+    elif rule == "truncated":
+        rec.final.truncated = True
+    elif rule == "prompt_mismatch":
+        rec.final.prompt_tokens = 15
+    elif rule == "token_count_mismatch":
+        rec.chunk_sizes, rec.token_times = [1] * 4, rec.token_times[:4]
+    elif rule == "missing_spec_stats":
+        rec.final.draft_tokens = rec.final.verify_steps = None
+    return rec
+
+
+REQUEST_RULES = ["http_400", "error_in_stream", "timeout", "connection_error", "incomplete_stream",
+                 "empty_output", "short_output", "long_output", "truncated", "prompt_mismatch",
+                 "token_count_mismatch", "missing_spec_stats"]
+
+
+def codes(reasons: list[str] | tuple[str, ...]) -> set[str]:
+    return {r.split(":")[0] for r in reasons}
+
+
+def test_every_rule_is_listed_and_tested() -> None:
+    names = {r.name for r in RULES}
+    assert names == {"http_<status>", *REQUEST_RULES[1:], "server_died", "crash_signature",
+                     "too_few_completed", "failed_fraction"}
+    assert all(r.protects for r in RULES)
+
+
+@pytest.mark.parametrize("rule", REQUEST_RULES)
+def test_request_rule_triggers_and_a_valid_request_passes(rule: str) -> None:
+    assert request_problems(good(), speculative=True) == []
+    problems = request_problems(broken(rule), speculative=True)
+    assert rule in codes(problems), problems
+    verdict = judge_cell([good(1), broken(rule)], server_alive=True, speculative=True)
+    assert verdict.status == "invalid" and rule in codes(verdict.reasons)
+    assert verdict.failed == (0,)
+
+
+def test_short_truncated_output_gives_both_reasons() -> None:
+    rec = broken("short_output")
+    assert rec.final is not None
+    rec.final.truncated = True
+    assert codes(request_problems(rec)) == {"short_output", "truncated"}
+
+
+def test_auto_needs_no_speculative_statistics() -> None:
+    assert request_problems(broken("missing_spec_stats"), speculative=False) == []
+    assert judge_cell([broken("missing_spec_stats")], server_alive=True).ok
+
+
+def test_server_died_and_crash_signature() -> None:
+    assert judge_cell([good()], server_alive=True).status == "ok"
+    dead = judge_cell([good()], server_alive=False)
+    assert dead.status == "crashed" and codes(dead.reasons) == {"server_died"}
+    sig = judge_cell([good()], server_alive=True, crash_line="GGML_ASSERT(x) failed")
+    assert sig.status == "crashed" and codes(sig.reasons) == {"crash_signature"}
+
+
+def test_too_few_completed() -> None:
+    assert judge_cell([good(0), good(1)], server_alive=True, planned=2).ok
+    few = judge_cell([good(0)], server_alive=True, planned=2)
+    assert few.status == "invalid"
+    assert few.reasons == ("too_few_completed: 1 of 2 planned requests were sent",)
+
+
+def test_failed_fraction_threshold() -> None:
+    records = [good(i) for i in range(9)] + [broken("empty_output")]
+    records[-1].index = 9
+    strict = judge_cell(records, server_alive=True)
+    assert strict.status == "invalid" and codes(strict.reasons) == {"empty_output"}
+    tolerant = judge_cell(records, server_alive=True, max_failed_fraction=0.1)
+    assert tolerant.status == "ok" and tolerant.failed == (9,)
+    assert tolerant.reasons and all(r.startswith("tolerated: empty_output") for r in tolerant.reasons)
+    records[0] = broken("timeout")
+    over = judge_cell(records, server_alive=True, max_failed_fraction=0.1)
+    assert over.status == "invalid"
+    assert "failed_fraction" in codes(over.reasons) and "timeout" in codes(over.reasons)
+
+
+def test_a_failed_warmup_request_taints_the_cell_even_with_tolerance() -> None:
+    warm = broken("http_400")
+    warm.warmup = True
+    verdict = judge_cell([warm, good(1), good(2)], server_alive=True, max_failed_fraction=0.5)
+    assert verdict.status == "invalid" and codes(verdict.reasons) == {"http_400"}
