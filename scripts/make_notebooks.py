@@ -1,28 +1,63 @@
-import nbformat as nbf
-nb = nbf.v4.new_notebook()
-md = """# Phase TP1 — throughput vs speculative budget
+"""Write the phase notebooks (run after changing their shape; they are committed without outputs).
 
-One server per config (autoregressive `auto`, then each speculative config at each budget), every
-cell judged `ok` / `invalid` / `crashed` / `skipped` with its reasons. Only `ok` cells reach the
-table and the plot. Run with `specbench run tp1` or
-`papermill notebooks/tp1.ipynb out.ipynb -p budget 16`."""
-params = '''params_file: str = "params/embedded.yaml"  # params YAML of the phase (relative to the project root or cwd)
+    .venv/bin/python scripts/make_notebooks.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat as nbf
+
+ROOT = Path(__file__).resolve().parent.parent
+PHASES = {
+    "tp1": ("params/embedded.yaml", "one GPU (TP1); by default the embedded CPU engine, so it runs "
+            "anywhere — the SGLang research setup is `-p params_file params/tp1.yaml`"),
+    "tp4": ("params/tp4.yaml", "four GPUs (TP4) on SGLang; `-p dry_run True` shows the plan on any "
+            "machine"),
+    "tp8": ("params/tp8.yaml", "eight GPUs (TP8) on SGLang; `-p dry_run True` shows the plan on any "
+            "machine"),
+}
+STATEMENT = """# Phase {name} — throughput vs speculative budget
+
+Phase {name}: {what}. One server per config (autoregressive `auto`, then each speculative config at
+each budget); every cell is judged `ok` / `invalid` / `crashed` / `skipped` with its reasons, and
+only `ok` cells reach the table and the plots. Run it with `specbench run {name}` or
+`papermill notebooks/{name}.ipynb out.ipynb -p budget 16`."""
+PARAMETERS = '''params_file: str = "{params}"  # params YAML of the phase (from the project root or cwd)
 budget: Optional[int] = None  # one budget (plus the auto baseline), or None for every budget
 run_id: Optional[str] = None  # name of the run directory under outputs/runs; None makes a new one
 resume: Optional[str] = None  # id of an interrupted run to continue (keeps its ok cells)
+dry_run: bool = False  # show the plan, argv per config and context-guard outcome; start nothing
 retry_known_bad: bool = False  # run the configs listed under known_bad instead of skipping them
 reuse: bool = False  # copy ok cells with matching fingerprints from earlier runs instead of measuring'''
-cells = [
-    nbf.v4.new_markdown_cell(md),
-    nbf.v4.new_code_cell("from typing import Optional\n\nimport specbench_lib as sb"),
-    nbf.v4.new_code_cell(params, metadata={"tags": ["parameters"]}),
-    nbf.v4.new_code_cell("plan = sb.load_plan(params_file, budget=budget)\nplan"),
-    nbf.v4.new_code_cell("result = sb.run_sweep(plan, run_id=run_id, resume=resume, retry_known_bad=retry_known_bad,\n                      reuse=reuse)\nresult"),
-    nbf.v4.new_code_cell("result.require_valid()"),
-    nbf.v4.new_code_cell('fig = sb.plots.throughput_vs_budget(result)\nresult.save_figure(fig, "throughput_vs_budget")'),
-    nbf.v4.new_code_cell("result.summary()"),
+CALLS = [
+    "plan = sb.load_plan(params_file, budget=budget)\nplan",
+    "result = sb.run_sweep(plan, run_id=run_id, resume=resume, dry_run=dry_run,\n"
+    "                      retry_known_bad=retry_known_bad, reuse=reuse)\nresult",
+    "result.require_valid()",
+    'fig = sb.plots.throughput_vs_budget(result)\nresult.save_figure(fig, "throughput_vs_budget")',
+    "result.summary()",
 ]
-nb.cells = cells
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nb.metadata["language_info"] = {"name": "python"}
-nbf.write(nb, "notebooks/tp1.ipynb")
+
+
+def notebook(name: str, params: str, what: str) -> nbf.NotebookNode:
+    nb = nbf.v4.new_notebook()
+    nb.cells = [
+        nbf.v4.new_markdown_cell(STATEMENT.format(name=name.upper(), what=what)),
+        nbf.v4.new_code_cell("from typing import Optional\n\nimport specbench_lib as sb"),
+        nbf.v4.new_code_cell(PARAMETERS.format(params=params), metadata={"tags": ["parameters"]}),
+        *(nbf.v4.new_code_cell(source) for source in CALLS),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+def main() -> None:
+    for name, (params, what) in PHASES.items():
+        nbf.write(notebook(name, params, what), ROOT / "notebooks" / f"{name}.ipynb")
+
+
+if __name__ == "__main__":
+    main()

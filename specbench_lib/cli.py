@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("phase", help="a notebook name in notebooks/ (tp1) or a path to one")
     run.add_argument("--params", "-f", help="params file (sets the notebook's params_file)")
     run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the plan, argv per config and context-guard outcome; start nothing")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="a notebook parameter (YAML value)")
     sub.add_parser("runs", help="list the runs under outputs/runs")
@@ -34,20 +36,46 @@ def main(argv: list[str] | None = None) -> int:
             return _runs()
         if args.command == "doctor":
             return _doctor(args.params)
+        if args.dry_run:
+            return _dry_run(args.phase, args.params, args.parameter)
         return _run(args.phase, args.params, args.resume, args.parameter)
     except SpecbenchError as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return 2
 
 
+def _notebook(phase: str) -> Path | None:
+    root = project_root()
+    notebook = Path(phase) if phase.endswith(".ipynb") else root / "notebooks" / f"{phase}.ipynb"
+    if notebook.is_file():
+        return notebook
+    print(f"specbench: notebook {notebook} not found; phases: "
+          f"{sorted(p.stem for p in (root / 'notebooks').glob('*.ipynb'))}", file=sys.stderr)
+    return None
+
+
+def _dry_run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int:
+    import papermill
+
+    from .params import load_plan
+    from .preview import PlanPreview
+
+    notebook = _notebook(phase)
+    if notebook is None:
+        return 2
+    given = {name: yaml.safe_load(value) for name, value in pairs}
+    defaults = papermill.inspect_notebook(str(notebook))
+    params = params_file or given.get("params_file") or yaml.safe_load(defaults["params_file"]["default"])
+    print(PlanPreview(load_plan(params, budget=given.get("budget"))).text())
+    return 0
+
+
 def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]]) -> int:
     import papermill
 
     root = project_root()
-    notebook = Path(phase) if phase.endswith(".ipynb") else root / "notebooks" / f"{phase}.ipynb"
-    if not notebook.is_file():
-        print(f"specbench: notebook {notebook} not found; phases: "
-              f"{sorted(p.stem for p in (root / 'notebooks').glob('*.ipynb'))}", file=sys.stderr)
+    notebook = _notebook(phase)
+    if notebook is None:
         return 2
     parameters: dict[str, Any] = {name: yaml.safe_load(value) for name, value in pairs}
     if params_file:

@@ -15,8 +15,10 @@ def throughput_vs_budget(result: SweepResult) -> Any:
     Colour is the workload, marker and line style the speculative config (one line over its
     budgets). The ``auto`` baseline is a dashed horizontal line per workload. Budgets whose cells
     are not ok are marked with a red × at the bottom of the panel and labelled with their verdict;
-    they are never drawn as a value.
+    they are never drawn as a value. A dry run has nothing to draw: None.
     """
+    if getattr(result, "dry_run", False):
+        return None
     import matplotlib.pyplot as plt
 
     verdicts = result.verdicts()

@@ -35,24 +35,34 @@ class Check:
 def engine_files(engine: EngineParams, *, restage: bool = True) -> tuple[Path, Path]:
     """The server binary and model a sweep will use, checked to exist (the model restaged from
     ``engine.model_cache`` when it is missing and ``restage`` is on)."""
+    return engine_binary(engine), engine_model(engine, restage=restage)
+
+
+def engine_binary(engine: EngineParams) -> Path:
     binary = Path(engine.binary).expanduser() if engine.binary else default_llama_server()
-    model = Path(engine.model).expanduser() if engine.model else default_model()
     if not (binary.is_file() and os.access(binary, os.X_OK)):
-        raise PreflightError(f"server binary not found or not executable: {binary}; {_SETUP_HINT}",
+        fix = "install the engine there or fix engine.binary" if engine.binary else _SETUP_HINT
+        raise PreflightError(f"server binary not found or not executable: {binary}; {fix}",
                              what="binary", path=binary)
-    if not _present(model):
-        cache = Path(engine.model_cache).expanduser() if engine.model_cache else None
-        if cache is None or not _present(cache):
-            fix = ("restage it from a persistent copy, or set engine.model_cache to one"
-                   if cache is None else f"the cache {cache} is missing too")
-            raise PreflightError(f"model missing or empty: {model} (a reboot wipes tmpfs such as "
-                                 f"/dev/shm); {fix}; for the embedded engine {_SETUP_HINT}",
-                                 what="model", path=model)
-        if not restage:
-            raise PreflightError(f"model missing: {model}; it can be restaged from {cache}",
-                                 what="model", path=model)
-        restage_model(cache, model)
-    return binary, model
+    return binary
+
+
+def engine_model(engine: EngineParams, *, restage: bool = True) -> Path:
+    model = Path(engine.model).expanduser() if engine.model else default_model()
+    if _present(model):
+        return model
+    cache = Path(engine.model_cache).expanduser() if engine.model_cache else None
+    if cache is None or not _present(cache):
+        fix = ("restage it from a persistent copy, or set engine.model_cache to one"
+               if cache is None else f"the cache {cache} is missing too")
+        hint = "" if engine.model else f"; {_SETUP_HINT}"
+        raise PreflightError(f"model missing or empty: {model} (a reboot wipes tmpfs such as "
+                             f"/dev/shm); {fix}{hint}", what="model", path=model)
+    if not restage:
+        raise PreflightError(f"model missing: {model}; the sweep will restage it from {cache}",
+                             what="model", path=model)
+    restage_model(cache, model)
+    return model
 
 
 def restage_model(source: Path, target: Path) -> None:
@@ -81,7 +91,11 @@ def restage_model(source: Path, target: Path) -> None:
 
 
 def check_draft_models(plan: Plan) -> None:
-    """Every draft model a config names exists (llama.cpp's ``draft`` defaults to the main model)."""
+    """Every draft model the engine or a config names exists."""
+    engine_draft = getattr(plan.params.engine, "draft_model", None)
+    if engine_draft and not _present(Path(engine_draft).expanduser()):
+        raise PreflightError(f"draft model missing or empty: {engine_draft}; restage it or fix "
+                             f"engine.draft_model", what="draft_model", path=engine_draft)
     for config in plan.params.configs:
         if config.draft_model and not _present(Path(config.draft_model).expanduser()):
             raise PreflightError(f"config {config.name!r}: draft model missing or empty: "
@@ -137,13 +151,12 @@ def doctor(plan: Plan) -> list[Check]:
         except SpecbenchError as exc:
             checks.append(Check(name, False, str(exc)))
 
-    def files() -> str:
-        binary, model = engine_files(params.engine, restage=False)
-        version = get_adapter(params.engine).version(binary)
-        return f"{binary} (version {version}); model {model}"
+    def binary() -> str:
+        path = engine_binary(params.engine)
+        return f"{path} (version {get_adapter(params.engine).version(path)})"
 
-    run("engine", files)
-    run("model identity", lambda: model_matches_last_run(engine_files(params.engine, restage=False)[1]))
+    run("engine", binary)
+    run("model", lambda: model_matches_last_run(engine_model(params.engine, restage=False)))
     run("draft models", lambda: check_draft_models(plan) or "present (or none named)")
     for workload in params.workloads:
         run(f"workload {workload.name}", lambda w=workload: f"{len(documents(w))} documents")

@@ -67,7 +67,8 @@ class SweepResult:
 
     def table(self) -> Any:
         """The metrics of ok cells only, with speedup vs ``auto`` (see metrics.results_table)."""
-        return results_table(self.cells)
+        unstable_cv = (self.manifest.get("params") or {}).get("unstable_cv", 0.10)
+        return results_table(self.cells, unstable_cv=unstable_cv)
 
     def summary(self) -> Any:
         """Mean output tok/s and speedup per config, workload, context and concurrency."""

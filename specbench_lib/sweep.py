@@ -18,6 +18,7 @@ from .errors import EngineError, ServerError, StoreError
 from .metrics import cell_metrics
 from .params import CellSpec, Plan, ServerConfig
 from .preflight import check_draft_models, check_port_free, engine_files
+from .preview import PlanPreview
 from .results import SweepResult
 from .server import ServerProcess
 from .store import (
@@ -36,8 +37,8 @@ from .workload import build_prompts, documents
 
 
 def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = None,
-              retry_known_bad: bool = False, reuse: bool = False, outputs: Path | None = None,
-              progress: bool = True) -> SweepResult:
+              retry_known_bad: bool = False, reuse: bool = False, dry_run: bool = False,
+              outputs: Path | None = None, progress: bool = True) -> SweepResult | PlanPreview:
     """Run the cells of ``plan`` in a run directory and return its result.
 
     Args:
@@ -49,9 +50,13 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
         retry_known_bad: run configs listed under ``known_bad`` instead of skipping them.
         reuse: copy ok cells with a matching fingerprint from earlier runs instead of measuring
             them again (the manifest's attempt lists which cell came from which run).
+        dry_run: start nothing; return a :class:`PlanPreview` of the cells, the argv per config
+            and the context guard's outcome.
         outputs: the outputs folder (default: ``outputs/`` of the project or $SPECBENCH_OUTPUTS).
         progress: show a progress bar over cells.
     """
+    if dry_run:
+        return PlanPreview(plan)
     if run_id and resume:
         raise StoreError("give run_id or resume, not both", path=str(run_id))
     params = plan.params

@@ -71,6 +71,8 @@ RULES: tuple[Rule, ...] = (
     Rule("too_few_completed", "cell", "a cell averaged over fewer requests than planned "
          "(failed requests silently dropped)"),
     Rule("failed_fraction", "cell", "more failed requests than max_failed_fraction allows"),
+    Rule("context_overflow", "cell", "a prompt + output + speculative reserve that cannot fit the "
+         "context, refused before any request is sent (never measured as a fast failure)"),
 )
 
 

@@ -55,7 +55,7 @@ def codes(reasons: list[str] | tuple[str, ...]) -> set[str]:
 def test_every_rule_is_listed_and_tested() -> None:
     names = {r.name for r in RULES}
     assert names == {"http_<status>", *REQUEST_RULES[1:], "server_died", "crash_signature",
-                     "too_few_completed", "failed_fraction"}
+                     "too_few_completed", "failed_fraction", "context_overflow"}
     assert all(r.protects for r in RULES)
 
 
