@@ -36,16 +36,42 @@ CALLS = [
     "result = sb.run_sweep(plan, run_id=run_id, resume=resume, dry_run=dry_run,\n"
     "                      retry_known_bad=retry_known_bad, reuse=reuse)\nresult",
     "result.require_valid()",
-    'fig = sb.plots.throughput_vs_budget(result)\nresult.save_figure(fig, "throughput_vs_budget")',
+    "figures = sb.plots.standard(result)\nresult.save_figures(figures)",
     "result.summary()",
 ]
+
+
+SETUP = "from typing import Optional\n\nimport specbench_lib as sb"
+REPORT_STATEMENT = """# Report — phases compared
+
+Reads a set of runs (by default the latest complete run of each phase) and compares them: the best
+budget per phase × workload × context × concurrency, speedups, TP1 → TP4 → TP8 scaling, acceptance
+length by budget, and every crashed, skipped or invalid cell with its reasons. Writes a LaTeX table
+(`outputs/report/results.tex`) and refreshes `outputs/index.html`."""
+REPORT_PARAMETERS = (
+    'runs: Optional[str] = None  # comma-separated run ids; None = the latest complete run of each phase')
+REPORT_CALLS = ["report = sb.report.compare(runs)\nreport", "report.best_budgets()", "report.speedups()",
+                "report.scaling()", "report.acceptance()", "report.failures()", "report.write()"]
+
+
+def report_notebook() -> nbf.NotebookNode:
+    nb = nbf.v4.new_notebook()
+    nb.cells = [
+        nbf.v4.new_markdown_cell(REPORT_STATEMENT),
+        nbf.v4.new_code_cell(SETUP, metadata={"tags": ["hide-input"]}),
+        nbf.v4.new_code_cell(REPORT_PARAMETERS, metadata={"tags": ["parameters"]}),
+        *(nbf.v4.new_code_cell(source) for source in REPORT_CALLS),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
 
 
 def notebook(name: str, params: str, what: str) -> nbf.NotebookNode:
     nb = nbf.v4.new_notebook()
     nb.cells = [
         nbf.v4.new_markdown_cell(STATEMENT.format(name=name.upper(), what=what)),
-        nbf.v4.new_code_cell("from typing import Optional\n\nimport specbench_lib as sb"),
+        nbf.v4.new_code_cell(SETUP, metadata={"tags": ["hide-input"]}),
         nbf.v4.new_code_cell(PARAMETERS.format(params=params), metadata={"tags": ["parameters"]}),
         *(nbf.v4.new_code_cell(source) for source in CALLS),
     ]
@@ -57,6 +83,7 @@ def notebook(name: str, params: str, what: str) -> nbf.NotebookNode:
 def main() -> None:
     for name, (params, what) in PHASES.items():
         nbf.write(notebook(name, params, what), ROOT / "notebooks" / f"{name}.ipynb")
+    nbf.write(report_notebook(), ROOT / "notebooks" / "report.ipynb")
 
 
 if __name__ == "__main__":

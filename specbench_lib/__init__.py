@@ -9,7 +9,7 @@ A notebook calls, in order::
     fig = sb.plots.throughput_vs_budget(result)
 """
 
-from . import plots
+from . import plots, report
 from .errors import (
                      EngineError,
                      ParamsError,
@@ -28,5 +28,5 @@ __version__ = "0.1.0"
 __all__ = [
     "EngineError", "ParamsError", "Plan", "PreflightError", "ServerError", "SpecbenchError",
     "StoreError", "SweepResult", "ValidationFailed", "build_plan", "load_params", "load_plan",
-    "plots", "run_sweep",
+    "plots", "report", "run_sweep",
 ]

@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="a notebook parameter (YAML value)")
     sub.add_parser("runs", help="list the runs under outputs/runs")
+    report = sub.add_parser("report", help="compare runs: LaTeX table, comparison.json, index.html")
+    report.add_argument("runs", nargs="*", help="run ids (default: the latest complete run per phase)")
     doctor = sub.add_parser("doctor", help="check what a sweep of PARAMS needs, start nothing")
     doctor.add_argument("params", help="params file")
     args = parser.parse_args(argv)
@@ -36,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
             return _runs()
         if args.command == "doctor":
             return _doctor(args.params)
+        if args.command == "report":
+            return _report(args.runs)
         if args.dry_run:
             return _dry_run(args.phase, args.params, args.parameter)
         return _run(args.phase, args.params, args.resume, args.parameter)
@@ -96,15 +100,37 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
         output = run_dir / notebook.name
     print(f"specbench: running {notebook.name} into {run_dir}", flush=True)
     os.environ[NOTEBOOK_ENV] = str(output)
+    failed = None
     try:
         papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
                                    cwd=str(root), progress_bar=False, log_output=True)
     except papermill.PapermillExecutionError as exc:
-        print(f"specbench: the notebook failed at cell {exc.exec_count}: {exc.ename}: "
-              f"{exc.evalue}\nexecuted notebook: {output}\nrun directory: {run_dir}",
+        failed = exc
+    finally:
+        _share(output)
+    if failed is not None:
+        print(f"specbench: the notebook failed at cell {failed.exec_count}: {failed.ename}: "
+              f"{failed.evalue}\nexecuted notebook: {output}\nrun directory: {run_dir}",
               file=sys.stderr)
         return 1
     print(f"specbench: run directory: {run_dir}")
+    return 0
+
+
+def _share(notebook: Path) -> None:
+    """Render the executed notebook to HTML and refresh outputs/index.html."""
+    from .report import build_index, render_html
+
+    if notebook.is_file():
+        print(f"specbench: rendered {render_html(notebook)}")
+    print(f"specbench: index {build_index()}")
+
+
+def _report(runs: list[str]) -> int:
+    from .report import compare
+
+    for path in compare(",".join(runs) or None).write():
+        print(f"specbench: wrote {path}")
     return 0
 
 

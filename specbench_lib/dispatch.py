@@ -65,6 +65,7 @@ class CellDispatch:
     records: list[RequestRecord]
     window_start: float
     window_end: float
+    origin: float = 0.0  # time.perf_counter() at the cell's time 0 (records are relative to it)
 
     @property
     def measured(self) -> list[RequestRecord]:
@@ -107,7 +108,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, warmup: int,
                   concurrency: int, max_tokens: int, timeout_s: float | None = None,
                   timeouts: TimeoutParams | None = None, request_rate: RequestRateParams | None = None,
-                  seed: int = 0) -> CellDispatch:
+                  seed: int = 0, headers: dict[str, str] | None = None) -> CellDispatch:
     """Run ``warmup`` requests, then the rest: closed loop, or open loop at ``request_rate``.
 
     Args:
@@ -116,10 +117,12 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
         timeouts: per-request limits (see :class:`~specbench_lib.params.TimeoutParams`).
         request_rate: arrivals per second; None keeps ``concurrency`` requests in flight.
         seed: seeds the open-loop arrival times.
+        headers: sent with every request (e.g. an attached server's bearer token).
     """
     limits = _resolve_timeouts(timeouts, timeout_s)
     return run_sync(_dispatch(adapter, base_url, prompts, warmup=warmup, concurrency=concurrency,
-                              max_tokens=max_tokens, limits=limits, rate=request_rate, seed=seed))
+                              max_tokens=max_tokens, limits=limits, rate=request_rate, seed=seed,
+                              headers=headers))
 
 
 def arrival_offsets(n: int, rate: RequestRateParams, seed: int) -> list[float]:
@@ -143,11 +146,13 @@ def _resolve_timeouts(timeouts: TimeoutParams | None, timeout_s: float | None) -
 
 async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *, warmup: int,
                     concurrency: int, max_tokens: int, limits: TimeoutParams,
-                    rate: RequestRateParams | None, seed: int) -> CellDispatch:
+                    rate: RequestRateParams | None, seed: int,
+                    headers: dict[str, str] | None = None) -> CellDispatch:
     timeout = httpx.Timeout(limits.request_s, connect=limits.connect_s)
     limit_conns = httpx.Limits(max_connections=concurrency + 1)
     records = [RequestRecord(i, i < warmup, len(p), max_tokens) for i, p in enumerate(prompts)]
-    async with httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limit_conns) as client:
+    async with httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=limit_conns,
+                                 headers=headers) as client:
         t0 = time.perf_counter()
         clock = lambda: time.perf_counter() - t0  # noqa: E731
         warm = records[:warmup]
@@ -160,7 +165,7 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
         else:
             await _open_loop(send, measured, concurrency, rate, seed)
         window_end = clock()
-    return CellDispatch(records, window_start, window_end)
+    return CellDispatch(records, window_start, window_end, origin=t0)
 
 
 class _RequestTimeout(Exception):

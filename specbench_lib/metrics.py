@@ -82,7 +82,8 @@ def results_table(cells: list[dict[str, Any]], *, unstable_cv: float = 0.10) -> 
     Repeats of a cell are averaged; ``output_tok_s_cv`` is their coefficient of variation
     (sample std / mean; NaN for one repeat) and ``unstable`` flags a CV above ``unstable_cv``
     (the row stays, marked). ``speedup`` compares mean output tok/s with the ``auto`` row of
-    the same workload, context and concurrency; it is NaN when that baseline is not ok. The
+    the same workload, context and concurrency; it is NaN when that baseline is not ok;
+    ``speedup_vs_linear`` does the same against the best ok ``linear`` config, when any. The
     ``lossless_*`` columns compare greedy outputs with ``auto``'s (see :mod:`.lossless`).
     """
     import pandas as pd
@@ -107,7 +108,10 @@ def results_table(cells: list[dict[str, Any]], *, unstable_cv: float = 0.10) -> 
     base = base.rename(columns={"output_tok_s": "auto_tok_s"})
     means = means.merge(base, on=keys, how="left")
     means["speedup"] = means["output_tok_s"] / means["auto_tok_s"]
-    return means.drop(columns=["auto_tok_s"])
+    linear = means[means["method"] == "linear"].groupby(keys)["output_tok_s"].max()
+    means = means.merge(linear.rename("linear_tok_s").reset_index(), on=keys, how="left")
+    means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
+    return means.drop(columns=["auto_tok_s", "linear_tok_s"])
 
 
 def _mean(values: list[float]) -> float | None:

@@ -60,6 +60,10 @@ def _wait_and_copy(pid: int, source: Path, target: Path, limit_s: float = 7 * 24
         time.sleep(0.5)
     if source.is_file() and not target.exists():
         shutil.copyfile(source, target)
+        from .report import build_index, render_html
+
+        render_html(target)
+        build_index(target.parent.parent.parent)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,25 @@ class EngineParams(_Strict):
         return self
 
 
+class AttachParams(_Strict):
+    """A server that is already running: the sweep measures it and never starts or stops it.
+
+    ``url`` is where it answers (``http://127.0.0.1:30000``); ``unit`` its systemd unit, whose
+    state is read with ``systemctl is-active`` and whose journal becomes the config's log;
+    ``api_key_env`` the environment variable holding its bearer token (the token itself is never
+    written to params, manifests or cells).
+    """
+
+    url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")
+    unit: str | None = Field(None, pattern=r"^[A-Za-z0-9@_.:][A-Za-z0-9@_.:\\-]*$")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @field_validator("url")
+    @classmethod
+    def _no_trailing_slash(cls, url: str) -> str:
+        return url.rstrip("/")
+
+
 class ConfigParams(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     method: Method
@@ -81,6 +100,7 @@ class ConfigParams(_Strict):
     extra_args: tuple[str, ...] = ()
     spec_args: tuple[str, ...] = ()  # a flag template replacing the adapter's flags for the method
     argv: tuple[str, ...] = ()  # a whole argv template for this config's servers
+    attach: AttachParams | None = None  # measure a running server instead of starting one
 
     @field_validator("budgets")
     @classmethod
@@ -98,6 +118,14 @@ class ConfigParams(_Strict):
             raise ValueError("method 'auto' takes no budgets (it drafts nothing)")
         if self.method != "auto" and not self.budgets:
             raise ValueError(f"method '{self.method}' needs at least one budget")
+        if self.attach is not None:
+            flags = [k for k in ("argv", "spec_args", "extra_args") if getattr(self, k)]
+            if flags:
+                raise ValueError(f"an attached server is already running, so {flags} cannot apply; "
+                                 f"remove them or 'attach'")
+            if len(self.budgets) > 1:
+                raise ValueError(f"an attached server runs one budget, got {list(self.budgets)}; "
+                                 f"give each budget its own config and server")
         return self
 
 
@@ -216,6 +244,7 @@ class ServerConfig:
     extra_args: tuple[str, ...]
     spec_args: tuple[str, ...] = ()
     argv: tuple[str, ...] = ()
+    attach: AttachParams | None = None  # a running server: nothing is launched for it
 
     @property
     def label(self) -> str:
@@ -263,7 +292,8 @@ class Plan:
                  f"{len(p.workloads)} workloads x contexts {list(p.contexts)} x concurrency "
                  f"{list(p.concurrency)} = {len(self.cells)} cells, {p.requests_per_cell} "
                  f"requests each ({p.warmup_requests} warmup per server), {p.output_tokens} output tokens"]
-        lines += [f"  {s.label}: method {s.method}, budget {s.budget}" for s in self.servers]
+        lines += [f"  {s.label}: method {s.method}, budget {s.budget}"
+                  + (f", attached to {s.attach.url}" if s.attach else "") for s in self.servers]
         return "\n".join(lines)
 
 
@@ -293,7 +323,8 @@ def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) 
             if budget is not None and b is not None and b != budget:
                 continue
             servers.append(ServerConfig(cfg.name, cfg.method, b, dict(cfg.options),
-                                        cfg.draft_model, cfg.extra_args, cfg.spec_args, cfg.argv))
+                                        cfg.draft_model, cfg.extra_args, cfg.spec_args, cfg.argv,
+                                        cfg.attach))
     cells = tuple(
         CellSpec(s.label, s.name, s.method, s.budget, w.name, ctx, conc, rep, params.repeats)
         for s, w, ctx, conc, rep in itertools.product(

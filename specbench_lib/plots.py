@@ -1,4 +1,11 @@
-"""Figures from a run's ok cells; each function returns a matplotlib Figure, never shows it."""
+"""Figures from a run's ok cells; each function returns a matplotlib Figure, never shows it.
+
+Every figure has one panel per context × concurrency and budget on a log2 axis; colour is the
+workload, marker the speculative config. Budgets whose cells are not ok are marked with a red ×
+at the bottom of the panel, labelled with their verdict, never drawn as a value. Unstable cells
+(coefficient of variation over repeats above the threshold) are drawn hollow; with repeats, error
+bars show one standard deviation. A dry run has nothing to draw: every function returns None.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +17,43 @@ _MARKERS = "osD^v<>p*h"
 
 
 def throughput_vs_budget(result: SweepResult) -> Any:
-    """Output tok/s vs budget (log2 axis), a panel per context × concurrency.
+    """Output tok/s vs budget, with ``auto`` (dashed) and ``linear`` (dotted) reference lines."""
+    return _vs_budget(result, [("output_tok_s", "")], "output tok/s", baselines=True)
 
-    Colour is the workload, marker and line style the speculative config (one line over its
-    budgets). The ``auto`` baseline is a dashed horizontal line per workload. Budgets whose cells
-    are not ok are marked with a red × at the bottom of the panel and labelled with their verdict;
-    they are never drawn as a value. A dry run has nothing to draw: None.
-    """
+
+def speedup_vs_budget(result: SweepResult) -> Any:
+    """Output tok/s relative to ``auto`` of the same workload, context and concurrency."""
+    return _vs_budget(result, [("speedup", "")], "speedup vs auto", unit_line=1.0)
+
+
+def acceptance_vs_budget(result: SweepResult) -> Any:
+    """Mean acceptance length (tokens per verify step, weighted by tokens) vs budget."""
+    return _vs_budget(result, [("acceptance_length", "")], "acceptance length (tokens/step)",
+                      unit_line=1.0)
+
+
+def ttft_vs_budget(result: SweepResult) -> Any:
+    """Time to first token, p50 (solid) and p99 (dashed), vs budget."""
+    return _vs_budget(result, [("ttft_p50_s", "p50"), ("ttft_p99_s", "p99")], "TTFT (s)")
+
+
+def itl_vs_budget(result: SweepResult) -> Any:
+    """Inter-token latency per token, p50 (solid) and p99 (dashed), vs budget."""
+    return _vs_budget(result, [("itl_p50_s", "p50"), ("itl_p99_s", "p99")], "ITL (s)")
+
+
+def standard(result: SweepResult) -> dict[str, Any]:
+    """Every figure of a phase notebook by file name (empty for a dry run)."""
+    if getattr(result, "dry_run", False):
+        return {}
+    return {"throughput_vs_budget": throughput_vs_budget(result),
+            "speedup_vs_budget": speedup_vs_budget(result),
+            "acceptance_vs_budget": acceptance_vs_budget(result),
+            "ttft_vs_budget": ttft_vs_budget(result), "itl_vs_budget": itl_vs_budget(result)}
+
+
+def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str, *,
+               baselines: bool = False, unit_line: float | None = None) -> Any:
     if getattr(result, "dry_run", False):
         return None
     import matplotlib.pyplot as plt
@@ -28,30 +65,21 @@ def throughput_vs_budget(result: SweepResult) -> Any:
     spec = verdicts[verdicts["budget"].notna()]
     budgets = sorted(int(b) for b in spec["budget"].unique())
     colours = {w: f"C{i}" for i, w in enumerate(sorted(verdicts["workload"].unique()))}
-    series = sorted(spec["series"].unique())
-    markers = {s: _MARKERS[i % len(_MARKERS)] for i, s in enumerate(series)}
+    markers = {s: _MARKERS[i % len(_MARKERS)] for i, s in enumerate(sorted(spec["series"].unique()))}
     fig, axes = plt.subplots(len(contexts), len(levels), squeeze=False, sharex=True,
                              figsize=(4.2 * len(levels), 3.4 * len(contexts)))
     for r, ctx in enumerate(contexts):
         for c, conc in enumerate(levels):
             ax = axes[r][c]
             panel = table[(table["context"] == ctx) & (table["concurrency"] == conc)]
-            for (workload, name), group in panel[panel["budget"].notna()].groupby(["workload", "series"]):
-                group = group.sort_values("budget")
-                ax.plot(group["budget"], group["output_tok_s"], marker=markers[name],
-                        color=colours[workload], label=f"{workload} · {name}",
-                        linestyle="-" if len(group) > 1 else "none")
-            for workload, base in panel[panel["method"] == "auto"].groupby("workload"):
-                ax.axhline(float(base["output_tok_s"].mean()), color=colours[workload],
-                           linestyle="--", linewidth=1, label=f"{workload} · auto")
-            failed = spec[(spec["context"] == ctx) & (spec["concurrency"] == conc)
-                          & (spec["verdict"] != "ok")]
-            for _, row in failed.iterrows():
-                ax.plot(row["budget"], 0, marker="x", color="red", markersize=9, clip_on=False,
-                        transform=ax.get_xaxis_transform())
-                ax.annotate(f"{row['series']} {row['verdict']}", (row["budget"], 0.04),
-                            xycoords=("data", "axes fraction"), color="red", fontsize=7,
-                            ha="center")
+            for column, label in metrics:
+                style = "--" if label == "p99" else "-"
+                _draw_series(ax, panel, column, label, style, colours, markers)
+            if baselines:
+                _draw_baselines(ax, panel, colours)
+            if unit_line is not None:
+                ax.axhline(unit_line, color="grey", linewidth=0.8)
+            _mark_failures(ax, spec[(spec["context"] == ctx) & (spec["concurrency"] == conc)])
             ax.set_xscale("log", base=2)
             if budgets:
                 ax.set_xticks(budgets, [str(b) for b in budgets])
@@ -60,17 +88,56 @@ def throughput_vs_budget(result: SweepResult) -> Any:
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3)
             if c == 0:
-                ax.set_ylabel("output tok/s")
+                ax.set_ylabel(ylabel)
             if r == len(contexts) - 1:
                 ax.set_xlabel("budget (max drafted tokens per step)")
     _legend(fig, axes)
-    manifest = result.manifest
-    model = (manifest.get("model") or {}).get("path", "?").rsplit("/", 1)[-1]
-    engine = manifest.get("engine") or {}
-    fig.suptitle(f"{manifest.get('phase', '?')} · {model} · {engine.get('kind', '?')} "
-                 f"{engine.get('version', '')}\nrun {result.run_id}", fontsize=10)
+    fig.suptitle(_title(result, ylabel), fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
+
+
+def _draw_series(ax: Any, panel: Any, column: str, label: str, style: str,
+                 colours: dict[str, str], markers: dict[str, str]) -> None:
+    spec = panel[panel["budget"].notna() & panel[column].notna()]
+    for (workload, name), group in spec.groupby(["workload", "series"]):
+        group = group.sort_values("budget")
+        colour = colours[workload]
+        errors = None
+        if column == "output_tok_s" and (group["repeats_n"] > 1).any():
+            errors = (group["output_tok_s_cv"] * group["output_tok_s"]).fillna(0)
+        ax.errorbar(group["budget"], group[column], yerr=errors, marker=markers[name], color=colour,
+                    linestyle=style if len(group) > 1 else "none", capsize=3,
+                    label=" · ".join(p for p in (workload, name, label) if p))
+        unstable = group[group["unstable"].fillna(False).astype(bool)]
+        if not unstable.empty:
+            ax.plot(unstable["budget"], unstable[column], linestyle="none", marker=markers[name],
+                    markersize=9, markerfacecolor="white", markeredgecolor=colour,
+                    label="unstable (CV over threshold)")
+
+
+def _draw_baselines(ax: Any, panel: Any, colours: dict[str, str]) -> None:
+    for method, style in (("auto", "--"), ("linear", ":")):
+        for workload, base in panel[panel["method"] == method].groupby("workload"):
+            ax.axhline(float(base["output_tok_s"].max()), color=colours[workload], linestyle=style,
+                       linewidth=1, label=f"{workload} · {method}")
+
+
+def _mark_failures(ax: Any, cells: Any) -> None:
+    for (budget, series), group in cells[cells["verdict"] != "ok"].groupby(["budget", "series"]):
+        ax.plot(budget, 0, marker="x", color="red", markersize=9, clip_on=False,
+                transform=ax.get_xaxis_transform())
+        verdicts = "/".join(sorted(group["verdict"].unique()))
+        ax.annotate(f"{series} {verdicts}", (budget, 0.04), xycoords=("data", "axes fraction"),
+                    color="red", fontsize=7, ha="center")
+
+
+def _title(result: SweepResult, what: str) -> str:
+    manifest = result.manifest
+    model = (manifest.get("model") or {}).get("path", "?").rstrip("/").rsplit("/", 1)[-1]
+    engine = manifest.get("engine") or {}
+    return (f"{what} · {manifest.get('phase', '?')} · {model} · {engine.get('kind', '?')} "
+            f"{engine.get('version', '')}\nrun {result.run_id}")
 
 
 def _legend(fig: Any, axes: Any) -> None:

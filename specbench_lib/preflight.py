@@ -13,10 +13,14 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .errors import PreflightError, SpecbenchError
+from .errors import EngineError, PreflightError, SpecbenchError
 from .params import EngineParams, Plan
 from .paths import default_llama_server, default_model, outputs_dir
+
+if TYPE_CHECKING:
+    from .engines import Adapter
 
 _SETUP_HINT = "run 'make setup' (scripts/setup_engine.sh builds llama-server and fetches the model)"
 _MIN_FREE_BYTES = 200 * 2**20
@@ -137,6 +141,40 @@ def check_port_free(host: str, port: int) -> None:
                                  what="port") from None
 
 
+def launches_servers(plan: Plan) -> bool:
+    """Whether the plan starts any server (attached configs use one already running)."""
+    return any(s.attach is None for s in plan.servers)
+
+
+def check_attached(plan: Plan, adapter: Adapter) -> dict[str, dict[str, Any]]:
+    """Read each attached server's effective settings now; it must answer (and its token be set).
+
+    Returns ``{server label: {"url", "unit", "settings"}}``, secrets redacted: what the cells of
+    an attached config are fingerprinted with in place of an argv.
+    """
+    import httpx
+
+    from .server import auth_headers
+    from .store import redact
+
+    found: dict[str, dict[str, Any]] = {}
+    for server in plan.servers:
+        attach = server.attach
+        if attach is None:
+            continue
+        headers = auth_headers(attach, config=server.name)
+        try:
+            with httpx.Client(base_url=attach.url, headers=headers, timeout=10.0) as client:
+                info = adapter.server_info(client)
+        except (httpx.HTTPError, EngineError, ValueError) as exc:
+            raise PreflightError(f"config {server.name!r}: the attached server at {attach.url} does "
+                                 f"not answer its server info ({exc}); start it, or fix "
+                                 f"configs.{server.name}.attach", what="attach") from None
+        found[server.label] = {"url": attach.url, "unit": attach.unit,
+                               "settings": redact(info.settings)}
+    return found
+
+
 def doctor(plan: Plan) -> list[Check]:
     """Every preflight check of a plan, without starting anything (``specbench doctor``)."""
     from .engines import get_adapter
@@ -160,8 +198,13 @@ def doctor(plan: Plan) -> list[Check]:
     run("draft models", lambda: check_draft_models(plan) or "present (or none named)")
     for workload in params.workloads:
         run(f"workload {workload.name}", lambda w=workload: f"{len(documents(w))} documents")
-    run("port", lambda: check_port_free(params.engine.host, params.engine.port)
-        or f"{params.engine.host}:{params.engine.port} is free")
+    if launches_servers(plan):
+        run("port", lambda: check_port_free(params.engine.host, params.engine.port)
+            or f"{params.engine.host}:{params.engine.port} is free")
+    if any(s.attach for s in plan.servers):
+        adapter = get_adapter(params.engine)
+        run("attached servers", lambda: "answering: " + ", ".join(
+            f"{label} at {a['url']}" for label, a in check_attached(plan, adapter).items()))
     run("disk", _disk)
     if get_adapter(params.engine).needs_gpu:
         run("gpus", _gpus)

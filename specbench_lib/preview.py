@@ -72,6 +72,9 @@ class PlanPreview:
     def save_figure(self, fig: Any, name: str) -> None:
         """A dry run has no run directory; figures are not saved."""
 
+    def save_figures(self, figures: dict[str, Any]) -> list[Path]:
+        return []
+
     def text(self) -> str:
         refused = sum(1 for r in self.rows if r["guard"] != "fits")
         lines = [repr(self.plan), "", f"context guard: {len(self.rows) - refused} cells fit, "

@@ -106,6 +106,10 @@ class SweepResult:
         fig.savefig(png, dpi=120, bbox_inches="tight")
         return png
 
+    def save_figures(self, figures: dict[str, Any]) -> list[Path]:
+        """Save each figure of :func:`plots.standard` under ``plots/``; returns the PNG paths."""
+        return [self.save_figure(fig, name) for name, fig in figures.items()]
+
     def _repr_html_(self) -> str:
         manifest = self.manifest
         counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())

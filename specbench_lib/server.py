@@ -1,4 +1,8 @@
-"""A server as its own process group: start, wait ready, watch, scan its log, stop."""
+"""A server as its own process group: start, wait ready, watch, scan its log, stop.
+
+:class:`AttachedServer` offers the same interface for a server that is already running (e.g. a
+systemd unit): it is watched and measured, never started or stopped.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ from types import TracebackType
 
 import httpx
 
-from .errors import ServerError
+from .errors import PreflightError, ServerError
+from .params import AttachParams
 
 GENERIC_SIGNATURES = tuple(re.compile(p) for p in (
     r"CUDA error", r"illegal (instruction|memory access)", r"out of memory",
@@ -22,7 +27,48 @@ GENERIC_SIGNATURES = tuple(re.compile(p) for p in (
 ))
 
 
-class ServerProcess:
+class _LogScan:
+    """Reading a server's log file: its tail, its size, crash signatures after an offset."""
+
+    log_path: Path
+    signatures: tuple[re.Pattern[str], ...]
+
+    def _refresh_log(self) -> None:
+        """Bring the log file up to date (a process writes its own; a journal is copied)."""
+
+    def log_tail(self, lines: int = 30) -> str:
+        self._refresh_log()
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log_size(self) -> int:
+        self._refresh_log()
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def crash_signature(self, since: int = 0) -> str | None:
+        """The first log line after byte ``since`` that matches a crash signature, if any."""
+        self._refresh_log()
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(since)
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith(("# argv:", "# attached:")):
+                continue
+            if any(sig.search(line) for sig in self.signatures):
+                return line.strip()[:300]
+        return None
+
+
+class ServerProcess(_LogScan):
     """One engine server with its log file; a context manager that always stops it."""
 
     def __init__(self, *, name: str, argv: list[str], base_url: str, health_path: str,
@@ -105,33 +151,10 @@ class ServerProcess:
         raise ServerError(f"server {self.name} (pid {self._proc.pid}) survived SIGKILL",
                           config=self.name, log_path=self.log_path)
 
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def log_size(self) -> int:
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return 0
-
-    def crash_signature(self, since: int = 0) -> str | None:
-        """The first log line after byte ``since`` that matches a crash signature, if any."""
-        try:
-            with open(self.log_path, "rb") as fh:
-                fh.seek(since)
-                text = fh.read().decode(errors="replace")
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith("# argv:"):
-                continue
-            if any(sig.search(line) for sig in self.signatures):
-                return line.strip()[:300]
-        return None
+    @property
+    def headers(self) -> dict[str, str]:
+        """Headers every request to this server carries (none for a launched server)."""
+        return {}
 
     def __enter__(self) -> ServerProcess:
         self.start()
@@ -140,6 +163,129 @@ class ServerProcess:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+class AttachedServer(_LogScan):
+    """A server that is already running, behind the interface the sweep uses on :class:`ServerProcess`.
+
+    Alive means its health endpoint answers 200 and, with a systemd unit, ``systemctl is-active``
+    says ``active``. Its log is the unit's journal since :meth:`start`, copied into ``log_path``
+    (``journalctl -u UNIT --since ...``) whenever the log is read and at :meth:`stop`, so crash
+    signatures are found there. :meth:`stop` never stops the server.
+    """
+
+    def __init__(self, *, name: str, attach: AttachParams, health_path: str, log_path: Path,
+                 signatures: tuple[re.Pattern[str], ...] = ()) -> None:
+        self.name = name
+        self.attach = attach
+        self.unit = attach.unit
+        self.base_url = attach.url
+        self.health_path = health_path
+        self.log_path = log_path
+        self.signatures = GENERIC_SIGNATURES + signatures
+        self._since: str | None = None
+        self._header = ""
+
+    def start(self) -> None:
+        """Open the journal window (a second back) and write the log's header; starts nothing."""
+        self._since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
+        unit = f" unit {self.unit}, journal since {self._since}" if self.unit else " (no unit: no log)"
+        self._header = f"# attached: {self.base_url}{unit}\n"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text(self._header)
+        self._refresh_log()
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Block until the health endpoint answers 200; returns the seconds it took."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            state = self.unit_state()
+            if state not in (None, "active", "activating", "reloading"):
+                raise ServerError(f"unit {self.unit} of attached server {self.name} is {state}; "
+                                  f"see its journal", config=self.name, log_path=self.log_path,
+                                  log_excerpt=self.log_tail())
+            if self._health_ok():
+                return time.monotonic() - start
+            time.sleep(0.2)
+        raise ServerError(f"attached server {self.name} at {self.base_url} not ready within "
+                          f"{timeout_s:.0f} s", config=self.name, log_path=self.log_path,
+                          log_excerpt=self.log_tail())
+
+    def unit_state(self) -> str | None:
+        """``systemctl is-active UNIT`` (``active``, ``failed``…); None without a unit."""
+        if self.unit is None:
+            return None
+        try:
+            done = subprocess.run(["systemctl", "is-active", self.unit], capture_output=True,
+                                  text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"unknown (systemctl: {exc})"
+        return done.stdout.strip() or "unknown"
+
+    def alive(self) -> bool:
+        return self._health_ok() and self.unit_state() in (None, "active")
+
+    def healthy(self) -> bool:
+        """Health endpoint answering 200 and, with a unit, the unit active."""
+        return self.alive()
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The bearer token header, read from ``attach.api_key_env`` at each use (never stored)."""
+        return auth_headers(self.attach, config=self.name)
+
+    @property
+    def returncode(self) -> int | None:
+        return None
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Copy the journal one last time; the server keeps running (it is not ours)."""
+        self._refresh_log()
+
+    def _health_ok(self) -> bool:
+        try:
+            resp = httpx.get(self.base_url + self.health_path, headers=self.headers, timeout=5.0)
+        except httpx.TransportError:
+            return False
+        return resp.status_code == 200
+
+    def _refresh_log(self) -> None:
+        if self.unit is None or self._since is None:
+            return
+        argv = ["journalctl", "-u", self.unit, "--since", self._since, "--no-pager", "-o", "short-iso"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        if done.returncode == 0:
+            self.log_path.write_text(self._header + done.stdout)
+
+    def __enter__(self) -> AttachedServer:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+Server = ServerProcess | AttachedServer
+
+
+def auth_headers(attach: AttachParams | None, *, config: str) -> dict[str, str]:
+    """The ``Authorization`` header of an attached server, read from its environment variable now."""
+    if attach is None or attach.api_key_env is None:
+        return {}
+    token = os.environ.get(attach.api_key_env, "")
+    if not token:
+        raise PreflightError(f"config {config!r}: environment variable {attach.api_key_env} "
+                             f"(attach.api_key_env) is empty or not set; export the server's API "
+                             f"key there", what="api_key")
+    return {"Authorization": f"Bearer {token}"}
 
 
 def _die_with_parent() -> None:

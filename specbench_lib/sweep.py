@@ -13,14 +13,20 @@ import yaml
 
 from . import notebook_link
 from .dispatch import dispatch_cell
-from .engines import Adapter, Launch, get_adapter
+from .engines import Adapter, Launch, get_adapter, server_launch
 from .errors import EngineError, ServerError, StoreError
 from .metrics import cell_metrics
 from .params import CellSpec, Plan, ServerConfig
-from .preflight import check_draft_models, check_port_free, engine_files
+from .preflight import (
+    check_attached,
+    check_draft_models,
+    check_port_free,
+    engine_files,
+    launches_servers,
+)
 from .preview import PlanPreview
 from .results import SweepResult
-from .server import ServerProcess
+from .server import AttachedServer, Server, ServerProcess
 from .store import (
     SCHEMA_VERSION,
     SPECBENCH_VERSION,
@@ -63,14 +69,17 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     adapter = get_adapter(params.engine)
     binary, model = engine_files(params.engine)
     check_draft_models(plan)
-    check_port_free(params.engine.host, params.engine.port)
+    if launches_servers(plan):
+        check_port_free(params.engine.host, params.engine.port)
     for workload in params.workloads:
         documents(workload)
     engine = {"kind": adapter.name, "binary": str(binary), "version": adapter.version(binary)}
     model_id = file_identity(model)
-    launches = {s.label: adapter.launch(s, params.engine, parallel=max(params.concurrency),
-                                        model=model, binary=binary) for s in plan.servers}
-    fingerprints = cell_fingerprints(plan, launches, engine["version"], model_id["fingerprint"])
+    launches = {s.label: server_launch(adapter, s, params.engine, parallel=max(params.concurrency),
+                                       model=model, binary=binary) for s in plan.servers}
+    attached = check_attached(plan, adapter)
+    fingerprints = cell_fingerprints(plan, launches, engine["version"], model_id["fingerprint"],
+                                     attached)
     run, kept = _open_run(plan, fingerprints, run_id=run_id, resume=resume, outputs=outputs)
     reused = _reuse_cells(run, fingerprints, kept) if reuse else {}
     kept |= set(reused)
@@ -133,11 +142,14 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
 
 
 def cell_fingerprints(plan: Plan, launches: dict[str, Launch], engine_version: str,
-                      model_fingerprint: str) -> dict[str, str]:
+                      model_fingerprint: str,
+                      attached: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
     """The fingerprint each cell of the plan must carry to be read into a table.
 
     It covers the cell spec, what is measured (output tokens, requests, seed, the workload…),
-    the server argv (port normalised), the engine version, the model and specbench's version.
+    the server argv (port normalised) or, for an attached server, its URL and effective settings
+    (``attached``, from :func:`~specbench_lib.preflight.check_attached`), the engine version, the
+    model and specbench's version.
     """
     params = plan.params.model_dump(mode="json")
     measured = {k: v for k, v in params.items() if k not in _NOT_MEASURED}
@@ -146,7 +158,8 @@ def cell_fingerprints(plan: Plan, launches: dict[str, Launch], engine_version: s
     prints = {}
     for cell in plan.cells:
         argv = ["{port}" if a == port else a for a in launches[cell.config].argv]
-        prints[cell.cell_id] = fingerprint(asdict(cell), measured, workloads[cell.workload], argv,
+        server = (attached or {}).get(cell.config, argv)
+        prints[cell.cell_id] = fingerprint(asdict(cell), measured, workloads[cell.workload], server,
                                            engine_version, model_fingerprint, SPECBENCH_VERSION)
     return prints
 
@@ -188,12 +201,19 @@ def _reuse_cells(run: RunDir, fingerprints: dict[str, str], kept: set[str]) -> d
 def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch: Launch, run: RunDir,
                 adapter: Adapter, fingerprints: dict[str, str], bar: Any) -> None:
     params = plan.params
-    check_port_free(params.engine.host, params.engine.port)
-    proc = ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
-                         health_path=launch.health_path, log_path=run.logs_dir / f"{server.label}.log",
-                         signatures=adapter.crash_signatures)
-    record: dict[str, Any] = {"argv": redact(launch.argv),
-                              "log": str(proc.log_path.relative_to(run.path))}
+    log_path = run.logs_dir / f"{server.label}.log"
+    proc: Server
+    if server.attach is None:
+        check_port_free(params.engine.host, params.engine.port)
+        proc = ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
+                             health_path=launch.health_path, log_path=log_path,
+                             signatures=adapter.crash_signatures)
+        record: dict[str, Any] = {"controlled": True, "argv": redact(launch.argv)}
+    else:
+        proc = AttachedServer(name=server.label, attach=server.attach, health_path=launch.health_path,
+                              log_path=log_path, signatures=adapter.crash_signatures)
+        record = {"controlled": False, "url": server.attach.url, "unit": server.attach.unit}
+    record["log"] = str(log_path.relative_to(run.path))
     written: set[str] = set()
 
     def write(cell: CellSpec, verdict: Verdict, payload: dict[str, Any]) -> None:
@@ -205,10 +225,11 @@ def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch:
         proc.start()
         record["pid"] = proc.pid
         record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
-        with httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s) as client:
+        with httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s,
+                          headers=proc.headers) as client:
             info = adapter.server_info(client)
             record["context_per_request"] = info.context_per_request
-            record["effective"] = info.raw
+            record["effective"] = redact(info.raw)
             record["warmup"] = _warmup(plan, proc, client, adapter)
             _store_server(run, server.label, record)
             dead: Verdict | None = None
@@ -238,7 +259,7 @@ def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch:
         proc.stop()
 
 
-def _run_cell(plan: Plan, server: ServerConfig, cell: CellSpec, proc: ServerProcess,
+def _run_cell(plan: Plan, server: ServerConfig, cell: CellSpec, proc: Server,
               client: httpx.Client, adapter: Adapter, context: int) -> tuple[Verdict, dict[str, Any]]:
     params = plan.params
     refused = context_guard(prompt_tokens=cell.context, output_tokens=params.output_tokens,
@@ -255,7 +276,7 @@ def _run_cell(plan: Plan, server: ServerConfig, cell: CellSpec, proc: ServerProc
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
                              concurrency=cell.concurrency, max_tokens=params.output_tokens,
                              timeouts=params.request_timeouts(), request_rate=params.request_rate,
-                             seed=params.seed)
+                             seed=params.seed, headers=proc.headers)
     verdict = judge_cell(dispatch.records, server_alive=proc.healthy(),
                          crash_line=proc.crash_signature(offset), planned=params.requests_per_cell,
                          speculative=cell.method != "auto",
@@ -271,7 +292,7 @@ def _run_cell(plan: Plan, server: ServerConfig, cell: CellSpec, proc: ServerProc
     return verdict, payload
 
 
-def _warmup(plan: Plan, proc: ServerProcess, client: httpx.Client,
+def _warmup(plan: Plan, proc: Server, client: httpx.Client,
             adapter: Adapter) -> dict[str, Any]:
     """Requests sent once per server before its first cell, excluded from every statistic."""
     params = plan.params
@@ -282,14 +303,14 @@ def _warmup(plan: Plan, proc: ServerProcess, client: httpx.Client,
                             tokenize=lambda text: adapter.tokenize(client, text))
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],
                              warmup=len(prompts), concurrency=1, max_tokens=params.output_tokens,
-                             timeouts=params.request_timeouts())
+                             timeouts=params.request_timeouts(), headers=proc.headers)
     errors = [r.error for r in dispatch.records if r.error]
     return {"requests": len(prompts), "seconds": round(dispatch.window_start, 2), "errors": errors}
 
 
 def _write_cell(run: RunDir, cell: CellSpec, server: ServerConfig, argv: list[str],
                 cell_fingerprint: str, verdict: Verdict, payload: dict[str, Any],
-                proc: ServerProcess | None) -> None:
+                proc: Server | None) -> None:
     run.archive_cell(cell.cell_id)
     data = {
         "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "cell_id": cell.cell_id,

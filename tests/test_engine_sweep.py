@@ -81,6 +81,26 @@ def test_cli_runs_the_phase_notebook_into_a_run_dir(engine, outputs: Path) -> No
     errors = [o for c in notebook["cells"] for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert errors == []
+    outputs_by_type = [o for c in notebook["cells"] for o in c.get("outputs", [])]
+    assert any("verdict" in "".join(o.get("data", {}).get("text/html", "")) for o in outputs_by_type)
+    assert any("image/png" in o.get("data", {}) for o in outputs_by_type)
+    for name in ("speedup_vs_budget", "acceptance_vs_budget", "ttft_vs_budget", "itl_vs_budget"):
+        assert (run_dir / "plots" / f"{name}.png").exists()
+
+    page = (run_dir / "tp1.html").read_text()
+    assert page.count("data:image/png;base64") >= 5 and "context_overflow" in page
+    assert "import specbench_lib" not in page
+    index = (outputs / "index.html").read_text()
+    assert run_dir.name in index and "tp1.html" in index
+
+    report = subprocess.run([str(BIN / "papermill"), "notebooks/report.ipynb", str(outputs / "r.ipynb"),
+                             "-p", "runs", run_dir.name], capture_output=True, text=True,
+                            timeout=300, cwd=ROOT, env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
+    assert report.returncode == 0, report.stderr[-3000:]
+    tex = (outputs / "report" / "results.tex").read_text()
+    assert "\\begin{tabular}" in tex and "ngram-b16" in tex and "tiny" in tex
+    best = json.loads((outputs / "report" / "comparison.json").read_text())["best"]
+    assert {b["context"] for b in best} == {128}
 
 
 @pytest.mark.engine

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..params import EngineParams
+from pathlib import Path
+
+from ..params import EngineParams, ServerConfig
 from .base import Adapter, FinalStats, Launch, ServerInfo, StreamEvent
 
 KINDS = ("llamacpp", "sglang", "vllm", "template")
@@ -34,4 +36,13 @@ def get_adapter(engine: EngineParams | str) -> Adapter:
     raise ValueError(f"unknown engine kind {kind!r}; known: {', '.join(KINDS)}")
 
 
-__all__ = ["KINDS", "Adapter", "FinalStats", "Launch", "ServerInfo", "StreamEvent", "get_adapter"]
+def server_launch(adapter: Adapter, server: ServerConfig, engine: EngineParams, *, parallel: int,
+                  model: Path, binary: Path) -> Launch:
+    """The adapter's launch of a config; for an attached config, no argv and the attach URL."""
+    if server.attach is not None:
+        return Launch([], server.attach.url, adapter.health_path)
+    return adapter.launch(server, engine, parallel=parallel, model=model, binary=binary)
+
+
+__all__ = ["KINDS", "Adapter", "FinalStats", "Launch", "ServerInfo", "StreamEvent", "get_adapter",
+           "server_launch"]

@@ -53,6 +53,9 @@ class ServerInfo:
 
     context_per_request: int
     raw: dict[str, Any] = field(default_factory=dict)
+    # the stable part of ``raw`` that identifies the configuration (no counters, timestamps or
+    # per-start random values): what an attached server's cells are fingerprinted with
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 class Adapter(Protocol):
@@ -61,6 +64,7 @@ class Adapter(Protocol):
     name: str
     needs_gpu: bool
     crash_signatures: tuple[re.Pattern[str], ...]
+    health_path: str  # 200 when the server is ready (also for a server started elsewhere)
 
     def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                model: Path, binary: Path) -> Launch: ...

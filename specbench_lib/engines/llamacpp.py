@@ -18,6 +18,8 @@ from .argv import spec_override, template_launch, template_values
 from .base import FinalStats, Launch, ServerInfo, StreamEvent
 
 _NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
+# /props keys that describe the configuration (not media_marker: random per start; is_sleeping)
+_SETTINGS = ("default_generation_settings", "total_slots", "model_path", "model_ftype", "build_info")
 
 
 class LlamaCppAdapter:
@@ -25,6 +27,7 @@ class LlamaCppAdapter:
 
     name = "llamacpp"
     needs_gpu = False
+    health_path = "/health"
     crash_signatures = tuple(re.compile(p) for p in (
         r"GGML_ASSERT", r"Segmentation fault", r"terminate called after throwing",
         r"std::bad_alloc", r"out of memory", r"[Ii]llegal instruction", r"Aborted",
@@ -78,7 +81,8 @@ class LlamaCppAdapter:
         n_ctx = settings.get("n_ctx")
         if not isinstance(n_ctx, int) or n_ctx <= 0:
             raise EngineError("/props has no default_generation_settings.n_ctx", url="/props")
-        return ServerInfo(context_per_request=n_ctx, raw=props)
+        settings = {k: props[k] for k in _SETTINGS if k in props}
+        return ServerInfo(context_per_request=n_ctx, raw=props, settings=settings)
 
     def speculative_reserve(self, server: ServerConfig) -> int:
         return int(server.budget or 0)

@@ -28,6 +28,8 @@ DEFAULT_LAUNCHER = ("-m", "sglang.launch_server")
 _EAGLE_FAMILY = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft": "STANDALONE"}
 _NEEDS_DRAFT = {"linear", "eagle", "eagle3", "draft"}
 _BUILTIN_OPTIONS = {"steps", "topk", "reserve"}
+# server info that changes while it runs (throughput, memory) or per start (a drawn seed)
+_VOLATILE_INFO = {"internal_states", "random_seed"}
 TREE_TEMPLATES = {
     "fork": ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "{draft_model}",
              "--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens", "{budget+1}"),
@@ -41,6 +43,7 @@ class SGLangAdapter:
 
     name = "sglang"
     needs_gpu = True
+    health_path = "/health"
     crash_signatures = tuple(re.compile(p) for p in (
         r"Scheduler hit an exception", r"SIGQUIT received", r"CUDA error: ",
         r"illegal (instruction|memory access)", r"out of memory", r"watchdog timeout",
@@ -138,7 +141,8 @@ class SGLangAdapter:
         if not limits:
             raise EngineError("server info has no context_length or max_total_num_tokens",
                               url="/server_info")
-        return ServerInfo(context_per_request=min(limits), raw=info)
+        settings = {k: v for k, v in info.items() if k not in _VOLATILE_INFO}
+        return ServerInfo(context_per_request=min(limits), raw=info, settings=settings)
 
     def speculative_reserve(self, server: ServerConfig) -> int:
         """Extra context a spec config takes: EAGLE family ``max(topk*steps, draft tokens)``."""

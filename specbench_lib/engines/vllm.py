@@ -35,6 +35,7 @@ class VllmAdapter:
 
     name = "vllm"
     needs_gpu = True
+    health_path = "/health"
     crash_signatures = tuple(re.compile(p) for p in (
         r"EngineCore encountered a fatal error", r"EngineDeadError", r"CUDA error: ",
         r"illegal (instruction|memory access)", r"out of memory", r"RuntimeError: NCCL",
@@ -105,7 +106,9 @@ class VllmAdapter:
         if not models or not isinstance(models[0].get("max_model_len"), int):
             raise EngineError("/v1/models lists no model with max_model_len", url="/v1/models")
         self.served_model = str(models[0].get("id"))
-        return ServerInfo(context_per_request=models[0]["max_model_len"], raw=resp.json())
+        settings = {k: models[0].get(k) for k in ("id", "root", "max_model_len")}  # not "created"
+        return ServerInfo(context_per_request=models[0]["max_model_len"], raw=resp.json(),
+                          settings=settings)
 
     def speculative_reserve(self, server: ServerConfig) -> int:
         if "reserve" in server.options:

@@ -1,0 +1,226 @@
+"""A reference SGLang ``/generate`` streaming server whose timing is known (benchmarks only).
+
+It speaks SGLang's native stream (``data: {"text", "output_ids", "meta_info"}`` lines with
+cumulative text, ids and ``completion_tokens``, ``finish_reason`` and ``spec_verify_ct`` on the
+last chunk, then ``data: [DONE]``), so specbench's real SGLang parser is exercised. It is a bare
+asyncio protocol server (HTTP/1.1 keep-alive, chunked replies) in its own process, so it shares
+no GIL with the measuring client; replies are pre-encoded per output length, so a chunk costs one
+``transport.write``.
+
+Token i of a request is due at ``receive + (i + 1) * interval``; tokens go out ``tokens_per_chunk``
+to a chunk, the chunk leaving when its last token is due (``interval`` 0: all at once). The server
+logs, per request, the true receive time (the request's last byte read) and the send time of
+every chunk, on ``CLOCK_MONOTONIC`` — the clock behind ``time.perf_counter`` on Linux, one clock
+for every process of the machine, so client and server times compare directly (no offset
+exchange needed; :func:`check_shared_clock` verifies it). ``GET /log`` returns and clears the log
+(keyed by the first prompt id, which the benchmark sets to the request's index); ``GET /stats``
+gives the server's CPU seconds.
+
+    python benchmarks/sglang_refserver.py --interval 0.005 --chunk 4   # prints "port N"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+CLOCK = time.CLOCK_MONOTONIC
+
+
+def now() -> float:
+    """The shared clock (``CLOCK_MONOTONIC``; equals ``time.perf_counter()`` on Linux)."""
+    return time.clock_gettime(CLOCK)
+
+
+def check_shared_clock() -> float:
+    """How far ``perf_counter`` is from the server's clock in this process (0 on Linux)."""
+    a, b, c = time.perf_counter(), now(), time.perf_counter()
+    return b - (a + c) / 2
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+class _Replies:
+    """Pre-encoded stream chunks per output length (identical for every request)."""
+
+    def __init__(self, tokens_per_chunk: int) -> None:
+        self.k = tokens_per_chunk
+        self._cache: dict[tuple[int, int], list[bytes]] = {}
+
+    def get(self, n_prompt: int, n: int) -> list[bytes]:
+        key = (n_prompt, n)
+        if key not in self._cache:
+            out, ids, text, steps = [], [], "", 0
+            for first in range(0, n, self.k):
+                new = list(range(first, min(first + self.k, n)))
+                ids += [1000 + i for i in new]
+                text += "".join(f" t{i}" for i in new)
+                steps += 1
+                meta: dict[str, Any] = {"id": "ref", "finish_reason": None, "prompt_tokens": n_prompt,
+                                        "completion_tokens": len(ids), "cached_tokens": 0}
+                if len(ids) == n:
+                    meta.update(finish_reason={"type": "length", "length": n}, spec_verify_ct=steps,
+                                e2e_latency=0.0)
+                line = json.dumps({"text": text, "output_ids": ids, "meta_info": meta})
+                out.append(_chunk(f"data: {line}\n\n".encode()))
+            out[-1] += _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+            self._cache[key] = out
+        return self._cache[key]
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, server: RefServer) -> None:
+        self.server = server
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.busy = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server.connections += 1
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while not self.busy:
+            head_end = self.buf.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buf[:head_end].decode("latin-1").split("\r\n")
+            length = 0
+            for line in head[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            end = head_end + 4 + length
+            if len(self.buf) < end:
+                return
+            received = now()
+            body, self.buf = self.buf[head_end + 4:end], self.buf[end:]
+            method, path = head[0].split(" ")[:2]
+            self.handle(method, path, body, received)
+
+    def _reply(self, status: str, payload: bytes, content_type: str = "application/json") -> None:
+        assert self.transport is not None
+        self.transport.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: "
+                             f"{len(payload)}\r\n\r\n".encode() + payload)
+
+    def handle(self, method: str, path: str, body: bytes, received: float) -> None:
+        srv = self.server
+        if method == "GET":
+            if path == "/log":
+                log, srv.log = srv.log, {}
+                self._reply("200 OK", json.dumps(log).encode())
+            elif path == "/stats":
+                self._reply("200 OK", json.dumps({"cpu_s": time.process_time(),
+                                                  "connections": srv.connections}).encode())
+            else:
+                self._reply("200 OK", b"{}")
+            return
+        data = json.loads(body)
+        ids = data["input_ids"]
+        n = int(data["sampling_params"]["max_new_tokens"])
+        entry: dict[str, Any] = {"recv": received, "sends": [], "sizes": []}
+        srv.log[str(ids[0])] = entry
+        assert self.transport is not None
+        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+        chunks = srv.replies.get(len(ids), n)
+        if srv.interval <= 0:
+            for i, chunk in enumerate(chunks):
+                entry["sends"].append(now())
+                entry["sizes"].append(min(srv.k, n - i * srv.k))
+                self.transport.write(chunk)
+            return
+        self.busy = True
+        asyncio.get_running_loop().create_task(self.stream(chunks, n, received, entry))
+
+    async def stream(self, chunks: list[bytes], n: int, received: float, entry: dict[str, Any]) -> None:
+        srv, k = self.server, self.server.k
+        for j, chunk in enumerate(chunks):
+            due = received + min((j + 1) * k, n) * srv.interval
+            delay = due - now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self.transport is None or self.transport.is_closing():
+                return
+            entry["sends"].append(now())
+            entry["sizes"].append(min(k, n - j * k))
+            self.transport.write(chunk)
+        self.busy = False
+        if self.buf:
+            self.data_received(b"")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+
+class RefServer:
+    """The server's state: timing, replies and the log."""
+
+    def __init__(self, interval: float, tokens_per_chunk: int) -> None:
+        self.interval = interval
+        self.k = tokens_per_chunk
+        self.replies = _Replies(tokens_per_chunk)
+        self.log: dict[str, Any] = {}
+        self.connections = 0
+
+
+class RefServerProcess:
+    """Start the reference server in a child process; ``url`` is where it answers."""
+
+    def __init__(self, *, interval: float, tokens_per_chunk: int) -> None:
+        self.argv = [sys.executable, str(Path(__file__).resolve()), "--interval", str(interval),
+                     "--chunk", str(tokens_per_chunk)]
+        self._proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def __enter__(self) -> RefServerProcess:
+        self._proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "port":
+            self._proc.kill()
+            raise RuntimeError(f"reference server did not start: {line}")
+        self.url = f"http://127.0.0.1:{line[1]}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+
+
+async def _serve(interval: float, chunk: int, port: int) -> None:
+    state = RefServer(interval, chunk)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _Protocol(state), "127.0.0.1", port, backlog=1024)
+    print(f"port {server.sockets[0].getsockname()[1]}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--interval", type=float, required=True)
+    parser.add_argument("--chunk", type=int, default=1)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    asyncio.run(_serve(args.interval, args.chunk, args.port))
+
+
+if __name__ == "__main__":
+    main()
