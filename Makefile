@@ -31,8 +31,22 @@ run: setup
 	$(VENV)/bin/specbench run tp1 --params params/embedded.yaml
 
 test: setup-test
-	$(VENV)/bin/ruff check specbench_lib tests
+	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
 	SPECBENCH_REQUIRE_ENGINE=1 $(VENV)/bin/python -m pytest -ra
 
 lint:
-	$(VENV)/bin/ruff check specbench_lib tests
+	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
+
+# Benchmarks of the benchmark (issue 8): each prints its figures and writes
+# benchmarks/results/<name>.json; summary.py prints figures vs goals. About 10 minutes.
+.PHONY: bench
+$(VENV)/.deps-bench: pyproject.toml | $(PY)
+	$(PIP) -e '.[bench]'
+	touch $@
+
+bench: $(VENV)/.deps-bench engine
+	cd benchmarks && $(CURDIR)/$(PY) timing_fidelity.py
+	cd benchmarks && $(CURDIR)/$(PY) client_overhead.py
+	cd benchmarks && $(CURDIR)/$(PY) sweep_overhead.py
+	cd benchmarks && $(CURDIR)/$(PY) results_scale.py
+	cd benchmarks && $(CURDIR)/$(PY) summary.py

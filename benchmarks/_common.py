@@ -38,15 +38,21 @@ def err_pct(measured: float | None, truth: float | None) -> float | None:
 
 def spread(values: list[float]) -> dict[str, float | None]:
     """Median, min and max of repeated measurements."""
-    return {"median": statistics.median(values) if values else None,
-            "min": min(values) if values else None, "max": max(values) if values else None}
+    return {
+        "median": statistics.median(values) if values else None,
+        "min": min(values) if values else None,
+        "max": max(values) if values else None,
+    }
 
 
 def load_note() -> dict[str, Any]:
     """The machine's load when a benchmark ran (other agents share these 2 cores)."""
     one, five, fifteen = os.getloadavg()
-    return {"loadavg": [round(one, 2), round(five, 2), round(fifteen, 2)], "cpus": os.cpu_count(),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return {
+        "loadavg": [round(one, 2), round(five, 2), round(fifteen, 2)],
+        "cpus": os.cpu_count(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
 
 
 def write_results(name: str, data: dict[str, Any]) -> Path:

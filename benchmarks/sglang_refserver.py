@@ -64,11 +64,17 @@ class _Replies:
                 ids += [1000 + i for i in new]
                 text += "".join(f" t{i}" for i in new)
                 steps += 1
-                meta: dict[str, Any] = {"id": "ref", "finish_reason": None, "prompt_tokens": n_prompt,
-                                        "completion_tokens": len(ids), "cached_tokens": 0}
+                meta: dict[str, Any] = {
+                    "id": "ref",
+                    "finish_reason": None,
+                    "prompt_tokens": n_prompt,
+                    "completion_tokens": len(ids),
+                    "cached_tokens": 0,
+                }
                 if len(ids) == n:
-                    meta.update(finish_reason={"type": "length", "length": n}, spec_verify_ct=steps,
-                                e2e_latency=0.0)
+                    meta.update(
+                        finish_reason={"type": "length", "length": n}, spec_verify_ct=steps, e2e_latency=0.0
+                    )
                 line = json.dumps({"text": text, "output_ids": ids, "meta_info": meta})
                 out.append(_chunk(f"data: {line}\n\n".encode()))
             out[-1] += _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
@@ -104,14 +110,17 @@ class _Protocol(asyncio.Protocol):
             if len(self.buf) < end:
                 return
             received = now()
-            body, self.buf = self.buf[head_end + 4:end], self.buf[end:]
+            body, self.buf = self.buf[head_end + 4 : end], self.buf[end:]
             method, path = head[0].split(" ")[:2]
             self.handle(method, path, body, received)
 
     def _reply(self, status: str, payload: bytes, content_type: str = "application/json") -> None:
         assert self.transport is not None
-        self.transport.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: "
-                             f"{len(payload)}\r\n\r\n".encode() + payload)
+        self.transport.write(
+            f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: "
+            f"{len(payload)}\r\n\r\n".encode()
+            + payload
+        )
 
     def handle(self, method: str, path: str, body: bytes, received: float) -> None:
         srv = self.server
@@ -120,8 +129,10 @@ class _Protocol(asyncio.Protocol):
                 log, srv.log = srv.log, {}
                 self._reply("200 OK", json.dumps(log).encode())
             elif path == "/stats":
-                self._reply("200 OK", json.dumps({"cpu_s": time.process_time(),
-                                                  "connections": srv.connections}).encode())
+                self._reply(
+                    "200 OK",
+                    json.dumps({"cpu_s": time.process_time(), "connections": srv.connections}).encode(),
+                )
             else:
                 self._reply("200 OK", b"{}")
             return
@@ -131,8 +142,9 @@ class _Protocol(asyncio.Protocol):
         entry: dict[str, Any] = {"recv": received, "sends": [], "sizes": []}
         srv.log[str(ids[0])] = entry
         assert self.transport is not None
-        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                             b"Transfer-Encoding: chunked\r\n\r\n")
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         chunks = srv.replies.get(len(ids), n)
         if srv.interval <= 0:
             for i, chunk in enumerate(chunks):
@@ -178,8 +190,14 @@ class RefServerProcess:
     """Start the reference server in a child process; ``url`` is where it answers."""
 
     def __init__(self, *, interval: float, tokens_per_chunk: int) -> None:
-        self.argv = [sys.executable, str(Path(__file__).resolve()), "--interval", str(interval),
-                     "--chunk", str(tokens_per_chunk)]
+        self.argv = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--interval",
+            str(interval),
+            "--chunk",
+            str(tokens_per_chunk),
+        ]
         self._proc: subprocess.Popen[str] | None = None
         self.url = ""
 

@@ -1,6 +1,6 @@
 """Timing fidelity: specbench's dispatcher against a server whose timing truth is logged.
 
-    .venv/bin/python benchmarks/timing_fidelity.py [--tokens 48] [--repeats 3] [--quick]
+    .venv/bin/python benchmarks/timing_fidelity.py [--tokens 128] [--repeats 3] [--quick]
 
 The reference server (benchmarks/sglang_refserver.py, its own process, SGLang ``/generate``
 stream, so the real SGLang parser runs) emits tokens every 5 or 20 ms, 1 or 4 to a chunk, and logs
@@ -79,37 +79,57 @@ def analyse(result: CellDispatch, log: dict[str, Any]) -> dict[str, Any]:
     first = min(log[str(r.index)]["recv"] for r in recs)
     last = max(log[str(r.index)]["sends"][-1] for r in recs)
     truth = {
-        "itl_mean": mean(series["itl"]), "itl_p50": quantile(series["itl"], 0.5),
-        "itl_p99": quantile(series["itl"], 0.99), "tpot_mean": mean(series["tpot"]),
-        "tpot_p50": quantile(series["tpot"], 0.5), "tpot_p99": quantile(series["tpot"], 0.99),
-        "ttft_mean": mean(ttft_true), "ttft_p99": quantile(ttft_true, 0.99),
-        "tokens_per_chunk": total / len(true_sizes), "chunk_gap_mean": mean(true_gaps),
+        "itl_mean": mean(series["itl"]),
+        "itl_p50": quantile(series["itl"], 0.5),
+        "itl_p99": quantile(series["itl"], 0.99),
+        "tpot_mean": mean(series["tpot"]),
+        "tpot_p50": quantile(series["tpot"], 0.5),
+        "tpot_p99": quantile(series["tpot"], 0.99),
+        "ttft_mean": mean(ttft_true),
+        "ttft_p99": quantile(ttft_true, 0.99),
+        "tokens_per_chunk": total / len(true_sizes),
+        "chunk_gap_mean": mean(true_gaps),
         "output_tok_s": total / (last - first),
     }
     measured = {
-        "itl_mean": m["itl_mean_s"], "itl_p50": m["itl_p50_s"], "itl_p99": m["itl_p99_s"],
-        "tpot_mean": m["tpot_mean_s"], "tpot_p50": m["tpot_p50_s"], "tpot_p99": m["tpot_p99_s"],
-        "ttft_mean": m["ttft_mean_s"], "ttft_p99": m["ttft_p99_s"],
-        "tokens_per_chunk": m["tokens_per_chunk"], "chunk_gap_mean": mean(meas_gaps),
+        "itl_mean": m["itl_mean_s"],
+        "itl_p50": m["itl_p50_s"],
+        "itl_p99": m["itl_p99_s"],
+        "tpot_mean": m["tpot_mean_s"],
+        "tpot_p50": m["tpot_p50_s"],
+        "tpot_p99": m["tpot_p99_s"],
+        "ttft_mean": m["ttft_mean_s"],
+        "ttft_p99": m["ttft_p99_s"],
+        "tokens_per_chunk": m["tokens_per_chunk"],
+        "chunk_gap_mean": mean(meas_gaps),
         "output_tok_s": m["output_tok_s"],
     }
     return {
-        "n": len(recs), "ok": judge_cell(result.records, server_alive=True).ok,
-        "truth": truth, "measured": measured,
+        "n": len(recs),
+        "ok": judge_cell(result.records, server_alive=True).ok,
+        "truth": truth,
+        "measured": measured,
         "error_pct": {k: err_pct(measured[k], truth[k]) for k in truth},
         "ttft_p99_abs_ms": 1e3 * (measured["ttft_p99"] - truth["ttft_p99"]),
-        "request_lag_ms": {"mean": 1e3 * mean(req_lag), "p99": 1e3 * quantile(req_lag, 0.99),
-                           "max": 1e3 * max(req_lag)},
-        "delivery_lag_ms": {"mean": 1e3 * mean(deliver), "p99": 1e3 * quantile(deliver, 0.99),
-                            "max": 1e3 * max(deliver)},
+        "request_lag_ms": {
+            "mean": 1e3 * mean(req_lag),
+            "p99": 1e3 * quantile(req_lag, 0.99),
+            "max": 1e3 * max(req_lag),
+        },
+        "delivery_lag_ms": {
+            "mean": 1e3 * mean(deliver),
+            "p99": 1e3 * quantile(deliver, 0.99),
+            "max": 1e3 * max(deliver),
+        },
     }
 
 
 def measure(url: str, *, concurrency: int, tokens: int, requests: int) -> dict[str, Any]:
     _get(f"{url}/log")
     prompts = [[i, 7, 7, 7] for i in range(requests)]
-    result = dispatch_cell(SGLangAdapter(), url, prompts, warmup=0, concurrency=concurrency,
-                           max_tokens=tokens, timeout_s=60)
+    result = dispatch_cell(
+        SGLangAdapter(), url, prompts, warmup=0, concurrency=concurrency, max_tokens=tokens, timeout_s=60
+    )
     return analyse(result, _get(f"{url}/log"))
 
 
@@ -117,8 +137,9 @@ def _server_cpu(url: str) -> float:
     return float(_get(f"{url}/stats")["cpu_s"])
 
 
-def run(intervals: list[float], chunks: list[int], levels: list[int], tokens: int,
-        repeats: int, rounds: int) -> list[dict[str, Any]]:
+def run(
+    intervals: list[float], chunks: list[int], levels: list[int], tokens: int, repeats: int, rounds: int
+) -> list[dict[str, Any]]:
     points: dict[tuple[float, int, int], list[dict[str, Any]]] = {}
     for rep in range(repeats):
         for interval in intervals:
@@ -126,10 +147,10 @@ def run(intervals: list[float], chunks: list[int], levels: list[int], tokens: in
                 with RefServerProcess(interval=interval, tokens_per_chunk=k) as server:
                     for conc in levels:
                         cpu0, t0 = _server_cpu(server.url), time.perf_counter()
-                        res = measure(server.url, concurrency=conc, tokens=tokens,
-                                      requests=max(8, rounds * conc))
-                        res["server_cpu_frac"] = (_server_cpu(server.url) - cpu0) / (
-                            time.perf_counter() - t0)
+                        res = measure(
+                            server.url, concurrency=conc, tokens=tokens, requests=max(4, rounds * conc)
+                        )
+                        res["server_cpu_frac"] = (_server_cpu(server.url) - cpu0) / (time.perf_counter() - t0)
                         points.setdefault((interval, k, conc), []).append(res)
         print(f"repeat {rep + 1}/{repeats} done, load {load_note()['loadavg']}", flush=True)
     return [_combine(key, runs) for key, runs in points.items()]
@@ -141,8 +162,14 @@ def _combine(key: tuple[float, int, int], runs: list[dict[str, Any]]) -> dict[st
     def med(get: Any) -> Any:
         return spread([get(r) for r in runs if get(r) is not None])
 
-    row: dict[str, Any] = {"interval_ms": interval * 1e3, "chunk": k, "concurrency": conc,
-                           "n": runs[0]["n"], "repeats": len(runs), "all_ok": all(r["ok"] for r in runs)}
+    row: dict[str, Any] = {
+        "interval_ms": interval * 1e3,
+        "chunk": k,
+        "concurrency": conc,
+        "n": runs[0]["n"],
+        "repeats": len(runs),
+        "all_ok": all(r["ok"] for r in runs),
+    }
     for side in ("truth", "measured", "error_pct"):
         row[side] = {name: med(lambda r, s=side, n=name: r[s][n]) for name in runs[0]["truth"]}
     row["ttft_p99_abs_ms"] = med(lambda r: r["ttft_p99_abs_ms"])
@@ -150,8 +177,15 @@ def _combine(key: tuple[float, int, int], runs: list[dict[str, Any]]) -> dict[st
     row["delivery_lag_ms"] = {q: med(lambda r, q=q: r["delivery_lag_ms"][q]) for q in ("mean", "p99", "max")}
     row["server_cpu_frac"] = med(lambda r: r["server_cpu_frac"])
     err = row["error_pct"]
-    row["goal_itl_tpot"] = max(abs(err["itl_mean"]["max"]), abs(err["itl_mean"]["min"]),
-                               abs(err["tpot_mean"]["max"]), abs(err["tpot_mean"]["min"])) <= 0.1
+    row["goal_itl_tpot"] = (
+        max(
+            abs(err["itl_mean"]["max"]),
+            abs(err["itl_mean"]["min"]),
+            abs(err["tpot_mean"]["max"]),
+            abs(err["tpot_mean"]["min"]),
+        )
+        <= 0.1
+    )
     ttft_ok = [abs(r["error_pct"]["ttft_p99"]) <= 10 or abs(r["ttft_p99_abs_ms"]) <= 1 for r in runs]
     row["goal_ttft"] = all(ttft_ok) if conc <= 32 else None
     row["ttft_ok_runs"] = f"{sum(ttft_ok)}/{len(ttft_ok)}"
@@ -162,64 +196,116 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     t, m, e = row["truth"], row["measured"], row["error_pct"]
     ms = 1e3
     return {
-        "int": row["interval_ms"], "k": row["chunk"], "c": row["concurrency"], "n": row["n"],
-        "itl_t": t["itl_mean"]["median"] * ms, "itl_m": m["itl_mean"]["median"] * ms,
-        "itl_e": e["itl_mean"]["median"], "itl_e_max": max(abs(e["itl_mean"]["min"]), abs(e["itl_mean"]["max"])),
-        "p50_t": t["itl_p50"]["median"] * ms, "p50_m": m["itl_p50"]["median"] * ms,
-        "p99_t": t["itl_p99"]["median"] * ms, "p99_m": m["itl_p99"]["median"] * ms,
-        "tpot_t": t["tpot_mean"]["median"] * ms, "tpot_m": m["tpot_mean"]["median"] * ms,
-        "tpot_e": e["tpot_mean"]["median"], "tpot99_e": e["tpot_p99"]["median"],
-        "ttft_t": t["ttft_mean"]["median"] * ms, "ttft_m": m["ttft_mean"]["median"] * ms,
-        "ttft99_t": t["ttft_p99"]["median"] * ms, "ttft99_m": m["ttft_p99"]["median"] * ms,
-        "ttft99_e": e["ttft_p99"]["median"], "ttft_ok": row["ttft_ok_runs"],
-        "tpc_t": t["tokens_per_chunk"]["median"], "tpc_m": m["tokens_per_chunk"]["median"],
-        "gap_t": t["chunk_gap_mean"]["median"] * ms, "gap_m": m["chunk_gap_mean"]["median"] * ms,
-        "tok_s_t": t["output_tok_s"]["median"], "tok_s_m": m["output_tok_s"]["median"],
+        "int": row["interval_ms"],
+        "k": row["chunk"],
+        "c": row["concurrency"],
+        "n": row["n"],
+        "itl_t": t["itl_mean"]["median"] * ms,
+        "itl_m": m["itl_mean"]["median"] * ms,
+        "itl_e": e["itl_mean"]["median"],
+        "itl_e_max": max(abs(e["itl_mean"]["min"]), abs(e["itl_mean"]["max"])),
+        "p50_t": t["itl_p50"]["median"] * ms,
+        "p50_m": m["itl_p50"]["median"] * ms,
+        "p99_t": t["itl_p99"]["median"] * ms,
+        "p99_m": m["itl_p99"]["median"] * ms,
+        "tpot_t": t["tpot_mean"]["median"] * ms,
+        "tpot_m": m["tpot_mean"]["median"] * ms,
+        "tpot_e": e["tpot_mean"]["median"],
+        "tpot99_e": e["tpot_p99"]["median"],
+        "ttft_t": t["ttft_mean"]["median"] * ms,
+        "ttft_m": m["ttft_mean"]["median"] * ms,
+        "ttft99_t": t["ttft_p99"]["median"] * ms,
+        "ttft99_m": m["ttft_p99"]["median"] * ms,
+        "ttft99_e": e["ttft_p99"]["median"],
+        "ttft_ok": row["ttft_ok_runs"],
+        "tpc_t": t["tokens_per_chunk"]["median"],
+        "tpc_m": m["tokens_per_chunk"]["median"],
+        "gap_t": t["chunk_gap_mean"]["median"] * ms,
+        "gap_m": m["chunk_gap_mean"]["median"] * ms,
+        "tok_s_t": t["output_tok_s"]["median"],
+        "tok_s_m": m["output_tok_s"]["median"],
         "tok_s_e": e["output_tok_s"]["median"],
-        "req_lag": row["request_lag_ms"]["p99"]["median"], "dlv_lag": row["delivery_lag_ms"]["p99"]["median"],
+        "req_lag": row["request_lag_ms"]["p99"]["median"],
+        "dlv_lag": row["delivery_lag_ms"]["p99"]["median"],
         "srv_cpu": row["server_cpu_frac"]["median"],
     }
 
 
 COLUMNS = [
-    ("int", "ms", 0), ("k", "k", 0), ("c", "conc", 0), ("n", "n", 0),
-    ("itl_t", "ITL true", 3), ("itl_m", "ITL meas", 3), ("itl_e", "err%", 3), ("itl_e_max", "|err|max", 3),
-    ("p50_t", "p50 t", 2), ("p50_m", "p50 m", 2), ("p99_t", "p99 t", 2), ("p99_m", "p99 m", 2),
-    ("tpot_t", "TPOT t", 3), ("tpot_m", "TPOT m", 3), ("tpot_e", "err%", 3), ("tpot99_e", "p99 err%", 2),
-    ("ttft_t", "TTFT t", 2), ("ttft_m", "TTFT m", 2), ("ttft99_t", "p99 t", 2), ("ttft99_m", "p99 m", 2),
-    ("ttft99_e", "err%", 1), ("ttft_ok", "ok", 0),
-    ("tpc_t", "tok/chunk t", 2), ("tpc_m", "m", 2), ("gap_t", "gap t", 2), ("gap_m", "gap m", 2),
-    ("tok_s_t", "tok/s t", 0), ("tok_s_m", "tok/s m", 0), ("tok_s_e", "err%", 2),
-    ("req_lag", "req lag p99", 2), ("dlv_lag", "dlv lag p99", 2), ("srv_cpu", "srv cpu", 2),
+    ("int", "ms", 0),
+    ("k", "k", 0),
+    ("c", "conc", 0),
+    ("n", "n", 0),
+    ("itl_t", "ITL true", 3),
+    ("itl_m", "ITL meas", 3),
+    ("itl_e", "err%", 3),
+    ("itl_e_max", "|err|max", 3),
+    ("p50_t", "p50 t", 2),
+    ("p50_m", "p50 m", 2),
+    ("p99_t", "p99 t", 2),
+    ("p99_m", "p99 m", 2),
+    ("tpot_t", "TPOT t", 3),
+    ("tpot_m", "TPOT m", 3),
+    ("tpot_e", "err%", 3),
+    ("tpot99_e", "p99 err%", 2),
+    ("ttft_t", "TTFT t", 2),
+    ("ttft_m", "TTFT m", 2),
+    ("ttft99_t", "p99 t", 2),
+    ("ttft99_m", "p99 m", 2),
+    ("ttft99_e", "err%", 1),
+    ("ttft_ok", "ok", 0),
+    ("tpc_t", "tok/chunk t", 2),
+    ("tpc_m", "m", 2),
+    ("gap_t", "gap t", 2),
+    ("gap_m", "gap m", 2),
+    ("tok_s_t", "tok/s t", 0),
+    ("tok_s_m", "tok/s m", 0),
+    ("tok_s_e", "err%", 2),
+    ("req_lag", "req lag p99", 2),
+    ("dlv_lag", "dlv lag p99", 2),
+    ("srv_cpu", "srv cpu", 2),
 ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokens", type=int, default=48)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=3, help="requests per cell = rounds x concurrency")
+    parser.add_argument("--rounds", type=int, default=2, help="requests per cell = rounds x concurrency")
     parser.add_argument("--quick", action="store_true", help="one repeat")
     parser.add_argument("--name", default="timing_fidelity")
     args = parser.parse_args()
     repeats = 1 if args.quick else args.repeats
     offset = check_shared_clock()
-    print(f"shared clock: perf_counter vs CLOCK_MONOTONIC offset {offset * 1e6:.2f} µs; "
-          f"load {load_note()['loadavg']}")
+    print(
+        f"shared clock: perf_counter vs CLOCK_MONOTONIC offset {offset * 1e6:.2f} µs; "
+        f"load {load_note()['loadavg']}"
+    )
     rows = run([0.005, 0.02], [1, 4], list(CONCURRENCY), args.tokens, repeats, args.rounds)
     flat = [_flat(r) for r in rows]
-    print("times in ms (medians of repeats); t = true (server log), m = measured (specbench); "
-          "lags are p99")
+    print("times in ms (medians of repeats); t = true (server log), m = measured (specbench); lags are p99")
     print(table(flat, COLUMNS))
     itl_ok = all(r["goal_itl_tpot"] for r in rows)
     ttft_ok = all(r["goal_ttft"] for r in rows if r["goal_ttft"] is not None)
     print(f"goal ITL/TPOT mean error <= 0.1 % (every repeat): {'met' if itl_ok else 'NOT met'}")
-    print(f"goal TTFT p99 error <= 10 % or <= 1 ms up to concurrency 32 (every repeat): "
-          f"{'met' if ttft_ok else 'NOT met'}")
-    write_results(args.name, {"load": load_note(), "tokens": args.tokens, "repeats": repeats,
-                              "clock_offset_s": offset, "points": rows, "table": flat,
-                              "goals": {"itl_tpot_mean_err_le_0.1pct": itl_ok,
-                                        "ttft_p99_err_le_10pct_or_1ms_to_c32": ttft_ok}})
+    print(
+        f"goal TTFT p99 error <= 10 % or <= 1 ms up to concurrency 32 (every repeat): "
+        f"{'met' if ttft_ok else 'NOT met'}"
+    )
+    write_results(
+        args.name,
+        {
+            "load": load_note(),
+            "tokens": args.tokens,
+            "repeats": repeats,
+            "clock_offset_s": offset,
+            "points": rows,
+            "table": flat,
+            "goals": {"itl_tpot_mean_err_le_0.1pct": itl_ok, "ttft_p99_err_le_10pct_or_1ms_to_c32": ttft_ok},
+        },
+    )
 
 
 if __name__ == "__main__":

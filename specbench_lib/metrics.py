@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from .dispatch import CellDispatch
+from .validate import rate_shortfall
 
 _STATS = ("mean", "p50", "p90", "p99")
 _LATENCIES = ("ttft", "tpot", "itl", "e2e")
@@ -14,7 +15,7 @@ METRIC_COLUMNS = (
     "output_tok_s", "request_throughput_rps", "request_decode_tok_s",
     *(f"{m}_{s}_s" for m in _LATENCIES for s in _STATS),
     "acceptance_length", "draft_acceptance_rate", "tokens_per_chunk", "n_requests", "n_failed",
-    "completion_tokens",
+    "completion_tokens", "achieved_rate_rps", "rate_not_reached",
 )
 LOSSLESS_COLUMNS = ("lossless_identical", "lossless_prefix_tokens", "lossless_n")
 REPEAT_COLUMNS = ("repeats_n", "output_tok_s_cv", "unstable")
@@ -73,6 +74,7 @@ def cell_metrics(dispatch: CellDispatch, *, exclude: tuple[int, ...] = ()) -> di
         "completion_tokens": total,
         "window_s": window,
     })
+    metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
     return metrics
 
 

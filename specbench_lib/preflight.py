@@ -130,6 +130,15 @@ def model_matches_last_run(model: Path) -> str:
     return f"{now['size']} bytes, fingerprint {now['fingerprint']} (no earlier run to compare)"
 
 
+def bind_warnings(engine: EngineParams) -> list[str]:
+    """A warning when servers would listen beyond this machine (loopback is the default)."""
+    host = engine.host
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return []
+    return [f"engine.host is {host}: the servers listen on a non-loopback address and anyone who "
+            f"can reach this machine can send them requests; use 127.0.0.1 unless you need it"]
+
+
 def check_port_free(host: str, port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

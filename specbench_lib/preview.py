@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from .engines import get_adapter
+from .engines import get_adapter, server_launch
 from .params import Plan
 from .paths import default_llama_server, default_model
 from .validate import context_guard
@@ -29,8 +29,9 @@ class PlanPreview:
         adapter = get_adapter(engine)
         binary = Path(engine.binary) if engine.binary else default_llama_server()
         model = Path(engine.model) if engine.model else default_model()
-        self.argv = {s.label: adapter.launch(s, engine, parallel=max(params.concurrency),
-                                             model=model, binary=binary).argv
+        self.argv = {s.label: server_launch(adapter, s, engine, parallel=max(params.concurrency),
+                                            model=model, binary=binary).argv or
+                     [f"(attached: {s.attach.url})" if s.attach else ""]
                      for s in plan.servers}
         reserve = {s.label: adapter.speculative_reserve(s) for s in plan.servers}
         rules = {s.label: [kb for kb in params.known_bad if kb.config == s.name

@@ -141,7 +141,12 @@ class RunDir:
 
     def write_cell(self, cell_id: str, data: dict[str, Any]) -> Path:
         path = self.cells_dir / f"{cell_id}.json"
-        write_json_atomic(path, data)
+        try:
+            write_json_atomic(path, data)
+        except OSError as exc:
+            raise StoreError(f"cannot write cell {cell_id} ({exc.strerror or exc}); the cells "
+                             f"written before are intact: free disk space or fix permissions, "
+                             f"then resume this run", path=path) from exc
         return path
 
     def read_cells(self) -> list[dict[str, Any]]:

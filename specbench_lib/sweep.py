@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -18,6 +19,7 @@ from .errors import EngineError, ServerError, StoreError
 from .metrics import cell_metrics
 from .params import CellSpec, Plan, ServerConfig
 from .preflight import (
+    bind_warnings,
     check_attached,
     check_draft_models,
     check_port_free,
@@ -38,7 +40,7 @@ from .store import (
     redact,
     utc_now,
 )
-from .validate import Verdict, context_guard, judge_cell
+from .validate import Verdict, context_guard, judge_cell, judge_counters
 from .workload import build_prompts, documents
 
 
@@ -84,6 +86,9 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     reused = _reuse_cells(run, fingerprints, kept) if reuse else {}
     kept |= set(reused)
     env = environment_info()
+    warnings = bind_warnings(params.engine)
+    for warning in warnings:
+        print(f"WARNING: {warning}", file=sys.stderr, flush=True)
     started = time.monotonic()
     previous = run.manifest()
     attempt = {"started": utc_now(), "pid": os.getpid(), "params_file": str(plan.source),
@@ -97,7 +102,7 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
         phase=params.phase, status="running", started=previous.get("started", attempt["started"]),
         ended=None, params_file=str(plan.source), budget=plan.budget,
         params=resolved, engine=engine, model=model_id, environment=env,
-        planned_cells=len(plan.cells), plan_fingerprints=fingerprints,
+        planned_cells=len(plan.cells), plan_fingerprints=fingerprints, warnings=warnings,
         servers=previous.get("servers", {}), attempts=attempts,
         notebook=previous.get("notebook") or attempt["notebook"],
     )
@@ -129,11 +134,15 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     finally:
         bar.close()
         result = SweepResult(run.path)
-        result.write_results()
         attempt.update(ended=utc_now(), status=status)
-        run.update_manifest(status=status, ended=utc_now(), attempts=attempts,
-                            elapsed_s=round(time.monotonic() - started, 1),
-                            verdict_counts=result.counts())
+        try:
+            result.write_results()
+            run.update_manifest(status=status, ended=utc_now(), attempts=attempts,
+                                elapsed_s=round(time.monotonic() - started, 1),
+                                verdict_counts=result.counts())
+        except OSError as exc:
+            print(f"run {run.run_id}: could not write results or manifest ({exc}); the cell "
+                  f"files are intact", file=sys.stderr, flush=True)
         run.release()
         counts = ", ".join(f"{k} {v}" for k, v in result.counts().items())
         print(f"run {run.run_id}: {status}, {counts} in {time.monotonic() - started:.0f} s\n"
@@ -216,21 +225,31 @@ def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch:
     record["log"] = str(log_path.relative_to(run.path))
     written: set[str] = set()
 
+    timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
+    record["timing"] = timing
+
     def write(cell: CellSpec, verdict: Verdict, payload: dict[str, Any]) -> None:
+        began = time.perf_counter()
         _write_cell(run, cell, server, launch.argv, fingerprints[cell.cell_id], verdict, payload, proc)
+        timing["cells"][cell.cell_id] = {**payload.get("timing", {}),
+                                         "store_s": round(time.perf_counter() - began, 4)}
         written.add(cell.cell_id)
         bar.update(1)
 
     try:
+        began = time.perf_counter()
         proc.start()
         record["pid"] = proc.pid
         record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
+        timing["start_s"] = round(time.perf_counter() - began, 4)
         with httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s,
                           headers=proc.headers) as client:
             info = adapter.server_info(client)
             record["context_per_request"] = info.context_per_request
             record["effective"] = redact(info.raw)
+            began = time.perf_counter()
             record["warmup"] = _warmup(plan, proc, client, adapter)
+            timing["warmup_s"] = round(time.perf_counter() - began, 4)
             _store_server(run, server.label, record)
             dead: Verdict | None = None
             for cell in cells:
@@ -245,6 +264,7 @@ def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch:
                                                   "earlier cell of this config", *dead.reasons))
                     payload = {}
                 write(cell, verdict, payload)
+            _store_server(run, server.label, record)
     except (ServerError, EngineError, httpx.TransportError) as exc:
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["returncode"] = proc.returncode
@@ -256,7 +276,9 @@ def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch:
             if cell.cell_id not in written:
                 write(cell, verdict, {})
     finally:
+        began = time.perf_counter()
         proc.stop()
+        timing["stop_s"] = round(time.perf_counter() - began, 4)
 
 
 def _run_cell(plan: Plan, server: ServerConfig, cell: CellSpec, proc: Server,
@@ -267,28 +289,43 @@ def _run_cell(plan: Plan, server: ServerConfig, cell: CellSpec, proc: Server,
     if refused is not None:
         return refused, {}
     workload = next(w for w in params.workloads if w.name == cell.workload)
+    began = time.perf_counter()
     prompts = build_prompts(workload, n=params.requests_per_cell, tokens=cell.context,
                             seed=params.seed, salt=f"r{cell.repeat}" if cell.repeat else "",
                             tokenize=lambda text: adapter.tokenize(client, text))
     offset = proc.log_size()
     started = utc_now()
     counters = adapter.metrics_snapshot(client)
+    timing = {"prompts_s": round(time.perf_counter() - began, 4)}
+    began = time.perf_counter()
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
                              concurrency=cell.concurrency, max_tokens=params.output_tokens,
                              timeouts=params.request_timeouts(), request_rate=params.request_rate,
                              seed=params.seed, headers=proc.headers)
+    timing["dispatch_s"] = round(time.perf_counter() - began, 4)
+    timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
+    began = time.perf_counter()
+    speculative = cell.method != "auto"
     verdict = judge_cell(dispatch.records, server_alive=proc.healthy(),
                          crash_line=proc.crash_signature(offset), planned=params.requests_per_cell,
-                         speculative=cell.method != "auto",
+                         speculative=speculative and adapter.spec_stats_per_request,
                          max_failed_fraction=params.max_failed_fraction)
+    spec_counters = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
+    if verdict.ok and speculative and not adapter.spec_stats_per_request:
+        verdict = judge_counters(verdict, spec_counters)
     payload: dict[str, Any] = {
         "started": started,
         "prompts": [{"sha": p.sha, "tokens": len(p.tokens), "sources": p.sources} for p in prompts],
         "requests": [r.to_dict() for r in dispatch.records],
-        "spec_counters": adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client)),
+        "spec_counters": spec_counters,
     }
     if verdict.ok:
-        payload["metrics"] = cell_metrics(dispatch, exclude=verdict.failed)
+        metrics = cell_metrics(dispatch, exclude=verdict.failed)
+        if metrics.get("acceptance_length") is None and spec_counters.get("acceptance_length"):
+            metrics["acceptance_length"] = spec_counters["acceptance_length"]
+        payload["metrics"] = metrics
+    timing["validate_s"] = round(time.perf_counter() - began, 4)
+    payload["timing"] = timing
     return verdict, payload
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .dispatch import RequestRecord
 
@@ -71,6 +71,9 @@ RULES: tuple[Rule, ...] = (
     Rule("too_few_completed", "cell", "a cell averaged over fewer requests than planned "
          "(failed requests silently dropped)"),
     Rule("failed_fraction", "cell", "more failed requests than max_failed_fraction allows"),
+    Rule("rate_not_reached", "cell", "an open-loop cell whose requests went out slower than "
+         "scheduled (client or concurrency cap) reported as if at the target rate; a flag in the "
+         "metrics (achieved_rate_rps, rate_not_reached), the cell stays ok"),
     Rule("context_overflow", "cell", "a prompt + output + speculative reserve that cannot fit the "
          "context, refused before any request is sent (never measured as a fast failure)"),
 )
@@ -104,9 +107,9 @@ def request_problems(rec: RequestRecord, *, speculative: bool = False) -> list[s
     if completion and len(rec.token_times) != completion:
         problems.append(f"token_count_mismatch: {len(rec.token_times)} tokens streamed, server "
                         f"reported {completion}")
-    if speculative and (final.draft_tokens is None or final.verify_steps is None):
+    if speculative and final.verify_steps is None:
         problems.append("missing_spec_stats: a speculative config, but the server reported no "
-                        "draft or verify-step counts")
+                        "verify-step count for the request")
     return problems
 
 
@@ -125,11 +128,13 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
         max_failed_fraction: measured requests that may fail, as a fraction of ``planned``;
             tolerated failures leave the cell ``ok`` with ``tolerated:`` reasons.
     """
-    if not server_alive:
-        reason = "server_died: the server process exited during the cell"
-        return Verdict("crashed", (reason, *((f"log: {crash_line}",) if crash_line else ())))
-    if crash_line:
-        return Verdict("crashed", (f"crash_signature: {crash_line}",))
+    if not server_alive or crash_line:
+        first = (("server_died: the server process exited, or stopped answering its health "
+                  "endpoint, during the cell",) if not server_alive else ())
+        log = ((f"{'log' if first else 'crash_signature'}: {crash_line}",) if crash_line else ())
+        seen = Counter(p for rec in records for p in request_problems(rec, speculative=speculative))
+        requests = tuple(f"{text} (x{n})" if n > 1 else text for text, n in seen.items())
+        return Verdict("crashed", (*first, *log, *requests))
     measured = [r for r in records if not r.warmup]
     planned = len(measured) if planned is None else planned
     reasons: Counter[str] = Counter()
@@ -154,6 +159,42 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
     if cell or warm_bad or len(failed) > allowed:
         return Verdict("invalid", (*texts, *cell), tuple(failed))
     return Verdict("ok", tuple(f"tolerated: {t}" for t in texts), tuple(failed))
+
+
+RATE_TOLERANCE = 0.05  # achieved send rate may fall this fraction below the schedule's
+
+
+def rate_shortfall(records: list[RequestRecord], target_rate: float | None) -> dict[str, Any]:
+    """Target vs achieved send rate of an open-loop cell's measured requests (empty if closed loop).
+
+    The achieved rate is (n - 1) / (last send - first send); it is compared with the rate of the
+    drawn schedule itself (Poisson draws of a few requests differ from the target), and
+    ``rate_not_reached`` is set when it falls more than ``RATE_TOLERANCE`` below it.
+    """
+    sent = [r for r in records if not r.warmup and r.scheduled is not None]
+    if target_rate is None or len(sent) < 2:
+        return {}
+    starts = sorted(r.start for r in sent)
+    planned = sorted(r.scheduled for r in sent if r.scheduled is not None)
+    achieved = (len(sent) - 1) / (starts[-1] - starts[0]) if starts[-1] > starts[0] else None
+    scheduled = (len(sent) - 1) / (planned[-1] - planned[0]) if planned[-1] > planned[0] else None
+    late = max(r.start - (r.scheduled or 0.0) for r in sent)
+    short = achieved is not None and scheduled is not None and (
+        achieved < (1 - RATE_TOLERANCE) * scheduled)
+    return {"target_rate_rps": target_rate, "scheduled_rate_rps": scheduled,
+            "achieved_rate_rps": achieved, "max_send_lag_s": late, "rate_not_reached": short,
+            "rate_note": (f"rate_not_reached: sent {achieved:.3g}/s of a scheduled {scheduled:.3g}/s "
+                          f"(target {target_rate:g}/s)") if short else None}
+
+
+def judge_counters(verdict: Verdict, counters: dict[str, Any]) -> Verdict:
+    """For engines whose speculative statistics are server counters (vLLM ``/metrics``): an ok
+    speculative cell whose counters are missing or did not move becomes ``invalid``."""
+    if counters.get("drafts"):
+        return verdict
+    why = counters.get("error") or ("no speculative counters" if not counters
+                                    else "the draft counters did not move during the cell")
+    return Verdict("invalid", (*verdict.reasons, f"missing_spec_stats: {why}"), verdict.failed)
 
 
 def context_guard(*, prompt_tokens: int, output_tokens: int, reserve: int,

@@ -3,18 +3,31 @@
 It speaks the native llama.cpp stream as recorded in shared/ENGINE.md (one ``data:`` line per
 token event, a final ``"stop": true`` event with ``timings``; errors as HTTP 400 JSON). Each mode
 injects one fault our users met. It is never the engine of a real sweep.
+
+Run as a program (``python tests/fake_server.py --port P --mode M``) it is a whole fault *server*
+for the fault-matrix sweeps, started by the sweep through the argv-template engine: it also answers
+``/health``, ``/props`` and ``/tokenize``, and the modes ``startup_crash`` (prints a CUDA error and
+exits before binding), ``never_ready`` (``/health`` 503 forever), ``cuda_crash`` (the second
+generation prints ``CUDA error: an illegal instruction was encountered`` and the process dies
+mid-stream), ``http500_some`` (every second generation answers 500) and ``zombie`` (a stream stops
+and ``/health`` stops answering too).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chunky")
+PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie")
+CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -25,20 +38,46 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        self._json(200, {"status": "ok"})
+        mode = self.server.mode
+        if self.path == "/props":
+            self._json(200, {"default_generation_settings": {"n_ctx": 2048}})
+        elif mode == "never_ready" or (mode == "zombie" and self.server.hung.is_set()):
+            if mode == "zombie":
+                time.sleep(self.server.hang_s)
+            self._json(503, {"error": {"message": "Loading model"}})
+        else:
+            self._json(200, {"status": "ok"})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/tokenize":
+            words = str(body.get("content", "")).split()
+            self._json(200, {"tokens": [sum(map(ord, w)) % 30000 for w in words]})
+            return
         mode = self.server.mode
+        with self.server.lock:
+            self.server.generations += 1
+            nth = self.server.generations
         n_prompt, n_predict = len(body["prompt"]), int(body["n_predict"])
+        if mode == "http500_some" and nth % 2 == 0:
+            self._json(500, {"error": {"code": 500, "message": "internal error in slot"}})
+            return
+        if mode == "cuda_crash" and nth >= 2:
+            self._start_stream()
+            self._event({"content": "x", "tokens": [1], "stop": False})
+            print(f"Scheduler hit an exception: {CUDA_ERROR}", file=sys.stderr, flush=True)
+            os._exit(134)
+        if mode == "zombie":
+            self._start_stream()
+            self._event({"content": "x", "tokens": [1], "stop": False})
+            self.server.hung.set()
+            time.sleep(self.server.hang_s)
+            return
         if mode == "http400":
             self._json(400, {"error": {"code": 400, "type": "exceed_context_size_error",
                                        "n_prompt_tokens": n_prompt, "n_ctx": 512}})
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        self._start_stream()
         if mode == "hang":
             time.sleep(self.server.hang_s)
             return
@@ -64,6 +103,12 @@ class _Handler(BaseHTTPRequestHandler):
                          "draft_n": accepted + 2, "draft_n_accepted": accepted}})
         self._end()
 
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
     def _json(self, status: int, data: dict[str, Any]) -> None:
         payload = json.dumps(data).encode()
         self.send_response(status)
@@ -85,10 +130,13 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeLlamaServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, mode: str = "ok", hang_s: float = 5.0) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, mode: str = "ok", hang_s: float = 5.0, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
         self.mode = mode
         self.hang_s = hang_s
+        self.generations = 0
+        self.lock = threading.Lock()
+        self.hung = threading.Event()
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -102,3 +150,22 @@ class FakeLlamaServer(ThreadingHTTPServer):
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
         self.server_close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="a fault-injecting llama.cpp-protocol server")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--mode", choices=PROCESS_MODES, default="ok")
+    parser.add_argument("--hang-s", type=float, default=600.0)
+    parser.add_argument("--budget", type=int, help="the config's budget (logged only)")
+    args = parser.parse_args()
+    print(f"fake llama server, mode {args.mode}, budget {args.budget}", flush=True)
+    if args.mode == "startup_crash":
+        print(f"Capture cuda graph failed: {CUDA_ERROR}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    server = FakeLlamaServer(args.mode, hang_s=args.hang_s, port=args.port)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -34,6 +34,7 @@ def expected_itl_mean(n_tokens: int, interval: float, tokens_per_chunk: int) -> 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as real servers do: small chunks leave at once
     server: _Server
 
     def log_message(self, *args: Any) -> None:

@@ -170,10 +170,54 @@ def test_server_killed_mid_sweep_crashes_its_cells_only(engine, outputs: Path,
         cell = cells[f"ngram-b8__code__ctx{ctx}__c1"]
         assert cell["verdict"]["status"] == "crashed", cell["verdict"]
         assert cell["metrics"] is None
+        assert cell["returncode"] == -9
+        assert "# argv:" in cell["log_excerpt"] and "llama-server" in cell["log_excerpt"]
     assert result.manifest["status"] == "complete"
     assert sorted(result.table()["config"]) == ["auto", "auto"]
     with pytest.raises(ProcessLookupError):
         os.kill(killed, 0)
+    assert server_processes(8191) == []
+
+
+@pytest.mark.engine
+def test_port_in_use_is_a_clear_error_before_anything_starts(engine, outputs: Path) -> None:
+    import socket
+
+    import specbench_lib as sb
+
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT of earlier tests
+        squatter.bind(("127.0.0.1", 8191))
+        squatter.listen()
+        with pytest.raises(sb.PreflightError, match="port 8191 on 127.0.0.1 is in use") as err:
+            sb.run_sweep(sb.load_plan(TINY), progress=False)
+    assert err.value.what == "port"
+    assert not (outputs / "runs").exists()
+    assert server_processes(8191) == []
+
+
+@pytest.mark.engine
+def test_server_never_ready_crashes_its_cells_and_the_next_config_runs(engine, outputs: Path,
+                                                                       tmp_path: Path) -> None:
+    import specbench_lib as sb
+
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {TINY}\nengine: {{ready_timeout_s: 4}}\ncontexts: [128]\n"
+                      "concurrency: [1]\nconfigs:\n  - {name: auto, method: auto, argv: [sleep, '30']}\n"
+                      "  - {name: ngram, method: ngram, budgets: [8]}\n")
+    started = time.monotonic()
+    result = sb.run_sweep(sb.load_plan(params), progress=False)
+    assert time.monotonic() - started < 40
+    cells = {c["spec"]["config"]: c for c in result.cells}
+    hung = cells["auto"]
+    assert hung["verdict"]["status"] == "crashed"
+    assert hung["verdict"]["reasons"][0] == "server_failed: server auto not ready within 4 s"
+    assert hung["returncode"] is None and "# argv: sleep 30" in hung["log_excerpt"]
+    assert cells["ngram-b8"]["verdict"]["status"] == "ok", cells["ngram-b8"]["verdict"]
+    sleeper = result.manifest["servers"]["auto"]["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(sleeper, 0)
+    assert server_processes(8191) == []
 
 
 def server_processes(port: int) -> list[int]:
@@ -245,3 +289,21 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
     reused = again.manifest["attempts"][0]["reused_from"]
     assert reused == {c["cell_id"]: "r1" for c in result.cells if c["verdict"]["status"] == "ok"}
     assert all(c.get("reused_from") == "r1" for c in again.cells if c["verdict"]["status"] == "ok")
+
+
+@pytest.mark.engine
+def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
+        engine, outputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import specbench_lib as sb
+    from specbench_lib import sweep
+
+    monkeypatch.setattr(sweep, "context_guard", lambda **_: None)
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {TINY}\ncontexts: [2048]\nconcurrency: [1]\nwarmup_requests: 0\n")
+    result = sb.run_sweep(sb.load_plan(params, budget=8), progress=False)
+    assert result.counts()["invalid"] == 2
+    for cell in result.cells:
+        reasons = cell["verdict"]["reasons"]
+        assert reasons[0].startswith("http_400") and "exceed_context_size_error" in reasons[0]
+        assert cell["metrics"] is None
+    assert len(result.table()) == 0

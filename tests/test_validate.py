@@ -56,3 +56,23 @@ def test_context_guard_refuses_with_numbers() -> None:
     edge = context_guard(prompt_tokens=2047 - 128, output_tokens=128, reserve=0, context=2048)
     assert edge is None
     assert context_guard(prompt_tokens=2048 - 128, output_tokens=128, reserve=0, context=2048)
+
+
+def test_counter_engines_need_moving_draft_counters() -> None:
+    from specbench_lib.validate import Verdict, judge_counters
+
+    ok = Verdict("ok")
+    assert judge_counters(ok, {"source": "/metrics", "drafts": 12, "acceptance_length": 3.0}) is ok
+    for counters, why in (({}, "no speculative counters"),
+                          ({"drafts": 0, "draft_tokens": 0}, "did not move"),
+                          ({"error": "a counter went down"}, "went down")):
+        verdict = judge_counters(ok, counters)
+        assert verdict.status == "invalid" and why in verdict.reasons[0]
+
+
+def test_sglang_style_stats_without_draft_counts_are_enough() -> None:
+    rec = record()
+    rec.final.verify_steps, rec.final.draft_tokens = 3, None
+    assert request_problems(rec, speculative=True) == []
+    rec.final.verify_steps = None
+    assert request_problems(rec, speculative=True)[0].startswith("missing_spec_stats")

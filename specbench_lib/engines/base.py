@@ -63,6 +63,7 @@ class Adapter(Protocol):
 
     name: str
     needs_gpu: bool
+    spec_stats_per_request: bool  # False: speculative statistics only as server counters per cell
     crash_signatures: tuple[re.Pattern[str], ...]
     health_path: str  # 200 when the server is ready (also for a server started elsewhere)
 

@@ -27,6 +27,7 @@ class LlamaCppAdapter:
 
     name = "llamacpp"
     needs_gpu = False
+    spec_stats_per_request = True  # timings.draft_n / draft_n_accepted per request
     health_path = "/health"
     crash_signatures = tuple(re.compile(p) for p in (
         r"GGML_ASSERT", r"Segmentation fault", r"terminate called after throwing",

@@ -43,6 +43,7 @@ class SGLangAdapter:
 
     name = "sglang"
     needs_gpu = True
+    spec_stats_per_request = True  # meta_info.spec_verify_ct on the final chunk
     health_path = "/health"
     crash_signatures = tuple(re.compile(p) for p in (
         r"Scheduler hit an exception", r"SIGQUIT received", r"CUDA error: ",

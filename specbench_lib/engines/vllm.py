@@ -35,6 +35,7 @@ class VllmAdapter:
 
     name = "vllm"
     needs_gpu = True
+    spec_stats_per_request = False  # /metrics counter deltas around each cell
     health_path = "/health"
     crash_signatures = tuple(re.compile(p) for p in (
         r"EngineCore encountered a fatal error", r"EngineDeadError", r"CUDA error: ",

@@ -1,0 +1,44 @@
+"""An open-loop rate that is not reached is flagged in the cell's metrics, never silent."""
+
+from __future__ import annotations
+
+import pytest
+
+from specbench_lib.dispatch import CellDispatch, RequestRecord
+from specbench_lib.engines import FinalStats
+from specbench_lib.metrics import cell_metrics
+from specbench_lib.validate import rate_shortfall
+
+
+def records(starts: list[float], scheduled: list[float] | None) -> list[RequestRecord]:
+    out = []
+    for i, start in enumerate(starts):
+        rec = RequestRecord(i, False, 4, 2, status=200, start=start, end=start + 0.1,
+                            token_times=[start + 0.05, start + 0.1], chunk_sizes=[1, 1],
+                            final=FinalStats(4, 2, "length"))
+        rec.scheduled = scheduled[i] if scheduled is not None else None
+        out.append(rec)
+    return out
+
+
+def test_on_schedule_is_not_flagged() -> None:
+    sched = [0.1 * i for i in range(11)]
+    m = cell_metrics(CellDispatch(records([t + 0.002 for t in sched], sched), 0.0, 1.2, target_rate=10.0))
+    assert m["target_rate_rps"] == 10.0
+    assert m["achieved_rate_rps"] == pytest.approx(10.0)
+    assert m["rate_not_reached"] is False and m["rate_note"] is None
+
+
+def test_late_sends_are_flagged_with_the_figures() -> None:
+    sched = [0.1 * i for i in range(11)]
+    starts = [0.2 * i for i in range(11)]  # the client (or the concurrency cap) managed 5/s
+    m = cell_metrics(CellDispatch(records(starts, sched), 0.0, 2.2, target_rate=10.0))
+    assert m["rate_not_reached"] is True
+    assert m["achieved_rate_rps"] == pytest.approx(5.0)
+    assert m["max_send_lag_s"] == pytest.approx(1.0)
+    assert m["rate_note"].startswith("rate_not_reached: sent 5/s of a scheduled 10/s")
+
+
+def test_closed_loop_has_no_rate_figures() -> None:
+    assert rate_shortfall(records([0.0, 0.1], None), None) == {}
+    assert "rate_not_reached" not in cell_metrics(CellDispatch(records([0.0, 0.1], None), 0.0, 0.3))
