@@ -20,14 +20,10 @@ def mean(values: list[float]) -> float | None:
 
 
 def quantile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated quantile, the same definition as specbench_lib.metrics."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+    """Linear-interpolated quantile, the definition specbench_lib.metrics uses."""
+    from specbench_lib.metrics import _quantile
+
+    return _quantile(values, q)
 
 
 def err_pct(measured: float | None, truth: float | None) -> float | None:

@@ -18,9 +18,9 @@ PHASES = {
     "tp8": ("params/tp8.yaml", "eight GPUs (TP8) on SGLang; `-p dry_run True` shows the plan on any "
             "machine"),
 }
-STATEMENT = """# Phase {name} — throughput vs speculative budget
+STATEMENT = """# Phase {title} — throughput vs speculative budget
 
-Phase {name}: {what}. One server per config (autoregressive `auto`, then each speculative config at
+Phase {title}: {what}. One server per config (autoregressive `auto`, then each speculative config at
 each budget); every cell is judged `ok` / `invalid` / `crashed` / `skipped` with its reasons, and
 only `ok` cells reach the table and the plots. Run it with `specbench run {name}` or
 `papermill notebooks/{name}.ipynb out.ipynb -p budget 16`."""
@@ -49,7 +49,7 @@ budget per phase × workload × context × concurrency, speedups, TP1 → TP4 �
 length by budget, and every crashed, skipped or invalid cell with its reasons. Writes a LaTeX table
 (`outputs/report/results.tex`) and refreshes `outputs/index.html`."""
 REPORT_PARAMETERS = (
-    'runs: Optional[str] = None  # comma-separated run ids; None = the latest complete run of each phase')
+    'runs: Optional[str] = None  # comma-separated run ids; None for the latest complete run of each phase')
 REPORT_CALLS = ["report = sb.report.compare(runs)\nreport", "report.best_budgets()", "report.speedups()",
                 "report.scaling()", "report.acceptance()", "report.failures()", "report.write()"]
 
@@ -70,7 +70,7 @@ def report_notebook() -> nbf.NotebookNode:
 def notebook(name: str, params: str, what: str) -> nbf.NotebookNode:
     nb = nbf.v4.new_notebook()
     nb.cells = [
-        nbf.v4.new_markdown_cell(STATEMENT.format(name=name.upper(), what=what)),
+        nbf.v4.new_markdown_cell(STATEMENT.format(title=name.upper(), name=name, what=what)),
         nbf.v4.new_code_cell(SETUP, metadata={"tags": ["hide-input"]}),
         nbf.v4.new_code_cell(PARAMETERS.format(params=params), metadata={"tags": ["parameters"]}),
         *(nbf.v4.new_code_cell(source) for source in CALLS),
@@ -80,10 +80,16 @@ def notebook(name: str, params: str, what: str) -> nbf.NotebookNode:
     return nb
 
 
+def write(nb: nbf.NotebookNode, name: str) -> None:
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"{name}-{i}"  # stable ids: regenerating changes only what changed
+    nbf.write(nb, ROOT / "notebooks" / f"{name}.ipynb")
+
+
 def main() -> None:
     for name, (params, what) in PHASES.items():
-        nbf.write(notebook(name, params, what), ROOT / "notebooks" / f"{name}.ipynb")
-    nbf.write(report_notebook(), ROOT / "notebooks" / "report.ipynb")
+        write(notebook(name, params, what), name)
+    write(report_notebook(), "report")
 
 
 if __name__ == "__main__":

@@ -90,22 +90,11 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     for warning in warnings:
         print(f"WARNING: {warning}", file=sys.stderr, flush=True)
     started = time.monotonic()
-    previous = run.manifest()
     attempt = {"started": utc_now(), "pid": os.getpid(), "params_file": str(plan.source),
                "budget": plan.budget, "kept_cells": sorted(kept), "reused_from": reused,
                "notebook": notebook_link.adopt(run.path)}
-    attempts = [*previous.get("attempts", []), attempt]
-    resolved = redact(params.model_dump(mode="json"))
-    (run.path / "params.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-    run.update_manifest(
-        schema_version=SCHEMA_VERSION, specbench_version=SPECBENCH_VERSION, run_id=run.run_id,
-        phase=params.phase, status="running", started=previous.get("started", attempt["started"]),
-        ended=None, params_file=str(plan.source), budget=plan.budget,
-        params=resolved, engine=engine, model=model_id, environment=env,
-        planned_cells=len(plan.cells), plan_fingerprints=fingerprints, warnings=warnings,
-        servers=previous.get("servers", {}), attempts=attempts,
-        notebook=previous.get("notebook") or attempt["notebook"],
-    )
+    attempts = _start_manifest(plan, run, attempt, engine=engine, model=model_id, environment=env,
+                               plan_fingerprints=fingerprints, warnings=warnings)
     print(f"run {run.run_id}: {len(plan.cells) - len(kept)} cells to measure"
           f"{f', {len(kept)} kept' if kept else ''} → {run.path}", flush=True)
     bar = _progress(len(plan.cells), initial=len(kept), enabled=progress)
@@ -118,7 +107,7 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
             bad = None if retry_known_bad else next(
                 (kb for kb in params.known_bad
                  if kb.applies(server, engine_version=engine["version"], gpus=env["gpus"])), None)
-            if bad is not None:
+            if bad is not None:  # known to fail here: skipped with the reason, never started
                 for cell in todo:
                     _write_cell(run, cell, server, launches[server.label].argv,
                                 fingerprints[cell.cell_id],
@@ -148,6 +137,23 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
         print(f"run {run.run_id}: {status}, {counts} in {time.monotonic() - started:.0f} s\n"
               f"run directory: {run.path}", flush=True)
     return result
+
+
+def _start_manifest(plan: Plan, run: RunDir, attempt: dict[str, Any],
+                    **fields: Any) -> list[dict[str, Any]]:
+    """Write the resolved params and the manifest of a (new or resumed) run; returns its attempts."""
+    params = plan.params
+    previous = run.manifest()
+    attempts = [*previous.get("attempts", []), attempt]
+    resolved = redact(params.model_dump(mode="json"))
+    (run.path / "params.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    run.update_manifest(
+        schema_version=SCHEMA_VERSION, specbench_version=SPECBENCH_VERSION, run_id=run.run_id,
+        phase=params.phase, status="running", started=previous.get("started", attempt["started"]),
+        ended=None, params_file=str(plan.source), budget=plan.budget, params=resolved,
+        planned_cells=len(plan.cells), servers=previous.get("servers", {}), attempts=attempts,
+        notebook=previous.get("notebook") or attempt["notebook"], **fields)
+    return attempts
 
 
 def cell_fingerprints(plan: Plan, launches: dict[str, Launch], engine_version: str,
@@ -238,6 +244,7 @@ def _run_server(plan: Plan, server: ServerConfig, cells: list[CellSpec], launch:
 
     try:
         began = time.perf_counter()
+        bar.set_postfix_str(f"starting {server.label} (ready within {params.engine.ready_timeout_s:.0f} s)")
         proc.start()
         record["pid"] = proc.pid
         record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)

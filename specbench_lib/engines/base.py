@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -95,3 +96,23 @@ class Adapter(Protocol):
     def cell_spec_stats(self, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
         """Speculative statistics of a cell from two snapshots (empty when there are none)."""
         ...
+
+
+def sse_json(line: str) -> dict[str, Any] | StreamEvent | None:
+    """One server-sent-events line: its JSON object, or the event it stands for.
+
+    None for a line that is not ``data:`` (blank separators, comments); ``StreamEvent(done=True)``
+    for ``data: [DONE]``; an error event for a payload that is not a JSON object.
+    """
+    if not line.startswith("data:"):
+        return None
+    payload = line[5:].strip()
+    if payload == "[DONE]":
+        return StreamEvent(done=True)
+    try:
+        data = json.loads(payload)
+    except json.JSONDecodeError:
+        return StreamEvent(error=f"unreadable stream line: {payload[:200]}")
+    if not isinstance(data, dict):
+        return StreamEvent(error=f"stream line is not a JSON object: {payload[:200]}")
+    return data

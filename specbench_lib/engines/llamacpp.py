@@ -15,7 +15,7 @@ from ..errors import EngineError
 from ..params import EngineParams, ServerConfig
 from . import prometheus
 from .argv import spec_override, template_launch, template_values
-from .base import FinalStats, Launch, ServerInfo, StreamEvent
+from .base import FinalStats, Launch, ServerInfo, StreamEvent, sse_json
 
 _NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
 # /props keys that describe the configuration (not media_marker: random per start; is_sleeping)
@@ -104,15 +104,9 @@ class LlamaCppAdapter:
         }
 
     def parse_line(self, line: str) -> StreamEvent | None:
-        if not line.startswith("data:"):
-            return None
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return StreamEvent(done=True)
-        try:
-            data = json.loads(payload)
-        except json.JSONDecodeError:
-            return StreamEvent(error=f"unreadable stream line: {payload[:200]}")
+        data = sse_json(line)
+        if not isinstance(data, dict):
+            return data
         if "error" in data:
             return StreamEvent(error=json.dumps(data["error"])[:500])
         tokens = data.get("tokens")

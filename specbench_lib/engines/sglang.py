@@ -22,7 +22,7 @@ from ..errors import EngineError, ParamsError
 from ..params import EngineParams, ServerConfig
 from . import tokenizer
 from .argv import spec_override, template_launch, template_values
-from .base import FinalStats, Launch, ServerInfo, StreamEvent
+from .base import FinalStats, Launch, ServerInfo, StreamEvent, sse_json
 
 DEFAULT_LAUNCHER = ("-m", "sglang.launch_server")
 _EAGLE_FAMILY = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft": "STANDALONE"}
@@ -195,17 +195,9 @@ class _Stream:
         self.n_ids = 0
 
     def __call__(self, line: str) -> StreamEvent | None:
-        if not line.startswith("data:"):
-            return None
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return StreamEvent(done=True)
-        try:
-            data = json.loads(payload)
-        except json.JSONDecodeError:
-            return StreamEvent(error=f"unreadable stream line: {payload[:200]}")
+        data = sse_json(line)
         if not isinstance(data, dict):
-            return StreamEvent(error=f"stream line is not an object: {payload[:200]}")
+            return data
         if "error" in data:
             return StreamEvent(error=json.dumps(data["error"])[:500])
         meta = data.get("meta_info") or {}

@@ -21,7 +21,7 @@ from ..errors import EngineError, ParamsError
 from ..params import EngineParams, ServerConfig
 from . import prometheus, tokenizer
 from .argv import spec_override, template_launch, template_values
-from .base import FinalStats, Launch, ServerInfo, StreamEvent
+from .base import FinalStats, Launch, ServerInfo, StreamEvent, sse_json
 
 DEFAULT_LAUNCHER = ("serve",)
 METHODS = {"ngram": "ngram", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp",
@@ -158,20 +158,13 @@ class _Stream:
         self.final_sent = False
 
     def __call__(self, line: str) -> StreamEvent | None:
-        if not line.startswith("data:"):
-            return None
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            event = StreamEvent(done=True)
+        data = sse_json(line)
+        if isinstance(data, StreamEvent) and data.done:
             if not self.final_sent and self.usage is not None:
-                event.final = self._final()
-            return event
-        try:
-            data = json.loads(payload)
-        except json.JSONDecodeError:
-            return StreamEvent(error=f"unreadable stream line: {payload[:200]}")
+                data.final = self._final()
+            return data
         if not isinstance(data, dict):
-            return StreamEvent(error=f"stream line is not an object: {payload[:200]}")
+            return data
         if "error" in data or data.get("object") == "error":
             return StreamEvent(error=json.dumps(data.get("error", data))[:500])
         choices = data.get("choices") or []
