@@ -211,7 +211,7 @@ async def _open_connections(clients: list[httpx.AsyncClient], path: str, limit_s
 
     try:
         await asyncio.wait_for(asyncio.gather(*(open_one(c) for c in clients)), limit_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
 
 

@@ -54,7 +54,7 @@ def build_index(root: Path | None = None) -> Path:
                     + f"<td>{' · '.join(links)}</td></tr>")
     header = "".join(f"<th>{h}</th>" for h in ("run", "phase", "started", "status", "ok", "invalid",
                                                "crashed", "skipped", "commit", "files"))
-    stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>specbench runs</title>"
             f"<style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;border-bottom:1px solid #ddd}}"
             f"</style></head><body><h1>specbench runs</h1><p>{len(rows)} runs · written {stamp}</p>"

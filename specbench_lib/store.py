@@ -21,11 +21,11 @@ SPECBENCH_VERSION = "0.1.0"
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def new_run_id(phase: str) -> str:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}_{phase}_{secrets.token_hex(3)}"
 
 
@@ -273,7 +273,7 @@ def file_identity(path: Path, *, full_hash: bool = False) -> dict[str, Any]:
             digest.update(fh.read(1 << 20))
     identity: dict[str, Any] = {
         "path": str(path), "size": total, "files": len(files), "method": IDENTITY_METHOD,
-        "mtime": dt.datetime.fromtimestamp(newest, dt.timezone.utc).isoformat(),
+        "mtime": dt.datetime.fromtimestamp(newest, dt.UTC).isoformat(),
         "fingerprint": digest.hexdigest()[:20]}
     if full_hash:
         full = hashlib.sha256()
