@@ -21,9 +21,11 @@ import httpx
 from .errors import PreflightError, ServerError
 from .params import AttachParams
 
+# Fatal in any engine. A bare Python traceback is not here: servers log handled request errors
+# that way and stay up; each adapter names its own fatal lines (e.g. SGLang's scheduler exception).
 GENERIC_SIGNATURES = tuple(re.compile(p) for p in (
     r"CUDA error", r"illegal (instruction|memory access)", r"out of memory",
-    r"Segmentation fault", r"terminate called after throwing", r"Traceback \(most recent call last\)",
+    r"Segmentation fault", r"terminate called after throwing",
 ))
 
 
