@@ -180,7 +180,7 @@ def cell_fingerprints(plan: Plan, launches: dict[str, Launch], engine_version: s
 
 
 _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
-                 "concurrency", "known_bad"}
+                 "concurrency", "known_bad", "unstable_cv"}  # analysis settings, not measurement
 
 
 def _open_run(plan: Plan, fingerprints: dict[str, str], *, run_id: str | None,
