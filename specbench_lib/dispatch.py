@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import random
+import signal
 import threading
 import time
 from collections.abc import Coroutine
@@ -88,6 +89,10 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     box: dict[str, Any] = {}
 
     def target() -> None:
+        # Signals go to the main thread, never here: a Ctrl-C the kernel hands to this thread
+        # would leave the main thread blocked in a system call, unaware of it.
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             box["result"] = loop.run_until_complete(task)
         except BaseException as exc:  # handed to the caller below
@@ -102,7 +107,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         while worker.is_alive():
             worker.join(0.1)
     except BaseException:
-        loop.call_soon_threadsafe(task.cancel)
+        with contextlib.suppress(RuntimeError):  # the loop may have closed in the meantime
+            loop.call_soon_threadsafe(task.cancel)
         worker.join(5.0)
         raise
     if "error" in box:

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -92,7 +93,7 @@ class ServerProcess(_LogScan):
                 self._proc = subprocess.Popen(
                     self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                    preexec_fn=_die_with_parent if _PRCTL is not None else None)
             except OSError as exc:
                 raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
                                   log_path=self.log_path) from None
@@ -290,10 +291,22 @@ def auth_headers(attach: AttachParams | None, *, config: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+def _load_prctl() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl() if sys.platform == "linux" else None  # resolved here, never after fork
+
+
 def _die_with_parent() -> None:
     """In the child: ask Linux to SIGKILL this server if the Python process that started it dies
-    (a killed kernel must not leave a server holding the port)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    (a killed kernel must not leave a server holding the port).
+
+    It runs between fork and exec, so it only calls the function resolved at import: loading a
+    library there could wait forever on a loader lock another thread held at the fork.
+    """
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

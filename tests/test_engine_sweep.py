@@ -242,18 +242,33 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
     params = tmp_path / "p.yaml"
     params.write_text(f"extends: {TINY}\ncontexts: [128, 256]\nconcurrency: [1]\nknown_bad:\n"
                       "  - {config: ngram, budgets: [16], reason: crashes at start-up on SM120}\n")
-    script = ("import specbench_lib as sb\n"
+    script = ("import faulthandler, signal\n"  # SIGUSR1: every thread's stack, if it hangs
+              "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+              "import specbench_lib as sb\n"
               f"sb.run_sweep(sb.load_plan({str(params)!r}), run_id='r1', progress=False)\n")
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True,
                              env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
-    first = outputs / "runs" / "r1" / "cells" / "auto__code__ctx128__c1.json"
-    deadline = time.monotonic() + 120
-    while not first.exists() and time.monotonic() < deadline and child.poll() is None:
-        time.sleep(0.05)
-    assert first.exists(), child.communicate()[0]
-    child.send_signal(signal.SIGINT)
-    output = child.communicate(timeout=60)[0]
+    try:
+        first = outputs / "runs" / "r1" / "cells" / "auto__code__ctx128__c1.json"
+        deadline = time.monotonic() + 120
+        while not first.exists() and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        assert first.exists(), child.communicate()[0]
+        child.send_signal(signal.SIGINT)
+        try:
+            output = child.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            child.kill()
+            pytest.fail("the sweep ignored SIGINT for 60 s; its threads:\n" + child.communicate()[0])
+    finally:  # a failure here must not leave a server on the port for the next test
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for pid in server_processes(8191):
+            os.kill(pid, signal.SIGKILL)
     assert child.returncode != 0 and "KeyboardInterrupt" in output
     run_dir = outputs / "runs" / "r1"
     manifest = json.loads((run_dir / "manifest.json").read_text())
