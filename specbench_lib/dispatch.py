@@ -1,4 +1,4 @@
-"""Send a cell's requests: async httpx, streaming, a timestamp per token, limits per request.
+"""Send a cell's requests over asyncio (:mod:`.http1`): streaming, a timestamp per token, limits.
 
 Requests go out in a closed loop (``concurrency`` in flight) or, with a request rate, on a seeded
 open-loop schedule (Poisson or evenly spaced arrivals, still at most ``concurrency`` in flight).
@@ -14,17 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import random
 import signal
+import ssl
 import threading
 import time
 from collections.abc import Coroutine
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-import httpx
-
 from .engines import Adapter, FinalStats, StreamEvent
+from .http1 import Connection, ConnectTimeout, HTTPError, Response
 from .params import RequestRateParams, TimeoutParams
 
 T = TypeVar("T")
@@ -159,27 +160,28 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
                     concurrency: int, max_tokens: int, limits: TimeoutParams,
                     rate: RequestRateParams | None, seed: int,
                     headers: dict[str, str] | None = None) -> CellDispatch:
-    timeout = httpx.Timeout(limits.request_s, connect=limits.connect_s)
     records = [RequestRecord(i, i < warmup, len(p), max_tokens) for i, p in enumerate(prompts)]
-    async with contextlib.AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(client) for client in _clients(
-            base_url, timeout, headers, max(1, min(concurrency, len(prompts))))]
-        await _open_connections(clients, adapter.health_path, limits.connect_s + limits.first_token_s)
-        free: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
-        for client in clients:
-            free.put_nowait(client)
+    tls = ssl.create_default_context() if base_url.startswith("https:") else None
+    conns = [Connection(base_url, headers=headers, connect_timeout_s=limits.connect_s,
+                        keepalive_s=_KEEPALIVE_S, ssl_context=tls)
+             for _ in range(max(1, min(concurrency, len(prompts))))]
+    try:
+        await _open_connections(conns, limits.connect_s)
+        free: asyncio.Queue[Connection] = asyncio.Queue()
+        for conn in conns:
+            free.put_nowait(conn)
         t0 = time.perf_counter()
-        clock = lambda: time.perf_counter() - t0  # noqa: E731
-        warm = records[:warmup]
-        measured = records[warmup:]
-        send = _Sender(adapter, free, prompts, max_tokens, clock, limits)
-        await _closed_loop(send, warm, concurrency)
-        window_start = clock()
+        send = _Sender(adapter, free, prompts, max_tokens, t0, limits)
+        await _closed_loop(send, records[:warmup], concurrency)
+        window_start = send.clock()
         if rate is None:
-            await _closed_loop(send, measured, concurrency)
+            await _closed_loop(send, records[warmup:], concurrency)
         else:
-            await _open_loop(send, measured, concurrency, rate, seed)
-        window_end = clock()
+            await _open_loop(send, records[warmup:], concurrency, rate, seed)
+        window_end = send.clock()
+    finally:
+        for conn in conns:
+            conn.close()
     return CellDispatch(records, window_start, window_end, origin=t0,
                         target_rate=rate.per_s if rate is not None else None)
 
@@ -187,38 +189,16 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
 _KEEPALIVE_S = 4.0  # idle connections are dropped before servers' own 5 s idle timeouts
 
 
-def _clients(base_url: str, timeout: httpx.Timeout, headers: dict[str, str] | None,
-             n: int) -> list[httpx.AsyncClient]:
-    """One client of one kept-alive connection per request slot.
-
-    A shared pool of ``n`` connections costs O(n) per request and per response in httpcore's
-    connection assignment (about 1 ms of CPU at 32 connections), which delays other streams'
-    timestamps; a slot's own client has nothing to search. The TLS context is made once.
-    """
-    verify = httpx.create_ssl_context()
-    one = httpx.Limits(max_connections=1, keepalive_expiry=_KEEPALIVE_S)
-    return [httpx.AsyncClient(base_url=base_url, timeout=timeout, limits=one, headers=headers,
-                              verify=verify) for _ in range(n)]
-
-
-async def _open_connections(clients: list[httpx.AsyncClient], path: str, limit_s: float) -> None:
-    """Open every slot's connection before any timed window, with one cheap GET each.
+async def _open_connections(conns: list[Connection], limit_s: float) -> None:
+    """Open every request slot's connection before any timed window.
 
     Connection set-up then never falls inside a request's TTFT (a burst of new connections at a
     cell's start inflated TTFT p99 several-fold). Failures are ignored here: the measured
     requests meet them and record them.
     """
-
-    async def open_one(client: httpx.AsyncClient) -> None:
-        try:
-            await client.get(path)
-        except httpx.HTTPError:
-            pass
-
-    try:
-        await asyncio.wait_for(asyncio.gather(*(open_one(c) for c in clients)), limit_s)
-    except TimeoutError:
-        pass
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(limit_s):
+            await asyncio.gather(*(c.open() for c in conns), return_exceptions=True)
 
 
 class _RequestTimeout(Exception):
@@ -229,18 +209,21 @@ class _RequestTimeout(Exception):
 @dataclass
 class _Sender:
     adapter: Adapter
-    clients: asyncio.Queue[httpx.AsyncClient]  # free request slots, one connection each
+    conns: asyncio.Queue[Connection]  # free request slots, one connection each
     prompts: list[list[int]]
     max_tokens: int
-    clock: Any
+    origin: float  # time.perf_counter() at the cell's time 0
     limits: TimeoutParams
 
+    def clock(self) -> float:
+        return time.perf_counter() - self.origin
+
     async def __call__(self, rec: RequestRecord) -> None:
-        client = self.clients.get_nowait()  # never empty: at most one request per slot in flight
+        conn = self.conns.get_nowait()  # never empty: at most one request per slot in flight
         try:
-            await _one_request(self, client, rec)
+            await _one_request(self, conn, rec)
         finally:
-            self.clients.put_nowait(client)
+            self.conns.put_nowait(conn)
 
 
 async def _closed_loop(send: _Sender, records: list[RequestRecord], concurrency: int) -> None:
@@ -298,47 +281,32 @@ class _Deadline:
         timeout.reschedule(asyncio.get_running_loop().time() + since + gap - self.send.clock())
 
 
-async def _one_request(send: _Sender, client: httpx.AsyncClient, rec: RequestRecord) -> None:
-    adapter, clock = send.adapter, send.clock
+async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> None:
+    adapter, origin = send.adapter, send.origin
     path, body = adapter.generation_request(send.prompts[rec.index], max_tokens=send.max_tokens)
+    payload = json.dumps(body, separators=(",", ":")).encode()
     parse = adapter.stream_parser()  # per stream: some engines send cumulative counts
     digest = hashlib.sha256()
     deadline = _Deadline(rec, send)
 
-    fresh = False
+    def sent() -> None:
+        rec.start = send.clock()  # written: queueing and connecting are not the server's time
 
-    async def on_send(event: str, info: dict[str, Any]) -> None:
-        nonlocal fresh
-        if event == "http11.send_request_body.complete":
-            rec.start = clock()  # sent: client queueing, connecting and writing are not server time
-        elif event == "connection.connect_tcp.complete":
-            fresh = True
-
-    request = client.build_request("POST", path, json=body, extensions={"trace": on_send})
-    rec.start = clock()
-    resp: httpx.Response | None = None
-    chunks: Any = None
+    rec.start = send.clock()
+    resp: Response | None = None
     ended: float | None = None
     try:
         async with asyncio.timeout(None) as timeout:
             deadline.arm(timeout)
-            try:
-                resp = await client.send(request, stream=True)
-            except httpx.RemoteProtocolError:
-                if fresh:
-                    raise
-                # a kept-alive connection the server had closed (llama-server closes it after
-                # each stream, others after an idle timeout): the request never reached it
-                resp = await client.send(request, stream=True)
+            resp = await conn.request("POST", path, payload, on_sent=sent)
             rec.status = resp.status_code
             if resp.status_code != 200:
-                text = (await resp.aread()).decode(errors="replace")
+                text = (await resp.read()).decode(errors="replace")
                 rec.error, rec.error_kind = text[:500], f"http_{resp.status_code}"
                 return
-            chunks = resp.aiter_bytes()
             pending = b""
-            async for data in chunks:
-                now = clock()  # when the bytes arrived, before any parsing
+            async for data, arrived in resp.stream():
+                now = arrived - origin  # when the bytes were received, before any parsing
                 *lines, pending = (pending + data).split(b"\n")
                 for line in lines:
                     if ended is None and _take(parse(line.rstrip(b"\r").decode()), rec, digest, now):
@@ -347,18 +315,19 @@ async def _one_request(send: _Sender, client: httpx.AsyncClient, rec: RequestRec
                         ended = now  # read on to the body's end, so the connection is reused
                 deadline.arm(timeout)
             if ended is None and pending.strip():
-                _take(parse(pending.rstrip(b"\r").decode()), rec, digest, clock())
+                _take(parse(pending.rstrip(b"\r").decode()), rec, digest, send.clock())
     except TimeoutError:
         limit = _RequestTimeout(deadline.which, deadline.gap)
         rec.error, rec.error_kind = f"{limit} after {len(rec.token_times)} tokens", "timeout"
-    except httpx.TimeoutException as exc:
-        rec.error, rec.error_kind = f"{type(exc).__name__}: {exc}", "timeout"
-    except httpx.TransportError as exc:
-        rec.error, rec.error_kind = f"{type(exc).__name__}: {exc}", "connection_error"
+    except ConnectTimeout as exc:
+        rec.error, rec.error_kind = str(exc), "timeout"
+    except HTTPError as exc:
+        rec.error, rec.error_kind = str(exc), "connection_error"
     finally:
-        rec.end = clock() if ended is None else ended
+        rec.end = send.clock() if ended is None else ended
         rec.text_sha = digest.hexdigest()[:16]
-        await _close(chunks, resp)
+        if resp is None or not resp.complete:
+            conn.close()  # a response not read to its end leaves the connection unusable
 
 
 def _take(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: float) -> bool:
@@ -376,14 +345,3 @@ def _take(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: float
     if event.final is not None:
         rec.final = event.final
     return event.done
-
-
-async def _close(lines: Any, resp: httpx.Response | None) -> None:
-    """Close the line iterator and the response, also after a cancelled read."""
-    try:
-        if lines is not None:
-            await lines.aclose()
-    except (RuntimeError, httpx.HTTPError):
-        pass
-    if resp is not None:
-        await resp.aclose()

@@ -1,0 +1,286 @@
+"""A lean HTTP/1.1 client connection for the measured requests: one request at a time, the body
+streamed as it arrives, each piece stamped with the time its bytes were received.
+
+Why not httpx here: the dispatcher's own CPU time delays the timestamps of every stream it is
+reading, and httpx costs about 0.7 ms of CPU per streamed request on this machine (its request
+and response models, httpcore's connection state machine, anyio) - more than the serving
+benchmarks' aiohttp clients. This module is only the wire: an ``asyncio.Protocol`` that queues
+``(bytes, arrival time)``, a request writer and a response reader that decodes Content-Length,
+chunked and read-until-close bodies. Everything else (health checks, tokenization, server info,
+metrics) still goes through httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from urllib.parse import urlsplit
+
+from .errors import SpecbenchError
+
+
+class HTTPError(SpecbenchError):
+    """The connection failed or the server broke the HTTP protocol."""
+
+
+class ConnectTimeout(HTTPError):
+    """No connection within the connect limit."""
+
+
+class StaleConnection(HTTPError):
+    """A kept-alive connection closed before any byte of the response: the server never saw it."""
+
+
+class _Wire(asyncio.Protocol):
+    """Received bytes with their arrival time (``time.perf_counter``), and end-of-stream."""
+
+    def __init__(self) -> None:
+        self.pieces: deque[tuple[bytes, float]] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.error: Exception | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.pieces.append((data, time.perf_counter()))
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed, self.error = True, exc
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def read(self) -> tuple[bytes, float]:
+        """The next received piece; ``b""`` once the peer has closed and all was read."""
+        while not self.pieces:
+            if self.closed:
+                return b"", time.perf_counter()
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        return self.pieces.popleft()
+
+
+class Connection:
+    """One kept-alive connection to ``base_url``, reopened when the server has closed it."""
+
+    def __init__(self, base_url: str, *, headers: dict[str, str] | None = None,
+                 connect_timeout_s: float = 10.0, keepalive_s: float = 4.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        url = urlsplit(base_url)
+        self.host = url.hostname or "127.0.0.1"
+        self.tls = url.scheme == "https"
+        self.port = url.port or (443 if self.tls else 80)
+        self.prefix = url.path.rstrip("/")
+        self.connect_timeout_s = connect_timeout_s
+        self.keepalive_s = keepalive_s
+        self.ssl_context = ssl_context or (ssl.create_default_context() if self.tls else None)
+        host = self.host if url.port is None else f"{self.host}:{url.port}"
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self._head = f"Host: {host}\r\nAccept: */*\r\nUser-Agent: specbench\r\n{extra}"
+        self._wire: _Wire | None = None
+        self._idle_since = 0.0
+        self.fresh = False  # the current request went out on a connection opened for it
+
+    async def _connect(self) -> _Wire:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, wire = await loop.create_connection(
+                    _Wire, self.host, self.port, ssl=self.ssl_context,
+                    server_hostname=self.host if self.tls else None)
+        except TimeoutError:
+            raise ConnectTimeout(f"ConnectTimeout: no connection to {self.host}:{self.port} "
+                                 f"within {self.connect_timeout_s:g} s") from None
+        except OSError as exc:
+            raise HTTPError(f"ConnectError: {exc}") from None
+        return wire
+
+    def _usable(self) -> bool:
+        wire = self._wire
+        return (wire is not None and not wire.closed and not wire.pieces
+                and time.monotonic() - self._idle_since < self.keepalive_s)
+
+    def close(self) -> None:
+        if self._wire is not None and self._wire.transport is not None:
+            self._wire.transport.close()
+        self._wire = None
+
+    async def open(self) -> None:
+        """Connect now (before a timed window), unless a usable connection is there."""
+        if not self._usable():
+            self.close()
+            self._wire = await self._connect()
+            self._idle_since = time.monotonic()
+
+    def send(self, method: str, path: str, body: bytes | None = None,
+             content_type: str = "application/json") -> None:
+        """Write one request on the open connection (call :meth:`open` first)."""
+        assert self._wire is not None and self._wire.transport is not None
+        length = "" if body is None else (f"Content-Type: {content_type}\r\n"
+                                          f"Content-Length: {len(body)}\r\n")
+        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self._head}{length}\r\n".encode()
+        self._wire.transport.write(head + body if body else head)
+
+    async def request(self, method: str, path: str, body: bytes | None = None, *,
+                      on_sent: Callable[[], None] | None = None) -> Response:
+        """Send a request and read the response head. ``on_sent`` is called once the request is
+        written (connecting is done by then). A kept-alive connection that the server had closed
+        (no byte of a response) is replaced and the request sent once more; :attr:`fresh` tells
+        whether the request went out on a connection opened for it."""
+        for attempt in range(2):
+            self.fresh = attempt > 0 or not self._usable()
+            if attempt:
+                self.close()
+            await self.open()
+            self.send(method, path, body)
+            if on_sent is not None:
+                on_sent()
+            try:
+                return await self.response()
+            except StaleConnection:
+                if self.fresh:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def response(self) -> Response:
+        """Read the head of the response to the request just sent."""
+        assert self._wire is not None
+        wire, buf, when = self._wire, b"", 0.0
+        while b"\r\n\r\n" not in buf:
+            data, when = await wire.read()
+            if not data:
+                self.close()
+                if not buf:
+                    raise StaleConnection("Server disconnected without sending a response")
+                raise HTTPError("RemoteProtocolError: incomplete response head")
+            buf += data
+            if len(buf) > 65536:
+                self.close()
+                raise HTTPError("RemoteProtocolError: response head over 64 KiB")
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            self.close()
+            raise HTTPError(f"RemoteProtocolError: bad status line {lines[0][:80]!r}")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if rest:
+            wire.pieces.appendleft((rest, when))
+        return Response(self, int(parts[1]), headers, parts[0] == "HTTP/1.1")
+
+    def _done(self, reusable: bool) -> None:
+        if reusable:
+            self._idle_since = time.monotonic()
+        else:
+            self.close()
+
+
+class Response:
+    """A response whose body is read with :meth:`stream` (pieces and their arrival times)."""
+
+    def __init__(self, conn: Connection, status: int, headers: dict[str, str],
+                 http11: bool) -> None:
+        self.conn, self.status_code, self.headers = conn, status, headers
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        self._length = None if chunked or "content-length" not in headers else int(
+            headers["content-length"])
+        self._chunked = chunked
+        self._keep = http11 and headers.get("connection", "").lower() != "close" and (
+            chunked or self._length is not None)
+        self.complete = False
+
+    async def stream(self) -> AsyncIterator[tuple[bytes, float]]:
+        """Body bytes as they arrive, each with its arrival time; the connection is kept for
+        the next request only when the body was read to its end."""
+        wire = self.conn._wire
+        assert wire is not None
+        try:
+            if self._chunked:
+                async for piece in _dechunk(wire):
+                    yield piece
+            elif self._length is not None:
+                left = self._length
+                while left > 0:
+                    data, when = await wire.read()
+                    if not data:
+                        raise HTTPError("RemoteProtocolError: peer closed connection without "
+                                        "sending complete message body")
+                    if len(data) > left:
+                        wire.pieces.appendleft((data[left:], when))
+                        data = data[:left]
+                    left -= len(data)
+                    yield data, when
+            else:
+                while True:
+                    data, when = await wire.read()
+                    if not data:
+                        break
+                    yield data, when
+            self.complete = True
+        finally:
+            self.conn._done(self.complete and self._keep)
+
+    async def read(self) -> bytes:
+        return b"".join([data async for data, _ in self.stream()])
+
+
+async def _dechunk(wire: _Wire) -> AsyncIterator[tuple[bytes, float]]:
+    """Decode a chunked body: yields each read's payload with that read's arrival time."""
+    buf, when = b"", 0.0
+    data_left = crlf_left = 0  # of the current chunk: payload bytes, then its closing CRLF
+    while True:
+        out = []
+        while True:
+            if data_left:
+                take = buf[:data_left]
+                out.append(take)
+                buf, data_left = buf[len(take):], data_left - len(take)
+                if data_left:
+                    break
+            if crlf_left:
+                dropped = min(crlf_left, len(buf))
+                buf, crlf_left = buf[dropped:], crlf_left - dropped
+                if crlf_left:
+                    break
+            end = buf.find(b"\r\n")
+            if end < 0:
+                break
+            try:
+                size = int(buf[:end].split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise HTTPError(f"RemoteProtocolError: bad chunk size {buf[:end][:40]!r}") from None
+            buf = buf[end + 2:]
+            if size == 0:  # the last chunk; trailers (if any) end with an empty line
+                if out:
+                    yield b"".join(out), when
+                while not buf.startswith(b"\r\n") and b"\r\n\r\n" not in buf:
+                    data, _ = await wire.read()
+                    if not data:
+                        return
+                    buf += data
+                return
+            data_left, crlf_left = size, 2
+        if out and any(out):
+            yield b"".join(out), when
+        data, when = await wire.read()
+        if not data:
+            raise HTTPError("RemoteProtocolError: peer closed connection without sending "
+                            "complete message body")
+        buf += data
