@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 CLOCK = time.CLOCK_MONOTONIC
+SO_TIMESTAMPNS = 35  # Linux, 64-bit x86 and ARM; Python's socket module does not name it
 
 
 def now() -> float:
@@ -88,10 +91,10 @@ class _Protocol(asyncio.Protocol):
         self.buf = b""
         self.transport: asyncio.Transport | None = None
         self.busy = False
+        self.stamp: float | None = None  # kernel receive time of the latest bytes
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
         self.server.connections += 1
 
     def data_received(self, data: bytes) -> None:
@@ -109,7 +112,7 @@ class _Protocol(asyncio.Protocol):
             end = head_end + 4 + length
             if len(self.buf) < end:
                 return
-            received = now()
+            received = self.stamp if self.stamp is not None else now()
             body, self.buf = self.buf[head_end + 4 : end], self.buf[end:]
             method, path = head[0].split(" ")[:2]
             self.handle(method, path, body, received)
@@ -222,13 +225,100 @@ class RefServerProcess:
             self._proc.wait(timeout=10)
 
 
+class _KernelStampedSocket:
+    """A transport for :class:`_Protocol` on a raw socket: reads with ``recvmsg`` so the
+    protocol learns when the kernel received the bytes (``SO_TIMESTAMPNS``). A request's receive
+    time is then the arrival of its last byte, not the moment this server's loop got to it: a
+    busy server loop is the server's own latency, part of the true TTFT."""
+
+    def __init__(self, sock: socket.socket, protocol: _Protocol) -> None:
+        self.sock, self.protocol = sock, protocol
+        self.loop = asyncio.get_running_loop()
+        self.out = b""
+        self.closing = False
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.offset = time.time() - now()  # CLOCK_REALTIME - CLOCK_MONOTONIC
+        self.loop.add_reader(sock.fileno(), self._readable)
+        protocol.connection_made(self)  # type: ignore[arg-type]
+
+    def _readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(262144, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data, ancillary = b"", []
+        if not data:
+            self.close()
+            return
+        stamp = now()
+        for level, kind, raw in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = struct.unpack("qq", raw[:16])
+                stamp = min(stamp, sec + nsec * 1e-9 - self.offset)
+        self.protocol.stamp = stamp
+        self.protocol.data_received(data)
+
+    def write(self, data: bytes) -> None:
+        if self.closing:
+            return
+        if not self.out:
+            try:
+                sent = self.sock.send(data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self.close()
+                return
+            data = data[sent:]
+            if data:
+                self.loop.add_writer(self.sock.fileno(), self._flush)
+        self.out += data
+
+    def _flush(self) -> None:
+        try:
+            sent = self.sock.send(self.out)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.close()
+            return
+        self.out = self.out[sent:]
+        if not self.out:
+            self.loop.remove_writer(self.sock.fileno())
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        if not self.closing:
+            self.closing = True
+            self.loop.remove_reader(self.sock.fileno())
+            self.loop.remove_writer(self.sock.fileno())
+            self.sock.close()
+            self.protocol.connection_lost(None)
+
+
 async def _serve(interval: float, chunk: int, port: int) -> None:
     state = RefServer(interval, chunk)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _Protocol(state), "127.0.0.1", port, backlog=1024)
-    print(f"port {server.sockets[0].getsockname()[1]}", flush=True)
-    async with server:
-        await server.serve_forever()
+    listener = socket.create_server(("127.0.0.1", port), backlog=1024)
+    listener.setblocking(False)
+    keep: set[_KernelStampedSocket] = set()
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except BlockingIOError:
+                return
+            conn.setblocking(False)
+            keep.add(_KernelStampedSocket(conn, _Protocol(state)))
+
+    loop.add_reader(listener.fileno(), accept)
+    print(f"port {listener.getsockname()[1]}", flush=True)
+    await asyncio.Event().wait()
 
 
 def main() -> None:

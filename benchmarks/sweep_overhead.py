@@ -57,7 +57,6 @@ def reduced_params() -> Path:
             "concurrency": [1, 2],
             "output_tokens": 64,
             "requests_per_cell": 3,
-            "warmup_requests": 2,
         },
     )
 

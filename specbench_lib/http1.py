@@ -13,7 +13,11 @@ metrics) still goes through httpx.
 from __future__ import annotations
 
 import asyncio
+import platform
+import socket
 import ssl
+import struct
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -34,30 +38,21 @@ class StaleConnection(HTTPError):
     """A kept-alive connection closed before any byte of the response: the server never saw it."""
 
 
-class _Wire(asyncio.Protocol):
-    """Received bytes with their arrival time (``time.perf_counter``), and end-of-stream."""
+class _Pieces:
+    """Received bytes with their arrival time (the ``time.perf_counter`` clock), and the end."""
 
     def __init__(self) -> None:
         self.pieces: deque[tuple[bytes, float]] = deque()
-        self.transport: asyncio.Transport | None = None
         self.closed = False
         self.error: Exception | None = None
         self._waiter: asyncio.Future[None] | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.pieces.append((data, time.perf_counter()))
+    def _add(self, data: bytes, when: float) -> None:
+        self.pieces.append((data, when))
         self._wake()
 
-    def eof_received(self) -> bool:
-        self.closed = True
-        self._wake()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed, self.error = True, exc
+    def _end(self, exc: Exception | None = None) -> None:
+        self.closed, self.error = True, self.error or exc
         self._wake()
 
     def _wake(self) -> None:
@@ -72,6 +67,94 @@ class _Wire(asyncio.Protocol):
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
         return self.pieces.popleft()
+
+    async def write(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _KernelStampedWire(_Pieces):
+    """Plain TCP read with ``recvmsg``: each piece carries the kernel's receive time
+    (``SO_TIMESTAMPNS``), so a busy client loop does not delay a timestamp (Linux)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock = sock
+        self.loop = asyncio.get_running_loop()
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        before = time.perf_counter()
+        self.offset = time.time() - (before + time.perf_counter()) / 2  # realtime - perf_counter
+        self.loop.add_reader(sock.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(262144, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._stop(exc)
+            return
+        now = time.perf_counter()
+        if not data:
+            self._stop(None)
+            return
+        when = now
+        for level, kind, raw in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= 16:
+                sec, nsec = struct.unpack("qq", raw[:16])
+                stamped = sec + nsec * 1e-9 - self.offset
+                if now - 1.0 < stamped <= now:  # a clock step falls back to the loop's time
+                    when = stamped
+        self._add(data, when)
+
+    def _stop(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.loop.remove_reader(self.sock.fileno())
+        self._end(exc)
+
+    async def write(self, data: bytes) -> None:
+        await self.loop.sock_sendall(self.sock, data)
+
+    def close(self) -> None:
+        if self.sock.fileno() >= 0:
+            self._stop(None)
+            self.sock.close()
+
+
+class _TransportWire(_Pieces, asyncio.Protocol):
+    """Any other connection (TLS) through an asyncio transport; stamped when the loop reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._add(data, time.perf_counter())
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end(exc)
+
+    async def write(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+# Python's socket module does not name it; 35 on Linux's 64-bit x86 and ARM (asm-generic).
+_SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64",
+                                                                          "aarch64") else None
 
 
 class Connection:
@@ -91,23 +174,25 @@ class Connection:
         host = self.host if url.port is None else f"{self.host}:{url.port}"
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._head = f"Host: {host}\r\nAccept: */*\r\nUser-Agent: specbench\r\n{extra}"
-        self._wire: _Wire | None = None
+        self._wire: _Pieces | None = None
         self._idle_since = 0.0
         self.fresh = False  # the current request went out on a connection opened for it
 
-    async def _connect(self) -> _Wire:
+    async def _connect(self) -> _Pieces:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                _, wire = await loop.create_connection(
-                    _Wire, self.host, self.port, ssl=self.ssl_context,
-                    server_hostname=self.host if self.tls else None)
+                if self.tls or _SO_TIMESTAMPNS is None:
+                    _, wire = await loop.create_connection(
+                        _TransportWire, self.host, self.port, ssl=self.ssl_context,
+                        server_hostname=self.host if self.tls else None)
+                    return wire
+                return _KernelStampedWire(await _open_socket(loop, self.host, self.port))
         except TimeoutError:
             raise ConnectTimeout(f"ConnectTimeout: no connection to {self.host}:{self.port} "
                                  f"within {self.connect_timeout_s:g} s") from None
         except OSError as exc:
             raise HTTPError(f"ConnectError: {exc}") from None
-        return wire
 
     def _usable(self) -> bool:
         wire = self._wire
@@ -115,8 +200,8 @@ class Connection:
                 and time.monotonic() - self._idle_since < self.keepalive_s)
 
     def close(self) -> None:
-        if self._wire is not None and self._wire.transport is not None:
-            self._wire.transport.close()
+        if self._wire is not None:
+            self._wire.close()
         self._wire = None
 
     async def open(self) -> None:
@@ -126,14 +211,14 @@ class Connection:
             self._wire = await self._connect()
             self._idle_since = time.monotonic()
 
-    def send(self, method: str, path: str, body: bytes | None = None,
-             content_type: str = "application/json") -> None:
+    async def send(self, method: str, path: str, body: bytes | None = None,
+                   content_type: str = "application/json") -> None:
         """Write one request on the open connection (call :meth:`open` first)."""
-        assert self._wire is not None and self._wire.transport is not None
+        assert self._wire is not None
         length = "" if body is None else (f"Content-Type: {content_type}\r\n"
                                           f"Content-Length: {len(body)}\r\n")
         head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self._head}{length}\r\n".encode()
-        self._wire.transport.write(head + body if body else head)
+        await self._wire.write(head + body if body else head)
 
     async def request(self, method: str, path: str, body: bytes | None = None, *,
                       on_sent: Callable[[], None] | None = None) -> Response:
@@ -146,7 +231,7 @@ class Connection:
             if attempt:
                 self.close()
             await self.open()
-            self.send(method, path, body)
+            await self.send(method, path, body)
             if on_sent is not None:
                 on_sent()
             try:
@@ -241,7 +326,7 @@ class Response:
         return b"".join([data async for data, _ in self.stream()])
 
 
-async def _dechunk(wire: _Wire) -> AsyncIterator[tuple[bytes, float]]:
+async def _dechunk(wire: _Pieces) -> AsyncIterator[tuple[bytes, float]]:
     """Decode a chunked body: yields each read's payload with that read's arrival time."""
     buf, when = b"", 0.0
     data_left = crlf_left = 0  # of the current chunk: payload bytes, then its closing CRLF
@@ -255,10 +340,11 @@ async def _dechunk(wire: _Wire) -> AsyncIterator[tuple[bytes, float]]:
                 if data_left:
                     break
             if crlf_left:
-                dropped = min(crlf_left, len(buf))
-                buf, crlf_left = buf[dropped:], crlf_left - dropped
-                if crlf_left:
+                if len(buf) < crlf_left:
                     break
+                if buf[:crlf_left] != b"\r\n"[2 - crlf_left:]:
+                    raise HTTPError("RemoteProtocolError: a chunk longer than its size")
+                buf, crlf_left = buf[crlf_left:], 0
             end = buf.find(b"\r\n")
             if end < 0:
                 break
@@ -284,3 +370,23 @@ async def _dechunk(wire: _Wire) -> AsyncIterator[tuple[bytes, float]]:
             raise HTTPError("RemoteProtocolError: peer closed connection without sending "
                             "complete message body")
         buf += data
+
+
+async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
+    """A connected non-blocking TCP socket (Nagle off), trying each address of ``host``."""
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in await loop.getaddrinfo(host, port,
+                                                                   type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.sock_connect(sock, address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+        except BaseException:
+            sock.close()
+            raise
+    raise error

@@ -198,6 +198,9 @@ class SweepParams(_Strict):
     output_tokens: int = Field(128, gt=0)
     requests_per_cell: int = Field(3, ge=1)
     warmup_requests: int = Field(1, ge=0)
+    # output tokens of each warmup request (None: output_tokens). A short one already does what
+    # warmup is for (first-use allocations, weights paged in, threads started) at less cost.
+    warmup_output_tokens: int | None = Field(None, gt=0)
     request_timeout_s: float = Field(120.0, gt=0)
     seed: int = 0
     known_bad: tuple[KnownBad, ...] = ()

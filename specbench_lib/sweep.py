@@ -346,7 +346,8 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client,
                             tokens=min(params.contexts), seed=params.seed, salt="warmup",
                             tokenize=lambda text: adapter.tokenize(client, text))
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],
-                             warmup=len(prompts), concurrency=1, max_tokens=params.output_tokens,
+                             warmup=len(prompts), concurrency=1,
+                             max_tokens=params.warmup_output_tokens or params.output_tokens,
                              timeouts=params.request_timeouts(), headers=proc.headers)
     errors = [r.error for r in dispatch.records if r.error]
     return {"requests": len(prompts), "seconds": round(dispatch.window_start, 2), "errors": errors}
