@@ -289,8 +289,8 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
     digest = hashlib.sha256()
     deadline = _Deadline(rec, send)
 
-    def sent() -> None:
-        rec.start = send.clock()  # written: queueing and connecting are not the server's time
+    def starting() -> None:
+        rec.start = send.clock()  # queueing and connecting are not the server's time
 
     rec.start = send.clock()
     resp: Response | None = None
@@ -298,7 +298,7 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
     try:
         async with asyncio.timeout(None) as timeout:
             deadline.arm(timeout)
-            resp = await conn.request("POST", path, payload, on_sent=sent)
+            resp = await conn.request("POST", path, payload, on_send=starting)
             rec.status = resp.status_code
             if resp.status_code != 200:
                 text = (await resp.read()).decode(errors="replace")

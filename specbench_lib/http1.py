@@ -4,10 +4,11 @@ streamed as it arrives, each piece stamped with the time its bytes were received
 Why not httpx here: the dispatcher's own CPU time delays the timestamps of every stream it is
 reading, and httpx costs about 0.7 ms of CPU per streamed request on this machine (its request
 and response models, httpcore's connection state machine, anyio) - more than the serving
-benchmarks' aiohttp clients. This module is only the wire: an ``asyncio.Protocol`` that queues
-``(bytes, arrival time)``, a request writer and a response reader that decodes Content-Length,
-chunked and read-until-close bodies. Everything else (health checks, tokenization, server info,
-metrics) still goes through httpx.
+benchmarks' aiohttp clients. This module is only the wire: a socket read with ``recvmsg`` whose
+pieces carry the kernel's receive time (Linux; an asyncio transport stamped on read elsewhere and
+for TLS), a request writer and a response reader that decodes Content-Length, chunked and
+read-until-close bodies. Everything else (health checks, tokenization, server info, metrics)
+still goes through httpx.
 """
 
 from __future__ import annotations
@@ -211,29 +212,32 @@ class Connection:
             self._wire = await self._connect()
             self._idle_since = time.monotonic()
 
-    async def send(self, method: str, path: str, body: bytes | None = None,
-                   content_type: str = "application/json") -> None:
-        """Write one request on the open connection (call :meth:`open` first)."""
-        assert self._wire is not None
-        length = "" if body is None else (f"Content-Type: {content_type}\r\n"
+    def _encode(self, method: str, path: str, body: bytes | None) -> bytes:
+        length = "" if body is None else (f"Content-Type: application/json\r\n"
                                           f"Content-Length: {len(body)}\r\n")
         head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self._head}{length}\r\n".encode()
-        await self._wire.write(head + body if body else head)
+        return head + body if body else head
 
     async def request(self, method: str, path: str, body: bytes | None = None, *,
-                      on_sent: Callable[[], None] | None = None) -> Response:
-        """Send a request and read the response head. ``on_sent`` is called once the request is
-        written (connecting is done by then). A kept-alive connection that the server had closed
-        (no byte of a response) is replaced and the request sent once more; :attr:`fresh` tells
-        whether the request went out on a connection opened for it."""
+                      on_send: Callable[[], None] | None = None) -> Response:
+        """Send a request (a JSON ``body``, if any) and read the response head.
+
+        ``on_send`` is called when the connection is open and the request encoded, just before
+        its bytes are written: the moment a request starts, as its server can first see it. A
+        kept-alive connection that the server had closed (no byte of a response) is replaced and
+        the request sent once more; :attr:`fresh` tells whether the request went out on a
+        connection opened for it.
+        """
+        data = self._encode(method, path, body)
         for attempt in range(2):
             self.fresh = attempt > 0 or not self._usable()
             if attempt:
                 self.close()
             await self.open()
-            await self.send(method, path, body)
-            if on_sent is not None:
-                on_sent()
+            assert self._wire is not None
+            if on_send is not None:
+                on_send()
+            await self._wire.write(data)
             try:
                 return await self.response()
             except StaleConnection:
@@ -305,8 +309,7 @@ class Response:
                 while left > 0:
                     data, when = await wire.read()
                     if not data:
-                        raise HTTPError("RemoteProtocolError: peer closed connection without "
-                                        "sending complete message body")
+                        raise _cut_short(wire)
                     if len(data) > left:
                         wire.pieces.appendleft((data[left:], when))
                         data = data[:left]
@@ -367,9 +370,14 @@ async def _dechunk(wire: _Pieces) -> AsyncIterator[tuple[bytes, float]]:
             yield b"".join(out), when
         data, when = await wire.read()
         if not data:
-            raise HTTPError("RemoteProtocolError: peer closed connection without sending "
-                            "complete message body")
+            raise _cut_short(wire)
         buf += data
+
+
+def _cut_short(wire: _Pieces) -> HTTPError:
+    why = f" ({wire.error})" if wire.error else ""
+    return HTTPError(f"RemoteProtocolError: peer closed connection without sending complete "
+                     f"message body{why}")
 
 
 async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:

@@ -138,7 +138,7 @@ def test_a_kept_alive_connection_closed_by_the_server_is_replaced_once() -> None
         assert await (await conn.request("GET", "/a")).read() == b"ok"
         await asyncio.sleep(0.05)
         sent: list[float] = []
-        resp = await conn.request("GET", "/b", on_sent=lambda: sent.append(time.perf_counter()))
+        resp = await conn.request("GET", "/b", on_send=lambda: sent.append(time.perf_counter()))
         assert await resp.read() == b"ok" and conn.fresh
         assert len(sent) >= 1
         conn.close()
@@ -225,5 +225,5 @@ def test_a_piece_carries_the_kernel_arrival_time_even_when_the_client_was_busy()
     for data, arrived, _ in pieces:
         tokens += data.count(b"token")
         sent = sends[tokens - 1]  # the last token in this piece
-        assert sent <= arrived < sent + 0.005, (arrived - sent)
+        assert sent <= arrived < sent + 0.02, (arrived - sent)
     assert pieces[-1][2] - pieces[-1][1] > 0.05  # handled late, stamped on arrival
