@@ -55,6 +55,10 @@ class EngineParams(_Strict):
     mem_fraction: float | None = Field(None, gt=0, le=1)
     attention_backend: str | None = None
     tokenizer: str = "auto"  # auto | server | a tokenizer.json or model folder
+    # False: launched servers reuse no KV of earlier prompts (SGLang --disable-radix-cache, vLLM
+    # --no-enable-prefix-caching, llama.cpp cache_prompt false), so every request pays its whole
+    # prefill, and a request the server reports as served from its cache is invalid
+    prefix_cache: bool = False
     api: Literal["llamacpp", "sglang", "vllm"] | None = None  # the protocol of a template server
     argv_template: tuple[str, ...] = ()  # a whole argv, for kind template (or any kind)
     spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags

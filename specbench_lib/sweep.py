@@ -168,6 +168,7 @@ def cell_fingerprints(plan: Plan, launches: dict[str, Launch], engine_version: s
     """
     params = plan.params.model_dump(mode="json")
     measured = {k: v for k, v in params.items() if k not in _NOT_MEASURED}
+    measured["prefix_cache"] = plan.params.engine.prefix_cache  # llama.cpp: a request field
     workloads = {w["name"]: w for w in params["workloads"]}
     port = str(plan.params.engine.port)
     prints = {}
@@ -316,7 +317,8 @@ def _run_cell(plan: Plan, server: ServerConfig, cell: CellSpec, proc: Server,
     verdict = judge_cell(dispatch.records, server_alive=proc.healthy(),
                          crash_line=proc.crash_signature(offset), planned=params.requests_per_cell,
                          speculative=speculative and adapter.spec_stats_per_request,
-                         max_failed_fraction=params.max_failed_fraction)
+                         max_failed_fraction=params.max_failed_fraction,
+                         prefix_cache=params.engine.prefix_cache)
     spec_counters = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
     if verdict.ok and speculative and not adapter.spec_stats_per_request:
         verdict = judge_counters(verdict, spec_counters)

@@ -61,6 +61,9 @@ RULES: tuple[Rule, ...] = (
          "truncated: true)"),
     Rule("prompt_mismatch", "request", "a prompt of another length than planned (client "
          "re-tokenization drift, special tokens, a cached prefix)"),
+    Rule("prefix_cache_hit", "request", "prompt tokens served from the server's prefix cache "
+         "(the same prompts recur across cells of one server), so TTFT and throughput skip the "
+         "prefill; allowed with engine.prefix_cache"),
     Rule("token_count_mismatch", "request", "streamed tokens that differ from the server's count "
          "(chunks counted as tokens, lost events), which corrupts ITL and TPOT"),
     Rule("missing_spec_stats", "request", "a speculative config whose server reports no "
@@ -79,7 +82,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def request_problems(rec: RequestRecord, *, speculative: bool = False) -> list[str]:
+def request_problems(rec: RequestRecord, *, speculative: bool = False,
+                     prefix_cache: bool = False) -> list[str]:
     """Every reason (code: details) that applies to one request; empty when it is valid.
 
     A transport or server error (HTTP status, stream error, timeout, dropped connection) is the
@@ -107,6 +111,10 @@ def request_problems(rec: RequestRecord, *, speculative: bool = False) -> list[s
     if completion and len(rec.token_times) != completion:
         problems.append(f"token_count_mismatch: {len(rec.token_times)} tokens streamed, server "
                         f"reported {completion}")
+    if not prefix_cache and final.cached_tokens:
+        problems.append(f"prefix_cache_hit: the server took {final.cached_tokens} prompt tokens "
+                        f"from its cache; the prefill was not measured (set engine.prefix_cache "
+                        f"to allow it)")
     if speculative and final.verify_steps is None:
         problems.append("missing_spec_stats: a speculative config, but the server reported no "
                         "verify-step count for the request")
@@ -115,7 +123,7 @@ def request_problems(rec: RequestRecord, *, speculative: bool = False) -> list[s
 
 def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: str | None = None,
                planned: int | None = None, speculative: bool = False,
-               max_failed_fraction: float = 0.0) -> Verdict:
+               max_failed_fraction: float = 0.0, prefix_cache: bool = False) -> Verdict:
     """The verdict of a cell from its request records and the server's state at its end.
 
     Args:
@@ -127,12 +135,14 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
             carry speculative statistics.
         max_failed_fraction: measured requests that may fail, as a fraction of ``planned``;
             tolerated failures leave the cell ``ok`` with ``tolerated:`` reasons.
+        prefix_cache: prompt tokens served from the server's cache are allowed.
     """
     if not server_alive or crash_line:
         first = (("server_died: the server process exited, or stopped answering its health "
                   "endpoint, during the cell",) if not server_alive else ())
         log = ((f"{'log' if first else 'crash_signature'}: {crash_line}",) if crash_line else ())
-        seen = Counter(p for rec in records for p in request_problems(rec, speculative=speculative))
+        seen = Counter(p for rec in records for p in request_problems(
+            rec, speculative=speculative, prefix_cache=prefix_cache))
         requests = tuple(f"{text} (x{n})" if n > 1 else text for text, n in seen.items())
         return Verdict("crashed", (*first, *log, *requests))
     measured = [r for r in records if not r.warmup]
@@ -140,7 +150,7 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
     reasons: Counter[str] = Counter()
     warm_bad, failed = False, []
     for rec in records:
-        problems = request_problems(rec, speculative=speculative)
+        problems = request_problems(rec, speculative=speculative, prefix_cache=prefix_cache)
         for problem in problems:
             reasons[problem] += 1
         if problems and rec.warmup:

@@ -157,7 +157,7 @@ class _SGLangHandler(_Base):
             produce = min(produce, 3)
         rid, text, out_ids, done, verify = uuid.uuid4().hex, "", [], 0, 0
         meta = {"id": rid, "finish_reason": None, "prompt_tokens": len(ids), "weight_version": "default",
-                "completion_tokens": 0, "cached_tokens": 0}
+                "completion_tokens": 0, "cached_tokens": srv.cached_prefix(ids)}
         for step in self._steps(produce):
             for _ in range(step):
                 tid, piece = _tok(done)
@@ -264,7 +264,7 @@ class _ProtocolServer(ThreadingHTTPServer):
 
     def __init__(self, api: str, handler: type[_Base], *, mode: str, context: int, accept: int,
                  spec: bool, port: int, loading_s: float, crash_after: int | None,
-                 model: str) -> None:
+                 model: str, radix: bool = False) -> None:
         super().__init__(("127.0.0.1", port), handler)
         self.api, self.mode, self.context, self.accept = api, mode, context, accept
         self.spec = spec or mode == "spec"
@@ -272,6 +272,8 @@ class _ProtocolServer(ThreadingHTTPServer):
         self.crash_after = crash_after
         self.generations = 0
         self.bodies: list[tuple[str, dict[str, Any]]] = []
+        self.radix = radix  # SGLang's default: reuse the KV of the longest cached prefix
+        self.seen: list[list[int]] = []
         self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
         self._lock = threading.Lock()
         self._ready_at = time.monotonic() + loading_s
@@ -280,6 +282,22 @@ class _ProtocolServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def cached_prefix(self, ids: list[int]) -> int:
+        """Prompt tokens a radix cache would serve: the longest prefix shared with an earlier
+        prompt, leaving at least the last token to compute (``managers/schedule_batch.py``:
+        ``max_prefix_len = input_len - 1``)."""
+        if not self.radix:
+            return 0
+        with self._lock:
+            best = 0
+            for old in self.seen:
+                n = 0
+                while n < min(len(old), len(ids)) and old[n] == ids[n]:
+                    n += 1
+                best = max(best, n)
+            self.seen.append(list(ids))
+        return min(best, len(ids) - 1)
 
     def loading(self) -> bool:
         return time.monotonic() < self._ready_at
@@ -327,12 +345,13 @@ class _ProtocolServer(ThreadingHTTPServer):
 
 def sglang_server(mode: str = "ok", *, context: int = 4096, accept: int = 4, spec: bool = False,
                   port: int = 0, loading_s: float = 0.0, crash_after: int | None = None,
-                  model: str = "/models/Qwen3-8B") -> _ProtocolServer:
-    """A stand-in for ``sglang.launch_server`` (use it as a context manager)."""
+                  model: str = "/models/Qwen3-8B", radix: bool = False) -> _ProtocolServer:
+    """A stand-in for ``sglang.launch_server`` (use it as a context manager); ``radix``: its
+    prefix cache is on (SGLang's default without ``--disable-radix-cache``)."""
     assert mode in SGLANG_MODES, mode
     return _ProtocolServer("sglang", _SGLangHandler, mode=mode, context=context, accept=accept,
                            spec=spec, port=port, loading_s=loading_s, crash_after=crash_after,
-                           model=model)
+                           model=model, radix=radix)
 
 
 def vllm_server(mode: str = "ok", *, context: int = 4096, accept: int = 4, spec: bool = False,

@@ -23,7 +23,8 @@ MODEL = Path("/dev/shm/models/Qwen3-8B")
 SGL = EngineParams(kind="sglang", binary=str(PY), model=str(MODEL), port=30000, tp=4, context=32768,
                    draft_model="/m/draft")
 SGL_HEAD = [str(PY), "-m", "sglang.launch_server", "--model-path", str(MODEL), "--tp-size", "4",
-            "--host", "127.0.0.1", "--port", "30000", "--context-length", "32768"]
+            "--host", "127.0.0.1", "--port", "30000", "--context-length", "32768",
+            "--disable-radix-cache"]  # engine.prefix_cache: false (the default)
 
 
 def cfg(method: str, budget: int | None = None, **kw) -> ServerConfig:
@@ -87,10 +88,12 @@ def test_sglang_tree_without_template_names_both_forms() -> None:
 def test_sglang_launcher_options_and_extra_args() -> None:
     engine = SGL.model_copy(update={"launcher": ("/fork/launch.py",), "mem_fraction": 0.8,
                                     "attention_backend": "fa3", "extra_args": ("--log-level", "info")})
-    argv = sgl_argv(cfg("auto", extra_args=("--disable-radix-cache",)), engine)
+    argv = sgl_argv(cfg("auto", extra_args=("--enable-metrics",)), engine)
     assert argv[:2] == [str(PY), "/fork/launch.py"]
-    assert argv[-7:] == ["--mem-fraction-static", "0.8", "--attention-backend", "fa3",
-                         "--log-level", "info", "--disable-radix-cache"]
+    assert argv[-8:] == ["--mem-fraction-static", "0.8", "--attention-backend", "fa3",
+                         "--disable-radix-cache", "--log-level", "info", "--enable-metrics"]
+    cached = engine.model_copy(update={"prefix_cache": True})
+    assert "--disable-radix-cache" not in sgl_argv(cfg("auto"), cached)
 
 
 def test_sglang_refuses_missing_draft_and_unknown_options() -> None:
@@ -116,7 +119,8 @@ def test_sglang_speculative_reserve() -> None:
 VLLM = EngineParams(kind="vllm", binary="/venv/bin/vllm", model=str(MODEL), port=8000, tp=8,
                     context=65536, draft_model="/m/draft", mem_fraction=0.9)
 VLLM_HEAD = ["/venv/bin/vllm", "serve", str(MODEL), "--host", "127.0.0.1", "--port", "8000",
-             "--tensor-parallel-size", "8", "--max-model-len", "65536", "--gpu-memory-utilization", "0.9"]
+             "--tensor-parallel-size", "8", "--max-model-len", "65536", "--gpu-memory-utilization", "0.9",
+             "--no-enable-prefix-caching"]
 
 
 def vllm_argv(server: ServerConfig, engine: EngineParams = VLLM) -> list[str]:
@@ -253,7 +257,7 @@ def test_gpu_phases_plan_and_argv(phase: str, tp: int, top_context: int) -> None
              for s in plan.servers}
     head = [str(binary), "-m", "sglang.launch_server", "--model-path", str(model), "--tp-size", str(tp),
             "--host", "127.0.0.1", "--port", "30000", "--context-length", str(p.engine.context),
-            "--mem-fraction-static", "0.85"]
+            "--mem-fraction-static", "0.85", "--disable-radix-cache"]
     draft = str(p.engine.draft_model)
     for label, argv in argvs.items():
         assert argv[:len(head)] == head, label

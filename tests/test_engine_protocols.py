@@ -87,6 +87,19 @@ def test_sglang_faults_are_invalid_with_reason(mode: str, reason: str, needle: s
     assert all(r.status == 200 for r in result.records)  # SGLang errors come inside HTTP 200
 
 
+def test_sglang_radix_cache_hits_are_invalid_unless_the_params_allow_them() -> None:
+    with sglang_server("ok", radix=True) as srv:  # the same prompt three times
+        result, verdict = run(SGLangAdapter(), srv.url)
+    assert [r.final.cached_tokens for r in result.records] == [0, 4, 4]
+    assert verdict.status == "invalid"
+    assert verdict.reasons == ("prefix_cache_hit: the server took 4 prompt tokens from its cache; "
+                               "the prefill was not measured (set engine.prefix_cache to allow "
+                               "it) (x2)",)
+    assert judge_cell(result.records, server_alive=True, prefix_cache=True).status == "ok"
+    with sglang_server("ok") as srv:  # launched with --disable-radix-cache
+        assert run(SGLangAdapter(), srv.url)[1].status == "ok"
+
+
 def test_sglang_overflow_arrives_as_error_line_in_200_stream() -> None:
     with sglang_server("ok", context=16) as srv:
         result, verdict = run(SGLangAdapter(), srv.url)
@@ -248,3 +261,28 @@ def test_crashing_server_process_gives_crashed_with_signature(tmp_path: Path, ap
     cuda = next(line for line in log if "CUDA error: an illegal" in line)
     assert any(p.search(cuda) for p in adapter.crash_signatures)
     assert any(p.search(first_line) for p in adapter.crash_signatures)
+
+
+# --- llama.cpp ------------------------------------------------------------------------------
+
+def test_llamacpp_counts_tokens_held_back_inside_a_utf8_character() -> None:
+    """Lines as llama-server 11434 sent them for a 3-byte character made of 2 tokens: the event
+    lists one id, ``tokens_predicted`` says 2 (the real-server run is in test_engine_sweep)."""
+    from specbench_lib.engines.llamacpp import LlamaCppAdapter
+
+    lines = [
+        'data: {"index":0,"content":"－","tokens":[231],"stop":false,"tokens_predicted":2,'
+        '"tokens_evaluated":40}',
+        'data: {"index":0,"content":"－","tokens":[231],"stop":false,"tokens_predicted":4,'
+        '"tokens_evaluated":40}',
+        'data: {"index":0,"content":"","tokens":[],"stop":true,"tokens_predicted":4,'
+        '"tokens_evaluated":40,"timings":{"prompt_n":40,"predicted_n":4,"cache_n":0}}',
+    ]
+    parse = LlamaCppAdapter().stream_parser()
+    events = [parse(line) for line in lines]
+    assert [e.n_tokens for e in events] == [2, 2, 0]
+    assert events[-1].done and events[-1].final.completion_tokens == 4
+    assert events[-1].final.cached_tokens == 0
+    old_style = LlamaCppAdapter().stream_parser()  # no tokens_predicted: one per listed id
+    assert [old_style('data: {"content":"a","tokens":[5,6],"stop":false}').n_tokens,
+            old_style('data: {"content":"","stop":true,"tokens_predicted":2}').n_tokens] == [2, 0]

@@ -322,3 +322,36 @@ def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
         assert reasons[0].startswith("http_400") and "exceed_context_size_error" in reasons[0]
         assert cell["metrics"] is None
     assert len(result.table()) == 0
+
+
+@pytest.mark.engine
+def test_llama_server_prefix_cache_is_off_unless_allowed_and_a_hit_is_caught(
+        engine, tmp_path: Path) -> None:
+    from specbench_lib.dispatch import dispatch_cell
+    from specbench_lib.engines.llamacpp import LlamaCppAdapter
+    from specbench_lib.params import EngineParams
+    from specbench_lib.server import ServerProcess
+    from specbench_lib.validate import judge_cell
+
+    binary, model = engine
+    url = "http://127.0.0.1:8197"
+    argv = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", "8197", "-c", "1024",
+            "-t", "2"]
+    prompts = [list(range(100, 140))] * 3  # the same prompt three times, one slot
+    with ServerProcess(name="cache", argv=argv, base_url=url, health_path="/health",
+                       log_path=tmp_path / "server.log") as proc:
+        proc.wait_ready(60)
+        cached = {}
+        for allowed in (False, True):
+            result = dispatch_cell(LlamaCppAdapter(EngineParams(prefix_cache=allowed)), url,
+                                   prompts, warmup=0, concurrency=1, max_tokens=4, timeout_s=60)
+            cached[allowed] = result
+            assert [r.final.prompt_tokens for r in result.records] == [40, 40, 40]
+    assert [r.final.cached_tokens for r in cached[False].records] == [0, 0, 0]
+    assert judge_cell(cached[False].records, server_alive=True).status == "ok"
+    hits = [r.final.cached_tokens for r in cached[True].records]
+    assert all(n >= 39 for n in hits[1:]), hits  # the server reused the repeated prompt
+    assert judge_cell(cached[True].records, server_alive=True, prefix_cache=True).status == "ok"
+    verdict = judge_cell(cached[True].records, server_alive=True)
+    assert verdict.status == "invalid" and verdict.reasons[0].startswith("prefix_cache_hit: the "
+                                                                         "server took 39")

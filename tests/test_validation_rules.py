@@ -36,6 +36,8 @@ def broken(rule: str) -> RequestRecord:
         rec.final.truncated = True
     elif rule == "prompt_mismatch":
         rec.final.prompt_tokens = 15
+    elif rule == "prefix_cache_hit":
+        rec.final.cached_tokens = 12
     elif rule == "token_count_mismatch":
         rec.chunk_sizes, rec.token_times = [1] * 4, rec.token_times[:4]
     elif rule == "missing_spec_stats":
@@ -45,7 +47,7 @@ def broken(rule: str) -> RequestRecord:
 
 REQUEST_RULES = ["http_400", "error_in_stream", "timeout", "connection_error", "incomplete_stream",
                  "empty_output", "short_output", "long_output", "truncated", "prompt_mismatch",
-                 "token_count_mismatch", "missing_spec_stats"]
+                 "prefix_cache_hit", "token_count_mismatch", "missing_spec_stats"]
 
 
 def codes(reasons: list[str] | tuple[str, ...]) -> set[str]:
@@ -116,3 +118,12 @@ def test_a_failed_warmup_request_taints_the_cell_even_with_tolerance() -> None:
     warm.warmup = True
     verdict = judge_cell([warm, good(1), good(2)], server_alive=True, max_failed_fraction=0.5)
     assert verdict.status == "invalid" and codes(verdict.reasons) == {"http_400"}
+
+
+def test_a_cached_prefix_is_allowed_when_the_params_allow_it() -> None:
+    cached = broken("prefix_cache_hit")
+    assert request_problems(cached, speculative=True, prefix_cache=True) == []
+    assert judge_cell([good(1), cached], server_alive=True, speculative=True,
+                      prefix_cache=True).status == "ok"
+    cached.final.cached_tokens = 0  # a server that reports zero cached tokens is fine either way
+    assert request_problems(cached, speculative=True) == []

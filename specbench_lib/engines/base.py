@@ -34,6 +34,7 @@ class FinalStats:
     draft_tokens: int | None = None
     accepted_tokens: int | None = None
     verify_steps: int | None = None
+    cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache
 
 
 @dataclass

@@ -100,37 +100,15 @@ class LlamaCppAdapter:
     def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
         return "/completion", {
             "prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "ignore_eos": True,
-            "cache_prompt": False, "stream": True, "return_tokens": True,
+            "cache_prompt": bool(self.engine and self.engine.prefix_cache), "stream": True,
+            "return_tokens": True,
         }
 
     def parse_line(self, line: str) -> StreamEvent | None:
-        data = sse_json(line)
-        if not isinstance(data, dict):
-            return data
-        if "error" in data:
-            return StreamEvent(error=json.dumps(data["error"])[:500])
-        tokens = data.get("tokens")
-        n_tokens = len(tokens) if isinstance(tokens, list) else (1 if data.get("content") else 0)
-        event = StreamEvent(n_tokens=n_tokens, text=str(data.get("content", "")),
-                            token_ids=[int(t) for t in tokens] if isinstance(tokens, list) else [])
-        if data.get("stop"):
-            timings = data.get("timings", {})
-            predicted = data.get("tokens_predicted", timings.get("predicted_n"))
-            accepted = timings.get("draft_n_accepted", 0)
-            event.final = FinalStats(
-                prompt_tokens=data.get("tokens_evaluated", timings.get("prompt_n")),
-                completion_tokens=predicted,
-                finish_reason=data.get("stop_type"),
-                truncated=bool(data.get("truncated", False)),
-                draft_tokens=timings.get("draft_n", 0),
-                accepted_tokens=accepted,
-                verify_steps=(predicted - accepted) if isinstance(predicted, int) else None,
-            )
-            event.done = True
-        return event
+        return _Stream()(line)
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:
-        return self.parse_line
+        return _Stream()
 
     def metrics_snapshot(self, client: httpx.Client) -> dict[str, float]:
         """``llamacpp:spec_decode_*`` counters (the server runs with ``--metrics``)."""
@@ -149,3 +127,45 @@ def _get_json(client: httpx.Client, path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise EngineError("answer is not a JSON object", url=path, status=resp.status_code)
     return data
+
+
+class _Stream:
+    """One ``/completion`` stream. An event's token count is the step of the cumulative
+    ``tokens_predicted``, not the length of its ``tokens``: llama-server holds back a token that
+    ends inside a UTF-8 character and then sends one event that lists only the last id (measured:
+    a 3-byte character from 2 tokens arrived as ``"tokens": [231], "tokens_predicted": 2``)."""
+
+    def __init__(self) -> None:
+        self.predicted = 0
+
+    def __call__(self, line: str) -> StreamEvent | None:
+        data = sse_json(line)
+        if not isinstance(data, dict):
+            return data
+        if "error" in data:
+            return StreamEvent(error=json.dumps(data["error"])[:500])
+        tokens = data.get("tokens")
+        ids = [int(t) for t in tokens] if isinstance(tokens, list) else []
+        n_tokens = len(ids) if isinstance(tokens, list) else (1 if data.get("content") else 0)
+        predicted = data.get("tokens_predicted")
+        if isinstance(predicted, int):
+            n_tokens = max(predicted - self.predicted, 0)
+        self.predicted += n_tokens
+        event = StreamEvent(n_tokens=n_tokens, text=str(data.get("content", "")), token_ids=ids)
+        if data.get("stop"):
+            timings = data.get("timings", {})
+            predicted = data.get("tokens_predicted", timings.get("predicted_n"))
+            accepted = timings.get("draft_n_accepted", 0)
+            event.final = FinalStats(
+                prompt_tokens=data.get("tokens_evaluated", timings.get("prompt_n")),
+                completion_tokens=predicted,
+                finish_reason=data.get("stop_type"),
+                truncated=bool(data.get("truncated", False)),
+                draft_tokens=timings.get("draft_n", 0),
+                accepted_tokens=accepted,
+                verify_steps=(predicted - accepted) if isinstance(predicted, int) else None,
+                cached_tokens=timings.get("cache_n"),
+            )
+            event.done = True
+        return event
+

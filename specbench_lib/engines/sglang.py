@@ -72,6 +72,8 @@ class SGLangAdapter:
             argv += ["--mem-fraction-static", str(engine.mem_fraction)]
         if engine.attention_backend:
             argv += ["--attention-backend", engine.attention_backend]
+        if not engine.prefix_cache:
+            argv += ["--disable-radix-cache"]
         spec = spec_override(server, engine, values)
         argv += self._spec_flags(server, engine) if spec is None else spec
         argv += [*engine.extra_args, *server.extra_args]
@@ -221,6 +223,7 @@ class _Stream:
             event.final = FinalStats(
                 prompt_tokens=meta.get("prompt_tokens"), completion_tokens=completion,
                 finish_reason=kind, truncated=False, verify_steps=verify,
+                cached_tokens=meta.get("cached_tokens"),
                 accepted_tokens=(completion - verify) if verify and isinstance(completion, int) else None,
             )
         return event

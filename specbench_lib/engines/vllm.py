@@ -64,6 +64,8 @@ class VllmAdapter:
                 "--tensor-parallel-size", str(engine.tp), "--max-model-len", str(engine.context)]
         if engine.mem_fraction is not None:
             argv += ["--gpu-memory-utilization", str(engine.mem_fraction)]
+        if not engine.prefix_cache:
+            argv += ["--no-enable-prefix-caching"]
         spec = spec_override(server, engine, values)
         argv += self._spec_flags(server, engine) if spec is None else spec
         argv += [*engine.extra_args, *server.extra_args]
@@ -193,6 +195,9 @@ class _Stream:
     def _final(self) -> FinalStats:
         self.final_sent = True
         usage = self.usage or {}
+        details = usage.get("prompt_tokens_details") or {}  # with --enable-prompt-tokens-details
         return FinalStats(prompt_tokens=usage.get("prompt_tokens"),
                           completion_tokens=usage.get("completion_tokens"),
-                          finish_reason=self.finish, truncated=False)
+                          finish_reason=self.finish, truncated=False,
+                          cached_tokens=details.get("cached_tokens") if isinstance(details, dict)
+                          else None)
