@@ -242,7 +242,10 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
     params = tmp_path / "p.yaml"
     params.write_text(f"extends: {TINY}\ncontexts: [128, 256]\nconcurrency: [1]\nknown_bad:\n"
                       "  - {config: ngram, budgets: [16], reason: crashes at start-up on SM120}\n")
-    script = ("import faulthandler, signal\n"  # SIGUSR1: every thread's stack, if it hangs
+    # Ctrl-C's KeyboardInterrupt even where this suite runs with SIGINT ignored (a background
+    # job; CI), which the child would inherit; SIGUSR1: every thread's stack, if it hangs
+    script = ("import faulthandler, signal\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
               "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
               "import specbench_lib as sb\n"
               f"sb.run_sweep(sb.load_plan({str(params)!r}), run_id='r1', progress=False)\n")
