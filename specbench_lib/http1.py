@@ -288,8 +288,11 @@ class Response:
                  http11: bool) -> None:
         self.conn, self.status_code, self.headers = conn, status, headers
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        self._length = None if chunked or "content-length" not in headers else int(
-            headers["content-length"])
+        if status in (204, 304) or 100 <= status < 200:
+            self._length: int | None = 0  # never a body
+        else:
+            self._length = None if chunked or "content-length" not in headers else int(
+                headers["content-length"])
         self._chunked = chunked
         self._keep = http11 and headers.get("connection", "").lower() != "close" and (
             chunked or self._length is not None)

@@ -111,6 +111,22 @@ def test_content_length_body_and_error_status() -> None:
     serve(script)(client)
 
 
+def test_a_204_has_no_body_and_keeps_the_connection() -> None:
+    async def script(reader, writer, number) -> bool:
+        writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def client(url: str, seen: list[bytes]) -> None:
+        conn = Connection(url)
+        for _ in range(2):
+            resp = await asyncio.wait_for(conn.request("GET", "/x"), 2)
+            assert (resp.status_code, await asyncio.wait_for(resp.read(), 2)) == (204, b"")
+        conn.close()
+
+    assert serve(script)(client)[-1] == b"connections=1"
+
+
 def test_body_until_close_and_a_new_connection_for_the_next_request() -> None:
     async def script(reader, writer, number) -> bool:
         await trickle(writer, b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it", 4)
