@@ -103,7 +103,8 @@ def sse_json(line: str) -> dict[str, Any] | StreamEvent | None:
     """One server-sent-events line: its JSON object, or the event it stands for.
 
     None for a line that is not ``data:`` (blank separators, comments); ``StreamEvent(done=True)``
-    for ``data: [DONE]``; an error event for a payload that is not a JSON object.
+    for ``data: [DONE]``; an error event for a payload that is not a JSON object or that carries
+    an ``error`` (how every engine reports a failure inside a 200 stream).
     """
     if not line.startswith("data:"):
         return None
@@ -116,4 +117,6 @@ def sse_json(line: str) -> dict[str, Any] | StreamEvent | None:
         return StreamEvent(error=f"unreadable stream line: {payload[:200]}")
     if not isinstance(data, dict):
         return StreamEvent(error=f"stream line is not a JSON object: {payload[:200]}")
+    if "error" in data:
+        return StreamEvent(error=json.dumps(data["error"])[:500])
     return data

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from collections.abc import Callable
@@ -142,8 +141,6 @@ class _Stream:
         data = sse_json(line)
         if not isinstance(data, dict):
             return data
-        if "error" in data:
-            return StreamEvent(error=json.dumps(data["error"])[:500])
         tokens = data.get("tokens")
         ids = [int(t) for t in tokens] if isinstance(tokens, list) else []
         n_tokens = len(ids) if isinstance(tokens, list) else (1 if data.get("content") else 0)

@@ -9,7 +9,6 @@ inside an HTTP 200 response.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from collections.abc import Callable
@@ -200,8 +199,6 @@ class _Stream:
         data = sse_json(line)
         if not isinstance(data, dict):
             return data
-        if "error" in data:
-            return StreamEvent(error=json.dumps(data["error"])[:500])
         meta = data.get("meta_info") or {}
         text = str(data.get("text", ""))
         new_text = text[len(self.text):] if text.startswith(self.text) else text

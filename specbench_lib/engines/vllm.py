@@ -167,8 +167,8 @@ class _Stream:
             return data
         if not isinstance(data, dict):
             return data
-        if "error" in data or data.get("object") == "error":
-            return StreamEvent(error=json.dumps(data.get("error", data))[:500])
+        if data.get("object") == "error":  # an error object at the top level
+            return StreamEvent(error=json.dumps(data)[:500])
         choices = data.get("choices") or []
         usage = data.get("usage")
         text, n_tokens, ids = "", 0, []
