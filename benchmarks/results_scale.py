@@ -2,12 +2,12 @@
 
     .venv/bin/python benchmarks/results_scale.py [--cells 10000] [--requests 100] [--tokens 32]
 
-Writes a synthetic run directory (temporary) of cell files shaped like the sweep's (the
-``_write_cell`` fields, ``RequestRecord.to_dict`` requests with per-token timestamps, chunk sizes
-and output ids, ``cell_metrics`` metrics, indented JSON) plus a manifest whose plan fingerprints
-match, then, in a fresh process, times each step of what a notebook does with a run and records
-the peak memory (``ru_maxrss`` after each step; ``tracemalloc`` peak of the load in a second pass):
-SweepResult (read every cell), verdicts(), table(), write_results() (CSV + parquet) and the
+Writes a synthetic run directory (temporary) of cell files as the sweep writes them
+(``CellRecord.to_dict``: requests with per-token timestamps, chunk sizes and output ids,
+indented JSON) plus a manifest whose plan fingerprints match, then, in a fresh process, times
+each step of what a notebook does with a run and records the peak memory (``ru_maxrss`` after
+each step; ``tracemalloc`` peak of the load in a second pass): SweepResult (read and analyse
+every cell from its requests), verdicts(), table(), write_results() (CSV + parquet) and the
 standard plots. Results: benchmarks/results/results_scale.json.
 """
 
@@ -22,16 +22,21 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from _common import load_note, table, write_results
 
-from specbench_lib.dispatch import CellDispatch, RequestRecord
-from specbench_lib.engines import FinalStats
-from specbench_lib.metrics import cell_metrics
 from specbench_lib.params import CellSpec
+from specbench_lib.records import (
+    SCHEMA_VERSION,
+    CellRecord,
+    FinalStats,
+    JudgeInputs,
+    PromptRecord,
+    RequestRecord,
+    Verdict,
+)
 
 SERIES = (
     [("auto", "auto", None)] + [("ngram", "ngram", b) for b in (4, 8, 16, 32, 64)] + [("draft", "draft", 4)]
@@ -68,15 +73,20 @@ def _records(rng: random.Random, n: int, tokens: int) -> list[RequestRecord]:
     return out
 
 
+def _stretched(rec: RequestRecord, factor: float) -> RequestRecord:
+    copy = RequestRecord.from_dict(rec.to_dict())
+    copy.start, copy.end = rec.start / factor, rec.end / factor
+    copy.token_times = [t / factor for t in rec.token_times]
+    return copy
+
+
 def synthesize(root: Path, cells: int, requests: int, tokens: int) -> Path:
-    """A run directory of ``cells`` cell files; the requests' JSON is shared text, metrics per cell."""
+    """A run directory of ``cells`` cell files, each with its own timestamps (throughput varies)."""
     rng = random.Random(0)
     run = root / "runs" / "20260101T000000Z_scale_000000"
     (run / "cells").mkdir(parents=True)
     records = _records(rng, requests, tokens)
-    base = cell_metrics(CellDispatch(records, 0.0, records[-1].end))
-    requests_json = json.dumps([r.to_dict() for r in records], indent=2)
-    prompts = [{"sha": f"{i:016x}", "tokens": 256, "sources": ["HumanEval/0"]} for i in range(requests)]
+    prompts = tuple(PromptRecord(f"{i:016x}", 256, ("HumanEval/0",)) for i in range(requests))
     fingerprints = {}
     i = 0
     repeat = 0
@@ -88,33 +98,28 @@ def synthesize(root: Path, cells: int, requests: int, tokens: int) -> Path:
                         if i >= cells:
                             break
                         label = series if budget is None else f"{series}-b{budget}"
-                        spec = CellSpec(label, series, method, budget, workload, context, concurrency, repeat)
-                        cell_id = f"{label}__{workload}__c{context}__n{concurrency}__r{repeat}"
+                        spec = CellSpec(label, series, method, budget, workload, context,
+                                        concurrency, repeat, repeats=cells)
                         fp = f"{i:020x}"
-                        fingerprints[cell_id] = fp
-                        metrics = {**base, "output_tok_s": base["output_tok_s"] * rng.uniform(0.8, 1.6)}
-                        data = {
-                            "schema_version": 1,
-                            "run_id": run.name,
-                            "cell_id": cell_id,
-                            "fingerprint": fp,
-                            "spec": asdict(spec),
-                            "server": {"label": label, "argv": ["llama-server"]},
-                            "verdict": {"status": "ok", "reasons": []},
-                            "metrics": metrics,
-                            "ended": "2026-01-01T00:00:00+00:00",
-                            "started": "2026-01-01T00:00:00+00:00",
-                            "prompts": prompts,
-                            "requests": "__REQUESTS__",
-                            "spec_counters": {},
-                            "timing": {"prompts_s": 0.01, "dispatch_s": 1.0, "window_s": 1.0},
-                        }
+                        fingerprints[spec.cell_id] = fp
+                        # spread throughput: every request's timestamps stretched per cell
+                        stretch = rng.uniform(0.8, 1.6)
+                        cell_records = [_stretched(r, stretch) for r in records]
+                        cell = CellRecord(
+                            run_id=run.name, spec=spec, fingerprint=fp, server_label=label,
+                            server_argv=("llama-server",), verdict=Verdict("ok"),
+                            judge=JudgeInputs(planned=requests, speculative=method != "auto"),
+                            prompts=prompts,
+                            timing={"prompts_s": 0.01, "dispatch_s": 1.0, "window_s": 1.0})
+                        data = cell.to_dict()
+                        data["requests"] = "__REQUESTS__"
+                        requests_json = json.dumps([r.to_dict() for r in cell_records], indent=2)
                         text = json.dumps(data, indent=2).replace('"__REQUESTS__"', requests_json)
-                        (run / "cells" / f"{cell_id}.json").write_text(text)
+                        (run / "cells" / f"{spec.cell_id}.json").write_text(text)
                         i += 1
         repeat += 1
     manifest = {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "run_id": run.name,
         "phase": "scale",
         "status": "complete",

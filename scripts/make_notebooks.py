@@ -23,20 +23,23 @@ STATEMENT = """# Phase {title} — throughput vs speculative budget
 Phase {title}: {what}. One server per config (autoregressive `auto`, then each speculative config at
 each budget); every cell is judged `ok` / `invalid` / `crashed` / `skipped` with its reasons, and
 only `ok` cells reach the table and the plots. Run it with `specbench run {name}` or
-`papermill notebooks/{name}.ipynb out.ipynb -p budget 16`."""
+`papermill --inject-paths notebooks/{name}.ipynb out.ipynb -p budget 16` (`--inject-paths` tells
+the notebook where papermill writes it, so its run directory keeps a copy)."""
 PARAMETERS = '''params_file: str = "{params}"  # params YAML of the phase (from the project root or cwd)
 budget: Optional[int] = None  # one budget (plus the auto baseline), or None for every budget
 run_id: Optional[str] = None  # name of the run directory under outputs/runs; None makes a new one
 resume: Optional[str] = None  # id of an interrupted run to continue (keeps its ok cells)
 dry_run: bool = False  # show the plan, argv per config and context-guard outcome; start nothing
 retry_known_bad: bool = False  # run the configs listed under known_bad instead of skipping them
-reuse: bool = False  # copy ok cells with matching fingerprints from earlier runs instead of measuring'''
+reuse: bool = False  # copy ok cells with matching fingerprints from earlier runs instead of measuring
+PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)'''
 CALLS = [
     "plan = sb.load_plan(params_file, budget=budget)\nplan",
     "result = sb.run_sweep(plan, run_id=run_id, resume=resume, dry_run=dry_run,\n"
     "                      retry_known_bad=retry_known_bad, reuse=reuse)\nresult",
+    "sb.keep_notebook(result, PAPERMILL_OUTPUT_PATH)",
     "result.require_valid()",
-    "figures = sb.plots.standard(result)\nresult.save_figures(figures)",
+    "figures = result.figures()\nresult.save_figures(figures)",
     "result.summary()",
 ]
 
@@ -51,7 +54,8 @@ length by budget, and every crashed, skipped or invalid cell with its reasons. W
 REPORT_PARAMETERS = (
     'runs: Optional[str] = None  # comma-separated run ids; None for the latest complete run of each phase')
 REPORT_CALLS = ["report = sb.report.compare(runs)\nreport", "report.best_budgets()", "report.speedups()",
-                "report.scaling()", "report.acceptance()", "report.failures()", "report.write()"]
+                "report.scaling()", "report.acceptance()", "report.failures()",
+                "sb.report.write(report)"]
 
 
 def report_notebook() -> nbf.NotebookNode:

@@ -6,27 +6,48 @@ A notebook calls, in order::
     plan = sb.load_plan("params/embedded.yaml", budget=16)
     result = sb.run_sweep(plan)
     result.require_valid()
-    fig = sb.plots.throughput_vs_budget(result)
+    figures = result.figures()
 """
+
+from __future__ import annotations
 
 from . import plots, report
 from .errors import (
-                     EngineError,
-                     ParamsError,
-                     PreflightError,
-                     ServerError,
-                     SpecbenchError,
-                     StoreError,
-                     ValidationFailed,
+    EngineError,
+    ParamsError,
+    PreflightError,
+    SchemaError,
+    ServerError,
+    SpecbenchError,
+    StoreError,
+    TransportError,
+    ValidationFailed,
 )
 from .params import Plan, build_plan, load_params, load_plan
-from .results import SweepResult
+from .records import CellRecord, Reason, RequestRecord, Verdict
+from .results import Outcome, SweepResult
 from .sweep import run_sweep
 
 __version__ = "0.1.0"
 
+
+def keep_notebook(result: Outcome, output_path: str | None) -> str | None:
+    """Keep the executed notebook (papermill's ``PAPERMILL_OUTPUT_PATH``) in the run directory
+    and name it in the manifest; returns its name there (None for a dry run or no path)."""
+    from .notebook_link import keep
+
+    if not isinstance(result, SweepResult) or not output_path:
+        return None
+    name = keep(result.run_dir, output_path)
+    if name is not None:
+        result.dir.update_manifest(notebook=name)
+        result.manifest["notebook"] = name
+    return name
+
+
 __all__ = [
-    "EngineError", "ParamsError", "Plan", "PreflightError", "ServerError", "SpecbenchError",
-    "StoreError", "SweepResult", "ValidationFailed", "build_plan", "load_params", "load_plan",
-    "plots", "report", "run_sweep",
+    "CellRecord", "EngineError", "Outcome", "ParamsError", "Plan", "PreflightError",
+    "Reason", "RequestRecord", "SchemaError", "ServerError", "SpecbenchError", "StoreError",
+    "SweepResult", "TransportError", "ValidationFailed", "Verdict", "build_plan", "keep_notebook",
+    "load_params", "load_plan", "plots", "report", "run_sweep",
 ]

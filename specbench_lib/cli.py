@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,9 +10,8 @@ from typing import Any
 import yaml
 
 from .errors import SpecbenchError
-from .notebook_link import NOTEBOOK_ENV
 from .paths import outputs_dir, project_root
-from .store import list_runs, new_run_id
+from .runs import RunDir, list_runs, new_run_id
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,9 +56,19 @@ def _notebook(phase: str) -> Path | None:
     return None
 
 
-def _dry_run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int:
+def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any]) -> str | None:
+    """The params file the notebook will run: ``-f``, else ``-p params_file``, else its default."""
     import papermill
 
+    if params_file:
+        return params_file
+    if given.get("params_file"):
+        return str(given["params_file"])
+    default = papermill.inspect_notebook(str(notebook)).get("params_file")
+    return yaml.safe_load(default["default"]) if default else None
+
+
+def _dry_run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int:
     from .params import load_plan
     from .preview import PlanPreview
 
@@ -68,14 +76,19 @@ def _dry_run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int
     if notebook is None:
         return 2
     given = {name: yaml.safe_load(value) for name, value in pairs}
-    defaults = papermill.inspect_notebook(str(notebook))
-    params = params_file or given.get("params_file") or yaml.safe_load(defaults["params_file"]["default"])
+    params = _params_file(notebook, params_file, given)
+    if params is None:
+        print(f"specbench: {notebook.name} has no params_file parameter; nothing to plan",
+              file=sys.stderr)
+        return 2
     print(PlanPreview(load_plan(params, budget=given.get("budget"))).text())
     return 0
 
 
 def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]]) -> int:
     import papermill
+
+    from .params import load_params
 
     root = project_root()
     notebook = _notebook(phase)
@@ -86,20 +99,22 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
         parameters["params_file"] = str(Path(params_file).resolve())
     if resume:
         parameters["resume"] = resume
-        run_dir = outputs_dir() / "runs" / resume
-        if not (run_dir / "manifest.json").is_file():
-            print(f"specbench: no run {resume} under {run_dir.parent}; see 'specbench runs'",
+        run = RunDir.at(resume)
+        if not run.manifest_path.is_file():
+            print(f"specbench: no run {resume} under {run.path.parent}; see 'specbench runs'",
                   file=sys.stderr)
             return 2
-        attempt = len(list(run_dir.glob(f"{notebook.stem}*.ipynb"))) + 1
-        output = run_dir / f"{notebook.stem}.attempt{attempt}.ipynb"
+        output = run.next_notebook(notebook.stem)
     else:
-        run_id = parameters.setdefault("run_id", new_run_id(notebook.stem))
-        run_dir = outputs_dir() / "runs" / str(run_id)
-        run_dir.mkdir(parents=True, exist_ok=False)
-        output = run_dir / notebook.name
+        source = _params_file(notebook, params_file, parameters)
+        run_phase = load_params(source).phase if source else notebook.stem
+        run_id = parameters.setdefault("run_id", new_run_id(run_phase))
+        run = RunDir.at(str(run_id))
+        run.path.mkdir(parents=True, exist_ok=False)
+        output = run.path / notebook.name
+    parameters["PAPERMILL_OUTPUT_PATH"] = str(output)  # what papermill --inject-output-path sets
+    run_dir = run.path
     print(f"specbench: running {notebook.name} into {run_dir}", flush=True)
-    os.environ[NOTEBOOK_ENV] = str(output)
     failed = None
     try:
         papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
@@ -127,9 +142,9 @@ def _share(notebook: Path) -> None:
 
 
 def _report(runs: list[str]) -> int:
-    from .report import compare
+    from .report import compare, write
 
-    for path in compare(",".join(runs) or None).write():
+    for path in write(compare(",".join(runs) or None)):
         print(f"specbench: wrote {path}")
     return 0
 

@@ -21,62 +21,15 @@ import ssl
 import threading
 import time
 from collections.abc import Coroutine
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .engines import Adapter, FinalStats, StreamEvent
+from .engines import Adapter, StreamEvent
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
 from .params import RequestRateParams, TimeoutParams
+from .records import CellDispatch, RequestRecord
 
 T = TypeVar("T")
-
-
-@dataclass
-class RequestRecord:
-    """Everything observed about one request; times are seconds from the cell's start."""
-
-    index: int
-    warmup: bool
-    prompt_tokens_planned: int
-    max_tokens: int
-    status: int | None = None
-    error: str | None = None
-    error_kind: str | None = None
-    start: float = 0.0
-    end: float = 0.0
-    token_times: list[float] = field(default_factory=list)
-    chunk_sizes: list[int] = field(default_factory=list)
-    final: FinalStats | None = None
-    text_sha: str = ""
-    output_ids: list[int] = field(default_factory=list)
-    scheduled: float | None = None  # open loop: when the schedule said to send it
-
-    @property
-    def ttft(self) -> float | None:
-        return self.token_times[0] - self.start if self.token_times else None
-
-    @property
-    def e2e(self) -> float:
-        return self.end - self.start
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ttft"] = self.ttft
-        data["e2e"] = self.e2e
-        return data
-
-
-@dataclass
-class CellDispatch:
-    records: list[RequestRecord]
-    window_start: float
-    window_end: float
-    origin: float = 0.0  # time.perf_counter() at the cell's time 0 (records are relative to it)
-    target_rate: float | None = None  # open loop: the requests per second asked for
-
-    @property
-    def measured(self) -> list[RequestRecord]:
-        return [r for r in self.records if not r.warmup]
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

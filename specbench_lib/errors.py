@@ -5,7 +5,11 @@
      ├── PreflightError     something a sweep needs is missing (binary, model, dataset, free port)
      ├── ServerError        a server could not be started or stopped (config, log path)
      ├── EngineError        a server answered in a way its adapter cannot read (URL, status)
-     ├── StoreError         a run directory cannot be created, read or locked
+     ├── TransportError     a connection failed or its bytes broke HTTP/1.1 (measured requests)
+     │    ├── ConnectTimeout    no connection within the connect limit
+     │    └── StaleConnection   a kept-alive connection closed before the response began
+     ├── StoreError         a run directory cannot be created, read or locked (path)
+     │    └── SchemaError       a record was written in a schema this version cannot read
      └── ValidationFailed   a finished run is not usable (no ok cell, no baseline)
 
 Every error carries structured fields besides its message, so a notebook or the CLI can show
@@ -63,12 +67,32 @@ class EngineError(SpecbenchError):
         super().__init__(f"{message} ({url}, status {status})")
 
 
+class TransportError(SpecbenchError):
+    """The connection failed or the server broke the HTTP protocol (a measured request)."""
+
+
+class ConnectTimeout(TransportError):
+    """No connection within the connect limit."""
+
+
+class StaleConnection(TransportError):
+    """A kept-alive connection closed before any byte of the response: the server never saw it."""
+
+
 class StoreError(SpecbenchError):
     """A run directory cannot be created, read or locked."""
 
     def __init__(self, message: str, *, path: Path | str) -> None:
         self.path = str(path)
         super().__init__(f"{message}: {self.path}")
+
+
+class SchemaError(StoreError):
+    """A cell file or manifest in a schema version this specbench cannot read."""
+
+    def __init__(self, message: str, *, path: Path | str, version: Any) -> None:
+        self.version = version
+        super().__init__(message, path=path)
 
 
 class ValidationFailed(SpecbenchError):

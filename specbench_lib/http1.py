@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import platform
+import re
 import socket
 import ssl
 import struct
@@ -24,19 +25,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
-from .errors import SpecbenchError
+from .errors import ConnectTimeout, StaleConnection, TransportError
 
-
-class HTTPError(SpecbenchError):
-    """The connection failed or the server broke the HTTP protocol."""
-
-
-class ConnectTimeout(HTTPError):
-    """No connection within the connect limit."""
-
-
-class StaleConnection(HTTPError):
-    """A kept-alive connection closed before any byte of the response: the server never saw it."""
+HTTPError = TransportError  # the name this module's callers and tests know
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 class _Pieces:
@@ -84,6 +76,8 @@ class _KernelStampedWire(_Pieces):
         super().__init__()
         self.sock = sock
         self.loop = asyncio.get_running_loop()
+        if _SO_TIMESTAMPNS is None:
+            raise HTTPError("kernel receive stamps need Linux on x86_64 or aarch64")
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         before = time.perf_counter()
         self.offset = time.time() - (before + time.perf_counter()) / 2  # realtime - perf_counter
@@ -145,7 +139,8 @@ class _TransportWire(_Pieces, asyncio.Protocol):
         self._end(exc)
 
     async def write(self, data: bytes) -> None:
-        assert self.transport is not None
+        if self.transport is None:
+            raise HTTPError("ConnectError: the connection is not open")
         self.transport.write(data)
 
     def close(self) -> None:
@@ -165,14 +160,18 @@ class Connection:
                  connect_timeout_s: float = 10.0, keepalive_s: float = 4.0,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         url = urlsplit(base_url)
+        try:
+            port = url.port
+        except ValueError as exc:  # a port out of range or not a number
+            raise HTTPError(f"bad URL {base_url!r}: {exc}") from None
         self.host = url.hostname or "127.0.0.1"
         self.tls = url.scheme == "https"
-        self.port = url.port or (443 if self.tls else 80)
+        self.port = port or (443 if self.tls else 80)
         self.prefix = url.path.rstrip("/")
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
         self.ssl_context = ssl_context or (ssl.create_default_context() if self.tls else None)
-        host = self.host if url.port is None else f"{self.host}:{url.port}"
+        host = self.host if port is None else f"{self.host}:{port}"
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._head = f"Host: {host}\r\nAccept: */*\r\nUser-Agent: specbench\r\n{extra}"
         self._wire: _Pieces | None = None
@@ -229,26 +228,30 @@ class Connection:
         connection opened for it.
         """
         data = self._encode(method, path, body)
-        for attempt in range(2):
+        attempt = 0
+        while True:
             self.fresh = attempt > 0 or not self._usable()
             if attempt:
                 self.close()
             await self.open()
-            assert self._wire is not None
             if on_send is not None:
                 on_send()
-            await self._wire.write(data)
+            await self._open_wire().write(data)
             try:
                 return await self.response()
             except StaleConnection:
                 if self.fresh:
                     raise
-        raise AssertionError("unreachable")
+            attempt += 1
+
+    def _open_wire(self) -> _Pieces:
+        if self._wire is None:
+            raise HTTPError("ConnectError: the connection is not open")
+        return self._wire
 
     async def response(self) -> Response:
         """Read the head of the response to the request just sent."""
-        assert self._wire is not None
-        wire, buf, when = self._wire, b"", 0.0
+        wire, buf, when = self._open_wire(), b"", 0.0
         while b"\r\n\r\n" not in buf:
             data, when = await wire.read()
             if not data:
@@ -263,13 +266,18 @@ class Connection:
         head, rest = buf.split(b"\r\n\r\n", 1)
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        if (len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3
+                or not parts[1].isascii() or not parts[1].isdigit()):
             self.close()
             raise HTTPError(f"RemoteProtocolError: bad status line {lines[0][:80]!r}")
         headers = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
+        length = headers.get("content-length")
+        if length is not None and not (length.isascii() and length.isdigit()):
+            self.close()
+            raise HTTPError(f"RemoteProtocolError: bad Content-Length {length[:40]!r}")
         if rest:
             wire.pieces.appendleft((rest, when))
         return Response(self, int(parts[1]), headers, parts[0] == "HTTP/1.1")
@@ -301,8 +309,7 @@ class Response:
     async def stream(self) -> AsyncIterator[tuple[bytes, float]]:
         """Body bytes as they arrive, each with its arrival time; the connection is kept for
         the next request only when the body was read to its end."""
-        wire = self.conn._wire
-        assert wire is not None
+        wire = self.conn._open_wire()
         try:
             if self._chunked:
                 async for piece in _dechunk(wire):
@@ -354,10 +361,10 @@ async def _dechunk(wire: _Pieces) -> AsyncIterator[tuple[bytes, float]]:
             end = buf.find(b"\r\n")
             if end < 0:
                 break
-            try:
-                size = int(buf[:end].split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise HTTPError(f"RemoteProtocolError: bad chunk size {buf[:end][:40]!r}") from None
+            digits = buf[:end].split(b";", 1)[0].strip()
+            if not _HEX.fullmatch(digits):  # int(..., 16) would take "-1", "0x1" and "1_0"
+                raise HTTPError(f"RemoteProtocolError: bad chunk size {buf[:end][:40]!r}")
+            size = int(digits, 16)
             buf = buf[end + 2:]
             if size == 0:  # the last chunk; trailers (if any) end with an empty line
                 if out:

@@ -9,7 +9,10 @@ identical outputs and the mean length, in tokens, of the common prefix.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import Any
+
+from .records import CellRecord
 
 BASELINE = "auto"
 _KEYS = ("workload", "context", "concurrency")
@@ -25,7 +28,7 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def compare_cells(cell: dict[str, Any], baseline: dict[str, Any]) -> dict[str, float | None]:
+def compare_cells(cell: CellRecord, baseline: CellRecord) -> dict[str, float | None]:
     """Compare the measured outputs of two cells request by request (same prompt sha only).
 
     Returns ``lossless_identical`` (fraction of identical outputs), ``lossless_prefix_tokens``
@@ -45,30 +48,29 @@ def compare_cells(cell: dict[str, Any], baseline: dict[str, Any]) -> dict[str, f
             "lossless_n": len(pairs)}
 
 
-def losslessness(cells: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+def losslessness(cells: Sequence[CellRecord]) -> dict[str, dict[str, float | None]]:
     """For each ok speculative cell (by cell id), its comparison with the ok ``auto`` cell of the
     same workload, context, concurrency and repeat."""
-    ok = [c for c in cells if c["verdict"]["status"] == "ok" and c.get("requests")]
-    base = {_key(c): c for c in ok if c["spec"]["method"] == BASELINE}
+    ok = [c for c in cells if c.verdict.ok and c.requests]
+    base = {_key(c): c for c in ok if c.spec.method == BASELINE}
     found = {}
     for cell in ok:
-        if cell["spec"]["method"] == BASELINE or _key(cell) not in base:
+        if cell.spec.method == BASELINE or _key(cell) not in base:
             continue
-        found[cell["cell_id"]] = compare_cells(cell, base[_key(cell)])
+        found[cell.cell_id] = compare_cells(cell, base[_key(cell)])
     return found
 
 
-def _key(cell: dict[str, Any]) -> tuple[Any, ...]:
-    spec = cell["spec"]
-    return (*(spec[k] for k in _KEYS), spec.get("repeat", 0))
+def _key(cell: CellRecord) -> tuple[Any, ...]:
+    spec = cell.spec
+    return (*(getattr(spec, k) for k in _KEYS), spec.repeat)
 
 
-def _outputs(cell: dict[str, Any]) -> dict[str, tuple[list[int], str]]:
+def _outputs(cell: CellRecord) -> dict[str, tuple[list[int], str]]:
     """Prompt sha → (output token ids, text sha) of the cell's measured, error-free requests."""
-    prompts = cell.get("prompts") or []
     found = {}
-    for i, req in enumerate(cell.get("requests") or []):
-        if req.get("warmup") or req.get("error_kind") or i >= len(prompts):
+    for i, req in enumerate(cell.requests):
+        if req.warmup or req.error_kind or i >= len(cell.prompts):
             continue
-        found[prompts[i]["sha"]] = (list(req.get("output_ids") or []), req.get("text_sha", ""))
+        found[cell.prompts[i].sha] = (list(req.output_ids), req.text_sha)
     return found

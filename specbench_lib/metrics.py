@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any, Protocol
 
-from .dispatch import CellDispatch
-from .validate import rate_shortfall
+from .records import CellRecord, RequestRecord
 
 _STATS = ("mean", "p50", "p90", "p99")
 _LATENCIES = ("ttft", "tpot", "itl", "e2e")
@@ -22,7 +23,20 @@ REPEAT_COLUMNS = ("repeats_n", "output_tok_s_cv", "unstable")
 _GROUP = ["config", "series", "method", "budget", "workload", "context", "concurrency"]
 
 
-def cell_metrics(dispatch: CellDispatch, *, exclude: tuple[int, ...] = ()) -> dict[str, Any]:
+class Measured(Protocol):
+    """A cell's requests: a :class:`~.records.CellRecord` or a fresh ``CellDispatch``."""
+
+    @property
+    def records(self) -> list[RequestRecord]: ...
+
+    @property
+    def measured(self) -> list[RequestRecord]: ...
+
+    @property
+    def target_rate(self) -> float | None: ...
+
+
+def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str, Any]:
     """Metrics of one cell's measured requests, with token counts as the server reported them.
 
     ``output_tok_s`` is completion tokens over the measurement window, from the first request
@@ -78,7 +92,33 @@ def cell_metrics(dispatch: CellDispatch, *, exclude: tuple[int, ...] = ()) -> di
     return metrics
 
 
-def results_table(cells: list[dict[str, Any]], *, unstable_cv: float = 0.10) -> Any:
+RATE_TOLERANCE = 0.05  # achieved send rate may fall this fraction below the schedule's
+
+
+def rate_shortfall(records: list[RequestRecord], target_rate: float | None) -> dict[str, Any]:
+    """Target vs achieved send rate of an open-loop cell's measured requests (empty if closed loop).
+
+    The achieved rate is (n - 1) / (last send - first send); it is compared with the rate of the
+    drawn schedule itself (Poisson draws of a few requests differ from the target), and
+    ``rate_not_reached`` is set when it falls more than ``RATE_TOLERANCE`` below it.
+    """
+    sent = [r for r in records if not r.warmup and r.scheduled is not None]
+    if target_rate is None or len(sent) < 2:
+        return {}
+    starts = sorted(r.start for r in sent)
+    planned = sorted(r.scheduled for r in sent if r.scheduled is not None)
+    achieved = (len(sent) - 1) / (starts[-1] - starts[0]) if starts[-1] > starts[0] else None
+    scheduled = (len(sent) - 1) / (planned[-1] - planned[0]) if planned[-1] > planned[0] else None
+    late = max(r.start - (r.scheduled or 0.0) for r in sent)
+    short = achieved is not None and scheduled is not None and (
+        achieved < (1 - RATE_TOLERANCE) * scheduled)
+    return {"target_rate_rps": target_rate, "scheduled_rate_rps": scheduled,
+            "achieved_rate_rps": achieved, "max_send_lag_s": late, "rate_not_reached": short,
+            "rate_note": (f"rate_not_reached: sent {achieved:.3g}/s of a scheduled {scheduled:.3g}/s "
+                          f"(target {target_rate:g}/s)") if short else None}
+
+
+def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10) -> Any:
     """A pandas DataFrame of ok cells: one row per config × workload × context × concurrency.
 
     Repeats of a cell are averaged; ``output_tok_s_cv`` is their coefficient of variation
@@ -93,8 +133,8 @@ def results_table(cells: list[dict[str, Any]], *, unstable_cv: float = 0.10) -> 
     from .lossless import losslessness
 
     same = losslessness(cells)
-    rows = [{**c["spec"], **c["metrics"], **same.get(c.get("cell_id", ""), {})}
-            for c in cells if c["verdict"]["status"] == "ok"]
+    rows = [{**asdict(c.spec), **(c.metrics or {}), **same.get(c.cell_id, {})}
+            for c in cells if c.verdict.ok]
     columns = [*_GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s"]
     table = pd.DataFrame(rows, columns=columns)
     numeric = [c for c in columns if c not in _GROUP]

@@ -1,10 +1,11 @@
-"""Keep the executed notebook in its run directory, whichever way papermill was started.
+"""Keep the executed notebook in its run directory, told where papermill writes it.
 
-``specbench run`` writes papermill's output straight into the run directory and names it in
-``$SPECBENCH_NOTEBOOK_OUTPUT``, which the kernel inherits. When a user runs
-``papermill tp1.ipynb out.ipynb`` by hand, the kernel finds papermill's output path in its parent
-process and starts a small detached watcher that copies the finished notebook into the run
-directory once papermill exits (papermill writes the final notebook before it exits).
+The notebook passes papermill's own ``PAPERMILL_OUTPUT_PATH`` parameter (``papermill
+--inject-paths``; ``specbench run`` always sets it) to :func:`keep`. When that path already lies
+in the run directory (``specbench run`` writes there) nothing else is needed. Otherwise a small
+detached watcher copies the finished notebook into the run directory once the papermill process
+that started this kernel exits (papermill writes the final notebook before it exits), renders it
+to HTML and refreshes the index. The sweep itself never knows how it was started.
 """
 
 from __future__ import annotations
@@ -16,35 +17,23 @@ import sys
 import time
 from pathlib import Path
 
-NOTEBOOK_ENV = "SPECBENCH_NOTEBOOK_OUTPUT"
 
+def keep(run_dir: Path, output_path: str | None) -> str | None:
+    """Arrange for the executed notebook at ``output_path`` to be kept in ``run_dir``.
 
-def papermill_output(pid: int | None = None) -> Path | None:
-    """The output notebook path of the papermill process that started this kernel, if any."""
-    pid = pid or os.getppid()
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
-    except OSError:
-        return None
-    idx = next((i for i, a in enumerate(argv) if Path(a).name == "papermill" or a == "papermill"),
-               None)
-    if idx is None:
-        return None
-    notebooks = [a for a in argv[idx + 1:] if a.endswith(".ipynb")]
-    if len(notebooks) < 2:
-        return None
-    out = Path(notebooks[1]).expanduser()
-    return out if out.is_absolute() else cwd / out
+    Args:
+        run_dir: the run directory of the sweep this notebook ran.
+        output_path: papermill's output path (``PAPERMILL_OUTPUT_PATH``), absolute or relative to
+            the kernel's directory (papermill's, unless papermill ``--cwd`` moved it). None (an
+            interactive session, papermill without ``--inject-paths``), ``-`` (stdout) or a
+            remote URL keep nothing.
 
-
-def adopt(run_dir: Path) -> str | None:
-    """Arrange for the executed notebook to land in ``run_dir``; returns its final path."""
-    named = os.environ.get(NOTEBOOK_ENV)
-    out = Path(named) if named else papermill_output()
-    if out is None:
+    Returns:
+        The executed notebook's file name in ``run_dir``, or None when nothing will be kept.
+    """
+    if not output_path or output_path == "-" or "://" in output_path:
         return None
-    out = out.resolve()
+    out = Path(output_path).expanduser().resolve()
     if out.parent == run_dir.resolve():
         return out.name
     target = run_dir / out.name
@@ -54,9 +43,14 @@ def adopt(run_dir: Path) -> str | None:
     return target.name
 
 
+def adopt(run_dir: Path) -> None:
+    """Transitional: the sweep no longer links its notebook (the notebook calls :func:`keep`)."""
+    return None
+
+
 def _wait_and_copy(pid: int, source: Path, target: Path, limit_s: float = 7 * 24 * 3600) -> None:
     start = time.monotonic()
-    while Path(f"/proc/{pid}").exists() and time.monotonic() - start < limit_s:
+    while _alive(pid) and time.monotonic() - start < limit_s:
         time.sleep(0.5)
     if source.is_file() and not target.exists():
         shutil.copyfile(source, target)
@@ -64,6 +58,16 @@ def _wait_and_copy(pid: int, source: Path, target: Path, limit_s: float = 7 * 24
 
         render_html(target)
         build_index(target.parent.parent.parent)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 if __name__ == "__main__":

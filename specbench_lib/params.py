@@ -28,6 +28,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _engine_kinds() -> Any:
+    """The engines package, for its KINDS, APIS and DEFAULT_KIND (imported here, not at the top:
+    the engine adapters import this module)."""
+    from . import engines
+
+    return engines
+
+
 class EngineParams(_Strict):
     """The server program and how to start it; flags per method live in ``engines/``.
 
@@ -39,7 +47,7 @@ class EngineParams(_Strict):
     ``{draft_model}`` and a config's options; values are inserted literally (never a shell).
     """
 
-    kind: Literal["llamacpp", "sglang", "vllm", "template"] = "llamacpp"
+    kind: str = Field(default_factory=lambda: _engine_kinds().DEFAULT_KIND)  # see engines.KINDS
     binary: str | None = None
     model: str | None = None
     model_cache: str | None = None  # a persistent copy to restage `model` from (tmpfs is wiped)
@@ -59,18 +67,35 @@ class EngineParams(_Strict):
     # --no-enable-prefix-caching, llama.cpp cache_prompt false), so every request pays its whole
     # prefill, and a request the server reports as served from its cache is invalid
     prefix_cache: bool = False
-    api: Literal["llamacpp", "sglang", "vllm"] | None = None  # the protocol of a template server
+    api: str | None = None  # the protocol of a template server (engines.APIS)
     argv_template: tuple[str, ...] = ()  # a whole argv, for kind template (or any kind)
     spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags
 
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        kinds = _engine_kinds().KINDS
+        if kind not in kinds:
+            raise ValueError(f"unknown engine kind {kind!r}; known: {', '.join(kinds)}")
+        return kind
+
+    @field_validator("api")
+    @classmethod
+    def _known_api(cls, api: str | None) -> str | None:
+        apis = _engine_kinds().APIS
+        if api is not None and api not in apis:
+            raise ValueError(f"unknown api {api!r}; known: {', '.join(apis)}")
+        return api
+
     @model_validator(mode="after")
     def _kind_needs(self) -> EngineParams:
+        engines = _engine_kinds()
         if self.kind == "template" and (self.api is None or not self.argv_template):
-            raise ValueError("kind 'template' needs 'api' (llamacpp, sglang or vllm: the protocol "
-                             "the server speaks) and 'argv_template' (its whole argv)")
+            raise ValueError(f"kind 'template' needs 'api' ({', '.join(engines.APIS)}: the protocol "
+                             f"the server speaks) and 'argv_template' (its whole argv)")
         if self.kind != "template" and self.api is not None:
             raise ValueError(f"'api' is only for kind 'template'; kind {self.kind!r} speaks its own")
-        if self.kind != "llamacpp" and (self.binary is None or self.model is None):
+        if self.kind != engines.DEFAULT_KIND and (self.binary is None or self.model is None):
             raise ValueError(f"kind {self.kind!r} needs 'binary' (the program: for sglang the "
                              f"Python of its environment, for vllm the vllm executable) and 'model'")
         return self
@@ -302,6 +327,20 @@ class Plan:
         lines += [f"  {s.label}: method {s.method}, budget {s.budget}"
                   + (f", attached to {s.attach.url}" if s.attach else "") for s in self.servers]
         return "\n".join(lines)
+
+    def text(self) -> str:
+        return repr(self)
+
+    def html(self) -> str:
+        from .display import html_table, html_text
+
+        rows = [[s.label, s.method, s.budget, s.attach.url if s.attach else "launched"]
+                for s in self.servers]
+        return (html_text(repr(self).splitlines()[0], bold=True)
+                + html_table(["config", "method", "budget", "server"], rows))
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/plain": self.text(), "text/html": self.html()}
 
 
 def load_params(path: str | Path) -> SweepParams:

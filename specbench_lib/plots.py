@@ -4,7 +4,7 @@ Every figure has one panel per context × concurrency and budget on a log2 axis;
 workload, marker the speculative config. Budgets whose cells are not ok are marked with a red ×
 at the bottom of the panel, labelled with their verdict, never drawn as a value. Unstable cells
 (coefficient of variation over repeats above the threshold) are drawn hollow; with repeats, error
-bars show one standard deviation. A dry run has nothing to draw: every function returns None.
+bars show one standard deviation.
 """
 
 from __future__ import annotations
@@ -43,9 +43,7 @@ def itl_vs_budget(result: SweepResult) -> Any:
 
 
 def standard(result: SweepResult) -> dict[str, Any]:
-    """Every figure of a phase notebook by file name (empty for a dry run)."""
-    if getattr(result, "dry_run", False):
-        return {}
+    """Every figure of a phase notebook by file name."""
     return {"throughput_vs_budget": throughput_vs_budget(result),
             "speedup_vs_budget": speedup_vs_budget(result),
             "acceptance_vs_budget": acceptance_vs_budget(result),
@@ -54,8 +52,6 @@ def standard(result: SweepResult) -> dict[str, Any]:
 
 def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str, *,
                baselines: bool = False, unit_line: float | None = None) -> Any:
-    if getattr(result, "dry_run", False):
-        return None
     import matplotlib.pyplot as plt
 
     verdicts = result.verdicts()

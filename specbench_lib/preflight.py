@@ -1,21 +1,22 @@
 """Checks before a sweep (and ``specbench doctor``): binary, model, datasets, port, GPUs, disk.
 
-Each problem is one clear line with its fix; nothing is measured until all pass.
+One list, :func:`checks`, backs both: :func:`doctor` reports it and starts or copies nothing;
+:func:`require` (the sweep) restages a missing model and raises one :class:`PreflightError`
+naming every failed check with its fix. Nothing is measured until all pass.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import EngineError, PreflightError, SpecbenchError
+from .errors import EngineError, PreflightError, SpecbenchError, StoreError
 from .params import EngineParams, Plan
 from .paths import default_llama_server, default_model, outputs_dir
 
@@ -28,12 +29,39 @@ _MIN_FREE_BYTES = 200 * 2**20
 
 @dataclass(frozen=True)
 class Check:
+    """One preflight check: its outcome, a detail (or the problem with its fix), and what the
+    sweep needs from it afterwards (``value``)."""
+
     name: str
     ok: bool
     detail: str
+    what: str = ""  # the failed error's kind (PreflightError.what): binary, model, port, gpus…
+    path: str | None = None
+    warning: str = ""  # passed, with something the sweep prints and records
+    value: Any = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
-        return f"{'ok     ' if self.ok else 'PROBLEM'}  {self.name}: {self.detail}"
+        status = "PROBLEM" if not self.ok else "WARNING" if self.warning else "ok     "
+        return f"{status}  {self.name}: {self.detail}" + (f" ({self.warning})" if self.warning else "")
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What a sweep uses after :func:`require` passed."""
+
+    binary: Path
+    model: Path  # present (restaged when it was missing)
+    attached: dict[str, dict[str, Any]]  # check_attached's result: {server label: url, unit, settings}
+    warnings: list[str]  # to print and record in the manifest (bind address, model changed)
+    version: str  # the engine's version string
+    identity: Any = None  # the adapter's identity(binary) where adapters have one
+    checks: tuple[Check, ...] = ()
+
+
+class _Passed(NamedTuple):
+    detail: str
+    value: Any = None
+    warning: str = ""
 
 
 def engine_files(engine: EngineParams, *, restage: bool = True) -> tuple[Path, Path]:
@@ -107,19 +135,20 @@ def check_draft_models(plan: Plan) -> None:
                                  what="draft_model", path=config.draft_model)
 
 
-def model_matches_last_run(model: Path) -> str:
+def model_matches_last_run(model: Path, *, root: Path | None = None) -> str:
     """Compare the model's size and fingerprint with the newest run that used the same path."""
-    from .store import file_identity
+    from .provenance import file_identity
+    from .runs import iter_runs
 
     now = file_identity(model)
-    for manifest_path in sorted((outputs_dir() / "runs").glob("*/manifest.json"), reverse=True):
+    for run_dir in reversed(list(iter_runs(root))):
         try:
-            before = json.loads(manifest_path.read_text()).get("model") or {}
-        except (OSError, json.JSONDecodeError):
+            before = run_dir.manifest().get("model") or {}
+        except StoreError:
             continue
         if before.get("path") != str(model):
             continue
-        run = manifest_path.parent.name
+        run = run_dir.run_id
         changed = before.get("fingerprint") != now["fingerprint"]
         if before.get("size") != now["size"] or (before.get("method") == now["method"] and changed):
             raise PreflightError(f"{model} differs from run {run}: size {before.get('size')} → "
@@ -184,40 +213,118 @@ def check_attached(plan: Plan, adapter: Adapter) -> dict[str, dict[str, Any]]:
     return found
 
 
-def doctor(plan: Plan) -> list[Check]:
-    """Every preflight check of a plan, without starting anything (``specbench doctor``)."""
+def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Check]:
+    """Every check a sweep of ``plan`` needs, in order; ``specbench doctor`` and the sweep share it.
+
+    Args:
+        plan: from :func:`specbench_lib.load_plan`.
+        restage: copy a missing model from ``engine.model_cache`` (the sweep); off, a missing
+            model is reported with that fix and a model that differs from the last run that used
+            its path is a problem (``doctor``); on, that difference is a warning.
+        outputs: the outputs folder whose disk must have room (default: :func:`outputs_dir`).
+    """
     from .engines import get_adapter
     from .workload import documents
 
     params = plan.params
-    checks: list[Check] = []
-
-    def run(name: str, action: Callable[[], object]) -> None:
-        try:
-            checks.append(Check(name, True, str(action())))
-        except SpecbenchError as exc:
-            checks.append(Check(name, False, str(exc)))
-
-    def binary() -> str:
-        path = engine_binary(params.engine)
-        return f"{path} (version {get_adapter(params.engine).version(path)})"
-
-    run("engine", binary)
-    run("model", lambda: model_matches_last_run(engine_model(params.engine, restage=False)))
-    run("draft models", lambda: check_draft_models(plan) or "present (or none named)")
-    for workload in params.workloads:
-        run(f"workload {workload.name}", lambda w=workload: f"{len(documents(w))} documents")
-    if launches_servers(plan):
-        run("port", lambda: check_port_free(params.engine.host, params.engine.port)
-            or f"{params.engine.host}:{params.engine.port} is free")
+    engine = params.engine
+    adapter = get_adapter(engine)
+    launches = launches_servers(plan)
+    found = [
+        _check("binary", lambda: _binary(adapter, engine)),
+        _check("model", lambda: _model(engine, restage=restage, outputs=outputs)),
+        _check("draft models", lambda: check_draft_models(plan) or "present (or none named)"),
+        *(_check(f"workload {w.name}", lambda w=w: f"{len(documents(w))} documents")
+          for w in params.workloads),
+    ]
+    if launches:
+        found.append(_check("port", lambda: check_port_free(engine.host, engine.port)
+                            or f"{engine.host}:{engine.port} is free"))
+        found.append(_host(engine))
     if any(s.attach for s in plan.servers):
-        adapter = get_adapter(params.engine)
-        run("attached servers", lambda: "answering: " + ", ".join(
-            f"{label} at {a['url']}" for label, a in check_attached(plan, adapter).items()))
-    run("disk", _disk)
-    if get_adapter(params.engine).needs_gpu:
-        run("gpus", _gpus)
-    return checks
+        found.append(_check("attached servers", lambda: _attached(plan, adapter)))
+    found.append(_check("disk", lambda: _disk(outputs)))
+    if launches and adapter.needs_gpu:
+        found.append(_check("gpus", lambda: _gpus(engine.tp)))
+    return found
+
+
+def doctor(plan: Plan, *, outputs: Path | None = None) -> list[Check]:
+    """Every preflight check of a plan, without starting or copying anything (``specbench doctor``)."""
+    return checks(plan, restage=False, outputs=outputs)
+
+
+def require(plan: Plan, *, outputs: Path | None = None) -> Preflight:
+    """Run every check before a sweep (restaging a missing model); all must pass.
+
+    Raises:
+        PreflightError: one error listing every failed check with its fix; its ``what`` is the
+            first failed check's (``binary``, ``model``, ``draft_model``, ``port``, ``gpus``…).
+    """
+    found = checks(plan, restage=True, outputs=outputs)
+    failed = [c for c in found if not c.ok]
+    if failed:
+        lines = "\n".join(f"  {c.name}: {c.detail}" for c in failed)
+        raise PreflightError(f"preflight: {len(failed)} of {len(found)} checks failed, nothing was "
+                             f"started:\n{lines}", what=failed[0].what, path=failed[0].path)
+    values = {c.name: c.value for c in found}
+    binary, identity, version = values["binary"]
+    return Preflight(binary=binary, model=values["model"], attached=values.get("attached servers") or {},
+                     warnings=[c.warning for c in found if c.warning], version=version,
+                     identity=identity, checks=tuple(found))
+
+
+def engine_version(adapter: Adapter, binary: Path) -> tuple[Any, str]:
+    """The adapter's identity of ``binary`` (None before adapters have one) and its version."""
+    identify = getattr(adapter, "identity", None)
+    if identify is not None:
+        identity = identify(binary)
+        return identity, str(identity.version)
+    return None, adapter.version(binary)
+
+
+def _check(name: str, action: Callable[[], str | _Passed]) -> Check:
+    """Run one check: its action returns a detail (or a :class:`_Passed`), or raises with the fix."""
+    try:
+        done = action()
+    except SpecbenchError as exc:
+        what = getattr(exc, "what", None) or name
+        return Check(name, False, str(exc), what=what, path=getattr(exc, "path", None))
+    if isinstance(done, _Passed):
+        return Check(name, True, done.detail, what=name, value=done.value, warning=done.warning)
+    return Check(name, True, str(done), what=name)
+
+
+def _binary(adapter: Adapter, engine: EngineParams) -> _Passed:
+    path = engine_binary(engine)
+    try:
+        identity, version = engine_version(adapter, path)
+    except (SpecbenchError, OSError, subprocess.SubprocessError) as exc:
+        identity, version = None, f"unknown ({exc})"
+    label = version if version.lower().startswith("version") else f"version {version}"
+    return _Passed(f"{path} ({label})", (path, identity, version))
+
+
+def _model(engine: EngineParams, *, restage: bool, outputs: Path | None) -> _Passed:
+    model = engine_model(engine, restage=restage)
+    try:
+        return _Passed(model_matches_last_run(model, root=outputs), model)
+    except PreflightError as exc:
+        if not restage:
+            raise
+        return _Passed(f"{model}: present", model, str(exc))
+
+
+def _host(engine: EngineParams) -> Check:
+    warnings = bind_warnings(engine)
+    detail = f"servers listen on {engine.host}" + (" (beyond this machine)" if warnings else "")
+    return Check("host", True, detail, what="host", warning="; ".join(warnings))
+
+
+def _attached(plan: Plan, adapter: Adapter) -> _Passed:
+    found = check_attached(plan, adapter)
+    return _Passed("answering: " + ", ".join(f"{label} at {a['url']}" for label, a in found.items()),
+                   found)
 
 
 def _present(path: Path) -> bool:
@@ -226,8 +333,8 @@ def _present(path: Path) -> bool:
     return path.is_file() and path.stat().st_size > 0
 
 
-def _disk() -> str:
-    out = outputs_dir()
+def _disk(outputs: Path | None) -> str:
+    out = outputs or outputs_dir()
     probe = out if out.exists() else out.parent
     free = shutil.disk_usage(probe).free
     if free < _MIN_FREE_BYTES:
@@ -236,15 +343,26 @@ def _disk() -> str:
     return f"{free / 2**30:.1f} GiB free under {probe}"
 
 
-def _gpus() -> str:
+def _gpus(tp: int) -> str:
+    """At least ``tp`` GPUs visible: nvidia-smi's list, narrowed by CUDA_VISIBLE_DEVICES when set."""
+    need = f"engine.tp is {tp}, so each server needs {tp} visible NVIDIA GPU{'s' if tp > 1 else ''}"
     try:
         done = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
                               capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
-        raise PreflightError("nvidia-smi not found: this engine needs visible NVIDIA GPUs",
-                             what="gpu") from None
+        raise PreflightError(f"nvidia-smi not found or not answering: {need}; install the NVIDIA "
+                             f"driver, or check CUDA_VISIBLE_DEVICES", what="gpus") from None
     names = [line.strip() for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0 or not names:
-        raise PreflightError("no GPU visible (nvidia-smi lists none); check the driver and "
-                             "CUDA_VISIBLE_DEVICES", what="gpu")
-    return "; ".join(names)
+        raise PreflightError(f"no GPU visible (nvidia-smi lists none): {need}; check the driver "
+                             f"and CUDA_VISIBLE_DEVICES", what="gpus")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    count, source = len(names), "nvidia-smi"
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip()]))
+        source = f"{len(names)} listed by nvidia-smi, CUDA_VISIBLE_DEVICES={visible!r}"
+    if count < tp:
+        raise PreflightError(f"{need} but {count} {'is' if count == 1 else 'are'} visible ({source}); "
+                             f"lower engine.tp to {max(count, 1)}, or make {tp} GPUs visible with "
+                             f"CUDA_VISIBLE_DEVICES", what="gpus")
+    return f"{count} visible ({source}), engine.tp {tp}: " + "; ".join(names)

@@ -6,21 +6,21 @@ of every server config, the context guard's outcome per cell and the known-bad r
 
 from __future__ import annotations
 
-import html
 import shlex
 from pathlib import Path
 from typing import Any
 
+from .display import Rendered, html_table, html_text
 from .engines import get_adapter, server_launch
 from .params import Plan
 from .paths import default_llama_server, default_model
 from .validate import context_guard
 
+_CELL_COLUMNS = ("cell", "config", "budget", "workload", "context", "concurrency", "guard", "known_bad")
 
-class PlanPreview:
+
+class PlanPreview(Rendered):
     """The plan of a sweep, shown as tables; stands in for a result in a dry-run notebook."""
-
-    dry_run = True
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -73,6 +73,10 @@ class PlanPreview:
     def save_figure(self, fig: Any, name: str) -> None:
         """A dry run has no run directory; figures are not saved."""
 
+    def figures(self) -> dict[str, Any]:
+        """Nothing was measured, so there is nothing to draw."""
+        return {}
+
     def save_figures(self, figures: dict[str, Any]) -> list[Path]:
         return []
 
@@ -86,12 +90,21 @@ class PlanPreview:
         lines += [f"  known bad: {label}: {rule}" for label, rule in known.items()]
         return "\n".join(lines)
 
+    def html(self) -> str:
+        refused = sum(1 for r in self.rows if r["guard"] != "fits")
+        servers = [[s.label, s.method, s.budget, shlex.join(self.argv[s.label])]
+                   for s in self.plan.servers]
+        cells = [[r[k] for k in _CELL_COLUMNS] for r in self.rows]
+        flagged = ["background:#fee" if r["guard"] != "fits" or r["known_bad"] else None
+                   for r in self.rows]
+        return (html_text("dry run", bold=True, detail=repr(self.plan).splitlines()[0])
+                + html_text(f"context guard: {len(self.rows) - refused} cells fit, {refused} "
+                            f"refused before sending; nothing was started")
+                + html_table(["config", "method", "budget", "argv"], servers)
+                + html_table(_CELL_COLUMNS, cells, row_styles=flagged))
+
     def __repr__(self) -> str:
         return self.text()
-
-    def _repr_html_(self) -> str:
-        return (f"<p><b>dry run</b> · {html.escape(repr(self.plan).splitlines()[0])}</p>"
-                f"{self.servers().to_html(index=False)}{self.cells().to_html(index=False)}")
 
 
 def _describe(rule: Any) -> str:

@@ -1,22 +1,26 @@
-"""Sharing: notebooks rendered to HTML, ``outputs/index.html``, cross-run tables, LaTeX.
+"""Sharing: cross-run tables, and the files written from them and from runs.
 
-``compare`` reads any set of runs (default: the latest complete run of each phase) and answers
-the questions a paper asks: the best budget per phase × workload × context × concurrency, the
-speedups, TP1 → TP4 → TP8 scaling, acceptance length by budget, and every cell that failed.
+``compare`` reads any set of runs (default: the latest complete run of each phase) into a
+:class:`Comparison`, a value that answers the questions a paper asks: the best budget per phase ×
+workload × context × concurrency, the speedups, TP1 → TP4 → TP8 scaling, acceptance length by
+budget, and every cell that failed. The writers are functions apart from it: :func:`write`
+(``results.tex``, ``comparison.json`` and the index), :func:`build_index` (``outputs/index.html``)
+and :func:`render_html` (an executed notebook as HTML).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 import json
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .display import Rendered, frame_table, html_page, html_table, html_text, join, link
 from .errors import StoreError, ValidationFailed
 from .paths import outputs_dir
 from .results import SweepResult
-from .store import list_runs
+from .runs import RunDir, list_runs, runs_root
 
 HIDE_INPUT_TAG = "hide-input"
 _KEYS = ["phase", "workload", "context", "concurrency"]
@@ -42,23 +46,16 @@ def build_index(root: Path | None = None) -> Path:
     out = root or outputs_dir()
     rows = []
     for run in reversed(list_runs(out)):
-        path = Path(run["path"])
-        links = [f'<a href="{html.escape(str(p.relative_to(out)))}">{html.escape(p.name)}</a>'
-                 for p in sorted([*path.glob("*.html"), *path.glob("*.ipynb"),
-                                  *(path / "plots").glob("*.png")])]
+        files = RunDir(Path(run["path"])).shared_files()
         counts = run["counts"] or {}
         commit = f"{run['commit']}{' (dirty)' if run['dirty'] else ''}"
-        cells = [run["run_id"], run["phase"], run["started"], run["status"],
-                 *(counts.get(k, "") for k in ("ok", "invalid", "crashed", "skipped")), commit]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c or ''))}</td>" for c in cells)
-                    + f"<td>{' · '.join(links)}</td></tr>")
-    header = "".join(f"<th>{h}</th>" for h in ("run", "phase", "started", "status", "ok", "invalid",
-                                               "crashed", "skipped", "commit", "files"))
+        rows.append([run["run_id"], run["phase"], run["started"], run["status"],
+                     *(counts.get(k, "") for k in ("ok", "invalid", "crashed", "skipped")), commit,
+                     join(link(str(p.relative_to(out)), p.name) for p in files)])
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>specbench runs</title>"
-            f"<style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;border-bottom:1px solid #ddd}}"
-            f"</style></head><body><h1>specbench runs</h1><p>{len(rows)} runs · written {stamp}</p>"
-            f"<table><tr>{header}</tr>{''.join(rows)}</table></body></html>")
+    table = html_table(["run", "phase", "started", "status", "ok", "invalid", "crashed", "skipped",
+                        "commit", "files"], rows)
+    page = html_page("specbench runs", html_text(f"{len(rows)} runs · written {stamp}") + table)
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     index.write_text(page)
@@ -74,39 +71,47 @@ def latest_runs(root: Path | None = None) -> list[SweepResult]:
     return [SweepResult(path) for path in newest.values()]
 
 
-class Comparison:
-    """Tables across runs (one run per phase, typically); each method returns a DataFrame."""
+class Comparison(Rendered):
+    """Tables across runs (one run per phase, typically); each method returns a DataFrame.
+
+    Writing them out is :func:`write`'s job; in a notebook the comparison shows its best budgets.
+    """
 
     def __init__(self, runs: list[SweepResult]) -> None:
         if not runs:
             raise ValidationFailed("no runs to compare: run a phase first or name run ids",
-                                   run_dir=str(outputs_dir() / "runs"), counts={})
+                                   run_dir=str(runs_root()), counts={})
         self.runs = runs
 
-    def table(self) -> Any:
+    @cached_property
+    def _table(self) -> Any:
         import pandas as pd
 
         frames = [r.table().assign(phase=r.manifest.get("phase"), run_id=r.run_id) for r in self.runs]
         return pd.concat(frames, ignore_index=True)
 
+    def table(self) -> Any:
+        """The ok cells of every run, with its phase and run id."""
+        return self._table.copy()
+
     def best_budgets(self) -> Any:
         """The fastest ok config per phase × workload × context × concurrency, with its speedup."""
-        table = self.table()
+        table = self._table
         best = table.loc[table.groupby(_KEYS)["output_tok_s"].idxmax()]
         return best[[*_KEYS, "config", "budget", "output_tok_s", "speedup", "acceptance_length"]]
 
     def speedups(self) -> Any:
         """Speedup vs ``auto``: a row per phase × workload × context × concurrency, a column per config."""
-        return self.table().pivot_table(index=_KEYS, columns="config", values="speedup")
+        return self._table.pivot_table(index=_KEYS, columns="config", values="speedup")
 
     def scaling(self) -> Any:
         """Output tok/s per config across phases (TP1 → TP4 → TP8) at equal workload/context/concurrency."""
-        return self.table().pivot_table(index=["workload", "context", "concurrency", "config"],
-                                        columns="phase", values="output_tok_s")
+        return self._table.pivot_table(index=["workload", "context", "concurrency", "config"],
+                                       columns="phase", values="output_tok_s")
 
     def acceptance(self) -> Any:
         """Mean acceptance length by budget (columns) per phase, config series and workload."""
-        table = self.table()
+        table = self._table
         spec = table[table["budget"].notna()]
         return spec.pivot_table(index=["phase", "series", "workload"], columns="budget",
                                 values="acceptance_length")
@@ -121,32 +126,49 @@ class Comparison:
         return verdicts[verdicts["verdict"] != "ok"][
             ["phase", "run_id", "config", "workload", "context", "concurrency", "verdict", "reasons"]]
 
-    def write(self, folder: Path | None = None) -> list[Path]:
-        """Write ``results.tex`` (a LaTeX table per phase), ``comparison.json`` and the index."""
-        target = folder or outputs_dir() / "report"
-        target.mkdir(parents=True, exist_ok=True)
-        table = self.table()
-        cols = ["workload", "context", "concurrency", "config", "output_tok_s", "speedup",
-                "acceptance_length"]
-        parts = []
-        for phase, rows in table.groupby("phase"):
-            styler = rows[cols].sort_values(cols[:4]).style.hide(axis="index").format(
-                {"output_tok_s": "{:.1f}", "speedup": "{:.2f}", "acceptance_length": "{:.2f}"},
-                na_rep="--")
-            parts.append(styler.to_latex(caption=f"{phase}: output tokens/s, speedup vs "
-                                         f"autoregressive, mean acceptance length", hrules=True,
-                                         label=f"tab:specbench-{phase}"))
-        tex = target / "results.tex"
-        tex.write_text("\n".join(parts))
-        summary = target / "comparison.json"
-        summary.write_text(json.dumps({"runs": [r.run_id for r in self.runs],
-                                       "best": self.best_budgets().to_dict("records")},
-                                      indent=2, default=str))
-        return [tex, summary, build_index()]
+    def names(self) -> str:
+        return ", ".join(f"{r.manifest.get('phase')}: {r.run_id}" for r in self.runs)
 
-    def _repr_html_(self) -> str:
-        names = ", ".join(f"{r.manifest.get('phase')}: {r.run_id}" for r in self.runs)
-        return f"<p><b>comparing</b> {html.escape(names)}</p>{self.best_budgets().to_html(index=False)}"
+    def text(self) -> str:
+        return f"comparing {self.names()}\n{self.best_budgets().to_string(index=False)}"
+
+    def html(self) -> str:
+        return html_text("comparing", bold=True, detail=self.names()) + frame_table(self.best_budgets())
+
+    def __repr__(self) -> str:
+        return f"Comparison({[r.run_id for r in self.runs]!r})"
+
+
+def write(comparison: Comparison, folder: Path | None = None) -> list[Path]:
+    """Write ``results.tex`` (a LaTeX table per phase), ``comparison.json`` and the index."""
+    target = folder or outputs_dir() / "report"
+    target.mkdir(parents=True, exist_ok=True)
+    return [write_latex(comparison, target / "results.tex"),
+            write_summary(comparison, target / "comparison.json"), build_index()]
+
+
+def write_latex(comparison: Comparison, path: Path) -> Path:
+    """A LaTeX table per phase: output tokens/s, speedup and acceptance length per config."""
+    cols = ["workload", "context", "concurrency", "config", "output_tok_s", "speedup",
+            "acceptance_length"]
+    parts = []
+    for phase, rows in comparison.table().groupby("phase"):
+        styler = rows[cols].sort_values(cols[:4]).style.hide(axis="index").format(
+            {"output_tok_s": "{:.1f}", "speedup": "{:.2f}", "acceptance_length": "{:.2f}"},
+            na_rep="--")
+        parts.append(styler.to_latex(caption=f"{phase}: output tokens/s, speedup vs "
+                                     f"autoregressive, mean acceptance length", hrules=True,
+                                     label=f"tab:specbench-{phase}"))
+    path.write_text("\n".join(parts))
+    return path
+
+
+def write_summary(comparison: Comparison, path: Path) -> Path:
+    """``comparison.json``: the runs compared and the best budget of each group."""
+    path.write_text(json.dumps({"runs": [r.run_id for r in comparison.runs],
+                                "best": comparison.best_budgets().to_dict("records")},
+                               indent=2, default=str))
+    return path
 
 
 def compare(runs: str | list[str] | None = None, *, root: Path | None = None) -> Comparison:
@@ -154,8 +176,9 @@ def compare(runs: str | list[str] | None = None, *, root: Path | None = None) ->
     if runs is None or runs == "":
         return Comparison(latest_runs(root))
     ids = [r.strip() for r in runs.split(",")] if isinstance(runs, str) else list(runs)
-    base = (root or outputs_dir()) / "runs"
-    missing = [run_id for run_id in ids if run_id and not (base / run_id / "manifest.json").is_file()]
+    found = [RunDir.at(run_id, root=root) for run_id in ids if run_id]
+    missing = [run.run_id for run in found if not run.manifest_path.is_file()]
     if missing:
-        raise StoreError(f"no such runs: {', '.join(missing)}; see 'specbench runs'", path=base)
-    return Comparison([SweepResult(base / run_id) for run_id in ids if run_id])
+        raise StoreError(f"no such runs: {', '.join(missing)}; see 'specbench runs'",
+                         path=runs_root(root))
+    return Comparison([SweepResult(run.path) for run in found])

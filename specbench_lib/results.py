@@ -1,39 +1,35 @@
-"""A run's results as a notebook sees them: verdicts, the ok-only table, checks, figures."""
+"""A run's results as a value: its cells analysed now, verdicts, the ok-only table, checks.
+
+A :class:`SweepResult` reads a run directory once (manifest and cell records), analyses every
+cell from its stored requests (:func:`~.analysis.analyse`), and caches its tables; writing
+files is :mod:`.writers`' job.
+"""
 
 from __future__ import annotations
 
-import html
-import json
-from array import array
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .errors import ValidationFailed
-from .metrics import results_table
-from .validate import STATUSES
+from .analysis import analyse
+from .errors import StoreError, ValidationFailed
+from .records import STATUSES, CellRecord
+from .runs import RunDir
 
 _COLOURS = {"ok": "#d8f3dc", "invalid": "#ffe5b4", "crashed": "#ffccd5", "skipped": "#e9ecef"}
 
 
-_PACKED = {"token_times": "d", "chunk_sizes": "q", "output_ids": "q"}
+class Outcome(Protocol):
+    """What a phase notebook does with the value :func:`~.sweep.run_sweep` returns: a measured
+    :class:`SweepResult`, or a dry run's :class:`~.preview.PlanPreview`."""
 
+    def require_valid(self) -> None: ...
 
-def _packed(cell: dict[str, Any]) -> dict[str, Any]:
-    """A cell with its requests' per-token lists held as arrays (a quarter of the memory).
+    def figures(self) -> dict[str, Any]: ...
 
-    A float or a large int in a list costs 32-36 bytes, 8 in an ``array``: 10,000 cells of 100
-    requests took ~4 GB as lists. The arrays index, iterate and ``len()`` like the lists; compare
-    them with ``list(...)``; the files on disk are unchanged.
-    """
-    for req in cell.get("requests") or ():
-        for key, code in _PACKED.items():
-            values = req.get(key)
-            if isinstance(values, list):
-                try:
-                    req[key] = array(code, values)
-                except (TypeError, OverflowError):
-                    pass
-    return cell
+    def save_figures(self, figures: dict[str, Any]) -> list[Path]: ...
+
+    def summary(self) -> Any: ...
 
 
 class SweepResult:
@@ -41,64 +37,81 @@ class SweepResult:
 
     Only cells whose fingerprint matches the run's plan are read (``cells``); any other cell file
     is ``stale`` (an earlier plan, engine, model or code version) and never reaches a table or a
-    plot. ``missing`` lists planned cells that have no current file (an interrupted run).
+    plot. ``missing`` lists planned cells that have no current file (an interrupted run);
+    ``damaged`` the cell files that could not be read (each a :class:`StoreError` naming it).
     """
 
     def __init__(self, run_dir: str | Path) -> None:
-        self.run_dir = Path(run_dir)
-        every = [_packed(json.loads(p.read_text()))
-                 for p in sorted((self.run_dir / "cells").glob("*.json"))]
+        self.dir = RunDir(Path(run_dir))
+        self.run_dir = self.dir.path
+        self.manifest: dict[str, Any] = self.dir.manifest()
+        records, self.damaged = self.dir.read_cells()
+        every = [analyse(c) for c in records]
         expected = self.manifest.get("plan_fingerprints")
         if expected is None:
             self.cells, self.stale = every, []
         else:
-            self.cells = [c for c in every if expected.get(c["cell_id"]) == c.get("fingerprint")]
-            self.stale = [c for c in every if expected.get(c["cell_id"]) != c.get("fingerprint")]
-        self.missing = sorted(set(expected or ()) - {c["cell_id"] for c in self.cells})
+            self.cells = [c for c in every if expected.get(c.cell_id) == c.fingerprint]
+            self.stale = [c for c in every if expected.get(c.cell_id) != c.fingerprint]
+        self.missing = sorted(set(expected or ()) - {c.cell_id for c in self.cells})
 
     @property
     def run_id(self) -> str:
         return self.run_dir.name
 
     @property
-    def manifest(self) -> dict[str, Any]:
-        path = self.run_dir / "manifest.json"
-        return json.loads(path.read_text()) if path.exists() else {}
+    def phase(self) -> str | None:
+        return self.manifest.get("phase")
 
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUSES, 0)
         for cell in self.cells:
-            counts[cell["verdict"]["status"]] += 1
+            counts[cell.status] += 1
         return counts
 
-    def verdicts(self) -> Any:
-        """One row per cell: its spec, verdict, reasons and (ok cells only) throughput."""
+    def cell(self, cell_id: str) -> CellRecord:
+        found = next((c for c in self.cells if c.cell_id == cell_id), None)
+        if found is None:
+            raise StoreError(f"no current cell {cell_id!r} in this run", path=self.run_dir)
+        return found
+
+    @cached_property
+    def _verdicts(self) -> Any:
         import pandas as pd
 
         rows = []
         for cell in self.cells:
-            metrics = cell.get("metrics") or {}
-            rows.append({**{k: cell["spec"][k] for k in ("config", "series", "budget", "workload",
-                                                         "context", "concurrency")},
-                         "verdict": cell["verdict"]["status"],
-                         "output_tok_s": metrics.get("output_tok_s"),
-                         "reasons": "; ".join(cell["verdict"]["reasons"])})
-        frame = pd.DataFrame(rows)
-        if not frame.empty:
-            frame["budget"] = frame["budget"].astype("Int64")
+            spec = cell.spec
+            rows.append({"config": spec.config, "series": spec.series, "budget": spec.budget,
+                         "workload": spec.workload, "context": spec.context,
+                         "concurrency": spec.concurrency, "verdict": cell.status,
+                         "output_tok_s": (cell.metrics or {}).get("output_tok_s"),
+                         "reasons": "; ".join(cell.verdict.reasons)})
+        frame = pd.DataFrame(rows, columns=["config", "series", "budget", "workload", "context",
+                                            "concurrency", "verdict", "output_tok_s", "reasons"])
+        frame["budget"] = frame["budget"].astype("Int64")
         return frame
 
-    def table(self) -> Any:
-        """The metrics of ok cells only, with speedup vs ``auto`` (see metrics.results_table)."""
+    def verdicts(self) -> Any:
+        """One row per cell: its spec, verdict, reasons and (ok cells only) throughput."""
+        return self._verdicts.copy()
+
+    @cached_property
+    def _table(self) -> Any:
+        from .metrics import results_table
+
         unstable_cv = (self.manifest.get("params") or {}).get("unstable_cv", 0.10)
         return results_table(self.cells, unstable_cv=unstable_cv)
 
+    def table(self) -> Any:
+        """The metrics of ok cells only, with speedup vs ``auto`` (see metrics.results_table)."""
+        return self._table.copy()
+
     def summary(self) -> Any:
         """Mean output tok/s and speedup per config, workload, context and concurrency."""
-        table = self.table()
         cols = ["config", "workload", "context", "concurrency", "output_tok_s", "speedup",
                 "acceptance_length", "ttft_mean_s"]
-        return table[cols].sort_values(["workload", "context", "concurrency", "config"])
+        return self._table[cols].sort_values(["workload", "context", "concurrency", "config"])
 
     def require_valid(self) -> None:
         """Raise :class:`ValidationFailed` when the run has no ok cell or no ok baseline."""
@@ -106,51 +119,64 @@ class SweepResult:
         if counts["ok"] == 0:
             raise ValidationFailed(f"run {self.run_id} has no ok cell: {counts}; see the verdict "
                                    f"table's reasons", run_dir=self.run_dir, counts=counts)
-        if not any(c["verdict"]["status"] == "ok" and c["spec"]["method"] == "auto"
-                   for c in self.cells):
+        if not any(c.verdict.ok and c.spec.method == "auto" for c in self.cells):
             raise ValidationFailed(f"run {self.run_id} has no ok 'auto' baseline cell, so no "
                                    f"speedup can be computed: {counts}", run_dir=self.run_dir,
                                    counts=counts)
 
+    def figures(self) -> dict[str, Any]:
+        """Every standard figure of a phase notebook by file name (see :mod:`.plots`)."""
+        from .plots import standard
+
+        return standard(self)
+
     def write_results(self) -> Path:
         """Write ``results.csv`` and ``results.parquet`` (ok, current cells only)."""
-        table = self.table()
-        path = self.run_dir / "results.csv"
-        table.to_csv(path, index=False)
-        table.to_parquet(self.run_dir / "results.parquet", index=False)
-        return path
+        from .writers import write_tables
+
+        return write_tables(self)
 
     def save_figure(self, fig: Any, name: str) -> Path:
         """Save a figure as PNG and SVG under ``plots/``; returns the PNG's path."""
-        plots = self.run_dir / "plots"
-        plots.mkdir(exist_ok=True)
-        fig.savefig(plots / f"{name}.svg", bbox_inches="tight")
-        png = plots / f"{name}.png"
-        fig.savefig(png, dpi=120, bbox_inches="tight")
-        return png
+        from .writers import save_figure
+
+        return save_figure(self.dir, fig, name)
 
     def save_figures(self, figures: dict[str, Any]) -> list[Path]:
-        """Save each figure of :func:`plots.standard` under ``plots/``; returns the PNG paths."""
+        """Save each figure of :meth:`figures` under ``plots/``; returns the PNG paths."""
         return [self.save_figure(fig, name) for name, fig in figures.items()]
 
-    def _repr_html_(self) -> str:
-        manifest = self.manifest
+    def text(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
-        extra = "".join(f" · {len(v)} {k}" for k, v in (("stale", self.stale), ("missing", self.missing))
-                        if v)
-        head = (f"<p><b>run {html.escape(self.run_id)}</b> · {html.escape(str(manifest.get('status')))}"
-                f" · {counts}{extra} · {manifest.get('elapsed_s', '?')} s</p>")
-        rows = []
-        for _, row in self.verdicts().iterrows():
-            colour = _COLOURS.get(row["verdict"], "white")
-            tok_s = "" if row["output_tok_s"] is None else f"{row['output_tok_s']:.1f}"
-            cells = [row["config"], row["workload"], row["context"], row["concurrency"],
-                     row["verdict"], tok_s, row["reasons"]]
-            rows.append(f"<tr style='background:{colour}'>" +
-                        "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-        header = "".join(f"<th>{h}</th>" for h in ("config", "workload", "context", "concurrency",
-                                                   "verdict", "output tok/s", "reasons"))
-        return f"{head}<table><tr>{header}</tr>{''.join(rows)}</table>"
+        extra = "".join(f", {len(v)} {k}" for k, v in (("stale", self.stale),
+                                                       ("missing", self.missing),
+                                                       ("damaged", self.damaged)) if v)
+        lines = [f"run {self.run_id} · {self.manifest.get('status')} · {counts}{extra} · "
+                 f"{self.manifest.get('elapsed_s', '?')} s"]
+        for cell in self.cells:
+            tok_s = (cell.metrics or {}).get("output_tok_s")
+            lines.append(f"  {cell.cell_id}: {cell.status}"
+                         + (f", {tok_s:.1f} tok/s" if tok_s is not None else "")
+                         + (f" ({'; '.join(cell.verdict.reasons)})" if cell.verdict.reasons else ""))
+        lines += [f"  damaged: {error}" for error in self.damaged]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        from .display import html_table, html_text
+
+        head = html_text(self.text().splitlines()[0], bold=True)
+        frame = self._verdicts
+        rows = [[r.config, r.workload, r.context, r.concurrency, r.verdict,
+                 "" if r.output_tok_s is None or r.output_tok_s != r.output_tok_s
+                 else f"{r.output_tok_s:.1f}", r.reasons] for r in frame.itertuples()]
+        styles = [f"background:{_COLOURS.get(r.verdict, 'white')}" for r in frame.itertuples()]
+        table = html_table(["config", "workload", "context", "concurrency", "verdict",
+                            "output tok/s", "reasons"], rows, row_styles=styles)
+        damaged = "".join(html_text(f"damaged: {e}") for e in self.damaged)
+        return f"{head}{table}{damaged}"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/plain": self.text(), "text/html": self.html()}
 
     def __repr__(self) -> str:
         return f"SweepResult({self.run_id!r}, {self.counts()})"

@@ -7,31 +7,13 @@ planned prompt and output token counts, by the server's own report, with no erro
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from .dispatch import RequestRecord
+from .records import STATUSES, Reason, RequestRecord, Status, Verdict
 
-Status = Literal["ok", "invalid", "crashed", "skipped"]
-STATUSES: tuple[Status, ...] = ("ok", "invalid", "crashed", "skipped")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A cell's status, every reason that applied, and the measured requests that failed.
-
-    An ``ok`` cell may carry reasons only when ``max_failed_fraction`` tolerated some failed
-    requests: those reasons start with ``tolerated:`` and ``failed`` lists the requests' indices,
-    which metrics leave out (and count).
-    """
-
-    status: Status
-    reasons: tuple[str, ...] = field(default_factory=tuple)
-    failed: tuple[int, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
+__all__ = ["RULES", "STATUSES", "Reason", "Rule", "Status", "Verdict", "context_guard",
+           "judge_cell", "judge_counters", "request_problems"]
 
 
 @dataclass(frozen=True)
@@ -83,41 +65,41 @@ RULES: tuple[Rule, ...] = (
 
 
 def request_problems(rec: RequestRecord, *, speculative: bool = False,
-                     prefix_cache: bool = False) -> list[str]:
-    """Every reason (code: details) that applies to one request; empty when it is valid.
+                     prefix_cache: bool = False) -> list[Reason]:
+    """Every reason that applies to one request; empty when it is valid.
 
     A transport or server error (HTTP status, stream error, timeout, dropped connection) is the
     only reason given for its request: the missing output follows from it.
     """
     if rec.error_kind is not None:
-        return [f"{rec.error_kind}: {rec.error or ''}".strip()[:300]]
+        return [Reason(rec.error_kind, (rec.error or "")[:300 - len(rec.error_kind) - 2])]
     final = rec.final
     if final is None:
-        return ["incomplete_stream: the stream ended without final statistics"]
+        return [Reason("incomplete_stream", "the stream ended without final statistics")]
     problems = []
     completion = final.completion_tokens or 0
     if completion == 0:
-        problems.append("empty_output: the server reported 0 completion tokens")
+        problems.append(Reason("empty_output", "the server reported 0 completion tokens"))
     elif completion < rec.max_tokens:
         note = " (truncated by the context)" if final.truncated else ""
-        problems.append(f"short_output: {completion} of {rec.max_tokens} tokens{note}")
+        problems.append(Reason("short_output", f"{completion} of {rec.max_tokens} tokens{note}"))
     elif completion > rec.max_tokens:
-        problems.append(f"long_output: {completion} tokens for a limit of {rec.max_tokens}")
+        problems.append(Reason("long_output", f"{completion} tokens for a limit of {rec.max_tokens}"))
     if final.truncated:
-        problems.append("truncated: the server reports the output truncated")
+        problems.append(Reason("truncated", "the server reports the output truncated"))
     if final.prompt_tokens is not None and final.prompt_tokens != rec.prompt_tokens_planned:
-        problems.append(f"prompt_mismatch: server counted {final.prompt_tokens} prompt tokens, "
-                        f"planned {rec.prompt_tokens_planned}")
+        problems.append(Reason("prompt_mismatch", f"server counted {final.prompt_tokens} prompt "
+                               f"tokens, planned {rec.prompt_tokens_planned}"))
     if completion and len(rec.token_times) != completion:
-        problems.append(f"token_count_mismatch: {len(rec.token_times)} tokens streamed, server "
-                        f"reported {completion}")
+        problems.append(Reason("token_count_mismatch", f"{len(rec.token_times)} tokens streamed, "
+                               f"server reported {completion}"))
     if not prefix_cache and final.cached_tokens:
-        problems.append(f"prefix_cache_hit: the server took {final.cached_tokens} prompt tokens "
-                        f"from its cache; the prefill was not measured (set engine.prefix_cache "
-                        f"to allow it)")
+        problems.append(Reason("prefix_cache_hit", f"the server took {final.cached_tokens} prompt "
+                               f"tokens from its cache; the prefill was not measured (set "
+                               f"engine.prefix_cache to allow it)"))
     if speculative and final.verify_steps is None:
-        problems.append("missing_spec_stats: a speculative config, but the server reported no "
-                        "verify-step count for the request")
+        problems.append(Reason("missing_spec_stats", "a speculative config, but the server "
+                               "reported no verify-step count for the request"))
     return problems
 
 
@@ -138,16 +120,15 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
         prefix_cache: prompt tokens served from the server's cache are allowed.
     """
     if not server_alive or crash_line:
-        first = (("server_died: the server process exited, or stopped answering its health "
-                  "endpoint, during the cell",) if not server_alive else ())
-        log = ((f"{'log' if first else 'crash_signature'}: {crash_line}",) if crash_line else ())
+        first = ((Reason("server_died", "the server process exited, or stopped answering its "
+                         "health endpoint, during the cell"),) if not server_alive else ())
+        log = ((Reason("log" if first else "crash_signature", crash_line),) if crash_line else ())
         seen = Counter(p for rec in records for p in request_problems(
             rec, speculative=speculative, prefix_cache=prefix_cache))
-        requests = tuple(f"{text} (x{n})" if n > 1 else text for text, n in seen.items())
-        return Verdict("crashed", (*first, *log, *requests))
+        return Verdict("crashed", (*first, *log, *(r.counted(n) for r, n in seen.items())))
     measured = [r for r in records if not r.warmup]
     planned = len(measured) if planned is None else planned
-    reasons: Counter[str] = Counter()
+    reasons: Counter[Reason] = Counter()
     warm_bad, failed = False, []
     for rec in records:
         problems = request_problems(rec, speculative=speculative, prefix_cache=prefix_cache)
@@ -157,44 +138,19 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
             warm_bad = True
         elif problems:
             failed.append(rec.index)
-    texts = [f"{text} (x{n})" if n > 1 else text for text, n in reasons.items()]
-    cell: list[str] = []
+    counted = [r.counted(n) for r, n in reasons.items()]
+    cell: list[Reason] = []
     if len(measured) < planned:
-        cell.append(f"too_few_completed: {len(measured)} of {planned} planned requests were sent")
+        cell.append(Reason("too_few_completed", f"{len(measured)} of {planned} planned requests "
+                           f"were sent"))
     allowed = int(max_failed_fraction * planned + 1e-9)
     missing = max(planned - len(measured), 0)
     if max_failed_fraction > 0 and len(failed) + missing > allowed:
-        cell.append(f"failed_fraction: {len(failed) + missing} of {planned} requests failed, "
-                    f"max_failed_fraction {max_failed_fraction:g} allows {allowed}")
+        cell.append(Reason("failed_fraction", f"{len(failed) + missing} of {planned} requests "
+                           f"failed, max_failed_fraction {max_failed_fraction:g} allows {allowed}"))
     if cell or warm_bad or len(failed) > allowed:
-        return Verdict("invalid", (*texts, *cell), tuple(failed))
-    return Verdict("ok", tuple(f"tolerated: {t}" for t in texts), tuple(failed))
-
-
-RATE_TOLERANCE = 0.05  # achieved send rate may fall this fraction below the schedule's
-
-
-def rate_shortfall(records: list[RequestRecord], target_rate: float | None) -> dict[str, Any]:
-    """Target vs achieved send rate of an open-loop cell's measured requests (empty if closed loop).
-
-    The achieved rate is (n - 1) / (last send - first send); it is compared with the rate of the
-    drawn schedule itself (Poisson draws of a few requests differ from the target), and
-    ``rate_not_reached`` is set when it falls more than ``RATE_TOLERANCE`` below it.
-    """
-    sent = [r for r in records if not r.warmup and r.scheduled is not None]
-    if target_rate is None or len(sent) < 2:
-        return {}
-    starts = sorted(r.start for r in sent)
-    planned = sorted(r.scheduled for r in sent if r.scheduled is not None)
-    achieved = (len(sent) - 1) / (starts[-1] - starts[0]) if starts[-1] > starts[0] else None
-    scheduled = (len(sent) - 1) / (planned[-1] - planned[0]) if planned[-1] > planned[0] else None
-    late = max(r.start - (r.scheduled or 0.0) for r in sent)
-    short = achieved is not None and scheduled is not None and (
-        achieved < (1 - RATE_TOLERANCE) * scheduled)
-    return {"target_rate_rps": target_rate, "scheduled_rate_rps": scheduled,
-            "achieved_rate_rps": achieved, "max_send_lag_s": late, "rate_not_reached": short,
-            "rate_note": (f"rate_not_reached: sent {achieved:.3g}/s of a scheduled {scheduled:.3g}/s "
-                          f"(target {target_rate:g}/s)") if short else None}
+        return Verdict("invalid", (*counted, *cell), tuple(failed))
+    return Verdict("ok", tuple(r.as_tolerated() for r in counted), tuple(failed))
 
 
 def judge_counters(verdict: Verdict, counters: dict[str, Any]) -> Verdict:
@@ -204,7 +160,7 @@ def judge_counters(verdict: Verdict, counters: dict[str, Any]) -> Verdict:
         return verdict
     why = counters.get("error") or ("no speculative counters" if not counters
                                     else "the draft counters did not move during the cell")
-    return Verdict("invalid", (*verdict.reasons, f"missing_spec_stats: {why}"), verdict.failed)
+    return Verdict("invalid", (*verdict.reasons, Reason("missing_spec_stats", why)), verdict.failed)
 
 
 def context_guard(*, prompt_tokens: int, output_tokens: int, reserve: int,
@@ -213,7 +169,7 @@ def context_guard(*, prompt_tokens: int, output_tokens: int, reserve: int,
     need = prompt_tokens + output_tokens + reserve
     if need <= context - 1:
         return None
-    return Verdict("invalid", (
-        f"context_overflow: prompt {prompt_tokens} + output {output_tokens} + speculative "
+    return Verdict("invalid", (Reason(
+        "context_overflow", f"prompt {prompt_tokens} + output {output_tokens} + speculative "
         f"reserve {reserve} = {need} tokens > context {context} - 1; lower the context or "
-        f"output tokens, or start the server with a larger context",))
+        f"output tokens, or start the server with a larger context"),))

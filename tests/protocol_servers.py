@@ -198,6 +198,8 @@ class _VllmHandler(_Base):
                 "root": srv.model, "parent": None, "max_model_len": srv.context}]})
         elif self.path == "/metrics":
             self._text(200, srv.prometheus(), "text/plain; version=0.0.4; charset=utf-8")
+        elif self.path == "/version":
+            self._json(200, {"version": "0.32.0"})
         else:
             self._json(404, {"detail": "Not Found"})
 

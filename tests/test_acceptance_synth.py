@@ -30,19 +30,19 @@ def test_synthetic_rates_give_the_implied_acceptance_length(engine, outputs: Pat
     import specbench_lib as sb
 
     result = sb.run_sweep(sb.load_plan(SYNTH), progress=False)
-    cells = {c["spec"]["config"]: c for c in result.cells}
-    assert {k: c["verdict"]["status"] for k, c in cells.items()} == {"auto": "ok", "synth-b4": "ok"}
+    cells = {c.spec.config: c for c in result.cells}
+    assert {k: c.status for k, c in cells.items()} == {"auto": "ok", "synth-b4": "ok"}
     synth = cells["synth-b4"]
-    for req in synth["requests"]:
-        final = req["final"]
-        assert final["completion_tokens"] == 256 == len(req["token_times"])
-        assert final["prompt_tokens"] == 128
-        assert final["draft_tokens"] > 0
-    measured = synth["metrics"]["acceptance_length"]
+    for req in synth.requests:
+        final = req.final
+        assert final.completion_tokens == 256 == len(req.token_times)
+        assert final.prompt_tokens == 128
+        assert final.draft_tokens > 0
+    measured = synth.metrics["acceptance_length"]
     expected = implied_acceptance(RATES, 256)
     print(f"acceptance length: measured {measured:.3f}, implied {expected:.3f}")
     assert measured == pytest.approx(expected, abs=0.3)
-    assert cells["auto"]["metrics"]["acceptance_length"] == pytest.approx(1.0)
+    assert cells["auto"].metrics["acceptance_length"] == pytest.approx(1.0)
     table = result.table()
     row = table[table["config"] == "synth-b4"].iloc[0]
     assert row["lossless_n"] == 3 and 0 <= row["lossless_identical"] <= 1

@@ -15,10 +15,10 @@ from protocol_servers import _SGLangHandler, sglang_server
 import specbench_lib as sb
 from specbench_lib.engines import get_adapter, server_launch
 from specbench_lib.errors import ParamsError, PreflightError
+from specbench_lib.fingerprint import Components, cell_fingerprints
 from specbench_lib.params import AttachParams, ConfigParams, build_plan
 from specbench_lib.preflight import check_attached
 from specbench_lib.server import AttachedServer
-from specbench_lib.sweep import cell_fingerprints
 
 SECRET = "sk-planted-7f3a9c1e5b"
 CUDA = "RuntimeError: CUDA error: an illegal instruction was encountered"
@@ -102,16 +102,16 @@ def test_attached_unit_journal_crash_signature_and_unit_state(
         still_up = httpx.get(f"{srv.url}/health").status_code
 
     assert still_up == 200  # an attached server is never stopped
-    cells = {c["spec"]["config"]: c for c in result.cells}
+    cells = {c.spec.config: c for c in result.cells}
     crashed = cells["auto"]
-    assert crashed["verdict"]["status"] == "crashed"
-    assert crashed["verdict"]["reasons"][0].startswith("crash_signature:")
-    assert CUDA in crashed["verdict"]["reasons"][0]
-    assert CUDA in crashed["log_excerpt"] and crashed["returncode"] is None
-    assert cells["ok"]["verdict"]["status"] == "ok", cells["ok"]["verdict"]
-    down = cells["down"]["verdict"]
-    assert down["status"] == "crashed"
-    assert "unit sglang-down.service of attached server down is failed" in down["reasons"][0]
+    assert crashed.status == "crashed"
+    assert crashed.verdict.reasons[0].startswith("crash_signature:")
+    assert CUDA in crashed.verdict.reasons[0]
+    assert CUDA in crashed.facts.log_excerpt and crashed.facts.returncode is None
+    assert cells["ok"].status == "ok", cells["ok"].verdict
+    down = cells["down"].verdict
+    assert down.status == "crashed"
+    assert "unit sglang-down.service of attached server down is failed" in down.reasons[0]
 
     manifest = result.manifest
     for label, unit in (("auto", "sglang-ddtree.service"), ("ok", "sglang-ok.service")):
@@ -150,9 +150,10 @@ def test_port_preflight_skips_attached_configs_and_fingerprints_follow_settings(
             config = ConfigParams(name="auto", method="auto", attach=AttachParams(url=srv.url))
             other_plan = build_plan(plan.params.model_copy(update={"configs": (config,)}), source=params)
             attached = check_attached(other_plan, adapter)
-            prints.append(cell_fingerprints(plan, launches, "v", "m", attached))
+            components = Components(engine={"version": "v"}, model="m", code="c", request={})
+            prints.append(cell_fingerprints(plan, {"auto": []}, components, attached))
     assert prints[0] == prints[1] != prints[2]
-    assert result.cells[0]["fingerprint"] == result.manifest["plan_fingerprints"]["auto__code__ctx128__c1"]
+    assert result.cells[0].fingerprint == result.manifest["plan_fingerprints"]["auto__code__ctx128__c1"]
 
 
 def test_attached_preflight_errors_before_any_run_dir(tmp_path: Path, outputs: Path,

@@ -211,8 +211,9 @@ def test_template_params_validation() -> None:
         EngineParams(kind="sglang", model="/m")
     assert isinstance(get_adapter(template_engine(api="vllm")), VllmAdapter)
     assert isinstance(get_adapter("llamacpp"), LlamaCppAdapter)
-    with pytest.raises(ValueError, match="unknown engine kind"):
+    with pytest.raises(ParamsError, match="unknown engine kind") as err:
         get_adapter("tgi")
+    assert err.value.key == "engine.kind" and err.value.value == "tgi"
 
 
 def test_render_doc_example() -> None:

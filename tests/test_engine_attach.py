@@ -69,18 +69,18 @@ concurrency: [1]
     assert llama_server.poll() is None, "the sweep stopped a server it did not start"
     assert httpx.get(f"{url}/health").status_code == 200
     assert server_processes(LAUNCHED_PORT) == []  # the launched baseline is gone
-    cells = {c["spec"]["config"]: c for c in result.cells}
+    cells = {c.spec.config: c for c in result.cells}
     for label in ("auto", "ngram-b8"):
-        assert cells[label]["verdict"]["status"] == "ok", cells[label]["verdict"]
-        assert cells[label]["metrics"]["output_tok_s"] > 0
-    drafted = sum(r["final"]["draft_tokens"] for r in cells["ngram-b8"]["requests"])
+        assert cells[label].status == "ok", cells[label].verdict
+        assert cells[label].metrics["output_tok_s"] > 0
+    drafted = sum(r.final.draft_tokens for r in cells["ngram-b8"].requests)
     assert drafted > 0  # the attached server really is the speculative one
 
     servers = result.manifest["servers"]
     assert servers["auto"]["controlled"] is True and servers["auto"]["argv"]
     attached = servers["ngram-b8"]
     assert attached["controlled"] is False and attached["url"] == url and attached["unit"] is None
-    assert "argv" not in attached and cells["ngram-b8"]["server"]["argv"] == []
+    assert "argv" not in attached and cells["ngram-b8"].server_argv == ()
     assert attached["effective"]["default_generation_settings"]["n_ctx"] == 2048
     leaked = [str(p) for p in result.run_dir.rglob("*")
               if p.is_file() and SECRET.encode() in p.read_bytes()]

@@ -159,14 +159,17 @@ def test_sglang_tokenize_with_local_tokenizer_json(tmp_path: Path,
 # --- vLLM -----------------------------------------------------------------------------------
 
 def test_vllm_stream_usage_and_metrics_deltas() -> None:
-    adapter = VllmAdapter()
+    unbound = VllmAdapter()
     with vllm_server("spec", accept=3) as srv, httpx.Client(base_url=srv.url) as client:
-        info = adapter.server_info(client)
+        info = unbound.server_info(client)
+        adapter = unbound.for_server(info)  # requests name the model the server reported
         before = adapter.metrics_snapshot(client)
         result, verdict = run(adapter, srv.url)
         stats = adapter.cell_spec_stats(before, adapter.metrics_snapshot(client))
         body = srv.bodies[-1][1]
     assert info.context_per_request == 4096 and body["model"] == "/models/Qwen3-8B"
+    assert info.served_model == "/models/Qwen3-8B" and info.version == "0.32.0"
+    assert unbound.served_model is None and adapter.served_model == "/models/Qwen3-8B"
     assert verdict.status == "ok", verdict.reasons
     for rec in result.records:
         assert rec.chunk_sizes == [3, 3, 3, 3] and len(rec.token_times) == MAX

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from specbench_lib.records import CellRecord
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "tiny.yaml"
 BIN = Path(sys.executable).parent
@@ -23,8 +25,9 @@ def only_run_dir(outputs: Path) -> Path:
     return runs[0]
 
 
-def read_cells(run_dir: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in (run_dir / "cells").glob("*.json")}
+def read_cells(run_dir: Path) -> dict[str, CellRecord]:
+    return {p.stem: CellRecord.from_dict(json.loads(p.read_text()))
+            for p in (run_dir / "cells").glob("*.json")}
 
 
 @pytest.mark.engine
@@ -56,17 +59,17 @@ def test_cli_runs_the_phase_notebook_into_a_run_dir(engine, outputs: Path) -> No
     assert manifest["verdict_counts"] == {"ok": 3, "invalid": 3, "crashed": 0, "skipped": 0}
     for cell_id, cell in cells.items():
         if "ctx2000" in cell_id:
-            assert cell["verdict"]["status"] == "invalid"
-            assert cell["verdict"]["reasons"][0].startswith("context_overflow: prompt 2000")
-            assert cell["metrics"] is None and "requests" not in cell
+            assert cell.status == "invalid"
+            assert cell.verdict.reasons[0].startswith("context_overflow: prompt 2000")
+            assert cell.metrics is None and not cell.requests
         else:
-            assert cell["verdict"]["status"] == "ok", cell["verdict"]
-            assert cell["metrics"]["output_tok_s"] > 0
-            assert len(cell["requests"]) == 3
-            for req in cell["requests"]:
-                assert req["final"]["prompt_tokens"] == 128
-                assert req["final"]["completion_tokens"] == 64
-            assert len({p["sha"] for p in cell["prompts"]}) == 3
+            assert cell.status == "ok", cell.verdict
+            assert cell.metrics["output_tok_s"] > 0
+            assert len(cell.requests) == 3
+            for req in cell.requests:
+                assert req.final.prompt_tokens == 128
+                assert req.final.completion_tokens == 64
+            assert len({p.sha for p in cell.prompts}) == 3
 
     with open(run_dir / "results.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -106,7 +109,7 @@ def test_cli_runs_the_phase_notebook_into_a_run_dir(engine, outputs: Path) -> No
 @pytest.mark.engine
 def test_plain_papermill_with_one_budget(engine, outputs: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.ipynb"
-    done = subprocess.run([str(BIN / "papermill"), "notebooks/tp1.ipynb", str(out),
+    done = subprocess.run([str(BIN / "papermill"), "--inject-paths", "notebooks/tp1.ipynb", str(out),
                            "-p", "params_file", str(TINY), "-p", "budget", "8"],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
                           env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
@@ -115,7 +118,7 @@ def test_plain_papermill_with_one_budget(engine, outputs: Path, tmp_path: Path) 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["budget"] == 8 and set(manifest["servers"]) == {"auto", "ngram-b8"}
     assert manifest["notebook"] == "out.ipynb"
-    assert {c["spec"]["config"] for c in read_cells(run_dir).values()} == {"auto", "ngram-b8"}
+    assert {c.spec.config for c in read_cells(run_dir).values()} == {"auto", "ngram-b8"}
     copied = run_dir / "out.ipynb"
     deadline = time.monotonic() + 20
     while not copied.exists() and time.monotonic() < deadline:
@@ -164,14 +167,14 @@ def test_server_killed_mid_sweep_crashes_its_cells_only(engine, outputs: Path,
     sweep.join(timeout=300)
     assert killed is not None, "the ngram server never became ready"
     result = box["r"]
-    cells = {c["cell_id"]: c for c in result.cells}
-    assert [cells[f"auto__code__ctx{c}__c1"]["verdict"]["status"] for c in (128, 256)] == ["ok", "ok"]
+    cells = {c.cell_id: c for c in result.cells}
+    assert [cells[f"auto__code__ctx{c}__c1"].status for c in (128, 256)] == ["ok", "ok"]
     for ctx in (128, 256):
         cell = cells[f"ngram-b8__code__ctx{ctx}__c1"]
-        assert cell["verdict"]["status"] == "crashed", cell["verdict"]
-        assert cell["metrics"] is None
-        assert cell["returncode"] == -9
-        assert "# argv:" in cell["log_excerpt"] and "llama-server" in cell["log_excerpt"]
+        assert cell.status == "crashed", cell.verdict
+        assert cell.metrics is None
+        assert cell.facts.returncode == -9
+        assert "# argv:" in cell.facts.log_excerpt and "llama-server" in cell.facts.log_excerpt
     assert result.manifest["status"] == "complete"
     assert sorted(result.table()["config"]) == ["auto", "auto"]
     with pytest.raises(ProcessLookupError):
@@ -208,12 +211,12 @@ def test_server_never_ready_crashes_its_cells_and_the_next_config_runs(engine, o
     started = time.monotonic()
     result = sb.run_sweep(sb.load_plan(params), progress=False)
     assert time.monotonic() - started < 40
-    cells = {c["spec"]["config"]: c for c in result.cells}
+    cells = {c.spec.config: c for c in result.cells}
     hung = cells["auto"]
-    assert hung["verdict"]["status"] == "crashed"
-    assert hung["verdict"]["reasons"][0] == "server_failed: server auto not ready within 4 s"
-    assert hung["returncode"] is None and "# argv: sleep 30" in hung["log_excerpt"]
-    assert cells["ngram-b8"]["verdict"]["status"] == "ok", cells["ngram-b8"]["verdict"]
+    assert hung.status == "crashed"
+    assert hung.verdict.reasons[0] == "server_failed: server auto not ready within 4 s"
+    assert hung.facts.returncode is None and "# argv: sleep 30" in hung.facts.log_excerpt
+    assert cells["ngram-b8"].status == "ok", cells["ngram-b8"].verdict
     sleeper = result.manifest["servers"]["auto"]["pid"]
     with pytest.raises(ProcessLookupError):
         os.kill(sleeper, 0)
@@ -289,9 +292,9 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
     for name, content in before.items():
         assert after[name] == content, f"{name} was measured again"
     assert not (run_dir / "cells" / "history").exists()
-    skipped = [c for c in result.cells if c["spec"]["config"] == "ngram-b16"]
-    assert [c["verdict"]["status"] for c in skipped] == ["skipped", "skipped"]
-    assert skipped[0]["verdict"]["reasons"] == ["known_bad: crashes at start-up on SM120"]
+    skipped = [c for c in result.cells if c.spec.config == "ngram-b16"]
+    assert [c.status for c in skipped] == ["skipped", "skipped"]
+    assert list(skipped[0].verdict.reasons) == ["known_bad: crashes at start-up on SM120"]
     assert not (run_dir / "logs" / "ngram-b16.log").exists()
     assert result.counts() == {"ok": 4, "invalid": 0, "crashed": 0, "skipped": 2}
     manifest = result.manifest
@@ -305,8 +308,8 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
     assert again.counts() == {"ok": 4, "invalid": 0, "crashed": 0, "skipped": 2}
     assert again.manifest["servers"] == {}
     reused = again.manifest["attempts"][0]["reused_from"]
-    assert reused == {c["cell_id"]: "r1" for c in result.cells if c["verdict"]["status"] == "ok"}
-    assert all(c.get("reused_from") == "r1" for c in again.cells if c["verdict"]["status"] == "ok")
+    assert reused == {c.cell_id: "r1" for c in result.cells if c.status == "ok"}
+    assert all(c.provenance.reused_from == "r1" for c in again.cells if c.status == "ok")
 
 
 @pytest.mark.engine
@@ -321,9 +324,9 @@ def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
     result = sb.run_sweep(sb.load_plan(params, budget=8), progress=False)
     assert result.counts()["invalid"] == 2
     for cell in result.cells:
-        reasons = cell["verdict"]["reasons"]
+        reasons = cell.verdict.reasons
         assert reasons[0].startswith("http_400") and "exceed_context_size_error" in reasons[0]
-        assert cell["metrics"] is None
+        assert cell.metrics is None
     assert len(result.table()) == 0
 
 

@@ -90,29 +90,29 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> sb.SweepResult:
 
 
 def test_every_fault_gets_its_verdict_and_reason(swept: sb.SweepResult) -> None:
-    cells = {c["cell_id"]: c for c in swept.cells}
+    cells = {c.cell_id: c for c in swept.cells}
     assert len(cells) == 2 * (1 + len(FAULTS))
     for ctx in (16, 32):
-        assert cells[f"auto__code__ctx{ctx}__c1"]["verdict"]["status"] == "ok"
+        assert cells[f"auto__code__ctx{ctx}__c1"].status == "ok"
     for name, (budget, _, status, prefix) in FAULTS.items():
         first = cells[f"{name}-b{budget}__code__ctx16__c1"]
-        assert first["verdict"]["status"] == status, (name, first["verdict"])
-        assert first["verdict"]["reasons"][0].startswith(prefix), (name, first["verdict"])
-        assert first["metrics"] is None
+        assert first.status == status, (name, first.verdict)
+        assert first.verdict.reasons[0].startswith(prefix), (name, first.verdict)
+        assert first.metrics is None
 
 
 def test_crashes_keep_signature_return_code_and_log(swept: sb.SweepResult) -> None:
-    cells = {c["cell_id"]: c for c in swept.cells}
+    cells = {c.cell_id: c for c in swept.cells}
     cuda = cells["cuda-b8__code__ctx16__c1"]
-    assert any("CUDA error: an illegal instruction" in r for r in cuda["verdict"]["reasons"])
-    assert cuda["returncode"] == 134 and "Scheduler hit an exception" in cuda["log_excerpt"]
+    assert any("CUDA error: an illegal instruction" in r for r in cuda.verdict.reasons)
+    assert cuda.facts.returncode == 134 and "Scheduler hit an exception" in cuda.facts.log_excerpt
     after = cells["cuda-b8__code__ctx32__c1"]
-    assert after["verdict"]["reasons"][0].startswith("server_died_earlier")
-    startup = cells["startup-b12__code__ctx16__c1"]["verdict"]["reasons"]
+    assert after.verdict.reasons[0].startswith("server_died_earlier")
+    startup = cells["startup-b12__code__ctx16__c1"].verdict.reasons
     assert "returncode: 1" in startup and any("Capture cuda graph failed" in r for r in startup)
-    notready = cells["notready-b16__code__ctx16__c1"]["verdict"]["reasons"][0]
+    notready = cells["notready-b16__code__ctx16__c1"].verdict.reasons[0]
     assert "not ready within 4 s" in notready
-    zombie = cells["zombie-b3__code__ctx16__c1"]["verdict"]["reasons"]
+    zombie = cells["zombie-b3__code__ctx16__c1"].verdict.reasons
     assert any(r.startswith("timeout: between_tokens limit of 2") for r in zombie), zombie
 
 
@@ -146,9 +146,9 @@ def test_disk_write_failure_is_a_clear_error_and_keeps_earlier_cells(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from specbench_lib import store
+    from specbench_lib import runs
 
-    real = store.write_json_atomic
+    real = runs.write_json_atomic
     written: list[Path] = []
 
     def full_disk(path: Path, data: object) -> None:
@@ -158,7 +158,7 @@ def test_disk_write_failure_is_a_clear_error_and_keeps_earlier_cells(
         if path.parent.name == "cells":
             written.append(path)
 
-    monkeypatch.setattr(store, "write_json_atomic", full_disk)
+    monkeypatch.setattr(runs, "write_json_atomic", full_disk)
     plan = sb.load_plan(fault_params(tmp_path), budget=2)
     with pytest.raises(sb.StoreError) as err:
         sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from specbench_lib.errors import TransportError
 from specbench_lib.http1 import _SO_TIMESTAMPNS, Connection, HTTPError, StaleConnection
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]
@@ -178,6 +179,9 @@ def test_a_new_connection_closed_without_a_response_is_an_error() -> None:
     (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly half", "peer closed"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n", "longer than"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n", "bad chunk size"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nabc\r\n", "bad chunk size"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n", "bad chunk size"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\nabc\r\n", "bad chunk size"),
 ])
 def test_a_broken_body_is_an_error(reply: bytes, error: str) -> None:
     async def script(reader, writer, number) -> bool:
@@ -193,6 +197,32 @@ def test_a_broken_body_is_an_error(reply: bytes, error: str) -> None:
         assert not resp.complete
 
     serve(script)(client)
+
+
+@pytest.mark.parametrize(("reply", "error"), [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\nabc", "bad Content-Length"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: -3\r\n\r\nabc", "bad Content-Length"),
+    (b"HTTP/1.1 2\xb20 OK\r\nContent-Length: 0\r\n\r\n", "bad status line"),
+    (b"HTTP/1.1 20 OK\r\nContent-Length: 0\r\n\r\n", "bad status line"),
+])
+def test_a_broken_head_is_a_transport_error(reply: bytes, error: str) -> None:
+    """Not a bare ValueError from int(): every protocol fault is the one TransportError."""
+    async def script(reader, writer, number) -> bool:
+        writer.write(reply)
+        await writer.drain()
+        return False
+
+    async def client(url: str, seen: list[bytes]) -> None:
+        with pytest.raises(TransportError, match=error):
+            await Connection(url).request("POST", "/generate", b"{}")
+
+    serve(script)(client)
+
+
+def test_a_bad_url_is_a_transport_error() -> None:
+    with pytest.raises(TransportError, match="bad URL"):
+        Connection("http://127.0.0.1:99999")
+    assert HTTPError is TransportError
 
 
 def test_a_refused_connection_is_an_error() -> None:

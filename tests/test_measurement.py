@@ -6,13 +6,14 @@ import math
 from pathlib import Path
 
 import pytest
+from cellfactory import make_cell
 
-from specbench_lib.dispatch import CellDispatch, RequestRecord
 from specbench_lib.engines import FinalStats
 from specbench_lib.errors import ParamsError
 from specbench_lib.lossless import common_prefix, losslessness
 from specbench_lib.metrics import cell_metrics, results_table
 from specbench_lib.params import WorkloadParams, load_plan
+from specbench_lib.records import CellDispatch, CellRecord, RequestRecord
 from specbench_lib.workload import build_prompts
 
 TINY = Path(__file__).resolve().parent / "data" / "tiny.yaml"
@@ -84,16 +85,9 @@ def test_window_percentiles_and_excluded_failures() -> None:
 
 
 def cell(config: str, method: str, tok_s: float, *, repeat: int = 0,
-         outputs: list[list[int]] | None = None) -> dict:
-    outputs = outputs or [[1, 2, 3, 4]] * 2
-    spec = {"config": config, "series": config.split("-")[0], "method": method,
-            "budget": None if method == "auto" else 8, "workload": "code", "context": 128,
-            "concurrency": 1, "repeat": repeat, "repeats": 2}
-    return {"cell_id": f"{config}-r{repeat}", "spec": spec, "verdict": {"status": "ok", "reasons": []},
-            "metrics": {"output_tok_s": tok_s, "n_requests": len(outputs)},
-            "prompts": [{"sha": f"p{repeat}-{i}"} for i in range(len(outputs))],
-            "requests": [{"warmup": False, "error_kind": None, "output_ids": o, "text_sha": str(o)}
-                         for o in outputs]}
+         outputs: list[list[int]] | None = None) -> CellRecord:
+    return make_cell(config, method, None if method == "auto" else 8, "ok", tok_s, context=128,
+                     repeat=repeat, repeats=2, outputs=outputs or [[1, 2, 3, 4]] * 2)
 
 
 def test_repeats_give_mean_cv_and_unstable_flag() -> None:
@@ -113,7 +107,7 @@ def test_losslessness_against_auto_for_the_same_prompts() -> None:
     base = cell("auto", "auto", 50.0, outputs=[[1, 2, 3, 4], [5, 6, 7, 8]])
     same = cell("ng-b8", "ngram", 60.0, outputs=[[1, 2, 3, 4], [5, 6, 0, 0]])
     found = losslessness([base, same])
-    assert found == {"ng-b8-r0": {"lossless_identical": 0.5, "lossless_prefix_tokens": 3.0,
+    assert found == {same.cell_id: {"lossless_identical": 0.5, "lossless_prefix_tokens": 3.0,
                                   "lossless_n": 2}}
     other_repeat = cell("ng-b8", "ngram", 60.0, repeat=1)
     assert losslessness([base, other_repeat]) == {}  # other prompts: nothing compared

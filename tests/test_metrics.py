@@ -3,10 +3,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from cellfactory import make_cell
 
-from specbench_lib.dispatch import CellDispatch, RequestRecord
 from specbench_lib.engines import FinalStats
 from specbench_lib.metrics import cell_metrics, results_table
+from specbench_lib.records import CellDispatch, CellRecord, RequestRecord
 
 
 def rec(times: list[float], *, start: float = 0.0, accepted: int = 0, drafted: int = 0,
@@ -44,12 +45,8 @@ def test_acceptance_weighted_by_tokens_and_warmup_excluded() -> None:
 
 
 def cell(config: str, method: str, budget: int | None, status: str, tok_s: float | None,
-         context: int = 256) -> dict:
-    return {"spec": {"config": config, "series": config.split("-")[0], "method": method,
-                     "budget": budget, "workload": "code",
-                     "context": context, "concurrency": 1},
-            "verdict": {"status": status, "reasons": []},
-            "metrics": None if tok_s is None else {"output_tok_s": tok_s, "n_requests": 3}}
+         context: int = 256) -> CellRecord:
+    return make_cell(config, method, budget, status, tok_s, context=context)
 
 
 def test_table_has_only_ok_cells_and_speedup_vs_auto() -> None:

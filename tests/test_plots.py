@@ -2,31 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
+from cellfactory import make_cell
 
 matplotlib.use("Agg")
 
 from specbench_lib import SweepResult, plots  # noqa: E402
+from specbench_lib.runs import RunDir  # noqa: E402
 
 
 def make_run(tmp_path: Path) -> Path:
-    run = tmp_path / "run"
-    (run / "cells").mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps({"phase": "t", "model": {"path": "/m/x.gguf"},
-                                                   "engine": {"kind": "llamacpp"}}))
+    run = RunDir(tmp_path / "run")
+    run.cells_dir.mkdir(parents=True)
+    run.update_manifest(phase="t", model={"path": "/m/x.gguf"}, engine={"kind": "llamacpp"})
     cells = [("auto", None, "ok", 50.0), ("ngram-b4", 4, "ok", 60.0),
              ("ngram-b8", 8, "crashed", None), ("ngram-b16", 16, "ok", 70.0)]
     for label, budget, status, tok_s in cells:
-        spec = {"config": label, "series": label.split("-")[0], "budget": budget,
-                "method": "auto" if budget is None else "ngram", "workload": "code",
-                "context": 256, "concurrency": 1}
-        data = {"cell_id": label, "spec": spec, "verdict": {"status": status, "reasons": ["x"]},
-                "metrics": None if tok_s is None else {"output_tok_s": tok_s}}
-        (run / "cells" / f"{label}.json").write_text(json.dumps(data))
-    return run
+        run.write_cell(make_cell(label, "auto" if budget is None else "ngram", budget, status,
+                                 tok_s))
+    return run.path
 
 
 def test_crashed_budget_is_marked_not_plotted(tmp_path: Path) -> None:

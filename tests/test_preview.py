@@ -29,7 +29,7 @@ def test_preview_gives_argv_guard_and_known_bad(tmp_path: Path) -> None:
     refused = cells.loc["auto__code__ctx32600__c1", "guard"]
     assert refused.startswith("context_overflow: prompt 32600 + output 256")
     assert "illegal instruction" in cells.loc["ddtree-b8__chat__ctx3072__c4", "known_bad"]
-    assert sb.plots.throughput_vs_budget(preview) is None
+    assert preview.figures() == {}
     assert "context guard: 12 cells fit, 12 refused" in preview.text()
 
 

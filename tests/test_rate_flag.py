@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specbench_lib.dispatch import CellDispatch, RequestRecord
 from specbench_lib.engines import FinalStats
-from specbench_lib.metrics import cell_metrics
-from specbench_lib.validate import rate_shortfall
+from specbench_lib.metrics import cell_metrics, rate_shortfall
+from specbench_lib.records import CellDispatch, RequestRecord
 
 
 def records(starts: list[float], scheduled: list[float] | None) -> list[RequestRecord]:

@@ -9,11 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from cellfactory import make_cell
 
 from specbench_lib import PreflightError, StoreError, SweepResult
 from specbench_lib.params import EngineParams, KnownBad, ServerConfig
 from specbench_lib.preflight import engine_files
-from specbench_lib.store import RunDir, file_identity, list_runs, write_json_atomic
+from specbench_lib.provenance import file_identity
+from specbench_lib.records import CellRecord
+from specbench_lib.runs import RunDir, list_runs
+from specbench_lib.store import write_json_atomic
 
 
 def test_a_write_killed_halfway_leaves_the_previous_file(tmp_path: Path) -> None:
@@ -60,33 +64,32 @@ def test_resume_of_unknown_run_is_a_clear_error(tmp_path: Path) -> None:
 def test_archive_keeps_every_earlier_attempt(tmp_path: Path) -> None:
     run = RunDir.create("r", root=tmp_path)
     for n in (1, 2, 3):
-        run.archive_cell("c")
-        run.write_cell("c", {"n": n})
+        c = make_cell("c", "auto", None, fingerprint=f"fp{n}")
+        run.archive_cell(c.cell_id)
+        run.write_cell(c)
     history = sorted(p.name for p in (run.cells_dir / "history").iterdir())
-    assert history == ["c.1.json", "c.2.json"]
-    assert json.loads((run.cells_dir / "c.json").read_text()) == {"n": 3}
-    assert [c["n"] for c in run.read_cells()] == [3]
+    assert history == [f"{c.cell_id}.1.json", f"{c.cell_id}.2.json"]
+    assert json.loads(run.cell_path(c.cell_id).read_text())["fingerprint"] == "fp3"
+    assert [c.fingerprint for c in run.read_cells()[0]] == ["fp3"]
 
 
-def cell(cell_id: str, fp: str, status: str = "ok") -> dict:
-    spec = {"config": "auto", "series": "auto", "method": "auto", "budget": None,
-            "workload": "code", "context": 128, "concurrency": 1}
-    return {"cell_id": cell_id, "fingerprint": fp, "spec": spec,
-            "verdict": {"status": status, "reasons": []}, "metrics": {"output_tok_s": 10.0}}
+def cell(config: str, fp: str, status: str = "ok") -> CellRecord:
+    return make_cell(config, "auto", None, status, 10.0, context=128, fingerprint=fp)
 
 
 def test_stale_cells_never_reach_the_table(tmp_path: Path) -> None:
     run = RunDir.create("r", root=tmp_path)
-    run.update_manifest(plan_fingerprints={"a": "fp-a", "b": "fp-b", "c": "fp-c"})
-    run.write_cell("a", cell("a", "fp-a"))
-    run.write_cell("b", cell("b", "fp-OLD"))
-    run.write_cell("x", cell("x", "fp-x"))
+    a, b, c, x = (cell(n, "").spec.cell_id for n in "abcx")
+    run.update_manifest(plan_fingerprints={a: "fp-a", b: "fp-b", c: "fp-c"})
+    run.write_cell(cell("a", "fp-a"))
+    run.write_cell(cell("b", "fp-OLD"))
+    run.write_cell(cell("x", "fp-x"))
     result = SweepResult(run.path)
-    assert [c["cell_id"] for c in result.cells] == ["a"]
-    assert sorted(c["cell_id"] for c in result.stale) == ["b", "x"]
-    assert result.missing == ["b", "c"]
+    assert [c.cell_id for c in result.cells] == [a]
+    assert sorted(c.cell_id for c in result.stale) == [b, x]
+    assert result.missing == [b, c]
     assert len(result.table()) == 1
-    assert "2 stale" in result._repr_html_()
+    assert "2 stale" in result._repr_mimebundle_()["text/html"]
 
 
 def test_known_bad_matches_config_budget_engine_and_gpu() -> None:

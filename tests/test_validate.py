@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from specbench_lib.dispatch import RequestRecord
 from specbench_lib.engines import FinalStats
+from specbench_lib.records import RequestRecord
 from specbench_lib.validate import context_guard, judge_cell, request_problems
 
 

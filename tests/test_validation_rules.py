@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specbench_lib.dispatch import RequestRecord
 from specbench_lib.engines import FinalStats
+from specbench_lib.records import RequestRecord
 from specbench_lib.validate import RULES, judge_cell, request_problems
 
 

@@ -1,13 +1,39 @@
-"""Engine adapters; :func:`get_adapter` maps an engine kind to its adapter (imported lazily)."""
+"""Engine adapters; :func:`get_adapter` maps an engine kind to its adapter (imported lazily).
+
+Everything engine-specific lives in this package, the kind names included: params validates
+``engine.kind`` and ``engine.api`` against :data:`KINDS` and :data:`APIS`. This module imports
+nothing of specbench at its top (params imports it while it is being defined); the types are
+loaded on first use.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..params import EngineParams, ServerConfig
-from .base import Adapter, FinalStats, Launch, ServerInfo, StreamEvent
+from typing import TYPE_CHECKING, Any
 
 KINDS = ("llamacpp", "sglang", "vllm", "template")
+APIS = ("llamacpp", "sglang", "vllm")  # the protocols a kind-template server may speak
+DEFAULT_KIND = "llamacpp"  # the embedded engine: its binary and model have defaults
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..params import EngineParams, ServerConfig
+    from ..records import FinalStats
+    from .adapter import BaseAdapter
+    from .base import Adapter, EngineIdentity, Launch, ServerInfo, StreamEvent
+
+_LAZY = {"Adapter": ".base", "EngineIdentity": ".base", "Launch": ".base", "ServerInfo": ".base",
+         "StreamEvent": ".base", "BaseAdapter": ".adapter", "FinalStats": "..records"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
 
 
 def get_adapter(engine: EngineParams | str) -> Adapter:
@@ -15,11 +41,15 @@ def get_adapter(engine: EngineParams | str) -> Adapter:
 
     Kind ``template`` starts a server from ``engine.argv_template`` and speaks ``engine.api``.
     """
+    from ..errors import ParamsError
+    from ..params import EngineParams
+
     params = engine if isinstance(engine, EngineParams) else None
     kind = params.kind if params is not None else str(engine)
     if kind == "template":
         if params is None or params.api is None:
-            raise ValueError("kind 'template' needs its engine params (with 'api') to pick a protocol")
+            raise ParamsError("kind 'template' needs its engine params (with 'api') to pick a "
+                              "protocol", key="engine.api", value=None)
         kind = params.api
     if kind == "llamacpp":
         from .llamacpp import LlamaCppAdapter
@@ -33,16 +63,19 @@ def get_adapter(engine: EngineParams | str) -> Adapter:
         from .vllm import VllmAdapter
 
         return VllmAdapter(params)
-    raise ValueError(f"unknown engine kind {kind!r}; known: {', '.join(KINDS)}")
+    raise ParamsError(f"unknown engine kind {kind!r}; known: {', '.join(KINDS)}",
+                      key="engine.kind", value=kind)
 
 
 def server_launch(adapter: Adapter, server: ServerConfig, engine: EngineParams, *, parallel: int,
                   model: Path, binary: Path) -> Launch:
     """The adapter's launch of a config; for an attached config, no argv and the attach URL."""
     if server.attach is not None:
+        from .base import Launch
+
         return Launch([], server.attach.url, adapter.health_path)
     return adapter.launch(server, engine, parallel=parallel, model=model, binary=binary)
 
 
-__all__ = ["KINDS", "Adapter", "FinalStats", "Launch", "ServerInfo", "StreamEvent", "get_adapter",
-           "server_launch"]
+__all__ = ["APIS", "DEFAULT_KIND", "KINDS", "Adapter", "BaseAdapter", "EngineIdentity",
+           "FinalStats", "Launch", "ServerInfo", "StreamEvent", "get_adapter", "server_launch"]

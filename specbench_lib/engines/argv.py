@@ -8,6 +8,7 @@ again, so a value holding ``$(...)``, ``;`` or even ``{port}`` stays exactly as 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -40,7 +41,8 @@ def render(template: Sequence[str], values: Mapping[str, Value], *, key: str,
         if whole and whole.group(2) is None and whole.group(1) in lists:
             out.extend(lists[whole.group(1)])
             continue
-        out.append(_PLACEHOLDER.sub(lambda m, e=element: _fill(m, values, key, e), element))
+        out.append(_PLACEHOLDER.sub(functools.partial(_fill, values=values, key=key,
+                                                      element=element), element))
     return out
 
 

@@ -1,17 +1,26 @@
-"""The seam between the sweep and a server's API: one adapter per engine."""
+"""The seam between the sweep and a server's API: its data types, and the reading of answers.
+
+Whatever a server sends, an adapter raises only :class:`~specbench_lib.errors.EngineError` for
+its control calls (server info, tokenization), and its stream parsers return an error event
+instead of raising: the helpers here are where httpx's, json's and shape errors are translated.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import httpx
 
-from ..params import EngineParams, ServerConfig
+from ..errors import EngineError
+
+if TYPE_CHECKING:
+    from ..params import EngineParams, ServerConfig
+    from ..records import FinalStats
 
 
 @dataclass(frozen=True)
@@ -21,20 +30,6 @@ class Launch:
     argv: list[str]
     base_url: str
     health_path: str
-
-
-@dataclass
-class FinalStats:
-    """What the server reports about one finished generation (its own token counts)."""
-
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    finish_reason: str | None = None
-    truncated: bool = False
-    draft_tokens: int | None = None
-    accepted_tokens: int | None = None
-    verify_steps: int | None = None
-    cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache
 
 
 @dataclass
@@ -58,23 +53,57 @@ class ServerInfo:
     # the stable part of ``raw`` that identifies the configuration (no counters, timestamps or
     # per-start random values): what an attached server's cells are fingerprinted with
     settings: dict[str, Any] = field(default_factory=dict)
+    served_model: str | None = None  # the model name requests must carry, where the API has one
+    version: str | None = None  # the server's own version, where its API reports one
+
+
+@dataclass(frozen=True)
+class EngineIdentity:
+    """What exactly the engine program is: its version and, where it can be had, its bytes'
+    sha256 (a native binary) or its Python distribution and the commit of a fork's checkout."""
+
+    kind: str
+    version: str
+    sha256: str | None = None
+    package: str | None = None
+    package_version: str | None = None
+    commit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 class Adapter(Protocol):
-    """What the sweep needs from an engine; nothing outside ``engines/`` knows the engine."""
+    """What the sweep needs from an engine; nothing outside ``engines/`` knows the engine.
 
-    name: str
-    needs_gpu: bool
-    spec_stats_per_request: bool  # False: speculative statistics only as server counters per cell
-    crash_signatures: tuple[re.Pattern[str], ...]
-    health_path: str  # 200 when the server is ready (also for a server started elsewhere)
+    Adapters are immutable values: :meth:`for_server` returns a copy bound to what a running
+    server reported (e.g. vLLM's served model name), to be used for its generation requests.
+    """
+
+    name: ClassVar[str]
+    needs_gpu: ClassVar[bool]
+    spec_stats_per_request: ClassVar[bool]  # False: spec statistics only as server counters per cell
+    crash_signatures: ClassVar[tuple[re.Pattern[str], ...]]
+    health_path: ClassVar[str]  # 200 when the server is ready (also for a server started elsewhere)
 
     def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                model: Path, binary: Path) -> Launch: ...
 
-    def version(self, binary: Path) -> str: ...
+    def identity(self, binary: Path) -> EngineIdentity:
+        """The engine program's identity; version "unknown" when it cannot be read (no error)."""
+        ...
 
-    def server_info(self, client: httpx.Client) -> ServerInfo: ...
+    def version(self, binary: Path) -> str:
+        """``identity(binary).version``."""
+        ...
+
+    def server_info(self, client: httpx.Client) -> ServerInfo:
+        """The running server's effective settings; EngineError when it cannot be read."""
+        ...
+
+    def for_server(self, info: ServerInfo) -> Adapter:
+        """This adapter bound to the server that reported ``info``."""
+        ...
 
     def speculative_reserve(self, server: ServerConfig) -> int: ...
 
@@ -84,10 +113,9 @@ class Adapter(Protocol):
         """The path and JSON body of one streamed, greedy generation of exactly max_tokens."""
         ...
 
-    def parse_line(self, line: str) -> StreamEvent | None: ...
-
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:
-        """A line parser for one response stream (it may keep state, e.g. cumulative counts)."""
+        """A line parser for one response stream (it may keep state, e.g. cumulative counts);
+        it never raises: a line it cannot read becomes an error event."""
         ...
 
     def metrics_snapshot(self, client: httpx.Client) -> dict[str, float]:
@@ -98,6 +126,91 @@ class Adapter(Protocol):
         """Speculative statistics of a cell from two snapshots (empty when there are none)."""
         ...
 
+
+# --- control calls: httpx, JSON and shape errors become EngineError -----------------------------
+
+def url_of(client: httpx.Client, path: str) -> str:
+    """The URL a request to ``path`` goes to, for error messages."""
+    base = str(client.base_url).rstrip("/")
+    return f"{base}{path}" if base else path
+
+
+def request(client: httpx.Client, method: str, path: str, *,
+            body: dict[str, Any] | None = None) -> httpx.Response:
+    """One control request; a connection failure or timeout is an EngineError."""
+    try:
+        return client.request(method, path, json=body)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise EngineError(f"{method} failed: {type(exc).__name__}: {exc}",
+                          url=url_of(client, path)) from exc
+
+
+def excerpt(resp: httpx.Response, limit: int = 200) -> str:
+    """The start of a response body as text, whatever its bytes."""
+    return resp.content[:limit].decode("utf-8", errors="replace")
+
+
+def json_object(client: httpx.Client, path: str, resp: httpx.Response) -> dict[str, Any]:
+    """A response's JSON object; EngineError for a body that is not JSON or not an object."""
+    try:
+        data = resp.json()
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, deep nesting
+        raise EngineError(f"answer is not JSON: {excerpt(resp)!r}", url=url_of(client, path),
+                          status=resp.status_code) from None
+    if not isinstance(data, dict):
+        raise EngineError(f"answer is not a JSON object but {type(data).__name__}",
+                          url=url_of(client, path), status=resp.status_code)
+    return data
+
+
+def get_json(client: httpx.Client, path: str, *, method: str = "GET",
+             body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON object of a 200 answer to ``method path``; anything else is an EngineError."""
+    resp = request(client, method, path, body=body)
+    if resp.status_code != 200:
+        raise EngineError(f"unexpected status: {excerpt(resp)!r}", url=url_of(client, path),
+                          status=resp.status_code)
+    return json_object(client, path, resp)
+
+
+def try_get_json(client: httpx.Client, path: str) -> dict[str, Any] | None:
+    """The JSON object at ``path``, or None when there is none (an optional endpoint)."""
+    try:
+        return get_json(client, path)
+    except EngineError:
+        return None
+
+
+def post_tokens(client: httpx.Client, path: str, body: dict[str, Any]) -> list[int]:
+    """The ``tokens`` list of ints of a tokenize endpoint's answer."""
+    resp = request(client, "POST", path, body=body)
+    url = url_of(client, path)
+    if resp.status_code != 200:
+        raise EngineError(f"tokenize failed: {excerpt(resp)!r}", url=url, status=resp.status_code)
+    tokens = int_list(json_object(client, path, resp).get("tokens"))
+    if tokens is None:
+        raise EngineError("tokenize answer has no 'tokens' list of integers", url=url,
+                          status=resp.status_code)
+    return tokens
+
+
+def opt_int(value: Any) -> int | None:
+    """``value`` if it is an integer (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def int_list(value: Any) -> list[int] | None:
+    """``value`` if it is a list of integers (not bools), else None."""
+    if not isinstance(value, list) or not all(opt_int(v) is not None for v in value):
+        return None
+    return list(value)
+
+
+# --- stream lines ------------------------------------------------------------------------------
 
 def sse_json(line: str) -> dict[str, Any] | StreamEvent | None:
     """One server-sent-events line: its JSON object, or the event it stands for.
@@ -113,10 +226,65 @@ def sse_json(line: str) -> dict[str, Any] | StreamEvent | None:
         return StreamEvent(done=True)
     try:
         data = json.loads(payload)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return StreamEvent(error=f"unreadable stream line: {payload[:200]}")
     if not isinstance(data, dict):
         return StreamEvent(error=f"stream line is not a JSON object: {payload[:200]}")
     if "error" in data:
         return StreamEvent(error=json.dumps(data["error"])[:500])
     return data
+
+
+class BadLine(Exception):
+    """Raised inside :meth:`StreamParser.parse` for a line of the wrong shape (never escapes)."""
+
+
+class StreamParser:
+    """The line parser of one response stream; subclasses read one engine's JSON objects.
+
+    Calling it never raises: a line that is not JSON, not an object, or whose fields have the
+    wrong types becomes ``StreamEvent(error=...)``, which the dispatcher records as
+    ``error_in_stream``.
+    """
+
+    def __call__(self, line: str) -> StreamEvent | None:
+        try:
+            data = sse_json(line)
+            if isinstance(data, dict):
+                return self.parse(data)
+            if data is not None and data.done:
+                return self.end(data)
+            return data
+        except BadLine as exc:
+            return StreamEvent(error=f"{exc}: {str(line)[:200]}")
+        except Exception as exc:  # the last guard: a parser must not take the dispatcher down
+            return StreamEvent(error=f"unreadable stream line ({type(exc).__name__}: {exc}): "
+                                     f"{str(line)[:200]}")
+
+    def parse(self, data: dict[str, Any]) -> StreamEvent:
+        raise NotImplementedError
+
+    def end(self, event: StreamEvent) -> StreamEvent:
+        """The ``[DONE]`` event (an engine may attach its final statistics to it)."""
+        return event
+
+
+def field_dict(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` as a dict: ``{}`` when absent or null, BadLine when it is something else."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadLine(f"stream field {key!r} is not an object")
+    return value
+
+
+def field_ids(data: dict[str, Any], key: str) -> list[int] | None:
+    """``data[key]`` as token ids: None when absent or null, BadLine when not a list of ints."""
+    value = data.get(key)
+    if value is None:
+        return None
+    ids = int_list(value)
+    if ids is None:
+        raise BadLine(f"stream field {key!r} is not a list of integer token ids")
+    return ids

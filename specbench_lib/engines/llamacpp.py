@@ -3,98 +3,88 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ..errors import EngineError
+from ..errors import EngineError, ParamsError
 from ..params import EngineParams, ServerConfig
-from . import prometheus
-from .argv import spec_override, template_launch, template_values
-from .base import FinalStats, Launch, ServerInfo, StreamEvent, sse_json
+from ..records import FinalStats
+from .adapter import BaseAdapter, int_option
+from .base import (
+    BadLine,
+    ServerInfo,
+    StreamEvent,
+    StreamParser,
+    field_dict,
+    field_ids,
+    get_json,
+    opt_int,
+    opt_str,
+    post_tokens,
+    url_of,
+)
 
 _NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
 # /props keys that describe the configuration (not media_marker: random per start; is_sleeping)
 _SETTINGS = ("default_generation_settings", "total_slots", "model_path", "model_ftype", "build_info")
 
 
-class LlamaCppAdapter:
+@dataclass(frozen=True)
+class LlamaCppAdapter(BaseAdapter):
     """Maps a config to ``llama-server`` flags and reads its native ``/completion`` stream."""
 
     name = "llamacpp"
     needs_gpu = False
     spec_stats_per_request = True  # timings.draft_n / draft_n_accepted per request
-    health_path = "/health"
+    metrics_prefix = "llamacpp:"  # a cross-check of the per-request timings (runs with --metrics)
     crash_signatures = tuple(re.compile(p) for p in (
         r"GGML_ASSERT", r"Segmentation fault", r"terminate called after throwing",
         r"std::bad_alloc", r"out of memory", r"[Ii]llegal instruction", r"Aborted",
     ))
 
-    def __init__(self, engine: EngineParams | None = None) -> None:
-        self.engine = engine
-
-    def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
-               model: Path, binary: Path) -> Launch:
-        templated = template_launch(server, engine, model=model, binary=binary, parallel=parallel,
-                                    health_path="/health", builtin=lambda: self._spec_flags(server, model))
-        if templated is not None:
-            return templated
-        values = template_values(server, engine, model=model, binary=binary, parallel=parallel)
-        spec = spec_override(server, engine, values)
-        argv = [str(binary), "-m", str(model), "--host", engine.host, "--port", str(engine.port),
+    def _default_argv(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
+                      model: Path, binary: Path) -> list[str]:
+        return [str(binary), "-m", str(model), "--host", engine.host, "--port", str(engine.port),
                 "-np", str(parallel), "-c", str(engine.context * parallel), "--no-kv-unified",
                 "-t", str(engine.threads), "--no-webui", "--metrics", "--log-prefix"]
-        argv += self._spec_flags(server, model) if spec is None else spec
-        argv += [*engine.extra_args, *server.extra_args]
-        return Launch(argv, f"http://{engine.host}:{engine.port}", "/health")
 
-    def _spec_flags(self, server: ServerConfig, model: Path) -> list[str]:
-        opts = server.options
+    def _spec_flags(self, server: ServerConfig, engine: EngineParams, model: Path) -> list[str]:
         if server.method == "auto":
             return []
         budget = int(server.budget or 0)
         if server.method == "ngram":
-            n_match = int(opts.get("n_match", _NGRAM_DEFAULTS["n_match"]))
-            n_min = min(int(opts.get("n_min", _NGRAM_DEFAULTS["n_min"])), budget)
+            n_match = int_option(server, "n_match", _NGRAM_DEFAULTS["n_match"])
+            n_min = min(int_option(server, "n_min", _NGRAM_DEFAULTS["n_min"]), budget)
             return ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", str(n_match),
                     "--spec-ngram-mod-n-min", str(n_min), "--spec-ngram-mod-n-max", str(budget)]
         if server.method == "draft":
             draft = server.draft_model or str(model)
-            n_min = min(int(opts.get("n_min", 0)), budget)
+            n_min = min(int_option(server, "n_min", 0), budget)
             return ["--spec-type", "draft-simple", "-md", draft, "--spec-draft-n-max", str(budget),
                     "--spec-draft-n-min", str(n_min)]
-        raise ValueError(f"llama.cpp has no method {server.method!r}; use auto, ngram or draft")
-
-    def version(self, binary: Path) -> str:
-        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
-                              timeout=30, check=False)
-        text = (done.stdout + done.stderr).strip()
-        match = re.search(r"version:\s*(\S+.*)", text)
-        return match.group(1).strip() if match else text.splitlines()[0] if text else "unknown"
+        raise ParamsError(f"llama.cpp has no method {server.method!r}; use auto, ngram or draft "
+                          f"(or give spec_args)", key=f"configs.{server.name}.method",
+                          value=server.method)
 
     def server_info(self, client: httpx.Client) -> ServerInfo:
-        props = _get_json(client, "/props")
-        settings = props.get("default_generation_settings", {})
-        n_ctx = settings.get("n_ctx")
-        if not isinstance(n_ctx, int) or n_ctx <= 0:
-            raise EngineError("/props has no default_generation_settings.n_ctx", url="/props")
+        """``n_ctx`` per slot and the configuration from ``/props``."""
+        props = get_json(client, "/props")
+        generation = props.get("default_generation_settings")
+        n_ctx = opt_int(generation.get("n_ctx")) if isinstance(generation, dict) else None
+        if n_ctx is None or n_ctx <= 0:
+            raise EngineError("/props has no default_generation_settings.n_ctx",
+                              url=url_of(client, "/props"), status=200)
         settings = {k: props[k] for k in _SETTINGS if k in props}
-        return ServerInfo(context_per_request=n_ctx, raw=props, settings=settings)
-
-    def speculative_reserve(self, server: ServerConfig) -> int:
-        return int(server.budget or 0)
+        served = opt_str(props.get("model_alias")) or opt_str(props.get("model_path"))
+        return ServerInfo(context_per_request=n_ctx, raw=props, settings=settings,
+                          served_model=served, version=opt_str(props.get("build_info")))
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]:
-        resp = client.post("/tokenize", json={"content": text, "add_special": False})
-        if resp.status_code != 200:
-            raise EngineError("tokenize failed", url="/tokenize", status=resp.status_code)
-        tokens = resp.json().get("tokens")
-        if not isinstance(tokens, list):
-            raise EngineError("tokenize answer has no 'tokens' list", url="/tokenize")
-        return [int(t) for t in tokens]
+        return post_tokens(client, "/tokenize", {"content": text, "add_special": False})
 
     def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
         return "/completion", {
@@ -103,32 +93,11 @@ class LlamaCppAdapter:
             "return_tokens": True,
         }
 
-    def parse_line(self, line: str) -> StreamEvent | None:
-        return _Stream()(line)
-
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:
         return _Stream()
 
-    def metrics_snapshot(self, client: httpx.Client) -> dict[str, float]:
-        """``llamacpp:spec_decode_*`` counters (the server runs with ``--metrics``)."""
-        return prometheus.snapshot(client, "llamacpp:")
 
-    def cell_spec_stats(self, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
-        """Counter deltas: a cross-check of the per-request ``timings`` draft counts."""
-        return prometheus.spec_deltas(before, after, "llamacpp:")
-
-
-def _get_json(client: httpx.Client, path: str) -> dict[str, Any]:
-    resp = client.get(path)
-    if resp.status_code != 200:
-        raise EngineError("unexpected status", url=path, status=resp.status_code)
-    data = resp.json()
-    if not isinstance(data, dict):
-        raise EngineError("answer is not a JSON object", url=path, status=resp.status_code)
-    return data
-
-
-class _Stream:
+class _Stream(StreamParser):
     """One ``/completion`` stream. An event's token count is the step of the cumulative
     ``tokens_predicted``, not the length of its ``tokens``: llama-server holds back a token that
     ends inside a UTF-8 character and then sends one event that lists only the last id (measured:
@@ -137,32 +106,33 @@ class _Stream:
     def __init__(self) -> None:
         self.predicted = 0
 
-    def __call__(self, line: str) -> StreamEvent | None:
-        data = sse_json(line)
-        if not isinstance(data, dict):
-            return data
-        tokens = data.get("tokens")
-        ids = [int(t) for t in tokens] if isinstance(tokens, list) else []
-        n_tokens = len(ids) if isinstance(tokens, list) else (1 if data.get("content") else 0)
-        predicted = data.get("tokens_predicted")
-        if isinstance(predicted, int):
+    def parse(self, data: dict[str, Any]) -> StreamEvent:
+        ids = field_ids(data, "tokens")
+        content = data.get("content")
+        text = content if isinstance(content, str) else ""
+        if content is not None and not isinstance(content, str):
+            raise BadLine("stream field 'content' is not a string")
+        n_tokens = len(ids) if ids is not None else (1 if text else 0)
+        predicted = opt_int(data.get("tokens_predicted"))
+        if predicted is not None:
             n_tokens = max(predicted - self.predicted, 0)
         self.predicted += n_tokens
-        event = StreamEvent(n_tokens=n_tokens, text=str(data.get("content", "")), token_ids=ids)
+        event = StreamEvent(n_tokens=n_tokens, text=text, token_ids=ids or [])
         if data.get("stop"):
-            timings = data.get("timings", {})
-            predicted = data.get("tokens_predicted", timings.get("predicted_n"))
-            accepted = timings.get("draft_n_accepted", 0)
+            timings = field_dict(data, "timings")
+            completion = predicted if predicted is not None else opt_int(timings.get("predicted_n"))
+            accepted = opt_int(timings.get("draft_n_accepted", 0))
+            prompt = opt_int(data.get("tokens_evaluated"))
             event.final = FinalStats(
-                prompt_tokens=data.get("tokens_evaluated", timings.get("prompt_n")),
-                completion_tokens=predicted,
-                finish_reason=data.get("stop_type"),
+                prompt_tokens=prompt if prompt is not None else opt_int(timings.get("prompt_n")),
+                completion_tokens=completion,
+                finish_reason=opt_str(data.get("stop_type")),
                 truncated=bool(data.get("truncated", False)),
-                draft_tokens=timings.get("draft_n", 0),
+                draft_tokens=opt_int(timings.get("draft_n", 0)),
                 accepted_tokens=accepted,
-                verify_steps=(predicted - accepted) if isinstance(predicted, int) else None,
-                cached_tokens=timings.get("cache_n"),
+                verify_steps=(completion - accepted) if completion is not None and accepted is not None
+                else None,
+                cached_tokens=opt_int(timings.get("cache_n")),
             )
             event.done = True
         return event
-

@@ -31,14 +31,19 @@ def parse_counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
 
 
 def snapshot(client: httpx.Client, prefix: str) -> dict[str, float]:
-    """The ``prefix``-named speculative counters of ``GET /metrics``; empty if unavailable."""
+    """The ``prefix``-named speculative counters of ``GET /metrics``; empty if unavailable.
+
+    It never raises: counters are an optional cross-check, and a server that is down or answers
+    nonsense has none.
+    """
     try:
         resp = client.get("/metrics", timeout=10.0)
-    except httpx.HTTPError:
+        if resp.status_code != 200:
+            return {}
+        text = resp.content.decode("utf-8", errors="replace")
+        return parse_counters(text, tuple(prefix + name for name in SPEC_COUNTERS))
+    except Exception:  # httpx errors, a closed client, a body that is not text
         return {}
-    if resp.status_code != 200:
-        return {}
-    return parse_counters(resp.text, tuple(prefix + name for name in SPEC_COUNTERS))
 
 
 def spec_deltas(before: dict[str, float], after: dict[str, float], prefix: str) -> dict[str, Any]:

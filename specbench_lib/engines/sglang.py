@@ -10,8 +10,8 @@ inside an HTTP 200 response.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,23 @@ import httpx
 
 from ..errors import EngineError, ParamsError
 from ..params import EngineParams, ServerConfig
+from ..records import FinalStats
 from . import tokenizer
-from .argv import spec_override, template_launch, template_values
-from .base import FinalStats, Launch, ServerInfo, StreamEvent, sse_json
+from .adapter import BaseAdapter, int_option
+from .base import (
+    BadLine,
+    ServerInfo,
+    StreamEvent,
+    StreamParser,
+    excerpt,
+    field_dict,
+    field_ids,
+    json_object,
+    opt_int,
+    opt_str,
+    request,
+    url_of,
+)
 
 DEFAULT_LAUNCHER = ("-m", "sglang.launch_server")
 _EAGLE_FAMILY = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft": "STANDALONE"}
@@ -37,13 +51,14 @@ TREE_TEMPLATES = {
 }
 
 
-class SGLangAdapter:
+@dataclass(frozen=True)
+class SGLangAdapter(BaseAdapter):
     """Maps a config to ``sglang.launch_server`` flags and reads the native ``/generate`` stream."""
 
     name = "sglang"
     needs_gpu = True
     spec_stats_per_request = True  # meta_info.spec_verify_ct on the final chunk
-    health_path = "/health"
+    python_dists = ("sglang",)
     crash_signatures = tuple(re.compile(p) for p in (
         r"Scheduler hit an exception", r"SIGQUIT received", r"CUDA error: ",
         r"illegal (instruction|memory access)", r"out of memory", r"watchdog timeout",
@@ -51,18 +66,8 @@ class SGLangAdapter:
         r"terminate called after throwing",
     ))
 
-    def __init__(self, engine: EngineParams | None = None) -> None:
-        self.engine = engine
-
-    def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
-               model: Path, binary: Path) -> Launch:
-        self.engine = engine
-        templated = template_launch(server, engine, model=model, binary=binary, parallel=parallel,
-                                    health_path="/health",
-                                    builtin=lambda: self._spec_flags(server, engine))
-        if templated is not None:
-            return templated
-        values = template_values(server, engine, model=model, binary=binary, parallel=parallel)
+    def _default_argv(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
+                      model: Path, binary: Path) -> list[str]:
         launcher = DEFAULT_LAUNCHER if engine.launcher is None else engine.launcher
         argv = [str(binary), *launcher, "--model-path", str(model), "--tp-size", str(engine.tp),
                 "--host", engine.host, "--port", str(engine.port),
@@ -73,12 +78,9 @@ class SGLangAdapter:
             argv += ["--attention-backend", engine.attention_backend]
         if not engine.prefix_cache:
             argv += ["--disable-radix-cache"]
-        spec = spec_override(server, engine, values)
-        argv += self._spec_flags(server, engine) if spec is None else spec
-        argv += [*engine.extra_args, *server.extra_args]
-        return Launch(argv, f"http://{engine.host}:{engine.port}", "/health")
+        return argv
 
-    def _spec_flags(self, server: ServerConfig, engine: EngineParams) -> list[str]:
+    def _spec_flags(self, server: ServerConfig, engine: EngineParams, model: Path) -> list[str]:
         method, budget = server.method, server.budget
         if method == "auto" or budget is None:
             return []
@@ -112,44 +114,37 @@ class SGLangAdapter:
                             str(topk), "--speculative-num-draft-tokens", str(budget)]
         raise ParamsError(f"SGLang has no method {method!r}", key=f"{key}.method", value=method)
 
-    def version(self, binary: Path) -> str:
-        """``sglang.__version__`` as the launcher's Python sees it ("unknown" if it cannot)."""
-        try:
-            done = subprocess.run([str(binary), "-c", "import sglang; print(sglang.__version__)"],
-                                  capture_output=True, text=True, timeout=180, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return "unknown"
-        lines = done.stdout.strip().splitlines()
-        return lines[-1].strip() if done.returncode == 0 and lines else "unknown"
-
     def server_info(self, client: httpx.Client) -> ServerInfo:
         """The effective settings from ``/server_info`` (older versions: ``/get_server_info``)."""
         info: dict[str, Any] | None = None
         for path in ("/server_info", "/get_server_info"):
-            resp = client.get(path)
-            if resp.status_code == 200 and isinstance(resp.json(), dict):
-                info = resp.json()
+            resp = request(client, "GET", path)
+            if resp.status_code == 200:
+                info = json_object(client, path, resp)
                 break
             if resp.status_code != 404:
-                raise EngineError("unexpected status", url=path, status=resp.status_code)
+                raise EngineError(f"unexpected status: {excerpt(resp)!r}", url=url_of(client, path),
+                                  status=resp.status_code)
         if info is None:
-            raise EngineError("neither /server_info nor /get_server_info answered", url="/server_info",
-                              status=404)
-        states = info.get("internal_states") or [{}]
+            raise EngineError("neither /server_info nor /get_server_info answered",
+                              url=url_of(client, "/server_info"), status=404)
+        states = info.get("internal_states")
         state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
-        limits = [v for v in (info.get("context_length"), info.get("max_total_num_tokens"),
-                              state.get("max_total_num_tokens"))
-                  if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+        limits = [v for v in (opt_int(info.get("context_length")),
+                              opt_int(info.get("max_total_num_tokens")),
+                              opt_int(state.get("max_total_num_tokens"))) if v is not None and v > 0]
         if not limits:
             raise EngineError("server info has no context_length or max_total_num_tokens",
-                              url="/server_info")
+                              url=url_of(client, "/server_info"), status=200)
         settings = {k: v for k, v in info.items() if k not in _VOLATILE_INFO}
-        return ServerInfo(context_per_request=min(limits), raw=info, settings=settings)
+        served = opt_str(info.get("served_model_name")) or opt_str(info.get("model_path"))
+        return ServerInfo(context_per_request=min(limits), raw=info, settings=settings,
+                          served_model=served, version=opt_str(info.get("version")))
 
     def speculative_reserve(self, server: ServerConfig) -> int:
         """Extra context a spec config takes: EAGLE family ``max(topk*steps, draft tokens)``."""
         if "reserve" in server.options:
-            return int(server.options["reserve"])
+            return int_option(server, "reserve", 0)
         budget = int(server.budget or 0)
         if server.method in _EAGLE_FAMILY:
             steps, topk = _steps_topk(server)
@@ -173,21 +168,11 @@ class SGLangAdapter:
             "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True},
         }
 
-    def parse_line(self, line: str) -> StreamEvent | None:
-        """Parse one line alone (counts need :meth:`stream_parser`, which remembers the last one)."""
-        return _Stream()(line)
-
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:
         return _Stream()
 
-    def metrics_snapshot(self, client: httpx.Client) -> dict[str, float]:
-        return {}
 
-    def cell_spec_stats(self, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
-        return {}
-
-
-class _Stream:
+class _Stream(StreamParser):
     """One ``/generate`` stream: text and ``completion_tokens`` are cumulative, so keep the last."""
 
     def __init__(self) -> None:
@@ -195,51 +180,50 @@ class _Stream:
         self.completion = 0
         self.n_ids = 0
 
-    def __call__(self, line: str) -> StreamEvent | None:
-        data = sse_json(line)
-        if not isinstance(data, dict):
-            return data
-        meta = data.get("meta_info") or {}
-        text = str(data.get("text", ""))
+    def parse(self, data: dict[str, Any]) -> StreamEvent:
+        meta = field_dict(data, "meta_info")
+        text = data.get("text", "")
+        if not isinstance(text, str):
+            raise BadLine("stream field 'text' is not a string")
         new_text = text[len(self.text):] if text.startswith(self.text) else text
         self.text = text
-        completion = meta.get("completion_tokens")
+        completion = opt_int(meta.get("completion_tokens"))
         n_tokens = 0
-        if isinstance(completion, int):
+        if completion is not None:
             n_tokens = max(0, completion - self.completion)
             self.completion = completion
         event = StreamEvent(n_tokens=n_tokens, text=new_text, token_ids=self._new_ids(data, n_tokens))
         finish = meta.get("finish_reason")
         if finish:
-            kind = finish.get("type") if isinstance(finish, dict) else str(finish)
+            kind = opt_str(finish.get("type")) if isinstance(finish, dict) else str(finish)
             if kind == "abort":
                 message = finish.get("message", "") if isinstance(finish, dict) else ""
                 return StreamEvent(error=f"abort: {message}"[:500])
-            verify = meta.get("spec_verify_ct")
-            verify = verify if isinstance(verify, int) and verify > 0 else None
+            verify = opt_int(meta.get("spec_verify_ct"))
+            verify = verify if verify is not None and verify > 0 else None
             event.final = FinalStats(
-                prompt_tokens=meta.get("prompt_tokens"), completion_tokens=completion,
+                prompt_tokens=opt_int(meta.get("prompt_tokens")), completion_tokens=completion,
                 finish_reason=kind, truncated=False, verify_steps=verify,
-                cached_tokens=meta.get("cached_tokens"),
-                accepted_tokens=(completion - verify) if verify and isinstance(completion, int) else None,
+                cached_tokens=opt_int(meta.get("cached_tokens")),
+                accepted_tokens=(completion - verify) if verify and completion is not None else None,
             )
         return event
 
     def _new_ids(self, data: dict[str, Any], n_tokens: int) -> list[int]:
         """``output_ids`` are cumulative by default, a delta with ``--stream-output``."""
-        ids = data.get("output_ids")
-        if not isinstance(ids, list):
+        ids = field_ids(data, "output_ids")
+        if ids is None:
             return []
         if len(ids) == self.n_ids + n_tokens:
             new = ids[self.n_ids:]
         else:
             new = ids[-n_tokens:] if n_tokens else []
         self.n_ids += len(new)
-        return [int(t) for t in new]
+        return new
 
 
 def _steps_topk(server: ServerConfig) -> tuple[int, int]:
     budget = int(server.budget or 1)
-    topk = int(server.options.get("topk", 1))
-    steps = int(server.options.get("steps", max(1, budget - 1)))
+    topk = int_option(server, "topk", 1)
+    steps = int_option(server, "steps", max(1, budget - 1))
     return steps, topk

@@ -15,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from ..errors import EngineError, PreflightError
+from ..errors import PreflightError
+from .base import post_tokens
 
 
 def tokenizer_file(path: str | Path) -> Path | None:
@@ -38,7 +39,10 @@ def _load(file: Path) -> Any:
         raise PreflightError("the 'tokenizers' package is needed to tokenize with the model's "
                              "tokenizer.json: pip install tokenizers, or set engine.tokenizer: "
                              "server", what="tokenizer", path=file) from None
-    return tokenizers.Tokenizer.from_file(str(file))
+    try:
+        return tokenizers.Tokenizer.from_file(str(file))
+    except Exception as exc:  # the tokenizers library raises its own plain Exception
+        raise PreflightError(f"cannot load {file}: {exc}", what="tokenizer", path=file) from None
 
 
 def encode_local(path: str | Path, text: str) -> list[int]:
@@ -56,10 +60,4 @@ def encode_server(client: httpx.Client, text: str, *, model: str | None = None,
     body: dict[str, Any] = {"prompt": text, "add_special_tokens": False}
     if model:
         body["model"] = model
-    resp = client.post(path, json=body)
-    if resp.status_code != 200:
-        raise EngineError(f"tokenize failed: {resp.text[:200]}", url=path, status=resp.status_code)
-    tokens = resp.json().get("tokens")
-    if not isinstance(tokens, list):
-        raise EngineError("tokenize answer has no 'tokens' list", url=path, status=resp.status_code)
-    return [int(t) for t in tokens]
+    return post_tokens(client, path, body)

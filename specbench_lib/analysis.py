@@ -1,0 +1,48 @@
+"""A cell's verdict and metrics, concluded from what was measured: the stored requests and facts.
+
+Tables, plots and reports read cells through :func:`analyse`, so a fix to a metric or to an
+analysis-time rule applies to every run already on disk, with no request sent again. What only
+the measurement could observe (the server died, a log signature, spec counters, a verdict
+reached before any request) comes from the cell's :class:`~.records.CellFacts` as stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .metrics import cell_metrics
+from .records import CellRecord, Verdict
+from .validate import judge_cell, judge_counters
+
+
+def judge(cell: CellRecord) -> Verdict:
+    """The verdict the rules give the cell's stored requests and facts."""
+    facts, inputs = cell.facts, cell.judge
+    if facts.decided is not None:
+        return facts.decided
+    verdict = judge_cell(cell.records, server_alive=facts.server_alive,
+                         crash_line=facts.crash_line, planned=inputs.planned,
+                         speculative=inputs.speculative and inputs.spec_stats == "per_request",
+                         max_failed_fraction=inputs.max_failed_fraction,
+                         prefix_cache=inputs.prefix_cache)
+    if verdict.ok and inputs.speculative and inputs.spec_stats == "counters":
+        verdict = judge_counters(verdict, facts.spec_counters)
+    return verdict
+
+
+def measure(cell: CellRecord, verdict: Verdict) -> dict[str, Any] | None:
+    """The metrics of an ok cell (None otherwise); acceptance from server counters when the
+    requests carry none."""
+    if not verdict.ok:
+        return None
+    metrics = cell_metrics(cell, exclude=verdict.failed)
+    counted = cell.facts.spec_counters.get("acceptance_length")
+    if metrics.get("acceptance_length") is None and counted:
+        metrics["acceptance_length"] = counted
+    return metrics
+
+
+def analyse(cell: CellRecord) -> CellRecord:
+    """The cell with the verdict and metrics that this specbench concludes from it now."""
+    verdict = judge(cell)
+    return cell.with_analysis(verdict, measure(cell, verdict))

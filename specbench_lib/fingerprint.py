@@ -1,0 +1,64 @@
+"""Cell fingerprints: a cell is read into a table only while everything that decides what it
+measured is unchanged.
+
+A fingerprint covers, per cell: the cell spec; the measured params (output tokens, requests,
+seed, timeouts, warmup…) and its workload; one request's body as the adapter builds it; the
+server argv (port normalised) or, for an attached server, its URL and effective settings; the
+engine's identity (binary sha256, or the Python package, version and fork commit); the model's
+fingerprint; and the hash of the code that builds, sends and times requests. Changing any one
+of them makes the cell stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .params import Plan
+
+# analysis settings and plan shape, not what a cell measures
+_NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
+                 "concurrency", "known_bad", "unstable_cv"}
+
+
+@dataclass(frozen=True)
+class Components:
+    """The plan-wide parts of every cell's fingerprint."""
+
+    engine: dict[str, Any]  # EngineIdentity.to_dict()
+    model: str  # the model file's fingerprint
+    code: str  # provenance.measurement_code_hash()
+    request: dict[str, Any]  # the body of one generation request
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def digest(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Components,
+                      attached: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
+    """The fingerprint each cell of ``plan`` must carry to be read into a table.
+
+    Args:
+        argv: the launch argv per server label (empty for an attached config).
+        components: engine identity, model, measurement code and request body.
+        attached: per attached server label, its URL and effective settings (from preflight).
+    """
+    params = plan.params.model_dump(mode="json")
+    measured = {k: v for k, v in params.items() if k not in _NOT_MEASURED}
+    measured["prefix_cache"] = plan.params.engine.prefix_cache
+    workloads = {w["name"]: w for w in params["workloads"]}
+    port = str(plan.params.engine.port)
+    prints = {}
+    for cell in plan.cells:
+        server = (attached or {}).get(cell.config) or ["{port}" if a == port else a
+                                                       for a in argv[cell.config]]
+        prints[cell.cell_id] = digest(asdict(cell), measured, workloads[cell.workload], server,
+                                      components.to_dict())
+    return prints

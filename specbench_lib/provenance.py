@@ -1,0 +1,129 @@
+"""Where a measurement came from: host, git state, file identities, the measuring code's hash."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import platform
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .paths import project_root
+
+# the modules that build, send and time requests: a change to any makes earlier cells stale
+MEASUREMENT_MODULES = ("dispatch.py", "http1.py", "workload.py", "engines")
+PACKAGE = Path(__file__).resolve().parent
+
+
+@lru_cache(maxsize=4)
+def measurement_code_hash(package: Path = PACKAGE) -> str:
+    """SHA-256 (20 hex digits) of the source of :data:`MEASUREMENT_MODULES` in ``package``."""
+    digest = hashlib.sha256()
+    for name in MEASUREMENT_MODULES:
+        path = package / name
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(f"{file.relative_to(package)}\n".encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def environment_info() -> dict[str, Any]:
+    """Host, CPU, GPUs, git state and package versions: one attempt's environment."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for pkg in ("specbench", "httpx", "pandas", "matplotlib", "papermill", "pydantic"):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "gpus": visible_gpus(),
+        "git": git_state(),
+        "measurement_code": measurement_code_hash(),
+        "versions": versions,
+    }
+
+
+def git_state() -> dict[str, Any]:
+    root = project_root()
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                                  timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def visible_gpus() -> list[str]:
+    """``name, driver, memory`` of each GPU nvidia-smi lists (empty without one)."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                               "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if done.returncode != 0:
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+IDENTITY_METHOD = "names+sizes+first/last MiB, v1"
+
+
+def file_identity(path: Path, *, full_hash: bool = False) -> dict[str, Any]:
+    """Path, size, mtime and a cheap fingerprint of a model file or folder.
+
+    The fingerprint hashes the file list with sizes (and, for a single file, its first and last
+    MiB); ``full_hash`` adds a SHA-256 of every byte, which can take minutes for a 50 GB model.
+    """
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    digest = hashlib.sha256()
+    total, newest = 0, 0.0
+    for file in files:
+        stat = file.stat()
+        total += stat.st_size
+        newest = max(newest, stat.st_mtime)
+        digest.update(f"{file.relative_to(path) if path.is_dir() else file.name}:{stat.st_size}\n".encode())
+    if not path.is_dir():
+        with open(path, "rb") as fh:
+            digest.update(fh.read(1 << 20))
+            fh.seek(max(0, total - (1 << 20)))
+            digest.update(fh.read(1 << 20))
+    identity: dict[str, Any] = {
+        "path": str(path), "size": total, "files": len(files), "method": IDENTITY_METHOD,
+        "mtime": dt.datetime.fromtimestamp(newest, dt.UTC).isoformat(),
+        "fingerprint": digest.hexdigest()[:20]}
+    if full_hash:
+        full = hashlib.sha256()
+        for file in files:
+            with open(file, "rb") as fh:
+                for block in iter(lambda fh=fh: fh.read(1 << 24), b""):
+                    full.update(block)
+        identity["sha256"] = full.hexdigest()
+    return identity

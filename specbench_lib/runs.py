@@ -1,0 +1,340 @@
+"""The run directory, end to end: create, open, resume, reuse, manifest, attempts, cells.
+
+Nothing else in specbench spells the layout::
+
+    outputs/runs/<run id>/
+        manifest.json        params, plan fingerprints, engine, model, servers, attempts, counts
+        params.yaml          the resolved params (secrets redacted)
+        cells/<cell id>.json one CellRecord per cell, written atomically
+        cells/history/       earlier files of cells measured again
+        logs/<config>.log    each server's log
+        plots/               figures (PNG and SVG)
+        results.csv, results.parquet, <notebook>.ipynb, <notebook>.html
+        .lock                the pid of the process writing the run
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import SchemaError, StoreError
+from .params import Plan
+from .paths import outputs_dir
+from .provenance import environment_info
+from .records import SCHEMA_VERSION, CellRecord, Provenance
+from .store import read_json, redact, utc_now, write_json_atomic
+
+
+def new_run_id(phase: str) -> str:
+    """``<UTC time>_<phase>_<6 hex>``: the one way a run id is made."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}_{phase}_{secrets.token_hex(3)}"
+
+
+def runs_root(root: Path | None = None) -> Path:
+    return (root or outputs_dir()) / "runs"
+
+
+class RunDir:
+    """A run directory's files; :meth:`create` and :meth:`open` take its lock for writing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.cells_dir = self.path / "cells"
+        self.logs_dir = self.path / "logs"
+        self.plots_dir = self.path / "plots"
+        self.manifest_path = self.path / "manifest.json"
+        self.params_path = self.path / "params.yaml"
+        self.results_csv = self.path / "results.csv"
+        self.results_parquet = self.path / "results.parquet"
+        self._lock = self.path / ".lock"
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @classmethod
+    def at(cls, run_id: str, *, root: Path | None = None) -> RunDir:
+        """The run directory of ``run_id`` (not locked: for reading)."""
+        return cls(runs_root(root) / run_id)
+
+    @classmethod
+    def create(cls, run_id: str, *, root: Path | None = None) -> RunDir:
+        run = cls.at(run_id, root=root)
+        if run.manifest_path.exists() or run.cells_dir.exists():
+            raise StoreError("run directory holds a run already; choose another run_id",
+                             path=run.path)
+        for folder in (run.cells_dir, run.logs_dir, run.plots_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        run.acquire()
+        return run
+
+    @classmethod
+    def open(cls, run_id: str, *, root: Path | None = None) -> RunDir:
+        """An existing run directory, locked for this process (to resume it)."""
+        run = cls.at(run_id, root=root)
+        if not run.manifest_path.is_file():
+            raise StoreError("no run to resume here (no manifest.json); give the id of a run "
+                             "under outputs/runs", path=run.path)
+        run.acquire()
+        return run
+
+    def acquire(self) -> None:
+        """Take the run's lock; a lock left by a process that no longer exists is taken over."""
+        for _ in range(2):
+            try:
+                fd = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                owner = self._lock.read_text().strip()
+                if owner.isdigit() and not _pid_alive(int(owner)):
+                    self._lock.unlink(missing_ok=True)
+                    continue
+                raise StoreError(f"run is being written by process {owner or '?'}; wait for it to "
+                                 f"finish or stop it, then resume", path=self._lock) from None
+            with os.fdopen(fd, "w") as fh:
+                fh.write(str(os.getpid()))
+            return
+        raise StoreError("could not take the run's lock", path=self._lock)
+
+    def release(self) -> None:
+        self._lock.unlink(missing_ok=True)
+
+    def manifest(self) -> dict[str, Any]:
+        if not self.manifest_path.exists():
+            return {}
+        data = read_json(self.manifest_path)
+        if not isinstance(data, dict):
+            raise StoreError("manifest is not a JSON object", path=self.manifest_path)
+        return data
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        data = self.manifest()
+        data.update(fields)
+        write_json_atomic(self.manifest_path, data)
+        return data
+
+    def cell_path(self, cell_id: str) -> Path:
+        return self.cells_dir / f"{cell_id}.json"
+
+    def log_path(self, label: str) -> Path:
+        return self.logs_dir / f"{label}.log"
+
+    def write_cell(self, record: CellRecord) -> Path:
+        path = self.cell_path(record.cell_id)
+        try:
+            write_json_atomic(path, record.to_dict())
+        except OSError as exc:
+            raise StoreError(f"cannot write cell {record.cell_id} ({exc.strerror or exc}); the "
+                             f"cells written before are intact: free disk space or fix "
+                             f"permissions, then resume this run", path=path) from exc
+        return path
+
+    def cell_files(self) -> list[Path]:
+        return sorted(self.cells_dir.glob("*.json"))
+
+    def read_cells(self) -> tuple[list[CellRecord], list[StoreError]]:
+        """Every current cell file as a record, and a :class:`StoreError` per unreadable file."""
+        cells: list[CellRecord] = []
+        damaged: list[StoreError] = []
+        for path in self.cell_files():
+            try:
+                cells.append(CellRecord.from_dict(read_json(path), path=path))
+            except StoreError as exc:
+                damaged.append(exc)
+        return cells, damaged
+
+    def archive_cell(self, cell_id: str) -> Path | None:
+        """Move a cell file into ``cells/history/`` before it is measured again (nothing is lost)."""
+        path = self.cell_path(cell_id)
+        if not path.exists():
+            return None
+        history = self.cells_dir / "history"
+        history.mkdir(exist_ok=True)
+        n = len(list(history.glob(f"{cell_id}.*.json"))) + 1
+        target = history / f"{cell_id}.{n}.json"
+        os.replace(path, target)
+        return target
+
+    def notebooks(self) -> list[Path]:
+        return sorted(self.path.glob("*.ipynb"))
+
+    def next_notebook(self, stem: str) -> Path:
+        """Where a resumed attempt's executed notebook goes (``<stem>.attempt<n>.ipynb``)."""
+        n = len(list(self.path.glob(f"{stem}*.ipynb"))) + 1
+        return self.path / f"{stem}.attempt{n}.ipynb"
+
+    def shared_files(self) -> list[Path]:
+        """What an index links to: rendered notebooks, notebooks and PNG figures."""
+        return sorted([*self.path.glob("*.html"), *self.notebooks(),
+                       *self.plots_dir.glob("*.png")])
+
+    def write_params(self, resolved: dict[str, Any]) -> None:
+        self.params_path.write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def iter_runs(root: Path | None = None) -> Iterator[RunDir]:
+    """Every run directory with a manifest, oldest first."""
+    for manifest in sorted(runs_root(root).glob("*/manifest.json")):
+        yield RunDir(manifest.parent)
+
+
+def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
+    """One summary per run directory under ``outputs/runs``, oldest first."""
+    runs = []
+    for run in iter_runs(root):
+        try:
+            data = run.manifest()
+        except StoreError:
+            data = {"status": "unreadable"}
+        git = (data.get("environment") or {}).get("git") or {}
+        runs.append({"run_id": run.run_id, "phase": data.get("phase"),
+                     "started": data.get("started"), "status": data.get("status"),
+                     "counts": data.get("verdict_counts"), "commit": (git.get("commit") or "")[:10],
+                     "dirty": git.get("dirty"), "path": str(run.path)})
+    return runs
+
+
+@dataclass
+class Run:
+    """A run open for writing: the directory, this attempt, and the cells it keeps.
+
+    :meth:`start` creates a run or resumes one (keeping its ok cells whose fingerprint matches,
+    archiving the rest as they are measured again), optionally reusing matching ok cells of
+    other runs, and writes the manifest with this attempt and its own environment.
+    """
+
+    dir: RunDir
+    plan: Plan
+    fingerprints: dict[str, str]
+    attempt: dict[str, Any]
+    kept: set[str] = field(default_factory=set)
+
+    @property
+    def number(self) -> int:
+        return int(self.attempt["n"])
+
+    @classmethod
+    def start(cls, plan: Plan, fingerprints: dict[str, str], *, run_id: str | None = None,
+              resume: str | None = None, reuse: bool = False, outputs: Path | None = None,
+              **manifest: Any) -> Run:
+        """Create (or, with ``resume``, reopen) the run directory and record this attempt.
+
+        ``manifest`` holds plan-wide facts (engine, model, fingerprint components, warnings).
+        """
+        if run_id and resume:
+            raise StoreError("give run_id or resume, not both", path=str(run_id))
+        if resume:
+            run_dir = RunDir.open(resume, root=outputs)
+            try:
+                previous = run_dir.manifest()
+                phase = previous.get("phase")
+                if phase != plan.params.phase:
+                    raise StoreError(f"run {resume} is of phase {phase!r}, not "
+                                     f"{plan.params.phase!r}; resume it with its own params file",
+                                     path=run_dir.path)
+                kept = _matching_ok(run_dir, fingerprints)
+            except BaseException:
+                run_dir.release()
+                raise
+        else:
+            run_dir = RunDir.create(run_id or new_run_id(plan.params.phase), root=outputs)
+            previous, kept = {}, set()
+        environment = environment_info()
+        attempts = list(previous.get("attempts", []))
+        attempt = {"n": len(attempts) + 1, "started": utc_now(), "pid": os.getpid(),
+                   "params_file": str(plan.source), "budget": plan.budget,
+                   "kept_cells": sorted(kept), "reused_from": {}, "environment": environment}
+        run = cls(run_dir, plan, fingerprints, attempt, kept)
+        if reuse:
+            attempt["reused_from"] = run._reuse_cells()
+            run.kept |= set(attempt["reused_from"])
+            attempt["kept_cells"] = sorted(run.kept)
+        resolved = redact(plan.params.model_dump(mode="json"))
+        run_dir.write_params(resolved)
+        run_dir.update_manifest(
+            schema_version=SCHEMA_VERSION, run_id=run_dir.run_id, phase=plan.params.phase,
+            status="running", started=previous.get("started", attempt["started"]), ended=None,
+            params_file=str(plan.source), budget=plan.budget, params=resolved,
+            planned_cells=len(plan.cells), plan_fingerprints=fingerprints,
+            environment=previous.get("environment", environment),
+            servers=previous.get("servers", {}), attempts=[*attempts, attempt],
+            notebook=previous.get("notebook"), **manifest)
+        return run
+
+    def provenance(self) -> Provenance:
+        git = self.attempt["environment"].get("git") or {}
+        return Provenance(attempt=self.number, commit=git.get("commit"), dirty=git.get("dirty"))
+
+    def write_cell(self, record: CellRecord) -> Path:
+        self.dir.archive_cell(record.cell_id)
+        return self.dir.write_cell(record)
+
+    def store_server(self, label: str, record: dict[str, Any]) -> None:
+        servers = self.dir.manifest().get("servers", {})
+        servers[label] = record
+        self.dir.update_manifest(servers=servers)
+
+    def finish(self, status: str, *, elapsed_s: float, counts: dict[str, int]) -> None:
+        """Close this attempt in the manifest and release the lock."""
+        try:
+            self.attempt.update(ended=utc_now(), status=status)
+            attempts = self.dir.manifest().get("attempts", [])
+            attempts[-1] = self.attempt
+            self.dir.update_manifest(status=status, ended=self.attempt["ended"],
+                                     attempts=attempts, elapsed_s=round(elapsed_s, 1),
+                                     verdict_counts=counts)
+        finally:
+            self.dir.release()
+
+    def _reuse_cells(self) -> dict[str, str]:
+        """Copy ok cells whose fingerprint matches from other runs; returns {cell id: source run}."""
+        wanted = {fp: cell_id for cell_id, fp in self.fingerprints.items()
+                  if cell_id not in self.kept}
+        reused: dict[str, str] = {}
+        for other in sorted(self.dir.path.parent.iterdir(), reverse=True):
+            if other == self.dir.path or not (other / "cells").is_dir():
+                continue
+            for cell in RunDir(other).read_cells()[0]:
+                cell_id = wanted.get(cell.fingerprint)
+                if cell_id and cell_id not in reused and _still_ok(cell):
+                    provenance = replace(cell.provenance, reused_from=other.name)
+                    self.dir.write_cell(replace(cell, run_id=self.dir.run_id,
+                                                provenance=provenance))
+                    reused[cell_id] = other.name
+        return reused
+
+
+def _still_ok(cell: CellRecord) -> bool:
+    """Whether the analysis of this specbench finds the cell ok (not only when it was written)."""
+    from .analysis import judge
+
+    return judge(cell).ok
+
+
+def _matching_ok(run_dir: RunDir, fingerprints: dict[str, str]) -> set[str]:
+    """Ok cells whose fingerprint matches the plan; damaged or old-schema files are measured
+    again (they move to history when their cell is written)."""
+    cells, damaged = run_dir.read_cells()
+    for error in damaged:
+        kind = "in an old schema" if isinstance(error, SchemaError) else "damaged"
+        print(f"resume: cell file {kind}, measuring it again: {error}", flush=True)
+    return {c.cell_id for c in cells
+            if fingerprints.get(c.cell_id) == c.fingerprint and _still_ok(c)}
