@@ -24,7 +24,8 @@ Phase {title}: {what}. One server per config (autoregressive `auto`, then each s
 each budget); every cell is judged `ok` / `invalid` / `crashed` / `skipped` with its reasons, and
 only `ok` cells reach the table and the plots. Run it with `specbench run {name}` or
 `papermill --inject-paths notebooks/{name}.ipynb out.ipynb -p budget 16` (`--inject-paths` tells
-the notebook where papermill writes it, so its run directory keeps a copy)."""
+the notebook where papermill writes it, so its run directory keeps a copy and a parameter the
+notebook does not take, such as `-p budgt 16`, is refused)."""
 PARAMETERS = '''params_file: str = "{params}"  # params YAML of the phase (from the project root or cwd)
 budget: Optional[int] = None  # one budget (plus the auto baseline), or None for every budget
 run_id: Optional[str] = None  # name of the run directory under outputs/runs; None makes a new one
@@ -34,7 +35,7 @@ retry_known_bad: bool = False  # run the configs listed under known_bad instead 
 reuse: bool = False  # copy ok cells with matching fingerprints from earlier runs instead of measuring
 PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)'''
 CALLS = [
-    "plan = sb.load_plan(params_file, budget=budget)\nplan",
+    "plan = sb.load_plan(params_file, budget=budget, notebook=PAPERMILL_OUTPUT_PATH)\nplan",
     "result = sb.run_sweep(plan, run_id=run_id, resume=resume, dry_run=dry_run,\n"
     "                      retry_known_bad=retry_known_bad, reuse=reuse)\nresult",
     "sb.keep_notebook(result, PAPERMILL_OUTPUT_PATH)",
@@ -52,8 +53,10 @@ budget per phase × workload × context × concurrency, speedups, TP1 → TP4 �
 length by budget, and every crashed, skipped or invalid cell with its reasons. Writes a LaTeX table
 (`outputs/report/results.tex`) and refreshes `outputs/index.html`."""
 REPORT_PARAMETERS = (
-    'runs: Optional[str] = None  # comma-separated run ids; None for the latest complete run of each phase')
-REPORT_CALLS = ["report = sb.report.compare(runs)\nreport", "report.best_budgets()", "report.speedups()",
+    'runs: Optional[str] = None  # comma-separated run ids; None for the latest complete run of each phase\n'
+    'PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)')
+REPORT_CALLS = ["report = sb.report.compare(runs, notebook=PAPERMILL_OUTPUT_PATH)\nreport",
+                "report.best_budgets()", "report.speedups()",
                 "report.scaling()", "report.acceptance()", "report.failures()",
                 "sb.report.write(report)"]
 

@@ -7,11 +7,16 @@ A notebook calls, in order::
     result = sb.run_sweep(plan)
     result.require_valid()
     figures = result.figures()
+
+The package imports its heavy parts (the sweep with its dispatcher and adapters, plots, report)
+on first use, so importing the record model, the analysis or the metrics stays light.
 """
 
 from __future__ import annotations
 
-from . import plots, report
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     EngineError,
     ParamsError,
@@ -25,16 +30,34 @@ from .errors import (
 )
 from .params import Plan, build_plan, load_params, load_plan
 from .records import CellRecord, Reason, RequestRecord, Verdict
-from .results import Outcome, SweepResult
-from .sweep import run_sweep
+
+if TYPE_CHECKING:
+    from . import plots, report
+    from .results import Outcome, SweepResult
+    from .sweep import run_sweep
 
 __version__ = "0.1.0"
+
+_LAZY = {"plots": (".plots", None), "report": (".report", None),
+         "Outcome": (".results", "Outcome"), "SweepResult": (".results", "SweepResult"),
+         "run_sweep": (".sweep", "run_sweep")}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'specbench_lib' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    found = import_module(module, __name__)
+    value = found if attribute is None else getattr(found, attribute)
+    globals()[name] = value
+    return value
 
 
 def keep_notebook(result: Outcome, output_path: str | None) -> str | None:
     """Keep the executed notebook (papermill's ``PAPERMILL_OUTPUT_PATH``) in the run directory
     and name it in the manifest; returns its name there (None for a dry run or no path)."""
     from .notebook_link import keep
+    from .results import SweepResult
 
     if not isinstance(result, SweepResult) or not output_path:
         return None
@@ -46,8 +69,8 @@ def keep_notebook(result: Outcome, output_path: str | None) -> str | None:
 
 
 __all__ = [
-    "CellRecord", "EngineError", "Outcome", "ParamsError", "Plan", "PreflightError",
-    "Reason", "RequestRecord", "SchemaError", "ServerError", "SpecbenchError", "StoreError",
-    "SweepResult", "TransportError", "ValidationFailed", "Verdict", "build_plan", "keep_notebook",
-    "load_params", "load_plan", "plots", "report", "run_sweep",
+    "CellRecord", "EngineError", "Outcome", "ParamsError", "Plan", "PreflightError", "Reason",
+    "RequestRecord", "SchemaError", "ServerError", "SpecbenchError", "StoreError", "SweepResult",
+    "TransportError", "ValidationFailed", "Verdict", "build_plan", "keep_notebook", "load_params",
+    "load_plan", "plots", "report", "run_sweep",
 ]

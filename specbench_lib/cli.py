@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .errors import SpecbenchError
+from .errors import ParamsError, SpecbenchError
 from .paths import outputs_dir, project_root
-from .runs import RunDir, list_runs, new_run_id
+from .runs import RunDir, list_runs, new_run_id, resumable_manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,12 +42,16 @@ def main(argv: list[str] | None = None) -> int:
             return _doctor(args.params)
         if args.command == "report":
             return _report(args.runs)
-        if args.dry_run:
-            return _dry_run(args.phase, args.params, args.parameter)
-        return _run(args.phase, args.params, args.resume, args.parameter)
+        return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run)
     except SpecbenchError as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("specbench: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+INTERRUPTED = 130  # the exit status of a process ended by Ctrl-C (128 + SIGINT)
 
 
 def _notebook(phase: str) -> Path | None:
@@ -54,6 +62,32 @@ def _notebook(phase: str) -> Path | None:
     print(f"specbench: notebook {notebook} not found; phases: "
           f"{sorted(p.stem for p in (root / 'notebooks').glob('*.ipynb'))}", file=sys.stderr)
     return None
+
+
+def _parameters(notebook: Path, pairs: list[list[str]]) -> tuple[list[str], dict[str, Any]]:
+    """The parameters the notebook declares, and the ``-p`` values given (YAML), each checked:
+    a name the notebook does not declare is refused with its closest match."""
+    import papermill
+
+    from .params import unknown_parameter
+
+    declared = list(papermill.inspect_notebook(str(notebook)))
+    given: dict[str, Any] = {}
+    for name, value in pairs:
+        if name not in declared:
+            raise unknown_parameter(name, value, declared, notebook=notebook)
+        try:
+            given[name] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ParamsError(f"-p {name} {value!r} is not a YAML value ({exc})", file=notebook,
+                              key=name, value=value) from None
+    return declared, given
+
+
+def _require_declared(name: str, flag: str, declared: list[str], notebook: Path) -> None:
+    if name not in declared:
+        raise ParamsError(f"{flag} sets the notebook parameter {name!r}, which {notebook.name} does "
+                          f"not take; it takes: {', '.join(declared)}", file=notebook, key=name)
 
 
 def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any]) -> str | None:
@@ -68,14 +102,10 @@ def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any])
     return yaml.safe_load(default["default"]) if default else None
 
 
-def _dry_run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int:
+def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> int:
     from .params import load_plan
     from .preview import PlanPreview
 
-    notebook = _notebook(phase)
-    if notebook is None:
-        return 2
-    given = {name: yaml.safe_load(value) for name, value in pairs}
     params = _params_file(notebook, params_file, given)
     if params is None:
         print(f"specbench: {notebook.name} has no params_file parameter; nothing to plan",
@@ -85,7 +115,8 @@ def _dry_run(phase: str, params_file: str | None, pairs: list[list[str]]) -> int
     return 0
 
 
-def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]]) -> int:
+def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]], *,
+         dry_run: bool = False) -> int:
     import papermill
 
     from .params import load_params
@@ -94,57 +125,149 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     notebook = _notebook(phase)
     if notebook is None:
         return 2
-    parameters: dict[str, Any] = {name: yaml.safe_load(value) for name, value in pairs}
+    declared, parameters = _parameters(notebook, pairs)
+    if dry_run or parameters.get("dry_run"):
+        return _dry_run(notebook, params_file, parameters)
     if params_file:
+        _require_declared("params_file", "--params", declared, notebook)
         parameters["params_file"] = str(Path(params_file).resolve())
+    run: RunDir | None = None
     if resume:
-        parameters["resume"] = resume
+        _require_declared("resume", "--resume", declared, notebook)
         run = RunDir.at(resume)
         if not run.manifest_path.is_file():
             print(f"specbench: no run {resume} under {run.path.parent}; see 'specbench runs'",
                   file=sys.stderr)
             return 2
+        previous = resumable_manifest(run)  # damaged: a StoreError naming it and the way out
+        parameters["resume"] = resume
+        if "params_file" in declared and "params_file" not in parameters and previous.get("params_file"):
+            parameters["params_file"] = str(previous["params_file"])  # the run's own params
         output = run.next_notebook(notebook.stem)
-    else:
+    elif "run_id" in declared:
         source = _params_file(notebook, params_file, parameters)
         run_phase = load_params(source).phase if source else notebook.stem
         run_id = parameters.setdefault("run_id", new_run_id(run_phase))
         run = RunDir.at(str(run_id))
-        run.path.mkdir(parents=True, exist_ok=False)
+        if run.path.exists():
+            print(f"specbench: run directory {run.path} exists; choose another run_id, or resume "
+                  f"it with --resume {run_id}", file=sys.stderr)
+            return 2
+        run.path.mkdir(parents=True)
         output = run.path / notebook.name
-    parameters["PAPERMILL_OUTPUT_PATH"] = str(output)  # what papermill --inject-output-path sets
-    run_dir = run.path
-    print(f"specbench: running {notebook.name} into {run_dir}", flush=True)
-    failed = None
+    else:  # not a sweep notebook (the report): its executed copy goes beside what it writes
+        output = outputs_dir() / notebook.stem / notebook.name
+        output.parent.mkdir(parents=True, exist_ok=True)
+    if "PAPERMILL_OUTPUT_PATH" in declared:
+        parameters["PAPERMILL_OUTPUT_PATH"] = str(output)  # what papermill --inject-paths sets
+    print(f"specbench: running {notebook.name} into {output.parent}", flush=True)
+    _Interrupts.count = 0
+    failed: BaseException | None = None
     try:
         papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
-                                   cwd=str(root), progress_bar=False, log_output=True)
-    except papermill.PapermillExecutionError as exc:
+                                   cwd=str(root), progress_bar=False, log_output=True,
+                                   kernel_manager_class=_interrupting_kernel_manager())
+    except KeyboardInterrupt as exc:  # before the kernel ran (or after): nothing to forward
         failed = exc
-    finally:
-        _share(output)
-    if failed is not None:
+    except Exception as exc:  # reported below, with the notebook kept
+        failed = exc
+    interrupted = (isinstance(failed, KeyboardInterrupt) or _Interrupts.count > 0
+                   or getattr(failed, "ename", None) == "KeyboardInterrupt")
+    if failed is not None and not interrupted and not isinstance(failed, papermill.PapermillExecutionError):
+        raise failed
+    recorded = run is None or run.manifest_path.is_file()
+    if run is not None and not recorded:  # stopped before the sweep began (preflight, params)
+        output = _set_aside_unrecorded(run, output)
+    _share(output, quiet=interrupted)
+    if interrupted:
+        if recorded and run is not None:
+            command = shlex.join(["specbench", "run", phase, "--resume", run.run_id, *(
+                ["--params", params_file] if params_file else []), *(
+                    a for name, value in pairs if name not in ("run_id", "resume")
+                    for a in ("-p", name, value))])
+            print(f"specbench: run {run.run_id} interrupted; resume with: {command}",
+                  file=sys.stderr, flush=True)
+        else:
+            where = f"run {run.run_id}" if run is not None else notebook.name
+            print(f"specbench: {where} interrupted before it recorded anything (nothing to "
+                  f"resume); executed notebook: {output}", file=sys.stderr, flush=True)
+        return INTERRUPTED
+    if isinstance(failed, papermill.PapermillExecutionError):
+        where = f"run directory: {run.path}" if run is not None and recorded else \
+            "no run was recorded (the notebook stopped before the sweep began)"
         print(f"specbench: the notebook failed at cell {failed.exec_count}: {failed.ename}: "
-              f"{failed.evalue}\nexecuted notebook: {output}\nrun directory: {run_dir}",
-              file=sys.stderr)
+              f"{failed.evalue}\nexecuted notebook: {output}\n{where}", file=sys.stderr)
         return 1
-    print(f"specbench: run directory: {run_dir}")
+    if run is None:
+        print(f"specbench: executed notebook: {output}")
+    elif recorded:
+        print(f"specbench: run directory: {run.path}")
+    else:
+        print(f"specbench: no run was recorded; executed notebook: {output}")
     return 0
 
 
-def _share(notebook: Path) -> None:
+def _set_aside_unrecorded(run: RunDir, notebook: Path) -> Path:
+    """A run that wrote no manifest (it stopped at preflight or params) is no run: its executed
+    notebook moves to ``outputs/failed/<run id>.ipynb`` and the folder is removed if nothing else
+    is in it. Returns where the notebook is."""
+    target = notebook
+    if notebook.is_file():
+        target = outputs_dir() / "failed" / f"{run.run_id}{notebook.suffix}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(notebook, target)
+    run.discard_if_empty()
+    return target
+
+
+class _Interrupts:
+    """Ctrl-Cs received while ``specbench run`` executes its notebook."""
+
+    count = 0
+
+
+def _interrupting_kernel_manager() -> type:
+    """The kernel manager of ``specbench run``: Ctrl-C interrupts the kernel, as a notebook's
+    interrupt button does, so the sweep cancels its cell, stops the server, marks the run
+    ``interrupted`` and releases its lock (nbclient's own handler would shut the kernel down
+    and kill the sweep mid-way). A second Ctrl-C shuts the kernel down at once."""
+    from jupyter_client import AsyncKernelManager
+
+    class InterruptingKernelManager(AsyncKernelManager):  # type: ignore[misc]
+        async def start_kernel(self, **kw: Any) -> None:
+            await super().start_kernel(**kw)
+            try:  # replaces nbclient's handler on the loop that runs the notebook
+                asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._on_sigint)
+            except (RuntimeError, NotImplementedError, ValueError):
+                pass
+
+        def _on_sigint(self) -> None:
+            _Interrupts.count += 1
+            if _Interrupts.count == 1:
+                asyncio.ensure_future(self.interrupt_kernel())
+            else:
+                asyncio.ensure_future(self.shutdown_kernel(now=True))
+
+    return InterruptingKernelManager
+
+
+def _share(notebook: Path, *, quiet: bool = False) -> None:
     """Render the executed notebook to HTML and refresh outputs/index.html."""
     from .report import build_index, render_html
 
     if notebook.is_file():
-        print(f"specbench: rendered {render_html(notebook)}")
-    print(f"specbench: index {build_index()}")
+        html = render_html(notebook)
+        if not quiet:
+            print(f"specbench: rendered {html}")
+    index = build_index()
+    if not quiet:
+        print(f"specbench: index {index}")
 
 
 def _report(runs: list[str]) -> int:
     from .report import compare, write
 
-    for path in write(compare(",".join(runs) or None)):
+    for path in write(compare(",".join(runs) or None)):  # unreadable runs: warned and skipped
         print(f"specbench: wrote {path}")
     return 0
 
@@ -156,11 +279,18 @@ def _runs() -> int:
         return 0
     print(f"{'run':<40} {'phase':<10} {'status':<12} {'ok':>4} {'inv':>4} {'crash':>5} {'skip':>4}  commit")
     for r in runs:
-        counts = r["counts"] or {}
+        if r["error"]:
+            print(f"specbench: warning: skipping run {r['run_id']}: {r['error']}", file=sys.stderr)
+            continue
+        counts = r["counts"] if isinstance(r["counts"], dict) else {}
         commit = f"{r['commit']}{'+dirty' if r['dirty'] else ''}"
         print(f"{r['run_id']:<40} {str(r['phase']):<10} {str(r['status']):<12} "
               f"{counts.get('ok', '-'):>4} {counts.get('invalid', '-'):>4} {counts.get('crashed', '-'):>5} "
               f"{counts.get('skipped', '-'):>4}  {commit}")
+    died = [r["run_id"] for r in runs if r["status"] == "died"]
+    if died:
+        print(f"died: the process writing the run was killed; continue with 'specbench run <phase> "
+              f"--resume {died[-1]}'")
     return 0
 
 

@@ -7,6 +7,15 @@ request that fails is recorded as failed and never retried. The one exception is
 kept-alive connection could not deliver ("Server disconnected without sending a response" on a
 reused connection: llama-server closes its connection after every stream): the server never saw
 it, so it is sent once more on a fresh connection; a dead server then fails that attempt.
+
+Whatever a server answers ends as that request's record, never as an exception out of
+:func:`dispatch_cell`: an HTTP error status is ``http_<status>``, an error event or a stream line
+that cannot be read (not UTF-8, not JSON, the wrong shape, over 16 MiB without a line break, a
+token count beyond twice the limit) is ``error_in_stream``, a broken connection or HTTP framing
+is ``connection_error``, and a limit is ``timeout``. A 200 stream that ends cleanly having
+carried no token, no text and no final statistics (only ``data: [DONE]``, or an empty body) is
+recorded with 0 completion tokens, so it reads as ``empty_output``; one that carried tokens but
+no final statistics stays incomplete.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from typing import Any, TypeVar
 from .engines import Adapter, StreamEvent
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
 from .params import RequestRateParams, TimeoutParams
-from .records import CellDispatch, RequestRecord
+from .records import CellDispatch, FinalStats, RequestRecord
 
 T = TypeVar("T")
 
@@ -234,6 +243,12 @@ class _Deadline:
         timeout.reschedule(asyncio.get_running_loop().time() + since + gap - self.send.clock())
 
 
+_MAX_LINE = 16 * 1024 * 1024  # a stream line longer than this is not a stream line
+_MAX_ERROR_BODY = 1024 * 1024  # of an error answer's body, read for its text
+_EMPTY_TEXT_SHA = hashlib.sha256().hexdigest()[:16]
+_SSE_FIELDS = (b"data:", b":", b"event:", b"id:", b"retry:")
+
+
 async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> None:
     adapter, origin = send.adapter, send.origin
     path, body = adapter.generation_request(send.prompts[rec.index], max_tokens=send.max_tokens)
@@ -248,27 +263,44 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
     rec.start = send.clock()
     resp: Response | None = None
     ended: float | None = None
+    sse_only = True  # every non-blank line so far was a server-sent-events line
     try:
         async with asyncio.timeout(None) as timeout:
             deadline.arm(timeout)
             resp = await conn.request("POST", path, payload, on_send=starting)
             rec.status = resp.status_code
             if resp.status_code != 200:
-                text = (await resp.read()).decode(errors="replace")
+                text = (await _read_some(resp, _MAX_ERROR_BODY)).decode(errors="replace")
                 rec.error, rec.error_kind = text[:500], f"http_{resp.status_code}"
                 return
             pending = b""
-            async for data, arrived in resp.stream():
-                now = arrived - origin  # when the bytes were received, before any parsing
-                *lines, pending = (pending + data).split(b"\n")
-                for line in lines:
-                    if ended is None and _take(parse(line.rstrip(b"\r").decode()), rec, digest, now):
-                        if rec.error_kind is not None:
-                            return
-                        ended = now  # read on to the body's end, so the connection is reused
-                deadline.arm(timeout)
+            # closed here, not by the garbage collector: its end would close a later connection
+            async with contextlib.aclosing(resp.stream()) as pieces:
+                async for data, arrived in pieces:
+                    now = arrived - origin  # when the bytes were received, before any parsing
+                    *lines, pending = (pending + data).split(b"\n")
+                    for line in lines:
+                        if ended is None:
+                            if sse_only and not rec.token_times:
+                                sse_only = _is_sse(line)
+                            if _take(_parse(parse, line), rec, digest, now):
+                                if rec.error_kind is not None:
+                                    return
+                                ended = now  # read on to the body's end, so the connection is reused
+                    if ended is not None:
+                        pending = b""  # the rest of the body is only read to its end
+                    elif len(pending) > _MAX_LINE:
+                        rec.error, rec.error_kind = (f"a stream line over {_MAX_LINE >> 20} MiB without "
+                                                     f"a line break: {pending[:200]!r}", "error_in_stream")
+                        return
+                    deadline.arm(timeout)
             if ended is None and pending.strip():
-                _take(parse(pending.rstrip(b"\r").decode()), rec, digest, send.clock())
+                sse_only = sse_only and _is_sse(pending)
+                if _take(_parse(parse, pending), rec, digest, send.clock()) and rec.error_kind:
+                    return
+            if (rec.error_kind is None and rec.final is None and not rec.token_times and sse_only
+                    and digest.hexdigest()[:16] == _EMPTY_TEXT_SHA):
+                rec.final = FinalStats(completion_tokens=0)  # an empty stream: empty_output
     except TimeoutError:
         limit = _RequestTimeout(deadline.which, deadline.gap)
         rec.error, rec.error_kind = f"{limit} after {len(rec.token_times)} tokens", "timeout"
@@ -276,11 +308,40 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
         rec.error, rec.error_kind = str(exc), "timeout"
     except HTTPError as exc:
         rec.error, rec.error_kind = str(exc), "connection_error"
+    except Exception as exc:  # the last guard: nothing a server sends may end the sweep
+        rec.error = f"{type(exc).__name__} while reading the answer: {exc}"[:500]
+        rec.error_kind = "connection_error"
     finally:
         rec.end = send.clock() if ended is None else ended
         rec.text_sha = digest.hexdigest()[:16]
         if resp is None or not resp.complete:
             conn.close()  # a response not read to its end leaves the connection unusable
+
+
+async def _read_some(resp: Response, limit: int) -> bytes:
+    """A body's first ``limit`` bytes (the rest, if any, is not read: the connection closes)."""
+    out = b""
+    async with contextlib.aclosing(resp.stream()) as pieces:
+        async for data, _ in pieces:
+            out += data
+            if len(out) >= limit:
+                break
+    return out[:limit]
+
+
+def _is_sse(line: bytes) -> bool:
+    line = line.strip()
+    return not line or line.startswith(_SSE_FIELDS)
+
+
+def _parse(parse: Any, line: bytes) -> StreamEvent | None:
+    """One stream line through the adapter's parser; a line that is not UTF-8 is an error event."""
+    try:
+        text = line.rstrip(b"\r").decode()
+    except UnicodeDecodeError as exc:
+        return StreamEvent(error=f"stream line is not UTF-8 ({exc.reason} at byte {exc.start}): "
+                                 f"{line[:200]!r}")
+    return parse(text)
 
 
 def _take(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: float) -> bool:
@@ -291,10 +352,15 @@ def _take(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: float
         rec.error, rec.error_kind = event.error, "error_in_stream"
         return True
     if event.n_tokens:
+        if len(rec.token_times) + event.n_tokens > 2 * rec.max_tokens + 64:  # not long_output: bogus
+            rec.error = (f"a stream event claims {event.n_tokens} tokens after "
+                         f"{len(rec.token_times)}, for a limit of {rec.max_tokens}")
+            rec.error_kind = "error_in_stream"
+            return True
         rec.token_times.extend([now] * event.n_tokens)
         rec.chunk_sizes.append(event.n_tokens)
         rec.output_ids.extend(event.token_ids)
-    digest.update(event.text.encode())
+    digest.update(event.text.encode("utf-8", "surrogatepass"))  # JSON escapes lone surrogates
     if event.final is not None:
         rec.final = event.final
     return event.done

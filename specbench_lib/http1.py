@@ -29,6 +29,8 @@ from .errors import ConnectTimeout, StaleConnection, TransportError
 
 HTTPError = TransportError  # the name this module's callers and tests know
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_MAX_CHUNK_LINE = 4096  # a chunk-size line, extensions included
+_MAX_TRAILERS = 65536
 
 
 class _Pieces:
@@ -236,12 +238,16 @@ class Connection:
             await self.open()
             if on_send is not None:
                 on_send()
-            await self._open_wire().write(data)
             try:
+                await self._open_wire().write(data)
                 return await self.response()
             except StaleConnection:
                 if self.fresh:
                     raise
+            except OSError as exc:  # reset or broken pipe while writing: no response began
+                self.close()
+                if self.fresh:
+                    raise HTTPError(f"ConnectError: {type(exc).__name__}: {exc}") from None
             attempt += 1
 
     def _open_wire(self) -> _Pieces:
@@ -260,7 +266,7 @@ class Connection:
                     raise StaleConnection("Server disconnected without sending a response")
                 raise HTTPError("RemoteProtocolError: incomplete response head")
             buf += data
-            if len(buf) > 65536:
+            if len(buf) > 65536 and b"\r\n\r\n" not in buf[:65536 + 4]:  # a body may follow
                 self.close()
                 raise HTTPError("RemoteProtocolError: response head over 64 KiB")
         head, rest = buf.split(b"\r\n\r\n", 1)
@@ -358,8 +364,11 @@ async def _dechunk(wire: _Pieces) -> AsyncIterator[tuple[bytes, float]]:
                 if buf[:crlf_left] != b"\r\n"[2 - crlf_left:]:
                     raise HTTPError("RemoteProtocolError: a chunk longer than its size")
                 buf, crlf_left = buf[crlf_left:], 0
-            end = buf.find(b"\r\n")
+            end = buf.find(b"\r\n", 0, _MAX_CHUNK_LINE + 2)
             if end < 0:
+                if len(buf) > _MAX_CHUNK_LINE:
+                    raise HTTPError(f"RemoteProtocolError: chunk size line over {_MAX_CHUNK_LINE} "
+                                    f"bytes {buf[:40]!r}")
                 break
             digits = buf[:end].split(b";", 1)[0].strip()
             if not _HEX.fullmatch(digits):  # int(..., 16) would take "-1", "0x1" and "1_0"
@@ -370,6 +379,8 @@ async def _dechunk(wire: _Pieces) -> AsyncIterator[tuple[bytes, float]]:
                 if out:
                     yield b"".join(out), when
                 while not buf.startswith(b"\r\n") and b"\r\n\r\n" not in buf:
+                    if len(buf) > _MAX_TRAILERS:
+                        raise HTTPError(f"RemoteProtocolError: trailers over {_MAX_TRAILERS} bytes")
                     data, _ = await wire.read()
                     if not data:
                         return

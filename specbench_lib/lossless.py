@@ -69,8 +69,8 @@ def _key(cell: CellRecord) -> tuple[Any, ...]:
 def _outputs(cell: CellRecord) -> dict[str, tuple[list[int], str]]:
     """Prompt sha → (output token ids, text sha) of the cell's measured, error-free requests."""
     found = {}
-    for i, req in enumerate(cell.requests):
-        if req.warmup or req.error_kind or i >= len(cell.prompts):
+    for i, req in enumerate(cell.measured):
+        if req.error_kind or i >= len(cell.prompts):
             continue
         found[cell.prompts[i].sha] = (list(req.output_ids), req.text_sha)
     return found

@@ -7,7 +7,10 @@ refused with a :class:`ParamsError` that names the file, the key and the value.
 
 from __future__ import annotations
 
+import difflib
 import itertools
+import re
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +25,9 @@ from .paths import resolve_project_path
 # draft tokens); tree: DDTree (a draft tree of `budget` nodes); eagle, eagle3, mtp: EAGLE-family
 # heads. Each engine adapter maps a method to its flags (or refuses it).
 Method = Literal["auto", "ngram", "draft", "linear", "tree", "eagle", "eagle3", "mtp"]
+
+
+_REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class _Strict(BaseModel):
@@ -56,6 +62,8 @@ class EngineParams(_Strict):
     context: int = Field(4096, gt=0, description="total context (tokens), shared by the slots")
     threads: int = Field(2, gt=0)
     ready_timeout_s: float = Field(120.0, gt=0)
+    # the whole of one control call (server info, tokenize, /metrics), however slowly it answers
+    control_timeout_s: float = Field(30.0, gt=0)
     extra_args: tuple[str, ...] = ()
     launcher: tuple[str, ...] | None = None  # None: the kind's default (see the docstring)
     draft_model: str | None = None  # the default draft model of configs that need one
@@ -238,6 +246,10 @@ class SweepParams(_Strict):
     max_failed_fraction: float = Field(0.0, ge=0, lt=1)  # failed requests a cell may tolerate
     repeats: int = Field(1, ge=1)  # measurements of each cell (mean and CV across them)
     unstable_cv: float = Field(0.10, gt=0)  # CV of output tok/s across repeats above which: unstable
+    # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
+    # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
+    # --hf-token, *_token, password, secret, Authorization and the like are always hidden
+    redact: tuple[str, ...] = ()
 
     def request_timeouts(self) -> TimeoutParams:
         """The timeouts with the whole-request limit resolved (``request_timeout_s`` by default)."""
@@ -251,6 +263,15 @@ class SweepParams(_Strict):
         if any(v <= 0 for v in values):
             raise ValueError(f"must be positive integers, got {list(values)}")
         return values
+
+    @field_validator("redact")
+    @classmethod
+    def _names_to_redact(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [n for n in names if not _REDACT_NAME.match(n)]
+        if bad:
+            raise ValueError(f"names to redact are key or flag names (letters, digits, '-', '_', "
+                             f"'.'; a flag may start with '-' or '--'), got {bad}")
+        return names
 
     @model_validator(mode="after")
     def _names_and_baseline(self) -> SweepParams:
@@ -376,20 +397,87 @@ def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) 
         for s, w, ctx, conc, rep in itertools.product(
             servers, params.workloads, params.contexts, params.concurrency, range(params.repeats))
     )
+    _require_context_room(params, servers, source)
     return Plan(params, source, tuple(servers), cells, budget)
 
 
-def load_plan(path: str | Path, *, budget: int | None = None) -> Plan:
-    """Load a params file and build its plan in one step (what a notebook calls)."""
+def _require_context_room(params: SweepParams, servers: list[ServerConfig], source: Path) -> None:
+    """Refuse a plan none of whose cells fits ``engine.context`` (the context of each request
+    of a launched server), before any server starts; the context guard would refuse them all.
+    Attached servers, and argv templates that do not pass ``{context}``, have their own."""
+    bound = [s for s in servers if s.attach is None
+             and (not (s.argv or params.engine.argv_template)
+                  or any("{context" in a for a in (s.argv or params.engine.argv_template)))]
+    if not bound:
+        return
+    smallest = min(params.contexts)
+    need = smallest + params.output_tokens + 1
+    context = params.engine.context
+    if need > context:
+        raise ParamsError(
+            f"engine.context = {context} fits no cell: the smallest needs prompt {smallest} + "
+            f"output_tokens {params.output_tokens} + 1 = {need} tokens (before any speculative "
+            f"reserve); raise engine.context to at least {need}, or lower contexts or "
+            f"output_tokens", file=source, key="engine.context", value=context)
+
+
+def load_plan(path: str | Path, *, budget: int | None = None,
+              notebook: str | Path | None = None) -> Plan:
+    """Load a params file and build its plan in one step (what a notebook calls).
+
+    ``notebook`` is papermill's ``PAPERMILL_OUTPUT_PATH`` (``papermill --inject-paths``, always
+    set by ``specbench run``): a parameter papermill passed that the notebook does not declare
+    (``-p budgt 16``) is refused (see :func:`check_notebook_parameters`).
+    """
+    check_notebook_parameters(notebook)
     params = load_params(path)
     return build_plan(params, source=resolve_project_path(path), budget=budget)
+
+
+# papermill's own parameters (--inject-paths), which a notebook need not declare
+PAPERMILL_PATHS = ("PAPERMILL_INPUT_PATH", "PAPERMILL_OUTPUT_PATH")
+
+
+def unknown_parameter(name: str, value: Any, declared: list[str], *,
+                      notebook: str | Path) -> ParamsError:
+    """The error for a notebook parameter the notebook does not declare, with the close match."""
+    close = difflib.get_close_matches(name, declared, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ParamsError(f"unknown notebook parameter {name!r}{hint}; the notebook takes: "
+                       f"{', '.join(declared)}", file=notebook, key=name, value=value)
+
+
+def check_notebook_parameters(notebook: str | Path | None) -> None:
+    """Refuse the parameters papermill injected into ``notebook`` that its ``parameters`` cell
+    does not declare (papermill itself only warns, and the value would be silently unused).
+
+    ``notebook`` is the executed notebook papermill is writing (``PAPERMILL_OUTPUT_PATH``): it
+    holds the ``parameters`` cell and, in its ``papermill.parameters`` metadata, what was
+    passed. Nothing is checked without it (an interactive session, papermill without
+    ``--inject-paths``, output to stdout or a URL) or when it cannot be read.
+    """
+    if not notebook or str(notebook) == "-" or "://" in str(notebook):
+        return
+    path = Path(notebook).expanduser()
+    try:
+        import nbformat
+        import papermill
+
+        nb = nbformat.read(path, as_version=4)
+        passed = dict(nb.metadata.get("papermill", {}).get("parameters") or {})
+        declared = list(papermill.inspect_notebook(str(path))) if passed else []
+    except Exception:  # an unreadable notebook is no reason to refuse a sweep
+        return
+    for name, value in passed.items():
+        if name not in declared and name not in PAPERMILL_PATHS:
+            raise unknown_parameter(name, value, declared, notebook=path)
 
 
 def _read_layered(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     if file in seen:
         raise ParamsError("'extends' forms a cycle", file=file, key="extends", value=str(file))
     try:
-        data = yaml.safe_load(file.read_text()) or {}
+        data = yaml.safe_load(_read_text(file)) or {}
     except yaml.YAMLError as exc:
         raise ParamsError(f"not valid YAML: {exc}", file=file) from None
     if not isinstance(data, dict):
@@ -403,6 +491,27 @@ def _read_layered(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         raise ParamsError("base file named by 'extends' not found", file=file, key="extends",
                           value=base_name)
     return _merge(_read_layered(base_file, (*seen, file)), data)
+
+
+def _read_text(file: Path) -> str:
+    """The file's text; a :class:`ParamsError` naming the line, its key and the bytes when it is
+    not UTF-8 (a file saved in Latin-1 or UTF-16 by an editor), or when it cannot be read."""
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise ParamsError(f"cannot read the params file ({exc.strerror or exc})", file=file,
+                          key="params_file", value=str(file)) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_no = raw.count(b"\n", 0, exc.start) + 1
+        line = raw.split(b"\n")[line_no - 1].decode("utf-8", errors="replace")
+        key = re.match(r"^[\s-]*([^\s:#][^:#]*?)\s*:", line)
+        bad = raw[exc.start:exc.end]
+        raise ParamsError(
+            f"not UTF-8 text: byte{'s' if len(bad) > 1 else ''} {bad.hex(' ')} at line {line_no}"
+            f"{f' (key {key.group(1)!r})' if key else ''}: {line.strip()!r}; save the file as "
+            f"UTF-8", file=file, key=key.group(1) if key else None, value=bad) from None
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -422,7 +531,7 @@ def _translate(exc: ValidationError, file: Path, raw: dict[str, Any]) -> ParamsE
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         value = err.get("input")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key; remove it or check its spelling"
+            msg = _unknown_key(err["loc"])
         else:
             msg = err["msg"]
         shown = "" if isinstance(value, dict) else f" = {value!r}"
@@ -431,3 +540,40 @@ def _translate(exc: ValidationError, file: Path, raw: dict[str, Any]) -> ParamsE
             first_key, first_value = key, value
     text = "invalid params:\n" + "\n".join(lines)
     return ParamsError(text, file=file, key=first_key, value=first_value)
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """The message for a key the model does not have, with the closest known key."""
+    known = _known_keys(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    if close:
+        return f"unknown key {str(loc[-1])!r}; did you mean {close[0]!r}?"
+    listed = f" (known here: {', '.join(known)})" if known else ""
+    return f"unknown key {str(loc[-1])!r}; remove it or check its spelling{listed}"
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the params model accepts at ``loc`` (a validation error's location)."""
+    model: type[BaseModel] | None = SweepParams
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part)) if model else None
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+    if model is None:
+        return []
+    return [*model.model_fields, *(["extends"] if model is SweepParams else [])]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The params model inside a field's annotation (``tuple[ConfigParams, ...]``,
+    ``AttachParams | None``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None

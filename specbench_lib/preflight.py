@@ -209,7 +209,7 @@ def check_attached(plan: Plan, adapter: Adapter) -> dict[str, dict[str, Any]]:
                                  f"not answer its server info ({exc}); start it, or fix "
                                  f"configs.{server.name}.attach", what="attach") from None
         found[server.label] = {"url": attach.url, "unit": attach.unit,
-                               "settings": redact(info.settings)}
+                               "settings": redact(info.settings, extra=plan.params.redact)}
     return found
 
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .display import Rendered, html_table, html_text
 from .errors import SchemaError
 from .params import CellSpec
 
@@ -148,7 +149,7 @@ def _reason(code: str, detail: str, count: int, tolerated: bool) -> Reason:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(Rendered):
     """A cell's status, every reason that applied, and the measured requests that failed.
 
     An ``ok`` cell may carry reasons only when ``max_failed_fraction`` tolerated some failed
@@ -167,6 +168,14 @@ class Verdict:
     @property
     def codes(self) -> set[str]:
         return {r.code for r in self.reasons}
+
+    def text(self) -> str:
+        return "\n".join([self.status, *(f"  {r}" for r in self.reasons)])
+
+    def html(self) -> str:
+        rows = [[r.code, r.detail, r.count, "yes" if r.tolerated else ""] for r in self.reasons]
+        table = html_table(["rule", "detail", "requests", "tolerated"], rows) if rows else ""
+        return html_text(self.status, bold=True) + table
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "reasons": [r.to_dict() for r in self.reasons],

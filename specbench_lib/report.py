@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from .display import Rendered, frame_table, html_page, html_table, html_text, join, link
 from .errors import StoreError, ValidationFailed
+from .params import check_notebook_parameters
 from .paths import outputs_dir
 from .results import SweepResult
 from .runs import RunDir, list_runs, runs_root
@@ -62,13 +64,46 @@ def build_index(root: Path | None = None) -> Path:
     return index
 
 
-def latest_runs(root: Path | None = None) -> list[SweepResult]:
-    """The newest ``complete`` run of each phase."""
-    newest: dict[str, str] = {}
+def latest_runs(root: Path | None = None, *, skipped: list[str] | None = None) -> list[SweepResult]:
+    """The newest ``complete`` run of each phase that can be read.
+
+    A run whose manifest cannot be read is skipped with a warning naming it (and appended to
+    ``skipped``); so is a phase's newest complete run that cannot be read, in favour of the one
+    before it. Unreadable cell files of a run read are named by :func:`_read`.
+    """
+    notes = skipped if skipped is not None else []
+    complete: dict[str, list[str]] = {}
     for run in list_runs(root):
-        if run["status"] == "complete" and run["phase"]:
-            newest[run["phase"]] = run["path"]
-    return [SweepResult(path) for path in newest.values()]
+        if run["error"]:
+            _warn(notes, f"skipping run {run['run_id']}: {run['error']}")
+        elif run["status"] == "complete" and run["phase"]:
+            complete.setdefault(run["phase"], []).append(run["path"])
+    results = []
+    for paths in complete.values():
+        for path in reversed(paths):
+            result = _read(path, notes)
+            if result is not None:
+                results.append(result)
+                break
+    return results
+
+
+def _read(path: str | Path, notes: list[str]) -> SweepResult | None:
+    """The run at ``path``, or None with a warning when its manifest cannot be read; each cell
+    file that cannot be read is named in a warning (it is left out of every table)."""
+    try:
+        result = SweepResult(path)
+    except StoreError as exc:
+        _warn(notes, f"skipping run {Path(path).name}: {exc}")
+        return None
+    for error in result.damaged:
+        _warn(notes, f"run {result.run_id}: leaving out an unreadable cell file: {error}")
+    return result
+
+
+def _warn(notes: list[str], message: str) -> None:
+    notes.append(message)
+    print(f"specbench: warning: {message}", file=sys.stderr, flush=True)
 
 
 class Comparison(Rendered):
@@ -77,9 +112,11 @@ class Comparison(Rendered):
     Writing them out is :func:`write`'s job; in a notebook the comparison shows its best budgets.
     """
 
-    def __init__(self, runs: list[SweepResult]) -> None:
+    def __init__(self, runs: list[SweepResult], *, skipped: list[str] | None = None) -> None:
+        self.skipped = list(skipped or [])  # warnings: runs and cell files that could not be read
         if not runs:
-            raise ValidationFailed("no runs to compare: run a phase first or name run ids",
+            also = f" ({'; '.join(self.skipped)})" if self.skipped else ""
+            raise ValidationFailed(f"no runs to compare: run a phase first or name run ids{also}",
                                    run_dir=str(runs_root()), counts={})
         self.runs = runs
 
@@ -130,10 +167,13 @@ class Comparison(Rendered):
         return ", ".join(f"{r.manifest.get('phase')}: {r.run_id}" for r in self.runs)
 
     def text(self) -> str:
-        return f"comparing {self.names()}\n{self.best_budgets().to_string(index=False)}"
+        warnings = "".join(f"\nwarning: {note}" for note in self.skipped)
+        return f"comparing {self.names()}{warnings}\n{self.best_budgets().to_string(index=False)}"
 
     def html(self) -> str:
-        return html_text("comparing", bold=True, detail=self.names()) + frame_table(self.best_budgets())
+        warnings = "".join(html_text(f"warning: {note}") for note in self.skipped)
+        return (html_text("comparing", bold=True, detail=self.names()) + warnings
+                + frame_table(self.best_budgets()))
 
     def __repr__(self) -> str:
         return f"Comparison({[r.run_id for r in self.runs]!r})"
@@ -171,14 +211,23 @@ def write_summary(comparison: Comparison, path: Path) -> Path:
     return path
 
 
-def compare(runs: str | list[str] | None = None, *, root: Path | None = None) -> Comparison:
-    """A :class:`Comparison` of run ids (comma-separated or a list), or the latest of each phase."""
+def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
+            notebook: str | Path | None = None) -> Comparison:
+    """A :class:`Comparison` of run ids (comma-separated or a list), or the latest of each phase.
+
+    A run that cannot be read is skipped with a warning naming it (``Comparison.skipped``).
+    ``notebook``: papermill's ``PAPERMILL_OUTPUT_PATH``, to refuse a notebook parameter the
+    report notebook does not declare (see :func:`~.params.check_notebook_parameters`).
+    """
+    check_notebook_parameters(notebook)
+    skipped: list[str] = []
     if runs is None or runs == "":
-        return Comparison(latest_runs(root))
+        return Comparison(latest_runs(root, skipped=skipped), skipped=skipped)
     ids = [r.strip() for r in runs.split(",")] if isinstance(runs, str) else list(runs)
     found = [RunDir.at(run_id, root=root) for run_id in ids if run_id]
     missing = [run.run_id for run in found if not run.manifest_path.is_file()]
     if missing:
         raise StoreError(f"no such runs: {', '.join(missing)}; see 'specbench runs'",
                          path=runs_root(root))
-    return Comparison([SweepResult(run.path) for run in found])
+    results = [_read(run.path, skipped) for run in found]
+    return Comparison([r for r in results if r is not None], skipped=skipped)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .analysis import analyse
+from .display import Rendered, html_table, html_text
 from .errors import StoreError, ValidationFailed
 from .records import STATUSES, CellRecord
 from .runs import RunDir
@@ -32,7 +33,7 @@ class Outcome(Protocol):
     def summary(self) -> Any: ...
 
 
-class SweepResult:
+class SweepResult(Rendered):
     """The cells of one run directory; shows itself as a verdict table in JupyterLab.
 
     Only cells whose fingerprint matches the run's plan are read (``cells``); any other cell file
@@ -162,8 +163,6 @@ class SweepResult:
         return "\n".join(lines)
 
     def html(self) -> str:
-        from .display import html_table, html_text
-
         head = html_text(self.text().splitlines()[0], bold=True)
         frame = self._verdicts
         rows = [[r.config, r.workload, r.context, r.concurrency, r.verdict,
@@ -174,9 +173,6 @@ class SweepResult:
                             "output tok/s", "reasons"], rows, row_styles=styles)
         damaged = "".join(html_text(f"damaged: {e}") for e in self.damaged)
         return f"{head}{table}{damaged}"
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/plain": self.text(), "text/html": self.html()}
 
     def __repr__(self) -> str:
         return f"SweepResult({self.run_id!r}, {self.counts()})"

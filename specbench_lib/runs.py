@@ -7,6 +7,7 @@ Nothing else in specbench spells the layout::
         params.yaml          the resolved params (secrets redacted)
         cells/<cell id>.json one CellRecord per cell, written atomically
         cells/history/       earlier files of cells measured again
+        cells/damaged/       cell files that could not be read, set aside by a resume (kept)
         logs/<config>.log    each server's log
         plots/               figures (PNG and SVG)
         results.csv, results.parquet, <notebook>.ipynb, <notebook>.html
@@ -107,6 +108,39 @@ class RunDir:
     def release(self) -> None:
         self._lock.unlink(missing_ok=True)
 
+    def lock_owner(self) -> int | None:
+        """The pid in the run's lock, or None when there is no lock (or it holds no pid)."""
+        try:
+            owner = self._lock.read_text().strip()
+        except OSError:
+            return None
+        return int(owner) if owner.isdigit() else None
+
+    def set_aside(self, path: Path) -> Path:
+        """Move a cell file that cannot be read into ``cells/damaged/``, keeping it (a name
+        already there gets a number). Returns where it went."""
+        path = Path(path)
+        folder = self.cells_dir / "damaged"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / path.name
+        n = 1
+        while target.exists():
+            target = folder / f"{path.stem}.{n}{path.suffix}"
+            n += 1
+        os.replace(path, target)
+        return target
+
+    def discard_if_empty(self) -> bool:
+        """Remove the run directory when it holds no file at all (only empty folders), as a run
+        that failed before writing anything leaves it; True when it was removed. Never deletes
+        a file."""
+        if not self.path.is_dir() or any(p.is_file() or p.is_symlink() for p in self.path.rglob("*")):
+            return False
+        for folder in sorted(self.path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            folder.rmdir()
+        self.path.rmdir()
+        return True
+
     def manifest(self) -> dict[str, Any]:
         if not self.manifest_path.exists():
             return {}
@@ -197,18 +231,30 @@ def iter_runs(root: Path | None = None) -> Iterator[RunDir]:
 
 
 def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
-    """One summary per run directory under ``outputs/runs``, oldest first."""
+    """One summary per run directory under ``outputs/runs``, oldest first.
+
+    ``status`` is the manifest's, except: ``died`` for a run the manifest says is running (or
+    never said) whose lock names no living process (its writer was killed: resume it), and
+    ``unreadable`` for a manifest that cannot be read (``error`` says why; nothing is changed).
+    """
     runs = []
     for run in iter_runs(root):
+        error = None
         try:
             data = run.manifest()
-        except StoreError:
-            data = {"status": "unreadable"}
-        git = (data.get("environment") or {}).get("git") or {}
+        except StoreError as exc:
+            data, error = {"status": "unreadable"}, str(exc)
+        status = data.get("status")
+        if error is None and status in (None, "running"):
+            owner = run.lock_owner()
+            if owner is None or not _pid_alive(owner):
+                status = "died"
+        git = data.get("environment") or {}
+        git = (git.get("git") if isinstance(git, dict) else None) or {}
         runs.append({"run_id": run.run_id, "phase": data.get("phase"),
-                     "started": data.get("started"), "status": data.get("status"),
+                     "started": data.get("started"), "status": status,
                      "counts": data.get("verdict_counts"), "commit": (git.get("commit") or "")[:10],
-                     "dirty": git.get("dirty"), "path": str(run.path)})
+                     "dirty": git.get("dirty"), "path": str(run.path), "error": error})
     return runs
 
 
@@ -243,19 +289,29 @@ class Run:
             raise StoreError("give run_id or resume, not both", path=str(run_id))
         if resume:
             run_dir = RunDir.open(resume, root=outputs)
-            try:
-                previous = run_dir.manifest()
-                phase = previous.get("phase")
-                if phase != plan.params.phase:
-                    raise StoreError(f"run {resume} is of phase {phase!r}, not "
-                                     f"{plan.params.phase!r}; resume it with its own params file",
-                                     path=run_dir.path)
-                kept = _matching_ok(run_dir, fingerprints)
-            except BaseException:
-                run_dir.release()
-                raise
         else:
             run_dir = RunDir.create(run_id or new_run_id(plan.params.phase), root=outputs)
+        try:
+            return cls._begin(run_dir, plan, fingerprints, resume=resume, reuse=reuse,
+                              manifest=manifest)
+        except BaseException:  # the lock is never left behind, nor an empty new run directory
+            run_dir.release()
+            if not resume:
+                run_dir.discard_if_empty()
+            raise
+
+    @classmethod
+    def _begin(cls, run_dir: RunDir, plan: Plan, fingerprints: dict[str, str], *,
+               resume: str | None, reuse: bool, manifest: dict[str, Any]) -> Run:
+        if resume:
+            previous = resumable_manifest(run_dir)
+            phase = previous.get("phase")
+            if phase != plan.params.phase:
+                raise StoreError(f"run {resume} is of phase {phase!r}, not "
+                                 f"{plan.params.phase!r}; resume it with its own params file",
+                                 path=run_dir.path)
+            kept = _matching_ok(run_dir, fingerprints)
+        else:
             previous, kept = {}, set()
         environment = environment_info()
         attempts = list(previous.get("attempts", []))
@@ -267,7 +323,7 @@ class Run:
             attempt["reused_from"] = run._reuse_cells()
             run.kept |= set(attempt["reused_from"])
             attempt["kept_cells"] = sorted(run.kept)
-        resolved = redact(plan.params.model_dump(mode="json"))
+        resolved = redact(plan.params.model_dump(mode="json"), extra=plan.params.redact)
         run_dir.write_params(resolved)
         run_dir.update_manifest(
             schema_version=SCHEMA_VERSION, run_id=run_dir.run_id, phase=plan.params.phase,
@@ -329,12 +385,36 @@ def _still_ok(cell: CellRecord) -> bool:
     return judge(cell).ok
 
 
+def resumable_manifest(run_dir: RunDir) -> dict[str, Any]:
+    """The manifest of the run being resumed; a :class:`StoreError` naming it and the way out
+    when it cannot be read (the file is left as it is, for restoring)."""
+    try:
+        return run_dir.manifest()
+    except StoreError as exc:
+        raise StoreError(
+            f"cannot resume run {run_dir.run_id}: its manifest cannot be read ({exc}). Its cell "
+            f"files are intact: start a new run that copies their ok cells (specbench run "
+            f"<phase> -p reuse true, or run_sweep(plan, reuse=True)), or restore manifest.json "
+            f"from a copy", path=run_dir.manifest_path) from None
+
+
+def is_old_schema(error: StoreError) -> bool:
+    """A cell file written in an earlier schema (readable, not damaged)."""
+    return (isinstance(error, SchemaError) and isinstance(error.version, int)
+            and error.version != SCHEMA_VERSION)
+
+
 def _matching_ok(run_dir: RunDir, fingerprints: dict[str, str]) -> set[str]:
-    """Ok cells whose fingerprint matches the plan; damaged or old-schema files are measured
-    again (they move to history when their cell is written)."""
+    """Ok cells whose fingerprint matches the plan. A damaged cell file is named, set aside into
+    ``cells/damaged/`` and measured again; an old-schema file is measured again (it moves to
+    history when its cell is written)."""
     cells, damaged = run_dir.read_cells()
     for error in damaged:
-        kind = "in an old schema" if isinstance(error, SchemaError) else "damaged"
-        print(f"resume: cell file {kind}, measuring it again: {error}", flush=True)
+        if is_old_schema(error):
+            print(f"resume: cell file in an old schema, measuring it again: {error}", flush=True)
+            continue
+        moved = run_dir.set_aside(Path(error.path))
+        print(f"resume: cell file damaged, moved to {moved.relative_to(run_dir.path)} and "
+              f"measuring it again: {error}", flush=True)
     return {c.cell_id for c in cells
             if fingerprints.get(c.cell_id) == c.fingerprint and _still_ok(c)}

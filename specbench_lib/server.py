@@ -6,27 +6,34 @@ systemd unit): it is watched and measured, never started or stopped.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import os
 import re
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from .errors import PreflightError, ServerError
 from .params import AttachParams
+from .paths import cache_dir
 
-# Fatal in any engine. A bare Python traceback is not here: servers log handled request errors
-# that way and stay up; each adapter names its own fatal lines (e.g. SGLang's scheduler exception).
+# Fatal in any engine, and the most specific: a line naming the fault ranks before an adapter's
+# own, more generic signatures (SGLang's "Scheduler hit an exception" precedes the CUDA line that
+# explains it). A bare Python traceback is not here: servers log handled request errors that way
+# and stay up.
 GENERIC_SIGNATURES = tuple(re.compile(p) for p in (
-    r"CUDA error", r"illegal (instruction|memory access)", r"out of memory",
-    r"Segmentation fault", r"terminate called after throwing",
+    r"CUDA error", r"illegal (instruction|memory access)", r"out of memory", r"OutOfMemory",
+    r"Segmentation fault", r"[Aa]ssertion .*failed|GGML_ASSERT", r"terminate called after throwing",
 ))
 
 
@@ -54,21 +61,25 @@ class _LogScan:
         except OSError:
             return 0
 
-    def crash_signature(self, since: int = 0) -> str | None:
-        """The first log line after byte ``since`` that matches a crash signature, if any."""
+    def crash_signature(self, since: int = 0, until: int | None = None) -> str | None:
+        """The most specific log line between bytes ``since`` and ``until`` that matches a crash
+        signature: a line naming the fault (CUDA error, out of memory, assertion…) over a generic
+        one (``Scheduler hit an exception``), the first of its kind."""
         self._refresh_log()
         try:
             with open(self.log_path, "rb") as fh:
                 fh.seek(since)
-                text = fh.read().decode(errors="replace")
+                data = fh.read() if until is None else fh.read(max(until - since, 0))
         except OSError:
             return None
-        for line in text.splitlines():
+        best: tuple[int, str] | None = None
+        for line in data.decode(errors="replace").splitlines():
             if line.startswith(("# argv:", "# attached:")):
                 continue
-            if any(sig.search(line) for sig in self.signatures):
-                return line.strip()[:300]
-        return None
+            rank = next((i for i, sig in enumerate(self.signatures) if sig.search(line)), None)
+            if rank is not None and (best is None or rank < best[0]):
+                best = (rank, line.strip()[:300])
+        return best[1] if best else None
 
 
 class ServerProcess(_LogScan):
@@ -87,7 +98,8 @@ class ServerProcess(_LogScan):
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            log.write(f"# argv: {' '.join(self.argv)}\n".encode())
+            shown = " ".join(a.replace("\n", "\\n") for a in self.argv)  # one line, always
+            log.write(f"# argv: {shown}\n".encode())
             log.flush()
             try:
                 self._proc = subprocess.Popen(
@@ -99,23 +111,39 @@ class ServerProcess(_LogScan):
                                   log_path=self.log_path) from None
 
     def wait_ready(self, timeout_s: float) -> float:
-        """Block until the health endpoint answers 200; returns the seconds it took."""
+        """Block until the health endpoint answers 200 from the process this server started;
+        returns the seconds it took. Every probe ends by the deadline, however slowly the
+        endpoint answers."""
         start = time.monotonic()
-        with httpx.Client(base_url=self.base_url, timeout=5.0) as client:
-            while time.monotonic() - start < timeout_s:
-                if not self.alive():
-                    raise ServerError(
-                        f"server {self.name} exited with code {self.returncode} before it was "
-                        f"ready; see its log", config=self.name, log_path=self.log_path,
-                        log_excerpt=self.log_tail())
-                try:
-                    if client.get(self.health_path).status_code == 200:
-                        return time.monotonic() - start
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.2)
+        deadline = start + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise ServerError(
+                    f"server {self.name} exited with code {self.returncode} before it was "
+                    f"ready; see its log", config=self.name, log_path=self.log_path,
+                    log_excerpt=self.log_tail())
+            if http_status(self.base_url, self.health_path,
+                           limit_s=min(HEALTH_LIMIT_S, deadline - time.monotonic())) == 200:
+                self._check_owner()
+                return time.monotonic() - start
+            time.sleep(0.2)
         raise ServerError(f"server {self.name} not ready within {timeout_s:.0f} s",
                           config=self.name, log_path=self.log_path, log_excerpt=self.log_tail())
+
+    def _check_owner(self) -> None:
+        """The answering socket must belong to this server's process group (another program on
+        the port would otherwise be measured in its place)."""
+        port = urlsplit(self.base_url).port
+        owners = listener_pids(port) if port is not None else None
+        if not owners or self._proc is None:
+            return  # not knowable here (not Linux, or no permission): trust the port check
+        ours = [pid for pid in owners if _pgid(pid) == self._proc.pid]
+        if not ours:
+            raise ServerError(
+                f"port {port} answers, but from process {', '.join(map(str, sorted(owners)))}, "
+                f"not the server this run started for {self.name}; stop that process or set "
+                f"engine.port", config=self.name, log_path=self.log_path,
+                log_excerpt=self.log_tail())
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -124,10 +152,7 @@ class ServerProcess(_LogScan):
         """Process alive and health endpoint answering 200."""
         if not self.alive():
             return False
-        try:
-            return httpx.get(self.base_url + self.health_path, timeout=5.0).status_code == 200
-        except httpx.TransportError:
-            return False
+        return http_status(self.base_url, self.health_path, limit_s=HEALTH_LIMIT_S) == 200
 
     @property
     def returncode(self) -> int | None:
@@ -250,11 +275,8 @@ class AttachedServer(_LogScan):
         self._refresh_log()
 
     def _health_ok(self) -> bool:
-        try:
-            resp = httpx.get(self.base_url + self.health_path, headers=self.headers, timeout=5.0)
-        except httpx.TransportError:
-            return False
-        return resp.status_code == 200
+        return http_status(self.base_url, self.health_path, headers=self.headers,
+                           limit_s=HEALTH_LIMIT_S) == 200
 
     def _refresh_log(self) -> None:
         if self.unit is None or self._since is None:
@@ -277,6 +299,102 @@ class AttachedServer(_LogScan):
 
 
 Server = ServerProcess | AttachedServer
+
+HEALTH_LIMIT_S = 5.0  # one health probe, connect to status line
+
+
+def http_status(base_url: str, path: str, *, headers: dict[str, str] | None = None,
+                limit_s: float = HEALTH_LIMIT_S) -> int | None:
+    """The status code of ``GET path`` read within ``limit_s`` in all (None when the server is
+    unreachable, too slow or answers something else than HTTP): a trickling endpoint cannot
+    hold the caller past the limit, as a per-read timeout would."""
+    deadline = time.monotonic() + max(limit_s, 0.01)
+    url = urlsplit(base_url)
+    host, port = url.hostname or "127.0.0.1", url.port or (443 if url.scheme == "https" else 80)
+    lines = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+               f"{lines}\r\n").encode()
+    try:
+        with socket.create_connection((host, port), timeout=limit_s) as raw:
+            sock = ssl.create_default_context().wrap_socket(raw, server_hostname=host) \
+                if url.scheme == "https" else raw
+            sock.sendall(request)
+            head = b""
+            while b"\r\n" not in head and len(head) < 1024:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                sock.settimeout(left)
+                piece = sock.recv(1024)
+                if not piece:
+                    break
+                head += piece
+    except (OSError, ValueError):
+        return None
+    parts = head.split(b"\r\n", 1)[0].split()
+    if len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def listener_pids(port: int) -> set[int] | None:
+    """The pids holding a listening TCP socket on ``port`` (Linux ``/proc``); None if unknowable."""
+    inodes: set[str] = set()
+    try:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with contextlib.suppress(FileNotFoundError):
+                for row in Path(table).read_text().splitlines()[1:]:
+                    cols = row.split()
+                    if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(cols[9])
+    except OSError:
+        return None
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    pids: set[int] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in wanted:
+                    pids.add(int(proc.name))
+                    break
+    return pids or None
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def port_lease(host: str, port: int) -> Iterator[None]:
+    """Hold ``host:port`` for one sweep: a second specbench run on the same port is refused before
+    it starts anything, instead of failing half-way (an advisory lock under the cache folder)."""
+    folder = cache_dir() / "ports"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{host.replace(':', '_')}-{port}.lock"
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            owner = fh.read().strip() or "?"
+            raise PreflightError(f"port {port} on {host} is held by another specbench run "
+                                 f"(process {owner}); wait for it or set engine.port",
+                                 what="port", path=path) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def auth_headers(attach: AttachParams | None, *, config: str) -> dict[str, str]:

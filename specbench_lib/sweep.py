@@ -7,6 +7,7 @@ and requests and turns what it saw into :class:`~.records.CellRecord` facts.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -18,10 +19,10 @@ import httpx
 from .analysis import analyse
 from .dispatch import dispatch_cell
 from .engines import Adapter, Launch, get_adapter, server_launch
-from .errors import EngineError, ServerError
+from .errors import EngineError, ServerError, StoreError
 from .fingerprint import Components, cell_fingerprints
 from .params import CellSpec, Plan, ServerConfig
-from .preflight import check_port_free, require
+from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .provenance import file_identity, measurement_code_hash
 from .records import (
@@ -31,11 +32,12 @@ from .records import (
     PromptRecord,
     Provenance,
     Reason,
+    RequestRecord,
     Verdict,
 )
 from .results import Outcome, SweepResult
 from .runs import Run
-from .server import AttachedServer, Server, ServerProcess
+from .server import AttachedServer, Server, ServerProcess, port_lease
 from .store import redact, utc_now
 from .validate import context_guard
 from .workload import build_prompts
@@ -62,6 +64,16 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     """
     if dry_run:
         return PlanPreview(plan)
+    engine = plan.params.engine
+    lease = (port_lease(engine.host, engine.port) if launches_servers(plan)
+             else contextlib.nullcontext())
+    with lease:  # the port is this sweep's until it returns
+        return _sweep(plan, run_id=run_id, resume=resume, retry_known_bad=retry_known_bad,
+                      reuse=reuse, outputs=outputs, progress=progress)
+
+
+def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_bad: bool,
+           reuse: bool, outputs: Path | None, progress: bool) -> SweepResult:
     params = plan.params
     adapter = get_adapter(params.engine)
     ready = require(plan, outputs=outputs)
@@ -107,19 +119,29 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
         raise
     finally:
         bar.close()
+        result = _close(run, status, time.monotonic() - started)
+    if result is None:
+        raise StoreError("the run's results could not be read back; its cell files are intact",
+                         path=run.dir.path)
+    return result
+
+
+def _close(run: Run, status: str, elapsed_s: float) -> SweepResult | None:
+    """Write the results and close the attempt; the lock is released whatever happens."""
+    try:
         result = SweepResult(run.dir.path)
         counts = result.counts()
-        try:
-            result.write_results()
-            run.finish(status, elapsed_s=time.monotonic() - started, counts=counts)
-            result.manifest = run.dir.manifest()
-        except OSError as exc:
-            run.dir.release()
-            print(f"run {run.dir.run_id}: could not write results or manifest ({exc}); the "
-                  f"cell files are intact", file=sys.stderr, flush=True)
-        text = ", ".join(f"{k} {v}" for k, v in counts.items())
-        print(f"run {run.dir.run_id}: {status}, {text} in {time.monotonic() - started:.0f} s\n"
-              f"run directory: {run.dir.path}", flush=True)
+        result.write_results()
+        run.finish(status, elapsed_s=elapsed_s, counts=counts)
+        result.manifest = run.dir.manifest()
+    except (OSError, StoreError) as exc:
+        run.dir.release()
+        print(f"run {run.dir.run_id}: could not write results or manifest ({exc}); the cell "
+              f"files are intact", file=sys.stderr, flush=True)
+        return None
+    text = ", ".join(f"{k} {v}" for k, v in counts.items())
+    print(f"run {run.dir.run_id}: {status}, {text} in {elapsed_s:.0f} s\nrun directory: "
+          f"{run.dir.path}", flush=True)
     return result
 
 
@@ -148,6 +170,7 @@ class _ServerSweep:
             spec_stats="per_request" if adapter.spec_stats_per_request else "counters",
             max_failed_fraction=params.max_failed_fraction,
             prefix_cache=params.engine.prefix_cache)
+        self.argv = tuple(redact(launch.argv, extra=params.redact))
         self.written: set[str] = set()
         self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
 
@@ -156,7 +179,7 @@ class _ServerSweep:
         m = measured or _Measured(facts)
         record = CellRecord(
             run_id=self.run.dir.run_id, spec=cell, fingerprint=self.run.fingerprints[cell.cell_id],
-            server_label=self.server.label, server_argv=tuple(redact(self.launch.argv)),
+            server_label=self.server.label, server_argv=self.argv,
             verdict=Verdict("invalid"), judge=self.judge, facts=facts,
             provenance=Provenance(**{**asdict(self.run.provenance()), "started": m.started,
                                      "ended": utc_now()}),
@@ -175,11 +198,10 @@ class _ServerSweep:
         log_path = self.run.dir.log_path(server.label)
         proc: Server
         if server.attach is None:
-            check_port_free(params.engine.host, params.engine.port)
             proc = ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
                                  health_path=launch.health_path, log_path=log_path,
                                  signatures=self.adapter.crash_signatures)
-            record: dict[str, Any] = {"controlled": True, "argv": redact(launch.argv)}
+            record: dict[str, Any] = {"controlled": True, "argv": list(self.argv)}
         else:
             proc = AttachedServer(name=server.label, attach=server.attach,
                                   health_path=launch.health_path, log_path=log_path,
@@ -194,6 +216,7 @@ class _ServerSweep:
             proc.start()
             record["pid"] = proc.pid
             record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
+            ready_at = proc.log_size()
             self.timing["start_s"] = round(time.perf_counter() - began, 4)
             with httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s,
                               headers=proc.headers) as client:
@@ -201,37 +224,37 @@ class _ServerSweep:
                 adapter = self.adapter.for_server(info)
                 record["context_per_request"] = info.context_per_request
                 record["reported_version"] = info.version
-                record["effective"] = redact(info.raw)
+                record["effective"] = redact(info.raw, extra=params.redact)
                 began = time.perf_counter()
-                record["warmup"] = _warmup(self.plan, proc, client, adapter)
+                record["warmup"], warmup = _warmup(self.plan, proc, client, adapter)
                 self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
                 self.run.store_server(server.label, record)
+                offset = proc.log_size()
+                early = self._before_cells(proc, ready_at, offset)
+                if early is not None:
+                    for cell in cells:
+                        self.write(cell, early, _Measured(early, warmup))
+                    return
                 dead: Verdict | None = None
                 for cell in cells:
                     self.bar.set_postfix_str(cell.cell_id, refresh=False)
                     if dead is None:
                         measured = self._measure(cell, proc, client, adapter,
-                                                 info.context_per_request)
+                                                 info.context_per_request, warmup, offset)
+                        offset = proc.log_size()
                         verdict = self.write(cell, measured.facts, measured)
                         if verdict.status == "crashed":
                             dead = Verdict("crashed", (
                                 Reason("server_died_earlier", "the server crashed in an earlier "
                                        "cell of this config"), *verdict.reasons))
                     else:
-                        self.write(cell, CellFacts(decided=dead, server_alive=False,
-                                                   returncode=proc.returncode,
-                                                   log_excerpt=proc.log_tail(40)))
+                        self.write(cell, self._dead_facts(proc, dead))
                 self.run.store_server(server.label, record)
         except (ServerError, EngineError) as exc:
             record["error"] = f"{type(exc).__name__}: {exc}"
             record["returncode"] = proc.returncode
             self.run.store_server(server.label, record)
-            signature = proc.crash_signature()
-            verdict = Verdict("crashed", (
-                Reason("server_failed", str(exc)), Reason("returncode", str(proc.returncode)),
-                *((Reason("log", signature),) if signature else ())))
-            facts = CellFacts(decided=verdict, server_alive=False, crash_line=signature,
-                              returncode=proc.returncode, log_excerpt=proc.log_tail(40))
+            facts = self._failed(proc, exc)
             for cell in cells:
                 if cell.cell_id not in self.written:
                     self.write(cell, facts)
@@ -240,8 +263,47 @@ class _ServerSweep:
             proc.stop()
             self.timing["stop_s"] = round(time.perf_counter() - began, 4)
 
+    @staticmethod
+    def _dead_facts(proc: Server, verdict: Verdict) -> CellFacts:
+        return CellFacts(decided=verdict, server_alive=False, returncode=proc.returncode,
+                         crash_line=proc.crash_signature(), log_excerpt=proc.log_tail(40))
+
+    def _before_cells(self, proc: Server, ready_at: int, offset: int) -> CellFacts | None:
+        """Crash evidence from start-up or warmup, which taints every cell of the config (the
+        cells keep the warmup requests, so their verdict also names what those met)."""
+        line = proc.crash_signature(0, offset)
+        alive = proc.healthy()
+        if line is None and alive:
+            return None
+        if line is not None:
+            phase = "start-up" if proc.crash_signature(0, ready_at) else "warmup"
+            line = f"{line} (in the server log during {phase})"
+        return CellFacts(server_alive=alive, crash_line=line, returncode=proc.returncode,
+                         log_excerpt=proc.log_tail(40))
+
+    @staticmethod
+    def _failed(proc: Server, exc: ServerError | EngineError) -> CellFacts:
+        """The config's cells when its server could not be started or answered what its adapter
+        cannot read: ``invalid`` with the fix while the server is up, else ``crashed``."""
+        signature = proc.crash_signature()
+        if isinstance(exc, EngineError) and proc.healthy() and signature is None:
+            if exc.status == 404:
+                reason = Reason("missing_endpoint", f"{exc}: the server does not offer an "
+                                "endpoint specbench needs; for /tokenize set engine.tokenizer to "
+                                "the model's tokenizer.json (pip install tokenizers), otherwise "
+                                "use a server version that has it")
+            else:
+                reason = Reason("bad_answer", f"{exc}: the server answered what its adapter "
+                                "cannot read; the server's words are in the detail")
+            return CellFacts(decided=Verdict("invalid", (reason,)), log_excerpt=proc.log_tail(40))
+        verdict = Verdict("crashed", (
+            Reason("server_failed", str(exc)), Reason("returncode", str(proc.returncode)),
+            *((Reason("log", signature),) if signature else ())))
+        return CellFacts(decided=verdict, server_alive=False, crash_line=signature,
+                         returncode=proc.returncode, log_excerpt=proc.log_tail(40))
+
     def _measure(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
-                 context: int) -> _Measured:
+                 context: int, warmup: tuple[RequestRecord, ...], since: int) -> _Measured:
         params = self.plan.params
         refused = context_guard(prompt_tokens=cell.context, output_tokens=params.output_tokens,
                                 reserve=adapter.speculative_reserve(self.server), context=context)
@@ -252,7 +314,6 @@ class _ServerSweep:
         prompts = build_prompts(workload, n=params.requests_per_cell, tokens=cell.context,
                                 seed=params.seed, salt=f"r{cell.repeat}" if cell.repeat else "",
                                 tokenize=lambda text: adapter.tokenize(client, text))
-        offset = proc.log_size()
         started = utc_now()
         counters = adapter.metrics_snapshot(client)
         timing = {"prompts_s": round(time.perf_counter() - began, 4)}
@@ -265,24 +326,25 @@ class _ServerSweep:
         timing["dispatch_s"] = round(time.perf_counter() - began, 4)
         timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
         alive = proc.healthy()
-        facts = CellFacts(server_alive=alive, crash_line=proc.crash_signature(offset),
-                          spec_counters=adapter.cell_spec_stats(counters,
-                                                                adapter.metrics_snapshot(client)))
-        if not alive or facts.crash_line:
-            facts = CellFacts(server_alive=alive, crash_line=facts.crash_line,
-                              returncode=proc.returncode, log_excerpt=proc.log_tail(40),
-                              spec_counters=facts.spec_counters)
-        return _Measured(facts, tuple(dispatch.records),
+        line = proc.crash_signature(since)
+        counted = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
+        facts = (CellFacts(server_alive=alive, crash_line=line, spec_counters=counted)
+                 if alive and line is None else
+                 CellFacts(server_alive=alive, crash_line=line, returncode=proc.returncode,
+                           log_excerpt=proc.log_tail(40), spec_counters=counted))
+        return _Measured(facts, (*warmup, *dispatch.records),
                          tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources))
                                for p in prompts),
                          dispatch.target_rate, started, timing)
 
 
-def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter) -> dict[str, Any]:
-    """Requests sent once per server before its first cell, excluded from every statistic."""
+def _warmup(plan: Plan, proc: Server, client: httpx.Client,
+            adapter: Adapter) -> tuple[dict[str, Any], tuple[RequestRecord, ...]]:
+    """Requests sent once per server before its first cell, excluded from every statistic; their
+    records go into each cell of the server, whose verdict a failed warmup makes invalid."""
     params = plan.params
     if params.warmup_requests == 0:
-        return {"requests": 0}
+        return {"requests": 0}, ()
     prompts = build_prompts(params.workloads[0], n=params.warmup_requests,
                             tokens=min(params.contexts), seed=params.seed, salt="warmup",
                             tokenize=lambda text: adapter.tokenize(client, text))
@@ -291,7 +353,9 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter) ->
                              max_tokens=params.warmup_output_tokens or params.output_tokens,
                              timeouts=params.request_timeouts(), headers=proc.headers)
     errors = [r.error for r in dispatch.records if r.error]
-    return {"requests": len(prompts), "seconds": round(dispatch.window_start, 2), "errors": errors}
+    summary = {"requests": len(prompts), "seconds": round(dispatch.window_start, 2),
+               "errors": errors}
+    return summary, tuple(dispatch.records)
 
 
 def _progress(total: int, *, initial: int, enabled: bool) -> Any:

@@ -120,8 +120,9 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
         prefix_cache: prompt tokens served from the server's cache are allowed.
     """
     if not server_alive or crash_line:
-        first = ((Reason("server_died", "the server process exited, or stopped answering its "
-                         "health endpoint, during the cell"),) if not server_alive else ())
+        when = "its warmup" if records and all(r.warmup for r in records) else "the cell"
+        first = ((Reason("server_died", f"the server process exited, or stopped answering its "
+                         f"health endpoint, during {when}"),) if not server_alive else ())
         log = ((Reason("log" if first else "crash_signature", crash_line),) if crash_line else ())
         seen = Counter(p for rec in records for p in request_problems(
             rec, speculative=speculative, prefix_cache=prefix_cache))
@@ -132,6 +133,8 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
     warm_bad, failed = False, []
     for rec in records:
         problems = request_problems(rec, speculative=speculative, prefix_cache=prefix_cache)
+        if rec.warmup:
+            problems = [Reason(p.code, f"in the server's warmup: {p.detail}") for p in problems]
         for problem in problems:
             reasons[problem] += 1
         if problems and rec.warmup:

@@ -204,11 +204,23 @@ def _jsonl(path: str, field: str) -> list[tuple[str, str]]:
     if not file.is_file():
         raise PreflightError(f"workload file {path} not found", what="workload", path=file)
     docs = []
-    with open(file) as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
+    with open(file, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
-            row = json.loads(line)
+            try:
+                row = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise PreflightError(f"{file}:{n}: not UTF-8 (byte {exc.start + 1} of the line): "
+                                     f"re-save the file as UTF-8", what="workload",
+                                     path=file) from None
+            except json.JSONDecodeError as exc:
+                raise PreflightError(f"{file}:{n}: not a JSON object ({exc.msg} at column "
+                                     f"{exc.colno}): fix or remove the line", what="workload",
+                                     path=file) from None
+            if not isinstance(row, dict):
+                raise PreflightError(f"{file}:{n}: a JSON {type(row).__name__}, not an object "
+                                     f"with a {field!r} field", what="workload", path=file)
             if field not in row:
                 raise PreflightError(f"{file}:{n}: no field {field!r}; set the workload's 'field'",
                                      what="workload", path=file)

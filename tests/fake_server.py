@@ -11,6 +11,13 @@ exits before binding), ``never_ready`` (``/health`` 503 forever), ``cuda_crash``
 generation prints ``CUDA error: an illegal instruction was encountered`` and the process dies
 mid-stream), ``http500_some`` (every second generation answers 500) and ``zombie`` (a stream stops
 and ``/health`` stops answering too).
+
+Malformed answers (each a generation's whole reply): ``done_only`` (a 200 stream of only
+``data: [DONE]``), ``no_events`` (a 200 chunked body with no event at all), ``bad_utf8`` (a token
+event, then a line that is not UTF-8), ``lone_surrogate`` (an event whose content is the JSON
+escape ``\\ud800``, then a normal end), ``bad_length`` (``Content-Length: many``) and
+``bad_chunk`` (a chunk size that is not hex); ``no_final`` (every token, then the body ends
+without the final ``stop`` event).
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chunky")
+MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chunky",
+         "done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length", "bad_chunk",
+         "no_final")
 PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie")
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
 
@@ -77,6 +86,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"code": 400, "type": "exceed_context_size_error",
                                        "n_prompt_tokens": n_prompt, "n_ctx": 512}})
             return
+        if mode in ("done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length",
+                    "bad_chunk", "no_final"):
+            self._malformed(mode, n_prompt, n_predict)
+            return
         self._start_stream()
         if mode == "hang":
             time.sleep(self.server.hang_s)
@@ -102,6 +115,39 @@ class _Handler(BaseHTTPRequestHandler):
                          "prompt_n": n_prompt, "predicted_n": produced,
                          "draft_n": accepted + 2, "draft_n_accepted": accepted}})
         self._end()
+
+    def _malformed(self, mode: str, n_prompt: int, n_predict: int) -> None:
+        if mode == "bad_length":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Content-Length: many\r\n\r\ndata: {}\n\n")
+            self.close_connection = True
+            return
+        self._start_stream()
+        if mode == "done_only":
+            self._raw(b"data: [DONE]\n\n")
+        elif mode == "bad_utf8":
+            self._event({"content": "x", "tokens": [1], "stop": False})
+            self._raw(b'data: {"content": "\xff\xfe", "tokens": [2], "stop": false}\n\n')
+        elif mode == "lone_surrogate":
+            self._raw(b'data: {"content": "\\ud800", "tokens": [1], "stop": false}\n\n')
+            for _ in range(n_predict - 1):
+                self._event({"content": "x", "tokens": [1], "stop": False})
+            self._event({"content": "", "tokens": [], "stop": True, "tokens_predicted": n_predict,
+                         "tokens_evaluated": n_prompt, "stop_type": "limit",
+                         "timings": {"prompt_n": n_prompt, "predicted_n": n_predict}})
+        elif mode == "no_final":
+            for _ in range(n_predict):
+                self._event({"content": "x", "tokens": [1], "stop": False})
+        elif mode == "bad_chunk":
+            self.wfile.write(b"zz\r\ndata: {}\n\n\r\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self._end()
+
+    def _raw(self, line: bytes) -> None:
+        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+        self.wfile.flush()
 
     def _start_stream(self) -> None:
         self.send_response(200)

@@ -1,7 +1,10 @@
 """Protocol-faithful stand-ins for SGLang's native API and vLLM's OpenAI API (tests only).
 
 Each detail and its source is listed in tests/PROTOCOLS.md. They generate no text worth reading:
-token ``i`` of a reply is id ``1000 + i`` and text ``" t<i>"``. Modes inject one behaviour each.
+token ``i`` of a reply is id ``1000 + i`` and text ``" t<i>"``. Modes inject one behaviour each;
+malformed answers: ``done_only`` (a 200 stream of only ``data: [DONE]``), ``bad_utf8`` (a line that
+is not UTF-8 after the first token), ``trickle_info`` and ``trickle_tokenize`` (the server info, or
+``/tokenize``, answers one byte every 0.2 s and never ends: per-read timeouts never fire).
 Run as a script (``python tests/protocol_servers.py sglang --port P --crash-after 1``) it is a
 server process that, after N generations, writes the engine's crash lines to its log and dies
 with SIGKILL as SGLang's process-tree kill does.
@@ -21,8 +24,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-SGLANG_MODES = ("ok", "spec", "error_line", "abort", "crash", "clamp", "legacy_info", "no_info")
-VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage")
+MALFORMED_MODES = ("done_only", "bad_utf8", "trickle_info", "trickle_tokenize")
+SGLANG_MODES = ("ok", "spec", "error_line", "abort", "crash", "clamp", "legacy_info", "no_info",
+                *MALFORMED_MODES)
+VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage", *MALFORMED_MODES)
+TRICKLE_STEP_S = 0.2
 CRASH_LINES = {
     "sglang": ["[2026-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call "
                "last):", "RuntimeError: CUDA error: an illegal instruction was encountered",
@@ -87,7 +93,46 @@ class _Base(BaseHTTPRequestHandler):
         self.connection.shutdown(socket.SHUT_RDWR)
         self.close_connection = True
 
+    def _trickle(self, limit_s: float = 120.0) -> None:
+        """A 200 head, then one byte every TRICKLE_STEP_S until the client goes (or limit_s)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "1000000")
+        self.end_headers()
+        end = time.monotonic() + limit_s
+        try:
+            while time.monotonic() < end:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(TRICKLE_STEP_S)
+        except OSError:
+            pass
+        self.close_connection = True
+
+    def _raw_line(self, line: bytes) -> None:
+        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+        self.wfile.flush()
+
+    def _malformed_stream(self) -> bool:
+        """The ``done_only`` and ``bad_utf8`` streams (after the head); True when one was sent."""
+        mode = self.server.mode
+        if mode not in ("done_only", "bad_utf8"):
+            return False
+        if mode == "bad_utf8":
+            self._data(self._first_event())
+            self._raw_line(b'data: {"text": "\xff\xfe"}\n\n')
+        self._data("[DONE]")
+        self._end()
+        return True
+
+    def _first_event(self) -> dict[str, Any]:
+        raise NotImplementedError
+
     def _tokenize(self) -> None:
+        if self.server.mode == "trickle_tokenize":
+            self._body()
+            self._trickle()
+            return
         body = self._body()
         ids = [1 + (sum(map(ord, w)) % 30000) for w in str(body.get("prompt", "")).split()]
         self._json(200, {"tokens": ids, "count": len(ids), "max_model_len": self.server.context})
@@ -111,10 +156,16 @@ class _Base(BaseHTTPRequestHandler):
 class _SGLangHandler(_Base):
     """python/sglang/srt/entrypoints/http_server.py and managers/tokenizer_manager.py."""
 
+    def _first_event(self) -> dict[str, Any]:
+        tid, piece = _tok(0)
+        return {"text": piece, "output_ids": [tid], "meta_info": {"completion_tokens": 1}}
+
     def do_GET(self) -> None:
         srv = self.server
         if self.path in ("/health", "/health_generate"):
             self._text(503 if srv.loading() else 200, "")
+        elif self.path in ("/server_info", "/get_server_info") and srv.mode == "trickle_info":
+            self._trickle()
         elif self.path == "/server_info" and srv.mode not in ("legacy_info", "no_info"):
             self._json(200, srv.sglang_info())
         elif self.path == "/get_server_info" and srv.mode != "no_info":
@@ -134,7 +185,7 @@ class _SGLangHandler(_Base):
         params = body.get("sampling_params") or {}
         max_new = int(params.get("max_new_tokens", 128))
         self._start_stream()
-        if self._maybe_crash():
+        if self._maybe_crash() or self._malformed_stream():
             return
         if len(ids) + max_new > srv.context:
             self._data({"error": {"message": (
@@ -188,10 +239,18 @@ class _SGLangHandler(_Base):
 class _VllmHandler(_Base):
     """vllm/entrypoints/openai/api_server.py, serving_completion.py, v1/spec_decode/metrics.py."""
 
+    def _first_event(self) -> dict[str, Any]:
+        tid, piece = _tok(0)
+        return {"object": "text_completion", "choices": [{"index": 0, "text": piece,
+                                                          "token_ids": [tid], "finish_reason": None}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+
     def do_GET(self) -> None:
         srv = self.server
         if self.path == "/health":
             self._text(503 if srv.loading() else 200, "")
+        elif self.path == "/v1/models" and srv.mode == "trickle_info":
+            self._trickle()
         elif self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{
                 "id": srv.model, "object": "model", "created": 0, "owned_by": "vllm",
@@ -223,7 +282,7 @@ class _VllmHandler(_Base):
         continuous = options.get("continuous_usage_stats") and srv.mode != "no_continuous_usage"
         produce = max_tokens if body.get("ignore_eos") else min(max_tokens, 3)
         self._start_stream()
-        if self._maybe_crash():
+        if self._maybe_crash() or self._malformed_stream():
             return
         if srv.mode == "error_line":
             self._data({"error": {"message": "EngineCore failed", "type": "InternalServerError",

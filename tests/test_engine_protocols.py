@@ -259,7 +259,9 @@ def test_crashing_server_process_gives_crashed_with_signature(tmp_path: Path, ap
     assert result.records[1].error_kind == "connection_error"
     assert verdict.status == "crashed"
     assert verdict.reasons[0].startswith("server_died")
-    assert first_line in verdict.reasons[1], verdict.reasons
+    # the most specific line is quoted (the CUDA error), not the generic first one, which the log keeps
+    assert "CUDA error: an illegal" in verdict.reasons[1], verdict.reasons
+    assert first_line not in verdict.reasons[1] and first_line in proc.log_tail(40)
     log = (tmp_path / "server.log").read_text().splitlines()
     cuda = next(line for line in log if "CUDA error: an illegal" in line)
     assert any(p.search(cuda) for p in adapter.crash_signatures)

@@ -12,8 +12,12 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -164,6 +168,135 @@ def test_server_info_reports_served_model_and_version() -> None:
     with client_for(answering({"context_length": 1024, "model_path": "/q", "version": "0.5.5"})) as client:
         info = SGLangAdapter().server_info(client)
     assert (info.served_model, info.version, info.context_per_request) == ("/q", "0.5.5", 1024)
+
+
+# --- a whole-call deadline on every control call ------------------------------------------------
+
+class Trickler:
+    """A TCP server that answers every request one byte every ``step_s`` seconds: the head too
+    (``head=True``) or a complete head and then an endless body. httpx's per-read timeouts never
+    fire on it."""
+
+    def __init__(self, *, head: bool, step_s: float = 0.2, body: bytes | None = None) -> None:
+        self.head, self.step_s, self.body = head, step_s, body
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.stop = threading.Event()
+        self.requests = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                self.requests += 1
+                if self.body is not None:  # slow but complete: a few bytes a step
+                    reply = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n" % len(self.body)) + self.body
+                    for i in range(0, len(reply), 16):
+                        conn.sendall(reply[i:i + 16])
+                        time.sleep(self.step_s)
+                    return
+                if not self.head:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: 1000000\r\n\r\n")
+                while not self.stop.is_set():
+                    conn.sendall(b"X" if self.head else b" ")
+                    time.sleep(self.step_s)
+            except OSError:
+                return
+
+    def __enter__(self) -> Trickler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+def limited(adapter: BaseAdapter, limit_s: float) -> BaseAdapter:
+    """The adapter with an engine section that sets ``control_timeout_s`` (any object with the
+    attribute will do until params has the field)."""
+    engine = types.SimpleNamespace(control_timeout_s=limit_s, tokenizer="server", model=None,
+                                   kind=adapter.name)
+    return dataclasses.replace(adapter, engine=engine)  # type: ignore[arg-type]
+
+
+def control_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "specbench-control"]
+
+
+@pytest.mark.parametrize("head", [False, True], ids=["trickled-body", "trickled-head"])
+@pytest.mark.parametrize("adapter", ADAPTERS, ids=IDS)
+def test_a_trickling_control_endpoint_ends_at_the_deadline(adapter: BaseAdapter, head: bool) -> None:
+    adapter, limit = limited(adapter, 0.5), 0.5
+    assert adapter.control_timeout_s == limit
+    with Trickler(head=head, step_s=0.1) as server, httpx.Client(base_url=server.url, timeout=5.0) as client:
+        calls: list[Callable[[], object]] = [lambda: adapter.server_info(client),
+                                             lambda: adapter.tokenize(client, "a b")]
+        for call in calls:
+            began = time.monotonic()
+            with pytest.raises(EngineError, match=r"no complete answer within 0\.5 s "
+                                                  r"\(engine\.control_timeout_s\)") as err:
+                call()
+            took = time.monotonic() - began
+            assert limit - 0.05 <= took < limit + 0.5, took
+            assert err.value.url.startswith(server.url)
+        began = time.monotonic()
+        if adapter.metrics_prefix is not None:
+            assert adapter.metrics_snapshot(client) == {}
+            assert time.monotonic() - began < limit + 0.5
+        assert server.requests >= 2
+        # the socket was shut at the deadline: no worker thread is left reading the trickle
+        end = time.monotonic() + 2.0
+        while control_threads() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not control_threads()
+
+
+@pytest.mark.parametrize("mode", ["trickle_info", "trickle_tokenize"])
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_the_protocol_servers_trickling_modes_end_at_the_deadline(engine: str, mode: str) -> None:
+    from protocol_servers import sglang_server, vllm_server
+
+    make, adapter = ((sglang_server, SGLangAdapter()) if engine == "sglang"
+                     else (vllm_server, VllmAdapter()))
+    adapter = limited(adapter, 0.5)
+    call = (adapter.server_info if mode == "trickle_info"
+            else lambda client: adapter.tokenize(client, "a b"))
+    with make(mode) as server, httpx.Client(base_url=server.url, timeout=5.0) as client:
+        began = time.monotonic()
+        with pytest.raises(EngineError, match=r"within 0\.5 s \(engine\.control_timeout_s\)"):
+            call(client)
+        assert time.monotonic() - began < 1.0
+
+
+def test_a_slow_but_complete_control_answer_within_the_limit_is_read() -> None:
+    body = json.dumps({"default_generation_settings": {"n_ctx": 4096}, "pad": "x" * 60}).encode()
+    adapter = limited(LlamaCppAdapter(), 3.0)
+    with Trickler(head=False, step_s=0.05, body=body) as server, \
+            httpx.Client(base_url=server.url, timeout=0.5) as client:
+        began = time.monotonic()
+        assert adapter.server_info(client).context_per_request == 4096
+        assert time.monotonic() - began > 0.3  # it really trickled (10+ pieces)
+
+
+def test_the_control_limit_defaults_to_30_s() -> None:
+    assert LlamaCppAdapter().control_timeout_s == 30.0
+    assert LlamaCppAdapter(EngineParams()).control_timeout_s == getattr(
+        EngineParams(), "control_timeout_s", 30.0)
+    assert limited(VllmAdapter(), 0.0).control_timeout_s == 30.0  # not a usable limit
 
 
 # --- stream parsers never raise ----------------------------------------------------------------

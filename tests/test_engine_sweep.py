@@ -65,8 +65,8 @@ def test_cli_runs_the_phase_notebook_into_a_run_dir(engine, outputs: Path) -> No
         else:
             assert cell.status == "ok", cell.verdict
             assert cell.metrics["output_tok_s"] > 0
-            assert len(cell.requests) == 3
-            for req in cell.requests:
+            assert len(cell.measured) == 3 and len(cell.requests) == 4  # and the server's warmup
+            for req in cell.measured:
                 assert req.final.prompt_tokens == 128
                 assert req.final.completion_tokens == 64
             assert len({p.sha for p in cell.prompts}) == 3
@@ -316,9 +316,11 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
 def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
         engine, outputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import specbench_lib as sb
+    from specbench_lib import params as params_module
     from specbench_lib import sweep
 
     monkeypatch.setattr(sweep, "context_guard", lambda **_: None)
+    monkeypatch.setattr(params_module, "_require_context_room", lambda *_: None)  # both guards
     params = tmp_path / "p.yaml"
     params.write_text(f"extends: {TINY}\ncontexts: [2048]\nconcurrency: [1]\nwarmup_requests: 0\n")
     result = sb.run_sweep(sb.load_plan(params, budget=8), progress=False)

@@ -191,8 +191,12 @@ def test_cli_mints_the_run_id_from_the_params_phase(tmp_path: Path, outputs: Pat
     import papermill
 
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(papermill, "execute_notebook",
-                        lambda source, out, **kw: calls.append({"out": out, **kw}))
+
+    def sweep(source: str, out: str, **kw: Any) -> None:  # the notebook's sweep records a run
+        calls.append({"out": out, **kw})
+        (Path(out).parent / "manifest.json").write_text("{}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", sweep)
     assert cli.main(["run", "tp1", "--params", str(TINY)]) == 0
     assert cli.main(["run", "tp1", "-p", "params_file", str(TINY)]) == 0
     assert cli.main(["run", "tp1"]) == 0  # the notebook's default: params/embedded.yaml

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from specbench_lib.errors import TransportError
-from specbench_lib.http1 import _SO_TIMESTAMPNS, Connection, HTTPError, StaleConnection
+from specbench_lib.http1 import _SO_TIMESTAMPNS, Connection, HTTPError, StaleConnection, _Pieces
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]
 
@@ -182,6 +182,10 @@ def test_a_new_connection_closed_without_a_response_is_an_error() -> None:
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nabc\r\n", "bad chunk size"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n", "bad chunk size"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\nabc\r\n", "bad chunk size"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 5000, "chunk size line over"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;" + b"x" * 5000 + b"\r\n", "line over"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"X: y\r\n" * 12000,
+     "trailers over"),
 ])
 def test_a_broken_body_is_an_error(reply: bytes, error: str) -> None:
     async def script(reader, writer, number) -> bool:
@@ -217,6 +221,71 @@ def test_a_broken_head_is_a_transport_error(reply: bytes, error: str) -> None:
             await Connection(url).request("POST", "/generate", b"{}")
 
     serve(script)(client)
+
+
+def test_a_head_and_a_large_body_in_one_read_is_not_a_head_over_64_kib() -> None:
+    body = b"x" * 200_000
+
+    async def script(reader, writer, number) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        await writer.drain()
+        return True
+
+    async def client(url: str, seen: list[bytes]) -> None:
+        conn = Connection(url)
+        await conn.open()
+        await asyncio.sleep(0)
+        resp = await conn.request("POST", "/x", b"{}")
+        assert await resp.read() == body
+        conn.close()
+
+    serve(script)(client)
+
+
+class _BrokenPipeWire(_Pieces):
+    """A connection the server has reset: writing to it raises, as the socket would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    async def write(self, data: bytes) -> None:
+        self.writes += 1
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_kept_alive_connection_that_fails_the_write_is_replaced_once() -> None:
+    async def script(reader, writer, number) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        return True
+
+    async def client(url: str, seen: list[bytes]) -> None:
+        conn = Connection(url)
+        broken = _BrokenPipeWire()
+        conn._wire, conn._idle_since = broken, time.monotonic()  # looks usable, kept alive
+        resp = await conn.request("GET", "/a")
+        assert await resp.read() == b"ok" and conn.fresh and broken.writes == 1
+        conn.close()
+
+    assert serve(script)(client)[-1] == b"connections=1"
+
+
+def test_a_new_connection_that_fails_the_write_is_a_transport_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async def connect(self: Connection) -> _Pieces:
+        return _BrokenPipeWire()
+
+    monkeypatch.setattr(Connection, "_connect", connect)
+
+    async def client() -> None:
+        with pytest.raises(TransportError, match="ConnectError: BrokenPipeError"):
+            await Connection("http://127.0.0.1:9").request("POST", "/x", b"{}")
+
+    asyncio.run(client())
 
 
 def test_a_bad_url_is_a_transport_error() -> None:

@@ -114,3 +114,22 @@ def test_losslessness_against_auto_for_the_same_prompts() -> None:
     table = results_table([base, same]).set_index("config")
     assert table.loc["ng-b8", "lossless_identical"] == 0.5
     assert math.isnan(table.loc["auto", "lossless_identical"])
+
+
+def test_a_malformed_line_in_a_users_jsonl_is_named_with_its_line(tmp_path: Path) -> None:
+    from specbench_lib.errors import PreflightError
+    from specbench_lib.workload import documents
+
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text('{"text": "a question"}\n\n{"text": "cut short\n["a list"]\n')
+    workload = WorkloadParams(name="mine", source="jsonl", path=str(mine))
+    with pytest.raises(PreflightError, match=rf"{mine}:3: not a JSON object .*fix or remove"):
+        documents(workload)
+    mine.write_text('{"text": "a question"}\n["a list"]\n')
+    with pytest.raises(PreflightError, match=rf"{mine}:2: a JSON list, not an object"):
+        documents(workload)
+    mine.write_bytes(b'{"text": "one"}\n{"text": "caf\xe9"}\n')
+    with pytest.raises(PreflightError, match=rf"{mine}:2: not UTF-8"):
+        documents(workload)
+    mine.write_text('{"text": "one"}\n{"text": "two"}\n')
+    assert [d[1] for d in documents(workload)] == ["one", "two"]

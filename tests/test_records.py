@@ -164,3 +164,15 @@ def test_decided_verdicts_and_counter_stats_are_facts_not_rejudged() -> None:
     assert analysis.judge(died).reasons[:2] == ("server_died: the server process exited, or "
                                                 "stopped answering its health endpoint, during "
                                                 "the cell", "log: CUDA error: boom")
+
+
+def test_the_record_model_and_analysis_import_no_dispatcher_or_adapter() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, specbench_lib.analysis, specbench_lib.results\n"
+            "print(sorted(m for m in sys.modules if m.startswith('specbench_lib')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout
+    for heavy in ("http1", "dispatch", "sweep", "engines.llamacpp", "engines.sglang", "httpx"):
+        assert f"specbench_lib.{heavy}'" not in loaded, loaded

@@ -15,7 +15,7 @@ from ..errors import ParamsError
 from ..params import EngineParams, ServerConfig
 from . import prometheus
 from .argv import spec_override, template_launch, template_values
-from .base import EngineIdentity, Launch, ServerInfo, StreamEvent
+from .base import EngineIdentity, Launch, ServerInfo, StreamEvent, control_limit
 from .identity import identify
 
 
@@ -61,6 +61,12 @@ class BaseAdapter(ABC):
     def _spec_flags(self, server: ServerConfig, engine: EngineParams, model: Path) -> list[str]:
         """The engine's flags for the config's method and budget (ParamsError if it has none)."""
 
+    @property
+    def control_timeout_s(self) -> float:
+        """The whole-call limit of every control call (server info, tokenize, metrics):
+        ``engine.control_timeout_s`` when the engine section has one, else 30 s."""
+        return control_limit(self.engine)
+
     def identity(self, binary: Path) -> EngineIdentity:
         kind = self.engine.kind if self.engine is not None else self.name
         return identify(kind, binary, dists=self.python_dists, template=kind == "template")
@@ -93,7 +99,7 @@ class BaseAdapter(ABC):
     def metrics_snapshot(self, client: httpx.Client) -> dict[str, float]:
         if self.metrics_prefix is None:
             return {}
-        return prometheus.snapshot(client, self.metrics_prefix)
+        return prometheus.snapshot(client, self.metrics_prefix, limit_s=self.control_timeout_s)
 
     def cell_spec_stats(self, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
         if self.metrics_prefix is None:

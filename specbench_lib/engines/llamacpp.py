@@ -72,7 +72,7 @@ class LlamaCppAdapter(BaseAdapter):
 
     def server_info(self, client: httpx.Client) -> ServerInfo:
         """``n_ctx`` per slot and the configuration from ``/props``."""
-        props = get_json(client, "/props")
+        props = get_json(client, "/props", limit_s=self.control_timeout_s)
         generation = props.get("default_generation_settings")
         n_ctx = opt_int(generation.get("n_ctx")) if isinstance(generation, dict) else None
         if n_ctx is None or n_ctx <= 0:
@@ -84,7 +84,8 @@ class LlamaCppAdapter(BaseAdapter):
                           served_model=served, version=opt_str(props.get("build_info")))
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]:
-        return post_tokens(client, "/tokenize", {"content": text, "add_special": False})
+        return post_tokens(client, "/tokenize", {"content": text, "add_special": False},
+                           limit_s=self.control_timeout_s)
 
     def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
         return "/completion", {

@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from .base import DEFAULT_CONTROL_TIMEOUT_S, request
+
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 SPEC_COUNTERS = ("spec_decode_num_drafts_total", "spec_decode_num_draft_tokens_total",
                  "spec_decode_num_accepted_tokens_total")
@@ -30,19 +32,20 @@ def parse_counters(text: str, names: tuple[str, ...]) -> dict[str, float]:
     return values
 
 
-def snapshot(client: httpx.Client, prefix: str) -> dict[str, float]:
+def snapshot(client: httpx.Client, prefix: str, *,
+             limit_s: float = DEFAULT_CONTROL_TIMEOUT_S) -> dict[str, float]:
     """The ``prefix``-named speculative counters of ``GET /metrics``; empty if unavailable.
 
-    It never raises: counters are an optional cross-check, and a server that is down or answers
-    nonsense has none.
+    It never raises: counters are an optional cross-check, and a server that is down, answers
+    nonsense or gives no complete answer within ``limit_s`` has none.
     """
     try:
-        resp = client.get("/metrics", timeout=10.0)
+        resp = request(client, "GET", "/metrics", limit_s=limit_s)
         if resp.status_code != 200:
             return {}
         text = resp.content.decode("utf-8", errors="replace")
         return parse_counters(text, tuple(prefix + name for name in SPEC_COUNTERS))
-    except Exception:  # httpx errors, a closed client, a body that is not text
+    except Exception:  # EngineError (httpx errors, the deadline, a closed client), odd text
         return {}
 
 

@@ -118,7 +118,7 @@ class SGLangAdapter(BaseAdapter):
         """The effective settings from ``/server_info`` (older versions: ``/get_server_info``)."""
         info: dict[str, Any] | None = None
         for path in ("/server_info", "/get_server_info"):
-            resp = request(client, "GET", path)
+            resp = request(client, "GET", path, limit_s=self.control_timeout_s)
             if resp.status_code == 200:
                 info = json_object(client, path, resp)
                 break
@@ -155,11 +155,12 @@ class SGLangAdapter(BaseAdapter):
         """The model's tokenizer.json when usable (``engine.tokenizer``), else ``/tokenize``."""
         engine = self.engine
         choice = engine.tokenizer if engine else "server"
+        limit = self.control_timeout_s
         if choice == "server" or engine is None:
-            return tokenizer.encode_server(client, text)
+            return tokenizer.encode_server(client, text, limit_s=limit)
         path = engine.model if choice == "auto" else choice
         if choice == "auto" and (path is None or not tokenizer.local_available(path)):
-            return tokenizer.encode_server(client, text)
+            return tokenizer.encode_server(client, text, limit_s=limit)
         return tokenizer.encode_local(str(path), text)
 
     def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:

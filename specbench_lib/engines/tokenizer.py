@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from ..errors import PreflightError
-from .base import post_tokens
+from .base import DEFAULT_CONTROL_TIMEOUT_S, post_tokens
 
 
 def tokenizer_file(path: str | Path) -> Path | None:
@@ -55,9 +55,9 @@ def encode_local(path: str | Path, text: str) -> list[int]:
 
 
 def encode_server(client: httpx.Client, text: str, *, model: str | None = None,
-                  path: str = "/tokenize") -> list[int]:
+                  path: str = "/tokenize", limit_s: float = DEFAULT_CONTROL_TIMEOUT_S) -> list[int]:
     """Token ids from an OpenAI-style ``/tokenize`` endpoint (vLLM; SGLang since 2025)."""
     body: dict[str, Any] = {"prompt": text, "add_special_tokens": False}
     if model:
         body["model"] = model
-    return post_tokens(client, path, body)
+    return post_tokens(client, path, body, limit_s=limit_s)

@@ -98,7 +98,7 @@ class VllmAdapter(BaseAdapter):
     def server_info(self, client: httpx.Client) -> ServerInfo:
         """The served model and ``max_model_len`` from ``/v1/models``; the version from
         ``/version`` when it answers."""
-        listing = get_json(client, "/v1/models")
+        listing = get_json(client, "/v1/models", limit_s=self.control_timeout_s)
         models = listing.get("data")
         first = models[0] if isinstance(models, list) and models else None
         context = opt_int(first.get("max_model_len")) if isinstance(first, dict) else None
@@ -106,7 +106,7 @@ class VllmAdapter(BaseAdapter):
             raise EngineError("/v1/models lists no model with max_model_len",
                               url=url_of(client, "/v1/models"), status=200)
         settings = {k: first.get(k) for k in ("id", "root", "max_model_len")}  # not "created"
-        version = (try_get_json(client, "/version") or {}).get("version")
+        version = (try_get_json(client, "/version", limit_s=self.control_timeout_s) or {}).get("version")
         return ServerInfo(context_per_request=context, raw=listing, settings=settings,
                           served_model=opt_str(first.get("id")), version=opt_str(version))
 
@@ -118,7 +118,8 @@ class VllmAdapter(BaseAdapter):
         engine = self.engine
         if engine is not None and engine.tokenizer not in ("auto", "server"):
             return tokenizer.encode_local(engine.tokenizer, text)
-        return tokenizer.encode_server(client, text, model=self.served_model)
+        return tokenizer.encode_server(client, text, model=self.served_model,
+                                       limit_s=self.control_timeout_s)
 
     def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {

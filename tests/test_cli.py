@@ -1,0 +1,199 @@
+"""``specbench run`` as a user meets it: parameters checked before any kernel starts, a run that
+never began leaves no run folder, a damaged manifest is named before resuming, and Ctrl-C ends
+with one line naming the exact resume command and exit status 130."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specbench_lib import cli
+from specbench_lib.runs import RunDir
+
+ROOT = Path(__file__).resolve().parent.parent
+EMBEDDED = ROOT / "params" / "embedded.yaml"
+FAKE = ROOT / "tests" / "fake_server.py"
+
+
+@pytest.fixture
+def no_kernel(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """papermill replaced: records what it would run and writes a manifest as a sweep would."""
+    import papermill
+
+    calls: list[dict[str, Any]] = []
+
+    def execute(source: str, out: str, **kw: Any) -> None:
+        calls.append({"source": source, "out": out, **kw})
+        if "run_id" in kw["parameters"] or "resume" in kw["parameters"]:
+            (Path(out).parent / "manifest.json").write_text(json.dumps({"phase": "x"}))
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    return calls
+
+
+def test_an_undeclared_parameter_is_refused_with_the_close_match(
+        outputs: Path, no_kernel: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "tp1", "-p", "budgt", "16"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown notebook parameter 'budgt' (did you mean 'budget'?)" in err
+    assert "the notebook takes: params_file, budget, run_id, resume" in err
+    assert no_kernel == [] and not (outputs / "runs").exists()
+
+    assert cli.main(["run", "report", "--params", str(EMBEDDED)]) == 2
+    assert "--params sets the notebook parameter 'params_file'" in capsys.readouterr().err
+    assert cli.main(["run", "tp1", "-p", "budget", "[unclosed"]) == 2
+    assert "-p budget '[unclosed' is not a YAML value" in capsys.readouterr().err
+    assert no_kernel == []
+
+
+def test_dry_run_as_a_parameter_plans_without_a_kernel(
+        outputs: Path, no_kernel: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "tp1", "-p", "dry_run", "true", "-p", "budget", "16"]) == 0
+    assert "ngram-b16" in capsys.readouterr().out
+    assert no_kernel == [] and not (outputs / "runs").exists()
+
+
+def test_a_report_notebook_runs_beside_the_report_not_as_a_run(
+        outputs: Path, no_kernel: list[dict[str, Any]]) -> None:
+    assert cli.main(["run", "report", "-p", "runs", "a,b"]) == 0
+    [call] = no_kernel
+    assert call["out"] == str(outputs / "report" / "report.ipynb")
+    assert call["parameters"] == {"runs": "a,b", "PAPERMILL_OUTPUT_PATH": call["out"]}
+    assert not (outputs / "runs").exists()
+
+
+def test_resume_takes_the_runs_own_params_and_a_damaged_manifest_is_named_first(
+        outputs: Path, no_kernel: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
+    run = RunDir.at("r1", root=outputs)
+    run.update_manifest(phase="tiny", params_file="/somewhere/tiny.yaml")
+    assert cli.main(["run", "tp1", "--resume", "r1"]) == 0
+    parameters = no_kernel[0]["parameters"]
+    assert parameters["params_file"] == "/somewhere/tiny.yaml" and parameters["resume"] == "r1"
+    assert no_kernel[0]["out"] == str(run.path / "tp1.attempt1.ipynb")
+
+    run.manifest_path.write_text('{"phase": "ti')
+    assert cli.main(["run", "tp1", "--resume", "r1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot resume run r1: its manifest cannot be read" in err and "manifest.json" in err
+    assert "reuse" in err and len(no_kernel) == 1 and not (run.path / ".lock").exists()
+
+
+def test_an_existing_run_id_is_refused(outputs: Path, no_kernel: list[dict[str, Any]],
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    (outputs / "runs" / "mine").mkdir(parents=True)
+    assert cli.main(["run", "tp1", "-p", "run_id", "mine"]) == 2
+    assert "--resume mine" in capsys.readouterr().err and no_kernel == []
+
+
+def test_a_preflight_failure_leaves_no_run_folder(tmp_path: Path, outputs: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {EMBEDDED}\nphase: pf\nengine: {{binary: {tmp_path / 'nope'}}}\n")
+    assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "pf1"]) == 1
+    err = capsys.readouterr().err
+    assert "PreflightError" in err and "no run was recorded" in err
+    assert not (outputs / "runs" / "pf1").exists()
+    kept = outputs / "failed" / "pf1.ipynb"
+    assert kept.is_file() and (outputs / "failed" / "pf1.html").is_file()
+    assert str(kept) in err
+    assert "binary" in json.dumps(json.loads(kept.read_text())["cells"])  # the audit trail
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def slow_params(tmp_path: Path, port: int) -> Path:
+    """auto answers at once; the `slow` config's server never sends a token (3 s timeout)."""
+    def argv(mode: str, *budget: str) -> str:
+        return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", mode,
+                           "--hang-s", "30", *budget])
+    path = tmp_path / "slow.yaml"
+    path.write_text(f"""phase: slow
+engine:
+  kind: template
+  api: llamacpp
+  binary: {sys.executable}
+  model: {FAKE}
+  port: {port}
+  context: 2048
+  ready_timeout_s: 10
+  argv_template: {argv('ok')}
+configs:
+  - {{name: auto, method: auto}}
+  - {{name: slow, method: ngram, budgets: [4], argv: {argv('hang', '--budget', '{budget}')}}}
+workloads:
+  - {{name: code, source: humaneval}}
+contexts: [16]
+concurrency: [1]
+output_tokens: 4
+requests_per_cell: 2
+warmup_requests: 0
+timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
+""")
+    return path
+
+
+def fake_servers(port: int) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if proc.name.isdigit() and b"fake_server.py" in cmdline and str(port).encode() in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(
+        tmp_path: Path, outputs: Path) -> None:
+    port = free_port()
+    params = slow_params(tmp_path, port)
+    # Ctrl-C's KeyboardInterrupt even where this suite runs with SIGINT ignored (a background job)
+    script = ("import signal, sys\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              "from specbench_lib.cli import main\n"
+              f"sys.exit(main(['run', 'tp1', '-f', {str(params)!r}, '-p', 'run_id', 'c1']))\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                             env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
+    run_dir = outputs / "runs" / "c1"
+    try:
+        deadline = time.monotonic() + 120
+        slow_log = run_dir / "logs" / "slow-b4.log"
+        while not slow_log.exists() and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        assert slow_log.exists(), child.communicate()[0]
+        time.sleep(1.5)  # the slow cell's first request is waiting for its first token
+        child.send_signal(signal.SIGINT)
+        output = child.communicate(timeout=90)[0]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for pid in fake_servers(port):
+            os.kill(pid, signal.SIGKILL)
+    assert child.returncode == 130, output
+    command = f"specbench run tp1 --resume c1 --params {params}"  # run_id is the resume's
+    lines = [line for line in output.splitlines() if "interrupted" in line]
+    assert lines == [f"specbench: run c1 interrupted; resume with: {command}"], output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["attempts"][-1]["status"] == "interrupted"
+    assert not (run_dir / ".lock").exists()
+    assert fake_servers(port) == []
+    assert (run_dir / "cells" / "auto__code__ctx16__c1.json").exists()
+    assert not (run_dir / "cells" / "slow-b4__code__ctx16__c1.json").exists()  # cancelled
+    assert (run_dir / "tp1.ipynb").is_file() and (run_dir / "tp1.html").is_file()
