@@ -127,9 +127,12 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10) -> 
     the same workload, context and concurrency; it is NaN when that baseline is not ok;
     ``speedup_vs_linear`` does the same against the best ok ``linear`` config, when any. The
     ``lossless_*`` columns compare greedy outputs with ``auto``'s (see :mod:`.lossless`).
+    ``output_tok_s_lo/hi`` and ``speedup_lo/hi`` are 95 % bootstrap intervals over requests and
+    repeats, ``requests_n`` the requests behind them (see :mod:`.intervals`).
     """
     import pandas as pd
 
+    from .intervals import add_intervals
     from .lossless import losslessness
 
     same = losslessness(cells)
@@ -153,7 +156,8 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10) -> 
     linear = means[means["method"] == "linear"].groupby(keys)["output_tok_s"].max()
     means = means.merge(linear.rename("linear_tok_s").reset_index(), on=keys, how="left")
     means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
-    return means.drop(columns=["auto_tok_s", "linear_tok_s"])
+    means = means.drop(columns=["auto_tok_s", "linear_tok_s"])
+    return add_intervals(means, cells, keys, _GROUP)
 
 
 def _mean(values: list[float]) -> float | None:

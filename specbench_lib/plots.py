@@ -3,8 +3,8 @@
 Every figure has one panel per context × concurrency and budget on a log2 axis; colour is the
 workload, marker the speculative config. Budgets whose cells are not ok are marked with a red ×
 at the bottom of the panel, labelled with their verdict, never drawn as a value. Unstable cells
-(coefficient of variation over repeats above the threshold) are drawn hollow; with repeats, error
-bars show one standard deviation.
+(coefficient of variation over repeats above the threshold) are drawn hollow; throughput and
+speedup carry their 95 % bootstrap intervals as error bars (over requests and repeats).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 from .results import SweepResult
 
 _MARKERS = "osD^v<>p*h"
+_INTERVALS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
+              "speedup": ("speedup_lo", "speedup_hi")}  # drawn as 95 % error bars
 
 
 def throughput_vs_budget(result: SweepResult) -> Any:
@@ -100,8 +102,10 @@ def _draw_series(ax: Any, panel: Any, column: str, label: str, style: str,
         group = group.sort_values("budget")
         colour = colours[workload]
         errors = None
-        if column == "output_tok_s" and (group["repeats_n"] > 1).any():
-            errors = (group["output_tok_s_cv"] * group["output_tok_s"]).fillna(0)
+        if column in _INTERVALS:
+            low, high = (group[c] for c in _INTERVALS[column])
+            errors = [(group[column] - low).clip(lower=0).fillna(0),
+                      (high - group[column]).clip(lower=0).fillna(0)]
         ax.errorbar(group["budget"], group[column], yerr=errors, marker=markers[name], color=colour,
                     linestyle=style if len(group) > 1 else "none", capsize=3,
                     label=" · ".join(p for p in (workload, name, label) if p))

@@ -109,8 +109,10 @@ class SweepResult(Rendered):
         return self._table.copy()
 
     def summary(self) -> Any:
-        """Mean output tok/s and speedup per config, workload, context and concurrency."""
-        cols = ["config", "workload", "context", "concurrency", "output_tok_s", "speedup",
+        """Mean output tok/s and speedup, each with its 95 % interval and the requests behind it,
+        per config, workload, context and concurrency."""
+        cols = ["config", "workload", "context", "concurrency", "output_tok_s", "output_tok_s_lo",
+                "output_tok_s_hi", "speedup", "speedup_lo", "speedup_hi", "requests_n",
                 "acceptance_length", "ttft_mean_s"]
         return self._table[cols].sort_values(["workload", "context", "concurrency", "config"])
 

@@ -5,6 +5,9 @@ token ``i`` of a reply is id ``1000 + i`` and text ``" t<i>"``. Modes inject one
 malformed answers: ``done_only`` (a 200 stream of only ``data: [DONE]``), ``bad_utf8`` (a line that
 is not UTF-8 after the first token), ``trickle_info`` and ``trickle_tokenize`` (the server info, or
 ``/tokenize``, answers one byte every 0.2 s and never ends: per-read timeouts never fire).
+SGLang only: ``meta_string`` (every stream event's ``meta_info`` is a string, not an object),
+``html_info`` (``/server_info`` answers 200 with an HTML page) and ``no_tokenize`` (``/tokenize``
+answers 404, as SGLang builds before 2025 do).
 Run as a script (``python tests/protocol_servers.py sglang --port P --crash-after 1``) it is a
 server process that, after N generations, writes the engine's crash lines to its log and dies
 with SIGKILL as SGLang's process-tree kill does.
@@ -25,8 +28,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MALFORMED_MODES = ("done_only", "bad_utf8", "trickle_info", "trickle_tokenize")
+SGLANG_FAULT_MODES = ("meta_string", "html_info", "no_tokenize")
 SGLANG_MODES = ("ok", "spec", "error_line", "abort", "crash", "clamp", "legacy_info", "no_info",
-                *MALFORMED_MODES)
+                *MALFORMED_MODES, *SGLANG_FAULT_MODES)
 VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage", *MALFORMED_MODES)
 TRICKLE_STEP_S = 0.2
 CRASH_LINES = {
@@ -166,6 +170,9 @@ class _SGLangHandler(_Base):
             self._text(503 if srv.loading() else 200, "")
         elif self.path in ("/server_info", "/get_server_info") and srv.mode == "trickle_info":
             self._trickle()
+        elif self.path in ("/server_info", "/get_server_info") and srv.mode == "html_info":
+            self._text(200, "<!DOCTYPE html><html><head><title>Welcome to nginx!</title></head>"
+                            "<body><h1>Welcome to nginx!</h1></body></html>", "text/html")
         elif self.path == "/server_info" and srv.mode not in ("legacy_info", "no_info"):
             self._json(200, srv.sglang_info())
         elif self.path == "/get_server_info" and srv.mode != "no_info":
@@ -174,6 +181,10 @@ class _SGLangHandler(_Base):
             self._json(404, {"detail": "Not Found"})
 
     def do_POST(self) -> None:
+        if self.path in ("/tokenize", "/v1/tokenize") and self.server.mode == "no_tokenize":
+            self._body()
+            self._json(404, {"detail": "Not Found"})
+            return
         if self.path in ("/tokenize", "/v1/tokenize"):
             self._tokenize()
             return
@@ -186,6 +197,14 @@ class _SGLangHandler(_Base):
         max_new = int(params.get("max_new_tokens", 128))
         self._start_stream()
         if self._maybe_crash() or self._malformed_stream():
+            return
+        if srv.mode == "meta_string":
+            for i in range(max_new):
+                tid, piece = _tok(i)
+                self._data({"text": piece, "output_ids": [tid],
+                            "meta_info": f"completion_tokens={i + 1}"})
+            self._data("[DONE]")
+            self._end()
             return
         if len(ids) + max_new > srv.context:
             self._data({"error": {"message": (
