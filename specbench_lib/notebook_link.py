@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from .runs import RunDir, pid_alive
+
 
 def keep(run_dir: Path, output_path: str | None) -> str | None:
     """Arrange for the executed notebook at ``output_path`` to be kept in ``run_dir``.
@@ -43,31 +45,16 @@ def keep(run_dir: Path, output_path: str | None) -> str | None:
     return target.name
 
 
-def adopt(run_dir: Path) -> None:
-    """Transitional: the sweep no longer links its notebook (the notebook calls :func:`keep`)."""
-    return None
-
-
 def _wait_and_copy(pid: int, source: Path, target: Path, limit_s: float = 7 * 24 * 3600) -> None:
     start = time.monotonic()
-    while _alive(pid) and time.monotonic() - start < limit_s:
+    while pid_alive(pid) and time.monotonic() - start < limit_s:
         time.sleep(0.5)
     if source.is_file() and not target.exists():
         shutil.copyfile(source, target)
         from .report import build_index, render_html
 
         render_html(target)
-        build_index(target.parent.parent.parent)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        build_index(RunDir(target.parent).outputs_root)
 
 
 if __name__ == "__main__":

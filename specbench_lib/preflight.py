@@ -187,8 +187,9 @@ def launches_servers(plan: Plan) -> bool:
 def check_attached(plan: Plan, adapter: Adapter) -> dict[str, dict[str, Any]]:
     """Read each attached server's effective settings now; it must answer (and its token be set).
 
-    Returns ``{server label: {"url", "unit", "settings"}}``, secrets redacted: what the cells of
-    an attached config are fingerprinted with in place of an argv.
+    Returns ``{server label: {"url", "unit", "version", "settings"}}`` (the version as the server
+    reports it), secrets redacted: what the cells of an attached config are fingerprinted with in
+    place of an argv.
     """
     import httpx
 
@@ -208,7 +209,7 @@ def check_attached(plan: Plan, adapter: Adapter) -> dict[str, dict[str, Any]]:
             raise PreflightError(f"config {server.name!r}: the attached server at {attach.url} does "
                                  f"not answer its server info ({exc}); start it, or fix "
                                  f"configs.{server.name}.attach", what="attach") from None
-        found[server.label] = {"url": attach.url, "unit": attach.unit,
+        found[server.label] = {"url": attach.url, "unit": attach.unit, "version": info.version,
                                "settings": redact(info.settings, extra=plan.params.redact)}
     return found
 

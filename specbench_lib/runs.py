@@ -62,6 +62,11 @@ class RunDir:
     def run_id(self) -> str:
         return self.path.name
 
+    @property
+    def outputs_root(self) -> Path:
+        """The outputs folder this run directory lives in (``<outputs>/runs/<run id>``)."""
+        return self.path.parent.parent
+
     @classmethod
     def at(cls, run_id: str, *, root: Path | None = None) -> RunDir:
         """The run directory of ``run_id`` (not locked: for reading)."""
@@ -95,7 +100,7 @@ class RunDir:
                 fd = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
                 owner = self._lock.read_text().strip()
-                if owner.isdigit() and not _pid_alive(int(owner)):
+                if owner.isdigit() and not pid_alive(int(owner)):
                     self._lock.unlink(missing_ok=True)
                     continue
                 raise StoreError(f"run is being written by process {owner or '?'}; wait for it to "
@@ -214,7 +219,8 @@ class RunDir:
         self.params_path.write_text(yaml.safe_dump(resolved, sort_keys=False))
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -247,7 +253,7 @@ def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
         status = data.get("status")
         if error is None and status in (None, "running"):
             owner = run.lock_owner()
-            if owner is None or not _pid_alive(owner):
+            if owner is None or not pid_alive(owner):
                 status = "died"
         git = data.get("environment") or {}
         git = (git.get("git") if isinstance(git, dict) else None) or {}

@@ -451,10 +451,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", default="ok")
     parser.add_argument("--crash-after", type=int, default=None)
     parser.add_argument("--loading-s", type=float, default=0.3)
+    parser.add_argument("--budget", type=int, help="the config's budget (logged only)")
     args = parser.parse_args(argv)
     make = sglang_server if args.api == "sglang" else vllm_server
     server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after)
-    print(f"serving {args.api} on {server.url}", flush=True)
+    print(f"serving {args.api} on {server.url}, mode {args.mode}, budget {args.budget}", flush=True)
     if args.api == "sglang":
         print("The server is fired up and ready to roll!", flush=True)
     server.serve_forever()

@@ -173,3 +173,13 @@ def test_resume_measures_damaged_cell_files_again_and_names_them(
     assert "damaged" in capsys.readouterr().out
     assert [c.status for c in again.cells] == ["ok"] and again.damaged == []
     assert isinstance(again.cells[0], CellRecord) and again.cells[0].provenance.attempt == 2
+
+
+def test_an_attached_servers_reported_version_alone_makes_its_cells_stale() -> None:
+    plan = load_plan(TINY)
+    attached = {s.label: {"url": "http://127.0.0.1:30000", "unit": None, "version": "0.5.5",
+                          "settings": {"context_length": 4096}} for s in plan.servers}
+    before = cell_fingerprints(plan, {s.label: [] for s in plan.servers}, BASE, attached)
+    upgraded = {k: {**v, "version": "0.5.6"} for k, v in attached.items()}
+    after = cell_fingerprints(plan, {s.label: [] for s in plan.servers}, BASE, upgraded)
+    assert all(before[c] != after[c] for c in before)
