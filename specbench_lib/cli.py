@@ -115,23 +115,12 @@ def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> 
     return 0
 
 
-def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]], *,
-         dry_run: bool = False) -> int:
-    import papermill
-
+def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
+                 params_file: str | None, resume: str | None) -> tuple[RunDir | None, Path] | int:
+    """The run directory (None for the report notebook) and the executed notebook's path; an
+    exit status when the run cannot go there. Sets ``resume``/``run_id``/``params_file``."""
     from .params import load_params
 
-    root = project_root()
-    notebook = _notebook(phase)
-    if notebook is None:
-        return 2
-    declared, parameters = _parameters(notebook, pairs)
-    if dry_run or parameters.get("dry_run"):
-        return _dry_run(notebook, params_file, parameters)
-    if params_file:
-        _require_declared("params_file", "--params", declared, notebook)
-        parameters["params_file"] = str(Path(params_file).resolve())
-    run: RunDir | None = None
     if resume:
         _require_declared("resume", "--resume", declared, notebook)
         run = RunDir.at(resume)
@@ -143,8 +132,8 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
         parameters["resume"] = resume
         if "params_file" in declared and "params_file" not in parameters and previous.get("params_file"):
             parameters["params_file"] = str(previous["params_file"])  # the run's own params
-        output = run.next_notebook(notebook.stem)
-    elif "run_id" in declared:
+        return run, run.next_notebook(notebook.stem)
+    if "run_id" in declared:
         source = _params_file(notebook, params_file, parameters)
         run_phase = load_params(source).phase if source else notebook.stem
         run_id = parameters.setdefault("run_id", new_run_id(run_phase))
@@ -154,10 +143,30 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
                   f"it with --resume {run_id}", file=sys.stderr)
             return 2
         run.path.mkdir(parents=True)
-        output = run.path / notebook.name
-    else:  # not a sweep notebook (the report): its executed copy goes beside what it writes
-        output = outputs_dir() / notebook.stem / notebook.name
-        output.parent.mkdir(parents=True, exist_ok=True)
+        return run, run.path / notebook.name
+    output = outputs_dir() / notebook.stem / notebook.name  # the report: beside what it writes
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return None, output
+
+
+def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]], *,
+         dry_run: bool = False) -> int:
+    import papermill
+
+    root = project_root()
+    notebook = _notebook(phase)
+    if notebook is None:
+        return 2
+    declared, parameters = _parameters(notebook, pairs)
+    if dry_run or parameters.get("dry_run"):
+        return _dry_run(notebook, params_file, parameters)
+    if params_file:
+        _require_declared("params_file", "--params", declared, notebook)
+        parameters["params_file"] = str(Path(params_file).resolve())
+    where = _destination(notebook, declared, parameters, params_file, resume)
+    if isinstance(where, int):
+        return where
+    run, output = where
     if "PAPERMILL_OUTPUT_PATH" in declared:
         parameters["PAPERMILL_OUTPUT_PATH"] = str(output)  # what papermill --inject-paths sets
     print(f"specbench: running {notebook.name} into {output.parent}", flush=True)

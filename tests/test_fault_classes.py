@@ -156,7 +156,7 @@ def _check_verdicts(result: sb.SweepResult, faults: dict[str, tuple[str, str, st
             assert words in first.detail, (mode, first)
             assert cell.metrics is None
             if code in CONFIG_LEVEL:  # the config's verdict, with nothing measured under it
-                assert cell.verdict.codes == {code} and cell.requests == [], (mode, cell.verdict)
+                assert cell.verdict.codes == {code} and not cell.requests, (mode, cell.verdict)
             else:  # the fault is on the requests themselves: each one kept with its reason
                 assert cell.requests and all(
                     r.error_kind == code or (r.error_kind is None and code in (
