@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .metrics import cell_metrics
-from .records import CellRecord, Verdict
+from .metrics import cell_metrics, rate_shortfall
+from .records import CellRecord, Reason, Verdict
 from .validate import judge_cell, judge_counters
 
 
@@ -27,6 +27,12 @@ def judge(cell: CellRecord) -> Verdict:
                          prefix_cache=inputs.prefix_cache)
     if verdict.ok and inputs.speculative and inputs.spec_stats == "counters":
         verdict = judge_counters(verdict, facts.spec_counters)
+    if verdict.ok and cell.target_rate is not None:
+        late = rate_shortfall(cell.records, cell.target_rate)
+        if late.get("rate_not_reached"):  # latency at another load than the one asked for
+            note = str(late["rate_note"]).removeprefix("rate_not_reached: ")
+            verdict = Verdict("invalid", (*verdict.reasons, Reason("rate_not_reached", note)),
+                              verdict.failed)
     return verdict
 
 

@@ -57,8 +57,8 @@ RULES: tuple[Rule, ...] = (
          "(failed requests silently dropped)"),
     Rule("failed_fraction", "cell", "more failed requests than max_failed_fraction allows"),
     Rule("rate_not_reached", "cell", "an open-loop cell whose requests went out slower than "
-         "scheduled (client or concurrency cap) reported as if at the target rate; a flag in the "
-         "metrics (achieved_rate_rps, rate_not_reached), the cell stays ok"),
+         "scheduled (client or concurrency cap): its latencies belong to another load than the "
+         "one asked for, so the cell is invalid (achieved_rate_rps and the note stay)"),
     Rule("context_overflow", "cell", "a prompt + output + speculative reserve that cannot fit the "
          "context, refused before any request is sent (never measured as a fast failure)"),
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from specbench_lib.engines import FinalStats
@@ -41,3 +43,20 @@ def test_late_sends_are_flagged_with_the_figures() -> None:
 def test_closed_loop_has_no_rate_figures() -> None:
     assert rate_shortfall(records([0.0, 0.1], None), None) == {}
     assert "rate_not_reached" not in cell_metrics(CellDispatch(records([0.0, 0.1], None), 0.0, 0.3))
+
+
+def test_a_rate_not_reached_makes_the_cell_invalid_on_analysis() -> None:
+    from cellfactory import make_cell
+
+    from specbench_lib.analysis import analyse
+
+    sched = [0.1 * i for i in range(11)]
+    base = make_cell("auto", "auto", None)
+    judge = replace(base.judge, planned=11)
+    late = analyse(replace(base, judge=judge, requests=tuple(records([0.2 * i for i in range(11)],
+                                                                     sched)), target_rate=10.0))
+    assert late.status == "invalid" and late.verdict.codes == {"rate_not_reached"}
+    assert late.verdict.reasons[0].detail.startswith("sent 5/s of a scheduled 10/s")
+    on_time = analyse(replace(base, judge=judge, requests=tuple(records(
+        [t + 0.002 for t in sched], sched)), target_rate=10.0))
+    assert on_time.status == "ok" and on_time.metrics["rate_not_reached"] is False
