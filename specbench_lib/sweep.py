@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,7 @@ class _ServerSweep:
             prefix_cache=params.engine.prefix_cache)
         self.argv = tuple(redact(launch.argv, extra=params.redact))
         self.written: set[str] = set()
+        self.tokens: dict[str, list[int]] = {}
         self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
 
     def write(self, cell: CellSpec, facts: CellFacts, measured: _Measured | None = None) -> Verdict:
@@ -226,7 +228,8 @@ class _ServerSweep:
                 record["reported_version"] = info.version
                 record["effective"] = redact(info.raw, extra=params.redact)
                 began = time.perf_counter()
-                record["warmup"], warmup = _warmup(self.plan, proc, client, adapter)
+                record["warmup"], warmup = _warmup(self.plan, proc, client, adapter,
+                                                   self._tokenizer(adapter, client))
                 self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
                 self.run.store_server(server.label, record)
                 offset = proc.log_size()
@@ -302,6 +305,15 @@ class _ServerSweep:
         return CellFacts(decided=verdict, server_alive=False, crash_line=signature,
                          returncode=proc.returncode, log_excerpt=proc.log_tail(40))
 
+    def _tokenizer(self, adapter: Adapter, client: httpx.Client) -> Callable[[str], list[int]]:
+        """The server's tokenizer, each document tokenized once per server (prompts of many
+        requests reuse the same documents, and a server's tokens do not change while it runs)."""
+        def tokenize(text: str) -> list[int]:
+            if text not in self.tokens:
+                self.tokens[text] = adapter.tokenize(client, text)
+            return list(self.tokens[text])
+        return tokenize
+
     def _measure(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
                  context: int, warmup: tuple[RequestRecord, ...], since: int) -> _Measured:
         params = self.plan.params
@@ -313,7 +325,7 @@ class _ServerSweep:
         began = time.perf_counter()
         prompts = build_prompts(workload, n=params.requests_per_cell, tokens=cell.context,
                                 seed=params.seed, salt=f"r{cell.repeat}" if cell.repeat else "",
-                                tokenize=lambda text: adapter.tokenize(client, text))
+                                tokenize=self._tokenizer(adapter, client))
         started = utc_now()
         counters = adapter.metrics_snapshot(client)
         timing = {"prompts_s": round(time.perf_counter() - began, 4)}
@@ -338,8 +350,8 @@ class _ServerSweep:
                          dispatch.target_rate, started, timing)
 
 
-def _warmup(plan: Plan, proc: Server, client: httpx.Client,
-            adapter: Adapter) -> tuple[dict[str, Any], tuple[RequestRecord, ...]]:
+def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
+            tokenize: Callable[[str], list[int]]) -> tuple[dict[str, Any], tuple[RequestRecord, ...]]:
     """Requests sent once per server before its first cell, excluded from every statistic; their
     records go into each cell of the server, whose verdict a failed warmup makes invalid."""
     params = plan.params
@@ -347,7 +359,7 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client,
         return {"requests": 0}, ()
     prompts = build_prompts(params.workloads[0], n=params.warmup_requests,
                             tokens=min(params.contexts), seed=params.seed, salt="warmup",
-                            tokenize=lambda text: adapter.tokenize(client, text))
+                            tokenize=tokenize)
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],
                              warmup=len(prompts), concurrency=1,
                              max_tokens=params.warmup_output_tokens or params.output_tokens,

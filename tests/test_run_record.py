@@ -183,3 +183,24 @@ def test_an_attached_servers_reported_version_alone_makes_its_cells_stale() -> N
     upgraded = {k: {**v, "version": "0.5.6"} for k, v in attached.items()}
     after = cell_fingerprints(plan, {s.label: [] for s in plan.servers}, BASE, upgraded)
     assert all(before[c] != after[c] for c in before)
+
+
+def test_each_document_is_tokenized_once_per_server(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench_lib.engines.llamacpp import LlamaCppAdapter
+
+    path = fake_params(tmp_path)
+    text = path.read_text()
+    text = text[:text.index("  - {name: fine")] + text[text.index("workloads:"):]
+    path.write_text(text.replace("contexts: [16]", "contexts: [16, 32, 48]"))
+    seen: list[str] = []
+    real = LlamaCppAdapter.tokenize
+
+    def counting(self, client, text):  # noqa: ANN001
+        seen.append(text)
+        return real(self, client, text)
+
+    monkeypatch.setattr(LlamaCppAdapter, "tokenize", counting)
+    result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
+    assert [c.status for c in result.cells] == ["ok"] * 3
+    assert seen and len(seen) == len(set(seen))  # 3 cells and the warmup, no text twice
