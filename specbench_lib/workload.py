@@ -65,7 +65,10 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
     """``n`` distinct prompts of exactly ``tokens`` tokens each (tokenized by the server).
 
     Each prompt starts at a different document of a seeded shuffle and continues with the
-    following documents until it is long enough; it is then cut to the exact token count.
+    following documents until it is long enough; it is then cut to the exact token count. Each
+    document is tokenized on its own (with its ``\n\n`` separator) and the ids are joined, so a
+    caller that caches ``tokenize`` (the sweep does, per server) tokenizes a document once
+    however many prompts and cells use it.
     A ``copyedit`` workload builds instruction + material + answer opening instead
     (:func:`copyedit_prompts`).
     """
@@ -78,19 +81,17 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
     prompts = []
     for i in range(n):
         start = (i * max(1, len(order) // max(n, 1))) % len(order)
-        text, used, pos = "", [], start
+        used, pos = [], start
         ids: list[int] = []
         while len(ids) < tokens:
-            for _ in range(8):
-                doc_id, doc = docs[order[pos % len(order)]]
-                text += doc + "\n\n"
-                used.append(doc_id)
-                pos += 1
-            if len(used) > len(docs) + 8:
+            if len(used) > len(docs):
                 raise PreflightError(
                     f"workload {workload.name!r} has too little text for {tokens}-token prompts",
                     what="workload")
-            ids = tokenize(text)
+            doc_id, doc = docs[order[pos % len(order)]]
+            ids += tokenize(doc + "\n\n")
+            used.append(doc_id)
+            pos += 1
         prompts.append(Prompt(ids[:tokens], tuple(used)))
     return prompts
 

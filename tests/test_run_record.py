@@ -192,7 +192,7 @@ def test_each_document_is_tokenized_once_per_server(tmp_path: Path,
     path = fake_params(tmp_path)
     text = path.read_text()
     text = text[:text.index("  - {name: fine")] + text[text.index("workloads:"):]
-    path.write_text(text.replace("contexts: [16]", "contexts: [16, 32, 48]"))
+    path.write_text(text.replace("concurrency: [1]", "concurrency: [1, 2]"))  # the same prompts
     seen: list[str] = []
     real = LlamaCppAdapter.tokenize
 
@@ -202,5 +202,5 @@ def test_each_document_is_tokenized_once_per_server(tmp_path: Path,
 
     monkeypatch.setattr(LlamaCppAdapter, "tokenize", counting)
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
-    assert [c.status for c in result.cells] == ["ok"] * 3
-    assert seen and len(seen) == len(set(seen))  # 3 cells and the warmup, no text twice
+    assert [c.status for c in result.cells] == ["ok"] * 2
+    assert seen and len(seen) == len(set(seen))  # 2 cells and the warmup, no document twice
