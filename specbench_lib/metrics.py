@@ -15,7 +15,8 @@ _LATENCIES = ("ttft", "tpot", "itl", "e2e")
 METRIC_COLUMNS = (
     "output_tok_s", "request_throughput_rps", "request_decode_tok_s",
     *(f"{m}_{s}_s" for m in _LATENCIES for s in _STATS),
-    "acceptance_length", "draft_acceptance_rate", "tokens_per_chunk", "n_requests", "n_failed",
+    "acceptance_length", "tokens_per_step", "draft_acceptance_rate", "tokens_per_chunk",
+    "n_requests", "n_failed",
     "completion_tokens", "achieved_rate_rps", "rate_not_reached",
 )
 LOSSLESS_COLUMNS = ("lossless_identical", "lossless_prefix_tokens", "lossless_n")
@@ -79,6 +80,7 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
             metrics[f"{name}_p{q}_s"] = _quantile(values, q / 100)
     metrics.update({
         "acceptance_length": total / steps if steps else None,
+        "tokens_per_step": total / steps if steps else None,
         "verify_steps": steps,
         "draft_acceptance_rate": accepted / drafted if drafted else None,
         "tokens_per_chunk": total / len(chunks) if chunks else None,

@@ -153,15 +153,33 @@ class Comparison(Rendered):
         return spec.pivot_table(index=["phase", "series", "workload"], columns="budget",
                                 values="acceptance_length")
 
+    def failed_cells(self) -> list[dict[str, Any]]:
+        """Every crashed, skipped or invalid cell of the compared runs: its phase, run id, cell
+        id, spec, verdict and every reason (the first is the one a table shows)."""
+        found = []
+        for run in self.runs:
+            # a run-like value that holds only a table (no cell records) has no failed cells
+            for cell in getattr(run, "cells", ()):
+                if cell.status == "ok":
+                    continue
+                spec = cell.spec
+                found.append({"phase": run.manifest.get("phase"), "run_id": run.run_id,
+                              "cell": cell.cell_id, "config": spec.config, "budget": spec.budget,
+                              "workload": spec.workload, "context": spec.context,
+                              "concurrency": spec.concurrency, "verdict": cell.status,
+                              "reasons": [str(r) for r in cell.verdict.reasons],
+                              "first_reason": (cell.verdict.reasons[0].code
+                                               if cell.verdict.reasons else "")})
+        return found
+
     def failures(self) -> Any:
         """Every crashed, skipped or invalid cell of the compared runs, with its reasons."""
         import pandas as pd
 
-        frames = [r.verdicts().assign(phase=r.manifest.get("phase"), run_id=r.run_id)
-                  for r in self.runs]
-        verdicts = pd.concat(frames, ignore_index=True)
-        return verdicts[verdicts["verdict"] != "ok"][
-            ["phase", "run_id", "config", "workload", "context", "concurrency", "verdict", "reasons"]]
+        cols = ["phase", "run_id", "cell", "config", "workload", "context", "concurrency",
+                "verdict", "reasons"]
+        rows = [{**f, "reasons": "; ".join(f["reasons"])} for f in self.failed_cells()]
+        return pd.DataFrame(rows, columns=cols)
 
     def names(self) -> str:
         return ", ".join(f"{r.manifest.get('phase')}: {r.run_id}" for r in self.runs)
@@ -187,26 +205,59 @@ def write(comparison: Comparison, folder: Path | None = None) -> list[Path]:
             write_summary(comparison, target / "comparison.json"), build_index()]
 
 
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}"}
+
+
+def _latex_text(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
 def write_latex(comparison: Comparison, path: Path) -> Path:
-    """A LaTeX table per phase: output tokens/s, speedup and acceptance length per config."""
-    cols = ["workload", "context", "concurrency", "config", "output_tok_s", "speedup",
-            "acceptance_length"]
+    """A LaTeX table per phase: output tokens/s, speedup and acceptance length per config.
+
+    A failed cell (crashed, invalid, skipped) of a compared run is a row of its own, marked with
+    its verdict and first reason (``invalid: http_500``) and ``--`` for every value: a failure is
+    never a number, and never silently missing either.
+    """
+    import pandas as pd
+
+    keys = ["workload", "context", "concurrency", "config"]
+    values = ["output_tok_s", "speedup", "acceptance_length"]
+    cols = [*keys, *values, "verdict"]
+    ok = comparison.table().assign(verdict="ok")
+    failed = pd.DataFrame(
+        [{**{k: f[k] for k in ("phase", *keys)},
+          "verdict": f"{f['verdict']}: {f['first_reason']}" if f["first_reason"] else f["verdict"]}
+         for f in comparison.failed_cells()], columns=["phase", *keys, "verdict"])
     parts = []
-    for phase, rows in comparison.table().groupby("phase"):
-        styler = rows[cols].sort_values(cols[:4]).style.hide(axis="index").format(
+    for phase in sorted({*ok["phase"].dropna().astype(str), *failed["phase"].dropna().astype(str)}):
+        rows = pd.concat([ok[ok["phase"].astype(str) == phase].reindex(columns=cols),
+                          failed[failed["phase"].astype(str) == phase].reindex(columns=cols)],
+                         ignore_index=True).drop_duplicates()
+        for name in values:
+            rows[name] = pd.to_numeric(rows[name], errors="coerce")
+        styler = rows.sort_values([*keys, "verdict"]).style.hide(axis="index").format(
             {"output_tok_s": "{:.1f}", "speedup": "{:.2f}", "acceptance_length": "{:.2f}"},
-            na_rep="--")
-        parts.append(styler.to_latex(caption=f"{phase}: output tokens/s, speedup vs "
-                                     f"autoregressive, mean acceptance length", hrules=True,
-                                     label=f"tab:specbench-{phase}"))
+            na_rep="--", escape="latex").format_index(escape="latex", axis=1)
+        parts.append(styler.to_latex(
+            caption=f"{_latex_text(phase)}: output tokens/s, speedup vs autoregressive, mean "
+                    f"acceptance length; a failed cell shows its verdict and first reason, -- for "
+                    f"its values", hrules=True, label=f"tab:specbench-{phase}"))
     path.write_text("\n".join(parts))
     return path
 
 
 def write_summary(comparison: Comparison, path: Path) -> Path:
-    """``comparison.json``: the runs compared and the best budget of each group."""
+    """``comparison.json``: the runs compared, the best budget of each group (ok cells only) and
+    every failed cell of the compared runs (``failures``: phase, run id, cell, config, verdict
+    and reasons), so a failure is listed, never left out or ranked."""
+    failures = [{k: f[k] for k in ("phase", "run_id", "cell", "config", "verdict", "reasons")}
+                for f in comparison.failed_cells()]
     path.write_text(json.dumps({"runs": [r.run_id for r in comparison.runs],
-                                "best": comparison.best_budgets().to_dict("records")},
+                                "best": comparison.best_budgets().to_dict("records"),
+                                "failures": failures},
                                indent=2, default=str))
     return path
 

@@ -163,20 +163,30 @@ class ServerProcess(_LogScan):
         return None if self._proc is None else self._proc.pid
 
     def stop(self, grace_s: float = 3.0) -> None:
-        """TERM the process group, then KILL it after ``grace_s`` (llama.cpp can hang on TERM)."""
-        if self._proc is None or self._proc.poll() is not None:
+        """TERM the process group, then KILL it after ``grace_s`` (llama.cpp can hang on TERM);
+        the group is KILLed at the end in any case, since children can outlive their leader (a
+        SIGKILLed vLLM API server leaves its engine core and worker running)."""
+        if self._proc is None:
             return
+        try:
+            if self._proc.poll() is None:
+                self._stop_leader(self._proc, grace_s)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+
+    def _stop_leader(self, proc: subprocess.Popen[bytes], grace_s: float) -> None:
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
             try:
-                os.killpg(self._proc.pid, sig)
+                os.killpg(proc.pid, sig)
             except ProcessLookupError:
                 return
             try:
-                self._proc.wait(timeout=wait)
+                proc.wait(timeout=wait)
                 return
             except subprocess.TimeoutExpired:
                 continue
-        raise ServerError(f"server {self.name} (pid {self._proc.pid}) survived SIGKILL",
+        raise ServerError(f"server {self.name} (pid {proc.pid}) survived SIGKILL",
                           config=self.name, log_path=self.log_path)
 
     @property

@@ -20,7 +20,7 @@ import httpx
 from .analysis import analyse
 from .dispatch import dispatch_cell
 from .engines import Adapter, Launch, get_adapter, server_launch
-from .errors import EngineError, ServerError, StoreError
+from .errors import ControlTimeout, EngineError, ServerError, StoreError
 from .fingerprint import Components, cell_fingerprints
 from .params import CellSpec, Plan, ServerConfig
 from .preflight import launches_servers, require
@@ -290,7 +290,10 @@ class _ServerSweep:
         cannot read: ``invalid`` with the fix while the server is up, else ``crashed``."""
         signature = proc.crash_signature()
         if isinstance(exc, EngineError) and proc.healthy() and signature is None:
-            if exc.status == 404:
+            if isinstance(exc, ControlTimeout):
+                reason = Reason("control_timeout", f"{exc}: the server is up but answers too "
+                                "slowly; raise engine.control_timeout_s if it is just busy")
+            elif exc.status == 404:
                 reason = Reason("missing_endpoint", f"{exc}: the server does not offer an "
                                 "endpoint specbench needs; for /tokenize set engine.tokenizer to "
                                 "the model's tokenizer.json (pip install tokenizers), otherwise "

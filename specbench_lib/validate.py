@@ -124,7 +124,7 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
         first = ((Reason("server_died", f"the server process exited, or stopped answering its "
                          f"health endpoint, during {when}"),) if not server_alive else ())
         log = ((Reason("log" if first else "crash_signature", crash_line),) if crash_line else ())
-        seen = Counter(p for rec in records for p in request_problems(
+        seen = Counter(p for rec in records for p in _problems(
             rec, speculative=speculative, prefix_cache=prefix_cache))
         return Verdict("crashed", (*first, *log, *(r.counted(n) for r, n in seen.items())))
     measured = [r for r in records if not r.warmup]
@@ -132,9 +132,7 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
     reasons: Counter[Reason] = Counter()
     warm_bad, failed = False, []
     for rec in records:
-        problems = request_problems(rec, speculative=speculative, prefix_cache=prefix_cache)
-        if rec.warmup:
-            problems = [Reason(p.code, f"in the server's warmup: {p.detail}") for p in problems]
+        problems = _problems(rec, speculative=speculative, prefix_cache=prefix_cache)
         for problem in problems:
             reasons[problem] += 1
         if problems and rec.warmup:
@@ -154,6 +152,14 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
     if cell or warm_bad or len(failed) > allowed:
         return Verdict("invalid", (*counted, *cell), tuple(failed))
     return Verdict("ok", tuple(r.as_tolerated() for r in counted), tuple(failed))
+
+
+def _problems(rec: RequestRecord, *, speculative: bool, prefix_cache: bool) -> list[Reason]:
+    """A request's problems; a warmup request's say so (they taint every cell of the server)."""
+    found = request_problems(rec, speculative=speculative, prefix_cache=prefix_cache)
+    if rec.warmup:
+        return [Reason(p.code, f"in the server's warmup: {p.detail}") for p in found]
+    return found
 
 
 def judge_counters(verdict: Verdict, counters: dict[str, Any]) -> Verdict:

@@ -9,8 +9,9 @@ for the fault-matrix sweeps, started by the sweep through the argv-template engi
 ``/health``, ``/props`` and ``/tokenize``, and the modes ``startup_crash`` (prints a CUDA error and
 exits before binding), ``never_ready`` (``/health`` 503 forever), ``cuda_crash`` (the second
 generation prints ``CUDA error: an illegal instruction was encountered`` and the process dies
-mid-stream), ``http500_some`` (every second generation answers 500) and ``zombie`` (a stream stops
-and ``/health`` stops answering too).
+mid-stream), ``warmup_crash`` (the same, on the first generation: the server's warmup request),
+``http500_some`` (every second generation answers 500) and ``zombie`` (a stream stops and
+``/health`` stops answering too).
 
 Malformed answers (each a generation's whole reply): ``done_only`` (a 200 stream of only
 ``data: [DONE]``), ``no_events`` (a 200 chunked body with no event at all), ``bad_utf8`` (a token
@@ -35,7 +36,8 @@ from typing import Any
 MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chunky",
          "done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length", "bad_chunk",
          "no_final")
-PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie")
+PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie",
+                 "warmup_crash")
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
 
 
@@ -71,7 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "http500_some" and nth % 2 == 0:
             self._json(500, {"error": {"code": 500, "message": "internal error in slot"}})
             return
-        if mode == "cuda_crash" and nth >= 2:
+        if (mode == "cuda_crash" and nth >= 2) or mode == "warmup_crash":
             self._start_stream()
             self._event({"content": "x", "tokens": [1], "stop": False})
             print(f"Scheduler hit an exception: {CUDA_ERROR}", file=sys.stderr, flush=True)

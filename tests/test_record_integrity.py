@@ -16,7 +16,8 @@ from cellfactory import make_cell
 
 import specbench_lib as sb
 from specbench_lib import cli, report
-from specbench_lib.params import build_plan, load_params
+from specbench_lib.params import CellSpec, build_plan, load_params
+from specbench_lib.records import CellFacts, CellRecord, JudgeInputs, Reason, Verdict
 from specbench_lib.runs import Run, RunDir, list_runs
 from specbench_lib.store import REDACTED, is_secret_name, redact
 
@@ -275,3 +276,60 @@ def test_report_with_only_unreadable_runs_says_why(tmp_path: Path, outputs: Path
     comparable_run(outputs, "20260102T000000Z_tp1_bbbbbb").manifest_path.write_text("")
     with pytest.raises(sb.ValidationFailed, match="no runs to compare.*skipping run"):
         report.compare(root=outputs)
+
+
+def failed_cell(config: str, method: str, budget: int | None, status: str, reason: Reason, *,
+                run_id: str, context: int = 256) -> Any:
+    """A cell whose verdict the measurement decided (a crash, a known-bad skip, a config fault)."""
+    spec = CellSpec(config=config, series=config.split("-")[0], method=method, budget=budget,
+                    workload="code", context=context, concurrency=1)
+    verdict = Verdict(status, (reason,))  # type: ignore[arg-type]
+    return CellRecord(run_id, spec, f"f-{config}-{context}", config, (), verdict,
+                      JudgeInputs(planned=1, speculative=method != "auto"),
+                      CellFacts(decided=verdict))
+
+
+def test_report_files_mark_failed_cells_and_never_give_them_a_number(tmp_path: Path) -> None:
+    """results.tex and comparison.json list every failed cell with its verdict and reasons,
+    ``--`` for its values; a phase whose every cell failed still gets its table."""
+    root = tmp_path / "out"
+    tp1, tp4 = "20260101T000000Z_tp1_aaaaaa", "20260102T000000Z_tp4_bbbbbb"
+    cells = {
+        tp1: [make_cell("auto", "auto", None, tok_s=10.0, fingerprint="a", run_id=tp1),
+              failed_cell("ngram-b8", "ngram", 8, "crashed",
+                          Reason("server_died", "the server exited with -9"), run_id=tp1),
+              failed_cell("tree-b4", "tree", 4, "skipped",
+                          Reason("known_bad", "CUDA error: an illegal instruction (SM120)"),
+                          run_id=tp1)],
+        tp4: [failed_cell("auto", "auto", None, "invalid",
+                          Reason("missing_endpoint", "no /tokenize: set engine.tokenizer"),
+                          run_id=tp4, context=512)],
+    }
+    for run_id, records in cells.items():
+        run = RunDir.at(run_id, root=root)
+        run.update_manifest(phase=run_id.split("_")[1], status="complete",
+                            plan_fingerprints={c.cell_id: c.fingerprint for c in records})
+        for cell in records:
+            run.write_cell(cell)
+    comparison = report.compare([tp1, tp4], root=root)
+    out = tmp_path / "report"
+    out.mkdir()
+    tex = report.write_latex(comparison, out / "results.tex").read_text()
+    summary = json.loads(report.write_summary(comparison, out / "comparison.json").read_text())
+
+    assert [(f["phase"], f["run_id"], f["cell"], f["verdict"]) for f in summary["failures"]] == [
+        ("tp1", tp1, "ngram-b8__code__ctx256__c1", "crashed"),
+        ("tp1", tp1, "tree-b4__code__ctx256__c1", "skipped"),
+        ("tp4", tp4, "auto__code__ctx512__c1", "invalid")]
+    assert summary["failures"][0]["reasons"] == ["server_died: the server exited with -9"]
+    assert [b["config"] for b in summary["best"]] == ["auto"]  # failures are never ranked
+    tp1_table, tp4_table = tex.split("\\caption{tp4")
+    rows = {line.split(" & ")[3]: line for line in tp1_table.splitlines()
+            if line.startswith("code & ")}
+    assert len(rows) == 3
+    assert rows["auto"] == "code & 256 & 1 & auto & 10.0 & 1.00 & 1.00 & ok \\\\"
+    assert rows["ngram-b8"] == "code & 256 & 1 & ngram-b8 & -- & -- & -- & crashed: server\\_died \\\\"
+    assert rows["tree-b4"] == "code & 256 & 1 & tree-b4 & -- & -- & -- & skipped: known\\_bad \\\\"
+    assert "code & 512 & 1 & auto & -- & -- & -- & invalid: missing\\_endpoint \\\\" in tp4_table
+    assert tex.count("\\begin{tabular}") == 2 and "output\\_tok\\_s" in tex
+    assert "output_tok_s" not in tex  # headers escaped too: the file compiles

