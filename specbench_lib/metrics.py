@@ -18,6 +18,7 @@ METRIC_COLUMNS = (
     "acceptance_length", "tokens_per_step", "draft_acceptance_rate", "tokens_per_chunk",
     "n_requests", "n_failed",
     "completion_tokens", "achieved_rate_rps", "rate_not_reached",
+    *(f"{m}_sched_{s}_s" for m in ("ttft", "e2e") for s in _STATS),
 )
 LOSSLESS_COLUMNS = ("lossless_identical", "lossless_prefix_tokens", "lossless_n")
 REPEAT_COLUMNS = ("repeats_n", "output_tok_s_cv", "unstable")
@@ -91,7 +92,25 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
         "window_s": window,
     })
     metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
+    metrics.update(_from_schedule(recs))
     return metrics
+
+
+def _from_schedule(recs: Sequence[RequestRecord]) -> dict[str, Any]:
+    """Open loop: TTFT and E2E timed from each request's *scheduled* arrival, so time spent
+    waiting for a free slot counts (no coordinated omission); empty for a closed loop."""
+    timed = [r for r in recs if r.scheduled is not None]
+    if not timed:
+        return {}
+    series = {"ttft": [r.token_times[0] - r.scheduled for r in timed if r.token_times
+                       and r.scheduled is not None],
+              "e2e": [r.end - r.scheduled for r in timed if r.scheduled is not None]}
+    found: dict[str, Any] = {}
+    for name, values in series.items():
+        found[f"{name}_sched_mean_s"] = _mean(values)
+        for q in (50, 90, 99):
+            found[f"{name}_sched_p{q}_s"] = _quantile(values, q / 100)
+    return found
 
 
 RATE_TOLERANCE = 0.05  # achieved send rate may fall this fraction below the schedule's

@@ -60,3 +60,14 @@ def test_a_rate_not_reached_makes_the_cell_invalid_on_analysis() -> None:
     on_time = analyse(replace(base, judge=judge, requests=tuple(records(
         [t + 0.002 for t in sched], sched)), target_rate=10.0))
     assert on_time.status == "ok" and on_time.metrics["rate_not_reached"] is False
+
+
+def test_open_loop_latency_is_also_timed_from_the_scheduled_arrival() -> None:
+    sched = [0.1 * i for i in range(11)]
+    starts = [0.2 * i for i in range(11)]  # each request waited (i * 0.1 s) for a free slot
+    m = cell_metrics(CellDispatch(records(starts, sched), 0.0, 2.2, target_rate=10.0))
+    assert m["ttft_p50_s"] == pytest.approx(0.05)  # from the actual send: the wait is hidden
+    assert m["ttft_sched_p50_s"] == pytest.approx(0.05 + 0.5)  # the median request waited 0.5 s
+    assert m["e2e_sched_p99_s"] == pytest.approx(0.1 + 0.99 * 1.0)
+    closed = cell_metrics(CellDispatch(records([0.0, 0.1], None), 0.0, 0.3))
+    assert "ttft_sched_p50_s" not in closed
