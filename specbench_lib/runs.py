@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from .analysis import judge
 from .errors import SchemaError, StoreError
 from .params import Plan
 from .paths import outputs_dir
@@ -386,8 +387,6 @@ class Run:
 
 def _still_ok(cell: CellRecord) -> bool:
     """Whether the analysis of this specbench finds the cell ok (not only when it was written)."""
-    from .analysis import judge
-
     return judge(cell).ok
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import pids_with
 
 from specbench_lib import cli
 from specbench_lib.runs import RunDir
@@ -146,15 +147,7 @@ timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
 
 
 def fake_servers(port: int) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if proc.name.isdigit() and b"fake_server.py" in cmdline and str(port).encode() in cmdline:
-            found.append(int(proc.name))
-    return found
+    return pids_with("fake_server.py", "--port\0" + str(port))
 
 
 def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import pids_with
 
 from specbench_lib.records import CellRecord
 
@@ -224,15 +225,7 @@ def test_server_never_ready_crashes_its_cells_and_the_next_config_runs(engine, o
 
 
 def server_processes(port: int) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if proc.name.isdigit() and b"--port" in argv and str(port).encode() in argv:
-            pids.append(int(proc.name))
-    return pids
+    return pids_with("--port\0" + str(port) + "\0")
 
 
 @pytest.mark.engine

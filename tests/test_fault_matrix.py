@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from procs import pids_with
 
 import specbench_lib as sb
 from specbench_lib import report
@@ -70,15 +71,7 @@ timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 8}}
 
 
 def fake_servers() -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if proc.name.isdigit() and b"fake_server.py" in cmdline and str(PORT).encode() in cmdline:
-            found.append(int(proc.name))
-    return found
+    return pids_with("fake_server.py", "--port\0" + str(PORT))
 
 
 @pytest.fixture(scope="module")
