@@ -36,6 +36,8 @@ GENERIC_SIGNATURES = tuple(re.compile(p) for p in (
     r"Segmentation fault", r"[Aa]ssertion .*failed|GGML_ASSERT", r"terminate called after throwing",
 ))
 
+EXIT_WAIT_S = 5.0  # a server found dead: the longest wait for its exit status
+
 
 class _LogScan:
     """Reading a server's log file: its tail, its size, crash signatures after an offset."""
@@ -158,6 +160,17 @@ class ServerProcess(_LogScan):
     def returncode(self) -> int | None:
         return None if self._proc is None else self._proc.poll()
 
+    def exit_status(self, wait_s: float = EXIT_WAIT_S) -> int | None:
+        """The exit status of a server found dead, waiting up to ``wait_s`` for it: a killed
+        process closes its sockets before it can be reaped (a large multi-threaded one, like a
+        vLLM API server, for a while), so the health check can fail before ``poll`` knows."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+
     @property
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
@@ -274,6 +287,9 @@ class AttachedServer(_LogScan):
 
     @property
     def returncode(self) -> int | None:
+        return None
+
+    def exit_status(self, wait_s: float = 0.0) -> int | None:
         return None
 
     @property

@@ -281,7 +281,8 @@ class _ServerSweep:
         if line is not None:
             phase = "start-up" if proc.crash_signature(0, ready_at) else "warmup"
             line = f"{line} (in the server log during {phase})"
-        return CellFacts(server_alive=alive, crash_line=line, returncode=proc.returncode,
+        return CellFacts(server_alive=alive, crash_line=line,
+                         returncode=proc.returncode if alive else proc.exit_status(),
                          log_excerpt=proc.log_tail(40))
 
     @staticmethod
@@ -345,7 +346,8 @@ class _ServerSweep:
         counted = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
         facts = (CellFacts(server_alive=alive, crash_line=line, spec_counters=counted)
                  if alive and line is None else
-                 CellFacts(server_alive=alive, crash_line=line, returncode=proc.returncode,
+                 CellFacts(server_alive=alive, crash_line=line,
+                           returncode=proc.returncode if alive else proc.exit_status(),
                            log_excerpt=proc.log_tail(40), spec_counters=counted))
         return _Measured(facts, (*warmup, *dispatch.records),
                          tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources))

@@ -10,8 +10,10 @@ for the fault-matrix sweeps, started by the sweep through the argv-template engi
 exits before binding), ``never_ready`` (``/health`` 503 forever), ``cuda_crash`` (the second
 generation prints ``CUDA error: an illegal instruction was encountered`` and the process dies
 mid-stream), ``warmup_crash`` (the same, on the first generation: the server's warmup request),
-``http500_some`` (every second generation answers 500) and ``zombie`` (a stream stops and
-``/health`` stops answering too).
+``http500_some`` (every second generation answers 500), ``zombie`` (a stream stops and
+``/health`` stops answering too) and ``slow_death`` (the second generation closes the server's
+sockets mid-stream, then the process SIGKILLs itself 1.5 s later, as a killed process that takes a
+while to tear down: its health fails before its exit status exists).
 
 Malformed answers (each a generation's whole reply): ``done_only`` (a 200 stream of only
 ``data: [DONE]``), ``no_events`` (a 200 chunked body with no event at all), ``bad_utf8`` (a token
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -37,7 +40,7 @@ MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chun
          "done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length", "bad_chunk",
          "no_final")
 PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie",
-                 "warmup_crash")
+                 "warmup_crash", "slow_death")
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
 
 
@@ -78,6 +81,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({"content": "x", "tokens": [1], "stop": False})
             print(f"Scheduler hit an exception: {CUDA_ERROR}", file=sys.stderr, flush=True)
             os._exit(134)
+        if mode == "slow_death" and nth >= 2:
+            self._start_stream()
+            self._event({"content": "x", "tokens": [1], "stop": False})
+            self.server.socket.close()  # a killed process closes its sockets first,
+            self.connection.shutdown(socket.SHUT_RDWR)
+            time.sleep(1.5)  # then takes a while to be reapable (a large one tearing down)
+            os.kill(os.getpid(), signal.SIGKILL)
         if mode == "zombie":
             self._start_stream()
             self._event({"content": "x", "tokens": [1], "stop": False})

@@ -33,6 +33,7 @@ FAULTS = {
     "empty": (2, "empty", "invalid", "empty_output"),
     "short": (64, "short", "invalid", "short_output"),
     "zombie": (3, "zombie", "crashed", "server_died"),
+    "slow": (6, "slow_death", "crashed", "server_died"),
 }
 
 
@@ -105,6 +106,8 @@ def test_crashes_keep_signature_return_code_and_log(swept: sb.SweepResult) -> No
     assert "returncode: 1" in startup and any("Capture cuda graph failed" in r for r in startup)
     notready = cells["notready-b16__code__ctx16__c1"].verdict.reasons[0]
     assert "not ready within 4 s" in notready
+    slow = cells["slow-b6__code__ctx16__c1"]  # health failed before the exit status existed
+    assert slow.facts.returncode == -9 and not slow.facts.server_alive
     zombie = cells["zombie-b3__code__ctx16__c1"].verdict.reasons
     assert any(r.code == "timeout" and "between_tokens limit of 2" in r.detail for r in zombie), zombie
 
