@@ -2,9 +2,10 @@
 
     .venv/bin/python benchmarks/itl_truth.py [--interval 0.02] [--tokens 64]
 
-For 1 and 4 tokens per chunk at concurrency 1 and 16, prints the true mean per-token ITL, the
-measured mean ITL, TPOT and the relative errors (the issue's bound: 2 %), the per-step ITL a
-chunk-counting client would report, and the tokens-per-chunk distribution.
+For 1 and 4 tokens per chunk at concurrency 1 and 16, prints the true mean per-token ITL (a
+chunk's gap / its tokens), the measured mean ITL, TPOT and their relative errors against their
+own truths (the issue's bound: 2 %), the per-step ITL a chunk-counting client would report, and
+the tokens-per-chunk distribution.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from reference_server import ReferenceServer, expected_itl_mean  # noqa: E402
+from reference_server import (  # noqa: E402
+    ReferenceServer,
+    expected_itl_mean,
+    expected_tpot_mean,
+)
 
 from specbench_lib.dispatch import dispatch_cell  # noqa: E402
 from specbench_lib.engines.llamacpp import LlamaCppAdapter  # noqa: E402
@@ -28,7 +33,8 @@ def measure(interval: float, chunk: int, concurrency: int, tokens: int, requests
                                warmup=1, concurrency=concurrency, max_tokens=tokens, timeout_s=30)
     m = cell_metrics(result)
     truth = expected_itl_mean(tokens, interval, chunk)
-    return {"truth": truth, "itl": m["itl_mean_s"], "tpot": m["tpot_mean_s"],
+    return {"truth": truth, "tpot_truth": expected_tpot_mean(tokens, interval, chunk),
+            "itl": m["itl_mean_s"], "tpot": m["tpot_mean_s"],
             "per_step": chunk * interval, "chunks": m["chunk_size_counts"], "n": m["n_requests"]}
 
 
@@ -44,7 +50,7 @@ def main() -> None:
         for conc in (1, 16):
             r = measure(args.interval, chunk, conc, args.tokens, requests=max(4, conc))
             err = 100 * (r["itl"] / r["truth"] - 1)
-            tpot_err = 100 * (r["tpot"] / r["truth"] - 1)
+            tpot_err = 100 * (r["tpot"] / r["tpot_truth"] - 1)
             print(f"{chunk:>5} {conc:>4} {r['n']:>3} {r['truth'] * 1e3:>9.3f} {r['itl'] * 1e3:>8.3f} "
                   f"{err:>6.2f} {r['tpot'] * 1e3:>8.3f} {tpot_err:>6.2f} {r['per_step'] * 1e3:>11.1f}  "
                   f"{r['chunks']}")

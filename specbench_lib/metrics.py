@@ -11,11 +11,13 @@ from typing import Any, Protocol
 from .records import CellRecord, RequestRecord
 
 _STATS = ("mean", "p50", "p90", "p99")
-_LATENCIES = ("ttft", "tpot", "itl", "e2e")
+_LATENCIES = ("ttft", "tpot", "itl", "e2e", "delivery_gap")
+DELIVERY_GAP_S = 0.0005  # tokens received closer together than this arrived as one delivery
 METRIC_COLUMNS = (
     "output_tok_s", "request_throughput_rps", "request_decode_tok_s",
     *(f"{m}_{s}_s" for m in _LATENCIES for s in _STATS),
     "acceptance_length", "tokens_per_step", "draft_acceptance_rate", "tokens_per_chunk",
+    "tokens_per_delivery",
     "n_requests", "n_failed",
     "completion_tokens", "achieved_rate_rps", "rate_not_reached",
     *(f"{m}_sched_{s}_s" for m in ("ttft", "e2e") for s in _STATS),
@@ -42,8 +44,12 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
     """Metrics of one cell's measured requests, with token counts as the server reported them.
 
     ``output_tok_s`` is completion tokens over the measurement window, from the first request
-    sent to the last token received; ITL is per token (a chunk of k tokens counts as k tokens at
-    its arrival time, so k − 1 gaps of 0); TPOT is a request's (last − first token) / (n − 1);
+    sent to the last token received. A *delivery* is the tokens that reached the client
+    together: one chunk, or a burst of events less than :data:`DELIVERY_GAP_S` apart (llama.cpp
+    sends each accepted draft token as its own event, microseconds apart). ``delivery_gap`` is
+    the time between a request's deliveries, ``tokens_per_delivery`` their mean size; ITL is per
+    token, a delivery's gap shared by its k tokens (gap / k each), so its percentiles are
+    latencies a user waits per token; TPOT is a request's (last − first token) / (n − 1);
     acceptance length is tokens per verify step, weighted by tokens: sum(tokens) /
     sum(verify steps). ``exclude`` names failed requests a tolerant verdict let through: they
     are left out and counted in ``n_failed``, never averaged in.
@@ -57,6 +63,7 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
     window = (max(lasts) - min(starts)) if starts and lasts else 0.0
     decode_rates: list[float] = []
     series: dict[str, list[float]] = {name: [] for name in _LATENCIES}
+    sizes: list[int] = []
     for r in recs:
         times = r.token_times
         if r.ttft is not None:
@@ -65,7 +72,11 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
         if len(times) >= 2 and times[-1] > times[0]:
             series["tpot"].append((times[-1] - times[0]) / (len(times) - 1))
             decode_rates.append((len(times) - 1) / (times[-1] - times[0]))
-            series["itl"].extend(b - a for a, b in zip(times, times[1:], strict=False))
+        found = deliveries(times)
+        sizes.extend(k for _, k in found)
+        for (before, _), (when, k) in zip(found, found[1:], strict=False):
+            series["delivery_gap"].append(when - before)
+            series["itl"].extend([(when - before) / k] * k)
     accepted = sum((r.final.accepted_tokens or 0) for r in recs if r.final)
     drafted = sum((r.final.draft_tokens or 0) for r in recs if r.final)
     steps = sum((r.final.verify_steps or 0) for r in recs if r.final)
@@ -85,6 +96,7 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
         "verify_steps": steps,
         "draft_acceptance_rate": accepted / drafted if drafted else None,
         "tokens_per_chunk": total / len(chunks) if chunks else None,
+        "tokens_per_delivery": _mean([float(k) for k in sizes]),
         "chunk_size_counts": {str(k): v for k, v in sorted(Counter(chunks).items())},
         "n_requests": len(recs),
         "n_failed": len(dispatch.measured) - len(recs),
@@ -94,6 +106,21 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
     metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
     metrics.update(_from_schedule(recs))
     return metrics
+
+
+def deliveries(times: Sequence[float]) -> list[tuple[float, int]]:
+    """A request's token receive times as deliveries: (time of its last token, tokens), where a
+    delivery is the consecutive tokens received less than :data:`DELIVERY_GAP_S` after its
+    first (a burst, however many events, cannot chain into a long delivery)."""
+    firsts: list[float] = []
+    found: list[tuple[float, int]] = []
+    for when in times:
+        if found and when - firsts[-1] < DELIVERY_GAP_S:
+            found[-1] = (when, found[-1][1] + 1)
+        else:
+            firsts.append(when)
+            found.append((when, 1))
+    return found
 
 
 def _from_schedule(recs: Sequence[RequestRecord]) -> dict[str, Any]:

@@ -23,13 +23,18 @@ from typing import Any
 
 
 def expected_itl_mean(n_tokens: int, interval: float, tokens_per_chunk: int) -> float:
-    """The true mean per-token ITL of one request: chunk tokens share their chunk's arrival time.
+    """The true mean per-token ITL of one request: a chunk's gap shared by its tokens.
 
-    Token gaps are 0 inside a chunk and ``k * interval`` between chunks, so over ``n − 1`` gaps
-    the mean is ``(n − k) * interval / (n − 1)`` (``interval`` itself when k = 1).
+    Chunks of k tokens leave ``k * interval`` apart, so every token after the first chunk waits
+    ``interval`` (its chunk's gap / k); ``n_tokens`` does not change it.
     """
-    k = tokens_per_chunk
-    return (n_tokens - k) * interval / (n_tokens - 1)
+    return interval
+
+
+def expected_tpot_mean(n_tokens: int, interval: float, tokens_per_chunk: int) -> float:
+    """The true TPOT of one request: (last − first token) / (n − 1), with the first chunk's k
+    tokens at one time: ``(n − k) * interval / (n − 1)`` (``interval`` when k = 1)."""
+    return (n_tokens - tokens_per_chunk) * interval / (n_tokens - 1)
 
 
 class _Handler(BaseHTTPRequestHandler):

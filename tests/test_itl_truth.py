@@ -9,7 +9,7 @@ error stayed under 0.2 %, see benchmarks/itl_truth.py).
 from __future__ import annotations
 
 import pytest
-from reference_server import ReferenceServer, expected_itl_mean
+from reference_server import ReferenceServer, expected_itl_mean, expected_tpot_mean
 
 from specbench_lib.dispatch import dispatch_cell
 from specbench_lib.engines.llamacpp import LlamaCppAdapter
@@ -37,12 +37,12 @@ def test_per_token_itl_matches_the_truth(chunk: int, concurrency: int) -> None:
         assert len(between) == TOKENS // chunk - 1
         assert all(abs(g - chunk * INTERVAL) < chunk * INTERVAL for g in between)
     m = cell_metrics(result)
-    truth = expected_itl_mean(TOKENS, INTERVAL, chunk)
     assert m["n_requests"] == requests
-    assert m["itl_mean_s"] == pytest.approx(truth, rel=0.02)
-    assert m["tpot_mean_s"] == pytest.approx(truth, rel=0.02)
-    assert m["tokens_per_chunk"] == chunk
+    assert m["itl_mean_s"] == pytest.approx(expected_itl_mean(TOKENS, INTERVAL, chunk), rel=0.02)
+    assert m["tpot_mean_s"] == pytest.approx(expected_tpot_mean(TOKENS, INTERVAL, chunk), rel=0.02)
+    assert m["itl_p50_s"] == pytest.approx(INTERVAL, rel=0.05)  # a latency, never 0
+    assert m["delivery_gap_p50_s"] == pytest.approx(chunk * INTERVAL, rel=0.05)
+    assert m["tokens_per_chunk"] == chunk and m["tokens_per_delivery"] == chunk
     assert m["chunk_size_counts"] == {str(chunk): requests * TOKENS // chunk}
     if chunk > 1:
-        assert m["itl_p50_s"] == 0.0
         assert m["acceptance_length"] == pytest.approx(chunk)

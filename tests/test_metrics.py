@@ -22,10 +22,37 @@ def rec(times: list[float], *, start: float = 0.0, accepted: int = 0, drafted: i
 
 
 def test_itl_is_per_token_when_chunks_carry_several_tokens() -> None:
-    # two chunks of 4 tokens at t=1 and t=2: 8 tokens, ITLs 0,0,0,1,0,0,0
+    # three chunks of 4 tokens at t=1, 2 and 4: the gaps 1 and 2 s are shared by their 4 tokens
+    r = rec([1.0] * 4 + [2.0] * 4 + [4.0] * 4, chunks=[4, 4, 4], accepted=9, drafted=12)
+    m = cell_metrics(CellDispatch([r], 0.0, 4.0))
+    assert m["itl_p50_s"] == pytest.approx(0.375) and m["itl_mean_s"] == pytest.approx(0.375)
+    assert m["itl_p99_s"] == pytest.approx(0.5) and m["itl_p90_s"] == pytest.approx(0.5)
+    assert m["delivery_gap_mean_s"] == pytest.approx(1.5)
+    assert m["delivery_gap_p99_s"] == pytest.approx(1.99)
+    assert m["tokens_per_delivery"] == 4.0 and m["tokens_per_chunk"] == 4.0
+    assert m["tpot_mean_s"] == pytest.approx(3 / 11)
+    assert m["output_tok_s"] == pytest.approx(12 / 4.0)
+    assert m["acceptance_length"] == pytest.approx(12 / 3)
+
+
+def test_a_burst_of_events_microseconds_apart_is_one_delivery() -> None:
+    # llama.cpp: each accepted draft token its own event (chunk of 1), 20 us apart, bursts 0.1 s
+    # apart; counted per event, ITL p50 would be 20 us and p99 the burst gap
+    times = [round(0.1 * b + 20e-6 * i, 9) for b in range(1, 6) for i in range(4)]
+    r = rec(times, accepted=15, drafted=20)
+    m = cell_metrics(CellDispatch([r], 0.0, 0.5))
+    assert m["tokens_per_chunk"] == 1.0 and m["tokens_per_delivery"] == 4.0
+    assert m["delivery_gap_p50_s"] == pytest.approx(0.1)
+    assert m["itl_p50_s"] == pytest.approx(0.025) and m["itl_p99_s"] == pytest.approx(0.025)
+    # events 0.4 ms apart for 2 ms do not chain into one delivery: 0.5 ms from its first token
+    steady = rec([0.0004 * i for i in range(1, 6)])
+    assert cell_metrics(CellDispatch([steady], 0.0, 1.0))["tokens_per_delivery"] == pytest.approx(5 / 3)
+
+
+def test_old_per_event_itl_no_longer_reports_zero_latencies() -> None:
     r = rec([1.0] * 4 + [2.0] * 4, chunks=[4, 4], accepted=6, drafted=8)
     m = cell_metrics(CellDispatch([r], 0.0, 2.0))
-    assert m["itl_p50_s"] == 0.0
+    assert m["itl_p50_s"] == pytest.approx(0.25)  # not 0: no token waits 0 s
     assert m["tpot_mean_s"] == pytest.approx(1 / 7)
     assert m["tokens_per_chunk"] == 4.0
     assert m["output_tok_s"] == pytest.approx(8 / 2.0)
