@@ -38,6 +38,27 @@ def throughput_replicates(cells: Sequence[CellRecord], rng: Any) -> Any:
     return stack[pick, np.arange(REPLICATES)[:, None]].mean(axis=1)
 
 
+def ok_groups(cells: Sequence[CellRecord], group: list[str]) -> dict[tuple[Any, ...],
+                                                                        list[CellRecord]]:
+    """The ok cells by the values of ``group`` in their spec (a table row's key)."""
+    by_group: dict[tuple[Any, ...], list[CellRecord]] = {}
+    for cell in cells:
+        if cell.verdict.ok:
+            spec = vars(cell.spec)
+            by_group.setdefault(tuple(spec[k] for k in group), []).append(cell)
+    return by_group
+
+
+def group_replicates(by_group: dict[tuple[Any, ...], list[CellRecord]]) -> dict[tuple[Any, ...], Any]:
+    """Throughput replicates per group, drawn in order from one seeded generator, so every
+    caller given the same groups gets the same replicates (a table and its best-config
+    statement agree)."""
+    import numpy as np
+
+    rng = np.random.default_rng(SEED)
+    return {k: throughput_replicates(v, rng) for k, v in by_group.items()}
+
+
 def _cell_replicates(cell: CellRecord, rng: Any) -> Any:
     import numpy as np
 
@@ -76,20 +97,13 @@ def add_intervals(table: Any, cells: Sequence[CellRecord], keys: list[str],
                   group: list[str]) -> Any:
     """``table`` (one row per ``group``) with ``output_tok_s_lo/hi`` and ``speedup_lo/hi``
     (vs the ``auto`` row of the same ``keys``), and ``requests_n``: the requests behind a row."""
-    import numpy as np
-
-    rng = np.random.default_rng(SEED)
-    by_group: dict[tuple[Any, ...], list[CellRecord]] = {}
-    for cell in cells:
-        if cell.verdict.ok:
-            spec = vars(cell.spec)
-            by_group.setdefault(tuple(spec[k] for k in group), []).append(cell)
-    replicates = {k: throughput_replicates(v, rng) for k, v in by_group.items()}
+    by_group = ok_groups(cells, group)
+    replicates = group_replicates(by_group)
     baseline = {tuple(k[group.index(g)] for g in keys): r for k, r in replicates.items()
                 if k[group.index("method")] == "auto"}
     lows, highs, s_lows, s_highs, counts = [], [], [], [], []
     for row in table[group].itertuples(index=False, name=None):
-        key = tuple(None if _missing(v) else v for v in row)
+        key = tuple(key_value(v) for v in row)
         found = replicates.get(key)
         low, high = interval(found)
         base = baseline.get(tuple(key[group.index(g)] for g in keys))
@@ -104,5 +118,6 @@ def add_intervals(table: Any, cells: Sequence[CellRecord], keys: list[str],
                         speedup_hi=s_highs, requests_n=counts)
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
+def key_value(value: Any) -> Any:
+    """A group key's value from a table row as the spec has it: a missing budget is None, not NaN."""
+    return None if value is None or (isinstance(value, float) and value != value) else value

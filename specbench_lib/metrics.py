@@ -23,8 +23,8 @@ METRIC_COLUMNS = (
     *(f"{m}_sched_{s}_s" for m in ("ttft", "e2e") for s in _STATS),
 )
 LOSSLESS_COLUMNS = ("lossless_identical", "lossless_prefix_tokens", "lossless_n")
-REPEAT_COLUMNS = ("repeats_n", "output_tok_s_cv", "unstable")
-_GROUP = ["config", "series", "method", "budget", "workload", "context", "concurrency"]
+REPEAT_COLUMNS = ("repeats_n", "repeats_failed", "output_tok_s_cv", "unstable")
+GROUP = ["config", "series", "method", "budget", "workload", "context", "concurrency"]
 
 
 class Measured(Protocol):
@@ -170,8 +170,9 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10) -> 
     """A pandas DataFrame of ok cells: one row per config × workload × context × concurrency.
 
     Repeats of a cell are averaged; ``output_tok_s_cv`` is their coefficient of variation
-    (sample std / mean; NaN for one repeat) and ``unstable`` flags a CV above ``unstable_cv``
-    (the row stays, marked). ``speedup`` compares mean output tok/s with the ``auto`` row of
+    (sample std / mean; NaN for one repeat), ``repeats_failed`` counts the row's repeats that
+    ended ``invalid`` or ``crashed``, and ``unstable`` flags a CV above ``unstable_cv`` or any
+    failed repeat (the row stays, marked). ``speedup`` compares mean output tok/s with the ``auto`` row of
     the same workload, context and concurrency; it is NaN when that baseline is not ok;
     ``speedup_vs_linear`` does the same against the best ok ``linear`` config, when any. The
     ``lossless_*`` columns compare greedy outputs with ``auto``'s (see :mod:`.lossless`).
@@ -180,22 +181,26 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10) -> 
     """
     import pandas as pd
 
-    from .intervals import add_intervals
+    from .intervals import add_intervals, key_value
     from .lossless import losslessness
 
     same = losslessness(cells)
     rows = [{**asdict(c.spec), **(c.metrics or {}), **same.get(c.cell_id, {})}
             for c in cells if c.verdict.ok]
-    columns = [*_GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s"]
+    columns = [*GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s"]
     table = pd.DataFrame(rows, columns=columns)
-    numeric = [c for c in columns if c not in _GROUP]
+    numeric = [c for c in columns if c not in GROUP]
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
-    grouped = table.groupby(_GROUP, dropna=False, sort=False)
+    grouped = table.groupby(GROUP, dropna=False, sort=False)
     means = grouped[numeric].mean().reset_index()
     tok_s = grouped["output_tok_s"]
     means["repeats_n"] = grouped.size().to_numpy()
+    failed = Counter(tuple(key_value(vars(c.spec)[k]) for k in GROUP) for c in cells
+                     if c.status in ("invalid", "crashed"))
+    means["repeats_failed"] = [failed[tuple(key_value(v) for v in row)]
+                               for row in means[GROUP].itertuples(index=False, name=None)]
     means["output_tok_s_cv"] = (tok_s.std(ddof=1) / tok_s.mean()).to_numpy()
-    means["unstable"] = means["output_tok_s_cv"] > unstable_cv
+    means["unstable"] = (means["output_tok_s_cv"] > unstable_cv) | (means["repeats_failed"] > 0)
     keys = ["workload", "context", "concurrency"]
     base = means[means["method"] == "auto"][[*keys, "output_tok_s"]]
     base = base.rename(columns={"output_tok_s": "auto_tok_s"})
@@ -205,7 +210,7 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10) -> 
     means = means.merge(linear.rename("linear_tok_s").reset_index(), on=keys, how="left")
     means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
     means = means.drop(columns=["auto_tok_s", "linear_tok_s"])
-    return add_intervals(means, cells, keys, _GROUP)
+    return add_intervals(means, cells, keys, GROUP)
 
 
 def _mean(values: list[float]) -> float | None:

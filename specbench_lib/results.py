@@ -108,13 +108,31 @@ class SweepResult(Rendered):
         """The metrics of ok cells only, with speedup vs ``auto`` (see metrics.results_table)."""
         return self._table.copy()
 
+    def best(self) -> Any:
+        """Per workload × context × concurrency: the best config, its speedup with its interval,
+        the configs indistinguishable from it, and the flags that limit the claim (see
+        :mod:`.best`)."""
+        return self._best.copy()
+
+    @cached_property
+    def _best(self) -> Any:
+        from .best import best_configs
+        from .metrics import GROUP
+
+        return best_configs(self.cells, self._table, GROUP)
+
     def summary(self) -> Any:
-        """Mean output tok/s and speedup, each with its 95 % interval and the requests behind it,
-        per config, workload, context and concurrency."""
+        """The best-config statements, then mean output tok/s and speedup, each with its 95 %
+        interval, the requests behind it and its flags, per config, workload, context and
+        concurrency."""
+        from .best import Summary
+
         cols = ["config", "workload", "context", "concurrency", "output_tok_s", "output_tok_s_lo",
                 "output_tok_s_hi", "speedup", "speedup_lo", "speedup_hi", "requests_n",
+                "repeats_n", "repeats_failed", "unstable", "lossless_identical",
                 "acceptance_length", "ttft_mean_s"]
-        return self._table[cols].sort_values(["workload", "context", "concurrency", "config"])
+        table = self._table[cols].sort_values(["workload", "context", "concurrency", "config"])
+        return Summary(self._best, table)
 
     def require_valid(self) -> None:
         """Raise :class:`ValidationFailed` when the run has no ok cell or no ok baseline."""

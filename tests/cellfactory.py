@@ -8,6 +8,8 @@ are verdicts the measurement decided.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specbench_lib.analysis import analyse
 from specbench_lib.params import CellSpec
 from specbench_lib.records import (
@@ -55,3 +57,21 @@ def make_cell(config: str, method: str, budget: int | None, status: str = "ok",
     prompts = tuple(PromptRecord(sha, 4) for sha in shas)
     return analyse(CellRecord(run_id, spec, fingerprint, config, (), Verdict("ok"), judge,
                               requests=requests, prompts=prompts))
+
+
+def spread_cell(config: str, method: str, budget: int | None, rates: list[float], *,
+                repeat: int = 0, repeats: int = 1) -> CellRecord:
+    """One cell whose requests run one after another, request i at ``rates[i]`` tok/s."""
+    base = make_cell(config, method, budget, repeat=repeat, repeats=repeats)
+    requests, t = [], 0.0
+    for i, rate in enumerate(rates):
+        rec = request(i, tokens=16, last=16 / rate)
+        rec.start += t
+        rec.end += t
+        rec.token_times = [x + t for x in rec.token_times]
+        requests.append(rec)
+        t = rec.end
+    judge = replace(base.judge, planned=len(rates))
+    cell = replace(base, requests=tuple(requests), judge=judge,
+                   prompts=tuple(PromptRecord(f"p{i}", 4) for i in range(len(rates))))
+    return analyse(cell)

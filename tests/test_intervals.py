@@ -4,33 +4,12 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import replace
 
 import pytest
-from cellfactory import make_cell, request
+from cellfactory import make_cell, spread_cell
 
-from specbench_lib.analysis import analyse
 from specbench_lib.intervals import interval, throughput_replicates
 from specbench_lib.metrics import results_table
-from specbench_lib.records import CellRecord, PromptRecord
-
-
-def spread_cell(config: str, method: str, budget: int | None, rates: list[float], *,
-                repeat: int = 0, repeats: int = 1) -> CellRecord:
-    """One cell whose requests run one after another, request i at ``rates[i]`` tok/s."""
-    base = make_cell(config, method, budget, repeat=repeat, repeats=repeats)
-    requests, t = [], 0.0
-    for i, rate in enumerate(rates):
-        rec = request(i, tokens=16, last=16 / rate)
-        rec.start += t
-        rec.end += t
-        rec.token_times = [x + t for x in rec.token_times]
-        requests.append(rec)
-        t = rec.end
-    judge = replace(base.judge, planned=len(rates))
-    cell = replace(base, requests=tuple(requests), judge=judge,
-                   prompts=tuple(PromptRecord(f"p{i}", 4) for i in range(len(rates))))
-    return analyse(cell)
 
 
 def test_the_interval_holds_the_estimate_and_narrows_with_more_requests() -> None:

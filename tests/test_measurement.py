@@ -102,6 +102,18 @@ def test_repeats_give_mean_cv_and_unstable_flag() -> None:
     assert math.isnan(single["output_tok_s_cv"].iloc[0]) and not single["unstable"].iloc[0]
 
 
+def test_a_failed_repeat_is_shown_and_makes_the_row_unstable() -> None:
+    """2 of 3 repeats failed: the row keeps its one ok repeat, says 2 failed, and is unstable."""
+    failed = [make_cell("ng-b8", "ngram", 8, status, None, context=128, repeat=r, repeats=3)
+              for r, status in ((1, "crashed"), (2, "invalid"))]
+    cells = [cell("auto", "auto", 50.0), cell("ng-b8", "ngram", 60.0), *failed,
+             make_cell("ng-b8", "ngram", 8, "crashed", None, context=256, repeats=3)]
+    table = results_table(cells).set_index("config")
+    assert table.loc["ng-b8", "repeats_n"] == 1 and table.loc["ng-b8", "repeats_failed"] == 2
+    assert bool(table.loc["ng-b8", "unstable"])
+    assert table.loc["auto", "repeats_failed"] == 0 and not bool(table.loc["auto", "unstable"])
+
+
 def test_losslessness_against_auto_for_the_same_prompts() -> None:
     assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2 and common_prefix([], [1]) == 0
     base = cell("auto", "auto", 50.0, outputs=[[1, 2, 3, 4], [5, 6, 7, 8]])

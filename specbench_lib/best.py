@@ -1,0 +1,91 @@
+"""The best-config statement: per workload × context × concurrency, the fastest ok config, its
+speedup over ``auto`` with its interval, and the configs the data cannot tell from it.
+
+A config is *indistinguishable* from the best when the 95 % bootstrap interval of the ratio
+best / config holds 1 (the replicates are the table's, see :mod:`.intervals`). The statement
+carries the flags that limit it: an unstable row (CV across repeats, or a failed repeat), greedy
+outputs that differ from ``auto``'s (``lossless``: the fraction identical), and no ok baseline.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from .display import Rendered, frame_table, html_text
+from .intervals import group_replicates, interval, key_value, ok_groups
+from .records import CellRecord
+
+PANEL = ["workload", "context", "concurrency"]
+BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
+                "indistinguishable", "unstable", "lossless", "repeats_n", "requests_n",
+                "statement"]
+
+
+def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str]) -> Any:
+    """One row per panel of ``table`` (:func:`~.metrics.results_table` of ``cells``)."""
+    import pandas as pd
+
+    replicates = group_replicates(ok_groups(cells, group))
+    rows = []
+    for panel, rows_of in table.groupby(PANEL, sort=False):
+        ranked = rows_of.sort_values("output_tok_s", ascending=False)
+        best = ranked.iloc[0]
+        mine = replicates.get(tuple(key_value(best[g]) for g in group))
+        tied = []
+        for _, other in ranked.iloc[1:].iterrows():
+            theirs = replicates.get(tuple(key_value(other[g]) for g in group))
+            low, _ = interval(mine / theirs if mine is not None and theirs is not None else None)
+            if not low > 1:  # NaN (no spread to tell them apart) counts as indistinguishable
+                tied.append(str(other["config"]))
+        speedup, low, high = (float(best[k]) for k in ("speedup", "speedup_lo", "speedup_hi"))
+        half = 100 * (high - low) / 2 / speedup if speedup == speedup and speedup else float("nan")
+        lossless = best.get("lossless_identical")
+        row = {**dict(zip(PANEL, panel, strict=True)), "best": str(best["config"]),
+               "speedup": speedup, "speedup_lo": low, "speedup_hi": high,
+               "half_width_pct": half, "indistinguishable": ", ".join(tied),
+               "unstable": bool(best["unstable"]),
+               "lossless": None if lossless is None or lossless != lossless else float(lossless),
+               "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"])}
+        rows.append({**row, "statement": _statement(row, str(best["method"]))})
+    return pd.DataFrame(rows, columns=BEST_COLUMNS)
+
+
+def _statement(row: dict[str, Any], method: str) -> str:
+    where = f"{row['workload']}/ctx{row['context']}/c{row['concurrency']}"
+    n = f"n={row['requests_n']} requests, {row['repeats_n']} repeat(s)"
+    tied = f"; indistinguishable from it: {row['indistinguishable']}" if row["indistinguishable"] \
+        else "; every other config is slower beyond its interval"
+    if method == "auto":
+        text = f"{where}: no config beats auto ({n}){tied}"
+    elif row["speedup"] != row["speedup"]:
+        text = f"{where}: fastest {row['best']}, no ok auto baseline to compare with ({n}){tied}"
+    else:
+        text = (f"{where}: best {row['best']}, {row['speedup']:.2f}x "
+                f"[{row['speedup_lo']:.2f}, {row['speedup_hi']:.2f}] vs auto "
+                f"(±{row['half_width_pct']:.1f} %, {n}){tied}")
+    same = row["lossless"]
+    flags = [f for f, on in (("UNSTABLE", row["unstable"]),
+                             (f"{100 * (1 - (same or 0)):.0f} % of outputs differ from auto's",
+                              same is not None and same < 1)) if on]
+    return text + (f" [{', '.join(flags)}]" if flags else "")
+
+
+class Summary(Rendered):
+    """What a phase notebook ends with: the best-config statements, then the table behind them
+    (per config: throughput and speedup with their intervals, n, flags)."""
+
+    def __init__(self, best: Any, table: Any) -> None:
+        self.best, self.table = best, table
+
+    def text(self) -> str:
+        lines = ["best config per workload / context / concurrency (95 % intervals):"]
+        lines += [f"  {s}" for s in self.best["statement"]] or ["  no ok cell"]
+        return "\n".join(lines) + "\n\n" + self.table.to_string(index=False)
+
+    def html(self) -> str:
+        head = html_text("Best config per workload / context / concurrency (95 % intervals)",
+                         bold=True)
+        items = "".join(f"<li>{html.escape(s)}</li>" for s in self.best["statement"])
+        return f"{head}<ul>{items}</ul>{frame_table(self.table)}"
