@@ -245,6 +245,12 @@ class SweepParams(_Strict):
     request_rate: RequestRateParams | None = None  # None: closed loop (concurrency in flight)
     max_failed_fraction: float = Field(0.0, ge=0, lt=1)  # failed requests a cell may tolerate
     repeats: int = Field(1, ge=1)  # measurements of each cell (mean and CV across them)
+    # rounds: every config once per round, each round on a fresh server (drift lands on every
+    # config alike); back_to_back: a config's repeats one after another on one server
+    repeat_order: Literal["rounds", "back_to_back"] = "rounds"
+    # adaptive repeats: after each round from the second, stop once every speedup's 95 % interval
+    # has a half-width of at most this fraction of the speedup; `repeats` is the limit
+    repeat_until_half_width: float | None = Field(None, gt=0, lt=1)
     unstable_cv: float = Field(0.10, gt=0)  # CV of output tok/s across repeats above which: unstable
     # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
     # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
@@ -282,6 +288,10 @@ class SweepParams(_Strict):
                 raise ValueError(f"{what} names must be unique, repeated: {dupes}")
         if not any(c.method == "auto" for c in self.configs):
             raise ValueError("one config must have method 'auto': it is the baseline of speedups")
+        if self.repeat_until_half_width is not None and (
+                self.repeats < 2 or self.repeat_order != "rounds"):
+            raise ValueError("repeat_until_half_width needs repeat_order 'rounds' and repeats >= 2 "
+                             f"(the limit), got {self.repeat_order!r} and {self.repeats}")
         return self
 
 

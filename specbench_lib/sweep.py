@@ -22,7 +22,7 @@ from .dispatch import dispatch_cell
 from .engines import Adapter, Launch, get_adapter, server_launch
 from .errors import ControlTimeout, EngineError, ServerError, StoreError
 from .fingerprint import Components, cell_fingerprints
-from .params import CellSpec, Plan, ServerConfig
+from .params import CellSpec, Plan, ServerConfig, SweepParams
 from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .provenance import file_identity, measurement_code_hash
@@ -98,22 +98,30 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
     started = time.monotonic()
     bar = _progress(len(plan.cells), initial=len(kept), enabled=progress)
     status = "failed"
+    rounds = params.repeats if params.repeat_order == "rounds" else 1
     try:
-        for server in plan.servers:
-            todo = [c for c in plan.cells_for(server) if c.cell_id not in kept]
-            if not todo:
-                continue
-            sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, bar)
-            bad = None if retry_known_bad else next(
-                (kb for kb in params.known_bad
-                 if kb.applies(server, engine_version=identity.version,
-                               gpus=run.attempt["environment"]["gpus"])), None)
-            if bad is not None:  # known to fail here: skipped with the reason, never started
-                verdict = Verdict("skipped", (Reason("known_bad", bad.reason),))
-                for cell in todo:
-                    sweeper.write(cell, CellFacts(decided=verdict))
-                continue
-            sweeper.measure_all(todo)
+        for number in range(rounds):
+            for server in plan.servers:
+                todo = [c for c in plan.cells_for(server) if c.cell_id not in kept
+                        and (rounds == 1 or c.repeat == number)]
+                if not todo:
+                    continue
+                sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, bar,
+                                       round_number=number)
+                bad = None if retry_known_bad else next(
+                    (kb for kb in params.known_bad
+                     if kb.applies(server, engine_version=identity.version,
+                                   gpus=run.attempt["environment"]["gpus"])), None)
+                if bad is not None:  # known to fail here: skipped with the reason, never started
+                    verdict = Verdict("skipped", (Reason("known_bad", bad.reason),))
+                    for cell in todo:
+                        sweeper.write(cell, CellFacts(decided=verdict))
+                    continue
+                sweeper.measure_all(todo)
+            enough = _enough_repeats(run, params, number)
+            if enough is not None:
+                _skip_rest(plan, launches, run, adapter, bar, number, enough)
+                break
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -125,6 +133,33 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
         raise StoreError("the run's results could not be read back; its cell files are intact",
                          path=run.dir.path)
     return result
+
+
+def _enough_repeats(run: Run, params: SweepParams, number: int) -> Reason | None:
+    """Adaptive repeats: after round ``number`` (from the second), a reason to stop when every
+    speculative row's speedup interval is within ``repeat_until_half_width``; else None."""
+    target = params.repeat_until_half_width
+    if target is None or number < 1 or number + 1 >= params.repeats:
+        return None
+    table = SweepResult(run.dir.path).table()
+    rows = table[table["method"] != "auto"]
+    half = (rows["speedup_hi"] - rows["speedup_lo"]) / 2 / rows["speedup"]
+    if rows.empty or half.isna().any() or (half > target).any():
+        return None
+    return Reason("enough_repeats", f"after {number + 1} of {params.repeats} rounds every "
+                  f"speedup interval was within ±{100 * half.max():.1f} % (repeat_until_half_width "
+                  f"{target:g}); this repeat was not needed")
+
+
+def _skip_rest(plan: Plan, launches: dict[str, Launch], run: Run, adapter: Adapter, bar: Any,
+               number: int, reason: Reason) -> None:
+    """The repeats after round ``number``: skipped with the reason, never measured."""
+    verdict = Verdict("skipped", (reason,))
+    for server in plan.servers:
+        sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, bar)
+        for cell in plan.cells_for(server):
+            if cell.repeat > number and cell.cell_id not in run.kept:
+                sweeper.write(cell, CellFacts(decided=verdict))
 
 
 def _close(run: Run, status: str, elapsed_s: float) -> SweepResult | None:
@@ -162,14 +197,17 @@ class _ServerSweep:
     """One server config: start it, warm it up, measure its cells, stop it."""
 
     def __init__(self, plan: Plan, server: ServerConfig, launch: Launch, run: Run,
-                 adapter: Adapter, bar: Any) -> None:
+                 adapter: Adapter, bar: Any, *, round_number: int = 0) -> None:
         self.plan, self.server, self.launch, self.run = plan, server, launch, run
+        # a server of a later round of repeats has its own manifest entry and log
+        self.key = server.label if round_number == 0 else f"{server.label}.r{round_number}"
         self.adapter, self.bar = adapter, bar
         params = plan.params
         self.judge = JudgeInputs(
             planned=params.requests_per_cell, speculative=server.method != "auto",
             spec_stats="per_request" if adapter.spec_stats_per_request else "counters",
             max_failed_fraction=params.max_failed_fraction,
+            max_coalesced_fraction=params.max_coalesced_fraction,
             prefix_cache=params.engine.prefix_cache)
         self.argv = tuple(redact(launch.argv, extra=params.redact))
         self.written: set[str] = set()
@@ -197,7 +235,7 @@ class _ServerSweep:
 
     def measure_all(self, cells: list[CellSpec]) -> None:
         params, server, launch = self.plan.params, self.server, self.launch
-        log_path = self.run.dir.log_path(server.label)
+        log_path = self.run.dir.log_path(self.key)
         proc: Server
         if server.attach is None:
             proc = ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
@@ -231,7 +269,7 @@ class _ServerSweep:
                 record["warmup"], warmup = _warmup(self.plan, proc, client, adapter,
                                                    self._tokenizer(adapter, client))
                 self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
-                self.run.store_server(server.label, record)
+                self.run.store_server(self.key, record)
                 offset = proc.log_size()
                 early = self._before_cells(proc, ready_at, offset)
                 if early is not None:
@@ -252,11 +290,11 @@ class _ServerSweep:
                                        "cell of this config"), *verdict.reasons))
                     else:
                         self.write(cell, self._dead_facts(proc, dead))
-                self.run.store_server(server.label, record)
+                self.run.store_server(self.key, record)
         except (ServerError, EngineError) as exc:
             record["error"] = f"{type(exc).__name__}: {exc}"
             record["returncode"] = proc.returncode
-            self.run.store_server(server.label, record)
+            self.run.store_server(self.key, record)
             facts = self._failed(proc, exc)
             for cell in cells:
                 if cell.cell_id not in self.written:

@@ -114,6 +114,8 @@ class _Handler(BaseHTTPRequestHandler):
         step = 4 if mode == "chunky" else 1
         for i in range(0, produced, step):
             k = min(step, produced - i)
+            if self.server.interval:
+                time.sleep(self.server.interval)
             self._event({"content": "x" * k, "tokens": list(range(k)), "stop": False})
         if mode == "crash":
             self.wfile.flush()
@@ -188,10 +190,12 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeLlamaServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, mode: str = "ok", hang_s: float = 5.0, port: int = 0) -> None:
+    def __init__(self, mode: str = "ok", hang_s: float = 5.0, port: int = 0,
+                 interval: float = 0.0) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.mode = mode
         self.hang_s = hang_s
+        self.interval = interval  # seconds before each token event (0: as fast as it can)
         self.generations = 0
         self.lock = threading.Lock()
         self.hung = threading.Event()
@@ -221,12 +225,13 @@ def main() -> None:
     parser.add_argument("--mode", choices=PROCESS_MODES, default="ok")
     parser.add_argument("--hang-s", type=float, default=600.0)
     parser.add_argument("--budget", type=int, help="the config's budget (logged only)")
+    parser.add_argument("--interval", type=float, default=0.0, help="seconds before each token")
     args = parser.parse_args()
     print(f"fake llama server, mode {args.mode}, budget {args.budget}", flush=True)
     if args.mode == "startup_crash":
         print(f"Capture cuda graph failed: {CUDA_ERROR}", file=sys.stderr, flush=True)
         sys.exit(1)
-    server = FakeLlamaServer(args.mode, hang_s=args.hang_s, port=args.port)
+    server = FakeLlamaServer(args.mode, hang_s=args.hang_s, port=args.port, interval=args.interval)
     server.serve_forever()
 
 

@@ -1,0 +1,101 @@
+"""Repeats that cancel drift: rounds across configs, each round on a fresh server, and adaptive
+repeats that stop once every speedup interval is narrow enough.
+
+The servers are tests/fake_server.py processes that pace their tokens (``--interval``), started
+through the argv-template engine, so the whole sweep machinery runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import specbench_lib as sb
+
+ROOT = Path(__file__).resolve().parent.parent
+PORT = 8203
+
+
+def argv(interval: float, *, budget: bool = True) -> str:
+    return json.dumps(["{binary}", str(ROOT / "tests" / "fake_server.py"), "--port", "{port}",
+                       "--interval", str(interval), *(["--budget", "{budget}"] if budget else [])])
+
+
+def params(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "repeats.yaml"
+    path.write_text(f"""phase: repeats
+engine:
+  kind: template
+  api: llamacpp
+  binary: {sys.executable}
+  model: {ROOT / 'tests' / 'fake_server.py'}
+  port: {PORT}
+  context: 2048
+  ready_timeout_s: 10
+  argv_template: {argv(0.004, budget=False)}
+configs:
+  - {{name: auto, method: auto}}
+  - {{name: ngram, method: ngram, budgets: [8], argv: {argv(0.002)}}}
+workloads:
+  - {{name: code, source: humaneval}}
+contexts: [16]
+concurrency: [1]
+output_tokens: 16
+requests_per_cell: 4
+warmup_requests: 1
+{extra}
+""")
+    return path
+
+
+def test_repeats_run_in_rounds_each_on_a_fresh_server(tmp_path: Path) -> None:
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, "repeats: 2")),
+                          outputs=tmp_path / "out", progress=False)
+    assert isinstance(result, sb.SweepResult)
+    assert result.counts()["ok"] == 4
+    servers = result.manifest["servers"]  # in the order they started
+    assert list(servers) == ["auto", "ngram-b8", "auto.r1", "ngram-b8.r1"]
+    assert len({s["pid"] for s in servers.values()}) == 4  # a fresh server each round
+    assert len({s["log"] for s in servers.values()}) == 4
+    assert all((result.run_dir / s["log"]).is_file() for s in servers.values())
+    row = result.table().set_index("config").loc["ngram-b8"]
+    assert row["repeats_n"] == 2 and row["repeats_failed"] == 0
+    assert 1.5 < row["speedup"] < 2.2  # tokens paced 2 ms vs 4 ms apart
+
+
+def test_back_to_back_keeps_one_server_per_config(tmp_path: Path) -> None:
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, "repeats: 2\nrepeat_order: back_to_back")),
+                          outputs=tmp_path / "out", progress=False)
+    assert list(result.manifest["servers"]) == ["auto", "ngram-b8"]
+    assert result.counts()["ok"] == 4
+
+
+def test_adaptive_repeats_stop_when_the_interval_is_narrow_and_say_so(tmp_path: Path) -> None:
+    wide = "repeats: 4\nrepeat_until_half_width: 0.5"
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, wide)), outputs=tmp_path / "out",
+                          progress=False)
+    statuses = {(c.spec.config, c.spec.repeat): c.status for c in result.cells}
+    assert [statuses[("ngram-b8", r)] for r in range(4)] == ["ok", "ok", "skipped", "skipped"]
+    skipped = next(c for c in result.cells if c.status == "skipped")
+    assert skipped.verdict.reasons[0].startswith("enough_repeats: after 2 of 4 rounds every "
+                                                 "speedup interval was within ±")
+    assert not skipped.requests and skipped.metrics is None
+    assert set(result.manifest["servers"]) == {"auto", "ngram-b8", "auto.r1", "ngram-b8.r1"}
+    assert result.table().set_index("config").loc["ngram-b8", "repeats_n"] == 2
+
+
+def test_adaptive_repeats_run_to_the_limit_when_the_target_is_not_met(tmp_path: Path) -> None:
+    strict = "repeats: 3\nrepeat_until_half_width: 0.000001"
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, strict)), outputs=tmp_path / "out",
+                          progress=False)
+    assert result.counts() == {"ok": 6, "invalid": 0, "crashed": 0, "skipped": 0}
+
+
+def test_adaptive_repeats_need_rounds_and_a_limit(tmp_path: Path) -> None:
+    import pytest
+
+    for extra in ("repeats: 1\nrepeat_until_half_width: 0.05",
+                  "repeats: 3\nrepeat_order: back_to_back\nrepeat_until_half_width: 0.05"):
+        with pytest.raises(sb.ParamsError, match="repeat_until_half_width needs repeat_order"):
+            sb.load_plan(params(tmp_path, extra))
