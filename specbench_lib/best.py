@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .display import Rendered, frame_table, html_text
-from .intervals import group_replicates, interval, key_value, ok_groups
+from .intervals import group_replicates, interval, key_value, ok_groups, requests_n
 from .records import CellRecord
 
 PANEL = ["workload", "context", "concurrency"]
@@ -27,16 +27,20 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str]) -> A
     """One row per panel of ``table`` (:func:`~.metrics.results_table` of ``cells``)."""
     import pandas as pd
 
-    replicates = group_replicates(ok_groups(cells, group))
+    groups = ok_groups(cells, group)
+    replicates = group_replicates(groups)
     rows = []
     for panel, rows_of in table.groupby(PANEL, sort=False):
         ranked = rows_of.sort_values("output_tok_s", ascending=False)
         best = ranked.iloc[0]
-        mine = replicates.get(tuple(key_value(best[g]) for g in group))
+        key = tuple(key_value(best[g]) for g in group)
+        mine = replicates.get(key)
         tied = []
         for _, other in ranked.iloc[1:].iterrows():
-            theirs = replicates.get(tuple(key_value(other[g]) for g in group))
-            low, _ = interval(mine / theirs if mine is not None and theirs is not None else None)
+            them = tuple(key_value(other[g]) for g in group)
+            theirs = replicates.get(them)
+            low, _ = interval(mine / theirs if mine is not None and theirs is not None else None,
+                              min(requests_n(groups.get(key, ())), requests_n(groups.get(them, ()))))
             if not low > 1:  # NaN (no spread to tell them apart) counts as indistinguishable
                 tied.append(str(other["config"]))
         speedup, low, high = (float(best[k]) for k in ("speedup", "speedup_lo", "speedup_hi"))
