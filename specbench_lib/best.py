@@ -44,7 +44,8 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str]) -> A
             if not low > 1:  # NaN (no spread to tell them apart) counts as indistinguishable
                 tied.append(str(other["config"]))
         speedup, low, high = (float(best[k]) for k in ("speedup", "speedup_lo", "speedup_hi"))
-        half = 100 * (high - low) / 2 / speedup if speedup == speedup and speedup else float("nan")
+        half = (100 * (high - low) / 2 / speedup if best["method"] != "auto" and speedup == speedup
+                and speedup else float("nan"))  # auto against itself has no interval to speak of
         lossless = best.get("lossless_identical")
         row = {**dict(zip(PANEL, panel, strict=True)), "best": str(best["config"]),
                "speedup": speedup, "speedup_lo": low, "speedup_hi": high,
