@@ -44,7 +44,8 @@ def measure(cell: CellRecord, verdict: Verdict) -> dict[str, Any] | None:
         return None
     metrics = cell_metrics(cell, exclude=verdict.failed)
     counters = cell.facts.spec_counters
-    for key in ("acceptance_length", "tokens_per_step", "draft_acceptance_rate", "verify_steps"):
+    for key in ("acceptance_length", "tokens_per_step", "draft_acceptance_rate", "verify_steps",
+                "position_acceptance_rate", "acceptance_histogram"):
         if not metrics.get(key) and counters.get(key) is not None:  # vLLM: only as counters
             metrics[key] = counters[key]
     return metrics

@@ -182,7 +182,8 @@ def test_vllm_stream_usage_and_metrics_deltas() -> None:
     assert stats == {"source": "/metrics", "drafts": 12, "draft_tokens": 24, "accepted_tokens": 24,
                      "acceptance_length": 3.0, "draft_acceptance_rate": 1.0,
                      "generation_tokens": 36, "verify_steps": 15, "tokens_per_step": 2.4,
-                     "accepted_per_position": [12, 12], "position_acceptance_rate": [1.0, 1.0]}
+                     "accepted_per_position": [12, 12], "position_acceptance_rate": [1.0, 1.0],
+                     "acceptance_histogram": [0, 0, 12]}
     assert stats["verify_steps"] == sum(len(rec.chunk_sizes) for rec in result.records)
 
 
@@ -204,6 +205,7 @@ def test_vllm_counters_separate_drafted_steps_from_all_steps() -> None:
     assert stats["verify_steps"] == 4 * n  # every forward step, drafted or not (one chunk each)
     assert stats["acceptance_length"] == 4.0 and stats["tokens_per_step"] == 2.0
     assert stats["accepted_per_position"] == [2 * n, 2 * n, 2 * n]
+    assert stats["acceptance_histogram"] == [0, 0, 0, 2 * n]
 
 
 def test_vllm_counters_need_all_three_spec_counters() -> None:

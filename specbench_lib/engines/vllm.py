@@ -210,8 +210,9 @@ class VllmAdapter(BaseAdapter):
         forward step of every request (time-to-first-token samples + inter-token samples: one
         per streamed chunk), and ``tokens_per_step`` = generated tokens / verify_steps is the
         mean over all of them. ``draft_acceptance_rate`` = accepted / drafted tokens;
-        ``accepted_per_position[k]`` the drafts whose token k was accepted and
-        ``position_acceptance_rate[k]`` that over drafts.
+        ``accepted_per_position[k]`` the drafts whose token k was accepted,
+        ``position_acceptance_rate[k]`` that over drafts, and ``acceptance_histogram[k]`` the
+        drafts with exactly k tokens accepted (k = 0 .. budget).
         """
         stats = prometheus.spec_deltas(before, after, _PREFIX)
         if not stats or "error" in stats:
@@ -234,6 +235,10 @@ class VllmAdapter(BaseAdapter):
             per = [int(after[position_key(k)] - before[position_key(k)]) for k in positions]
             stats["accepted_per_position"] = per
             stats["position_acceptance_rate"] = [n / drafts for n in per] if drafts else None
+            # drafts with exactly k tokens accepted, k = 0 .. budget (a draft's k-th token is
+            # accepted only after the first k − 1 were)
+            stats["acceptance_histogram"] = [
+                int(a - b) for a, b in zip([drafts, *per], [*per, 0], strict=True)]
         return stats
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]:
