@@ -12,7 +12,7 @@ from typing import Any
 
 from .metrics import cell_metrics, rate_shortfall
 from .records import CellRecord, Reason, Verdict
-from .validate import judge_cell, judge_counters
+from .validate import judge_cell, judge_counters, judge_host
 
 
 def judge(cell: CellRecord) -> Verdict:
@@ -24,6 +24,7 @@ def judge(cell: CellRecord) -> Verdict:
                          crash_line=facts.crash_line, planned=inputs.planned,
                          speculative=inputs.speculative and inputs.spec_stats == "per_request",
                          max_failed_fraction=inputs.max_failed_fraction,
+                         max_coalesced_fraction=inputs.max_coalesced_fraction,
                          prefix_cache=inputs.prefix_cache)
     if verdict.ok and inputs.speculative and inputs.spec_stats == "counters":
         verdict = judge_counters(verdict, facts.spec_counters)
@@ -33,7 +34,7 @@ def judge(cell: CellRecord) -> Verdict:
             note = str(late["rate_note"]).removeprefix("rate_not_reached: ")
             verdict = Verdict("invalid", (*verdict.reasons, Reason("rate_not_reached", note)),
                               verdict.failed)
-    return verdict
+    return judge_host(verdict, facts.host, inputs.max_other_cpu_cores)  # other processes' CPU
 
 
 def measure(cell: CellRecord, verdict: Verdict) -> dict[str, Any] | None:

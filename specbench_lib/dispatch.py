@@ -16,6 +16,16 @@ is ``connection_error``, and a limit is ``timeout``. A 200 stream that ends clea
 carried no token, no text and no final statistics (only ``data: [DONE]``, or an empty body) is
 recorded with 0 completion tokens, so it reads as ``empty_output``; one that carried tokens but
 no final statistics stays incomplete.
+
+Coalesced reads: a read's kernel stamp is its last segment's arrival, so events that queued in
+the socket while the client was not running (a busy loop, a descheduled process) all carry the
+last one's time. A :class:`~.stalls.StallWatch` ticks every 2 ms and keeps the intervals in
+which it could not run on time; a read that carried several token events and was made inside
+such an interval marks the tokens of all its token events but the last as coalesced
+(``RequestRecord.coalesced_tokens``, and ``first_token_coalesced`` when the first token was
+one: the TTFT is then late). A server's genuine burst read promptly (llama.cpp sends each
+accepted draft token as its own event, microseconds apart) is not marked; the rule
+``coalesced_reads`` (:mod:`.validate`) judges the fraction.
 """
 
 from __future__ import annotations
@@ -30,13 +40,14 @@ import ssl
 import threading
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .engines import Adapter, StreamEvent
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
 from .params import RequestRateParams, TimeoutParams
 from .records import CellDispatch, FinalStats, RequestRecord
+from .stalls import StallWatch
 
 T = TypeVar("T")
 
@@ -127,13 +138,15 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
     conns = [Connection(base_url, headers=headers, connect_timeout_s=limits.connect_s,
                         keepalive_s=_KEEPALIVE_S, ssl_context=tls)
              for _ in range(max(1, min(concurrency, len(prompts))))]
+    watch = StallWatch()
     try:
         await _open_connections(conns, limits.connect_s)
         free: asyncio.Queue[Connection] = asyncio.Queue()
         for conn in conns:
             free.put_nowait(conn)
         t0 = time.perf_counter()
-        send = _Sender(adapter, free, prompts, max_tokens, t0, limits)
+        send = _Sender(adapter, free, prompts, max_tokens, t0, limits, watch)
+        watch.start()
         await _closed_loop(send, records[:warmup], concurrency)
         window_start = send.clock()
         if rate is None:
@@ -141,11 +154,15 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
         else:
             await _open_loop(send, records[warmup:], concurrency, rate, seed)
         window_end = send.clock()
+        watch.stop()
+        send.mark_coalesced()
     finally:
+        watch.stop()
         for conn in conns:
             conn.close()
     return CellDispatch(records, window_start, window_end, origin=t0,
-                        target_rate=rate.per_s if rate is not None else None)
+                        target_rate=rate.per_s if rate is not None else None,
+                        stalls=tuple((a - t0, b - t0) for a, b in watch.stalls))
 
 
 _KEEPALIVE_S = 4.0  # idle connections are dropped before servers' own 5 s idle timeouts
@@ -176,9 +193,20 @@ class _Sender:
     max_tokens: int
     origin: float  # time.perf_counter() at the cell's time 0
     limits: TimeoutParams
+    watch: StallWatch = field(default_factory=StallWatch)
+    # reads that carried several token events: (request, read time, tokens of all but the
+    # last event, whether the request's first token was among them); judged at the cell's end
+    multi_reads: list[tuple[RequestRecord, float, int, bool]] = field(default_factory=list)
 
     def clock(self) -> float:
         return time.perf_counter() - self.origin
+
+    def mark_coalesced(self) -> None:
+        """Count the tokens of reads made right after a client stall as coalesced."""
+        for rec, read_at, tokens, first in self.multi_reads:
+            if self.watch.covers(read_at):
+                rec.coalesced_tokens += tokens
+                rec.first_token_coalesced = rec.first_token_coalesced or first
 
     async def __call__(self, rec: RequestRecord) -> None:
         conn = self.conns.get_nowait()  # never empty: at most one request per slot in flight
@@ -279,14 +307,22 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
                 async for data, arrived in pieces:
                     now = arrived - origin  # when the bytes were received, before any parsing
                     *lines, pending = (pending + data).split(b"\n")
+                    events = []  # (tokens before, tokens) of each token event in this read
                     for line in lines:
                         if ended is None:
                             if sse_only and not rec.token_times:
                                 sse_only = _is_sse(line)
-                            if _take(_parse(parse, line), rec, digest, now):
+                            before = len(rec.token_times)
+                            done = _take(_parse(parse, line), rec, digest, now)
+                            if len(rec.token_times) > before:
+                                events.append((before, len(rec.token_times) - before))
+                            if done:
                                 if rec.error_kind is not None:
                                     return
                                 ended = now  # read on to the body's end, so the connection is reused
+                    if len(events) > 1:  # one stamp for several events: coalesced after a stall?
+                        send.multi_reads.append((rec, resp.read_at, sum(n for _, n in events[:-1]),
+                                                 events[0][0] == 0))
                     if ended is not None:
                         pending = b""  # the rest of the body is only read to its end
                     elif len(pending) > _MAX_LINE:

@@ -18,9 +18,9 @@ from typing import Any
 
 from .params import Plan
 
-# analysis settings and plan shape, not what a cell measures
+# analysis settings and plan shape, not what a cell measures (host: how the host is watched)
 _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
-                 "concurrency", "known_bad", "unstable_cv"}
+                 "concurrency", "known_bad", "unstable_cv", "host"}
 
 
 @dataclass(frozen=True)

@@ -34,17 +34,28 @@ _MAX_TRAILERS = 65536
 
 
 class _Pieces:
-    """Received bytes with their arrival time (the ``time.perf_counter`` clock), and the end."""
+    """Received bytes with their arrival time (the ``time.perf_counter`` clock), and the end.
+
+    Each piece also keeps when this process read it (``read_at``, the same clock): the kernel's
+    stamp of a read is its last segment's arrival, so bytes that queued while the client was not
+    running carry a later time than their own, and only the read time tells a caller that the
+    read came right after such a stall (see :mod:`.dispatch`).
+    """
 
     def __init__(self) -> None:
-        self.pieces: deque[tuple[bytes, float]] = deque()
+        self.pieces: deque[tuple[bytes, float, float]] = deque()  # data, arrival, read time
         self.closed = False
         self.error: Exception | None = None
+        self.read_at = 0.0  # when the piece that :meth:`read` returned last was read
         self._waiter: asyncio.Future[None] | None = None
 
-    def _add(self, data: bytes, when: float) -> None:
-        self.pieces.append((data, when))
+    def _add(self, data: bytes, when: float, read_at: float | None = None) -> None:
+        self.pieces.append((data, when, when if read_at is None else read_at))
         self._wake()
+
+    def _unread(self, data: bytes, when: float) -> None:
+        """Put back the part of the last piece read that belongs to what follows."""
+        self.pieces.appendleft((data, when, self.read_at))
 
     def _end(self, exc: Exception | None = None) -> None:
         self.closed, self.error = True, self.error or exc
@@ -61,7 +72,8 @@ class _Pieces:
                 return b"", time.perf_counter()
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
-        return self.pieces.popleft()
+        data, when, self.read_at = self.pieces.popleft()
+        return data, when
 
     async def write(self, data: bytes) -> None:
         raise NotImplementedError
@@ -72,7 +84,13 @@ class _Pieces:
 
 class _KernelStampedWire(_Pieces):
     """Plain TCP read with ``recvmsg``: each piece carries the kernel's receive time
-    (``SO_TIMESTAMPNS``), so a busy client loop does not delay a timestamp (Linux)."""
+    (``SO_TIMESTAMPNS``), so a busy client loop does not delay a timestamp (Linux).
+
+    After each read it sets ``TCP_QUICKACK`` (where the platform has it): a server that leaves
+    Nagle on (llama-server's HTTP library does) holds its first event until the response head is
+    acknowledged, and on a kept-alive connection the kernel delays that ACK by 40 ms or more,
+    which every TTFT after a connection's first request then carried.
+    """
 
     def __init__(self, sock: socket.socket) -> None:
         super().__init__()
@@ -97,6 +115,11 @@ class _KernelStampedWire(_Pieces):
         if not data:
             self._stop(None)
             return
+        if _TCP_QUICKACK is not None:  # the kernel clears it again: set after every read
+            try:
+                self.sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
+            except OSError:
+                pass
         when = now
         for level, kind, raw in ancillary:
             if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= 16:
@@ -104,7 +127,7 @@ class _KernelStampedWire(_Pieces):
                 stamped = sec + nsec * 1e-9 - self.offset
                 if now - 1.0 < stamped <= now:  # a clock step falls back to the loop's time
                     when = stamped
-        self._add(data, when)
+        self._add(data, when, now)
 
     def _stop(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -153,6 +176,7 @@ class _TransportWire(_Pieces, asyncio.Protocol):
 # Python's socket module does not name it; 35 on Linux's 64-bit x86 and ARM (asm-generic).
 _SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64",
                                                                           "aarch64") else None
+_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)  # Linux
 
 
 class Connection:
@@ -285,7 +309,7 @@ class Connection:
             self.close()
             raise HTTPError(f"RemoteProtocolError: bad Content-Length {length[:40]!r}")
         if rest:
-            wire.pieces.appendleft((rest, when))
+            wire._unread(rest, when)
         return Response(self, int(parts[1]), headers, parts[0] == "HTTP/1.1")
 
     def _done(self, reusable: bool) -> None:
@@ -311,14 +335,17 @@ class Response:
         self._keep = http11 and headers.get("connection", "").lower() != "close" and (
             chunked or self._length is not None)
         self.complete = False
+        self.read_at = 0.0  # when the piece :meth:`stream` yielded last was read (perf_counter)
 
     async def stream(self) -> AsyncIterator[tuple[bytes, float]]:
-        """Body bytes as they arrive, each with its arrival time; the connection is kept for
-        the next request only when the body was read to its end."""
+        """Body bytes as they arrive, each with its arrival time (:attr:`read_at` tells when
+        this process read them); the connection is kept for the next request only when the body
+        was read to its end."""
         wire = self.conn._open_wire()
         try:
             if self._chunked:
                 async for piece in _dechunk(wire):
+                    self.read_at = wire.read_at
                     yield piece
             elif self._length is not None:
                 left = self._length
@@ -327,15 +354,17 @@ class Response:
                     if not data:
                         raise _cut_short(wire)
                     if len(data) > left:
-                        wire.pieces.appendleft((data[left:], when))
+                        wire._unread(data[left:], when)
                         data = data[:left]
                     left -= len(data)
+                    self.read_at = wire.read_at
                     yield data, when
             else:
                 while True:
                     data, when = await wire.read()
                     if not data:
                         break
+                    self.read_at = wire.read_at
                     yield data, when
             self.complete = True
         finally:

@@ -28,6 +28,9 @@ Method = Literal["auto", "ngram", "draft", "linear", "tree", "eagle", "eagle3", 
 
 
 _REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# measured tokens or first tokens whose receive time a client stall took (coalesced_reads): past
+# 1 % of them a p99 (TTFT over 100 requests, ITL) is read from wrong times
+DEFAULT_MAX_COALESCED_FRACTION = 0.01
 
 
 class _Strict(BaseModel):
@@ -224,6 +227,32 @@ class RequestRateParams(_Strict):
     arrival: Literal["poisson", "fixed"] = "poisson"
 
 
+class HostParams(_Strict):
+    """The host as evidence (:mod:`.hostload`): it is sampled while each cell's requests run.
+
+    A cell measured while processes other than the sweep and its server used more than
+    ``max_other_cpu_cores`` CPU cores on average is ``invalid`` (``busy_host``); ``auto`` is
+    max(0.5, CPUs / 8) (0.5 on a 2-core laptop, 2 on a 16-core GPU box); None judges nothing
+    (the load is still recorded). ``sample_interval_s``: seconds between samples.
+    """
+
+    max_other_cpu_cores: float | Literal["auto"] | None = "auto"
+    sample_interval_s: float = Field(0.5, gt=0, le=60)
+
+    @field_validator("max_other_cpu_cores")
+    @classmethod
+    def _positive_cores(cls, cores: float | str | None) -> float | str | None:
+        if isinstance(cores, float) and cores <= 0:
+            raise ValueError(f"must be a positive number of cores, 'auto' or null, got {cores}")
+        return cores
+
+    def cpu_limit(self, cpus: int) -> float | None:
+        """The threshold in cores on a host with ``cpus`` CPUs (None: not judged)."""
+        if self.max_other_cpu_cores == "auto":
+            return max(0.5, cpus / 8)
+        return self.max_other_cpu_cores
+
+
 class SweepParams(_Strict):
     phase: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
     description: str = ""
@@ -243,7 +272,11 @@ class SweepParams(_Strict):
     known_bad: tuple[KnownBad, ...] = ()
     timeouts: TimeoutParams = TimeoutParams()
     request_rate: RequestRateParams | None = None  # None: closed loop (concurrency in flight)
+    host: HostParams = HostParams()  # other processes' CPU while a cell runs (busy_host)
     max_failed_fraction: float = Field(0.0, ge=0, lt=1)  # failed requests a cell may tolerate
+    # measured tokens (and first tokens) whose receive time was lost to a client stall, as a
+    # fraction, above which a cell is invalid (coalesced_reads)
+    max_coalesced_fraction: float = Field(DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)
     repeats: int = Field(1, ge=1)  # measurements of each cell (mean and CV across them)
     # rounds: every config once per round, each round on a fresh server (drift lands on every
     # config alike); back_to_back: a config's repeats one after another on one server

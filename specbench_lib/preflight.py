@@ -1,4 +1,4 @@
-"""Checks before a sweep (and ``specbench doctor``): binary, model, datasets, port, GPUs, disk.
+"""Checks before a sweep (and ``specbench doctor``): binary, model, datasets, port, GPUs, disk, host load.
 
 One list, :func:`checks`, backs both: :func:`doctor` reports it and starts or copies nothing;
 :func:`require` (the sweep) restages a missing model and raises one :class:`PreflightError`
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import EngineError, PreflightError, SpecbenchError, StoreError
+from .hostload import sample_host, usable_cpus
 from .params import EngineParams, Plan
 from .paths import default_llama_server, default_model, outputs_dir
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 _SETUP_HINT = "run 'make setup' (scripts/setup_engine.sh builds llama-server and fetches the model)"
 _MIN_FREE_BYTES = 200 * 2**20
+HOST_SAMPLE_S = 1.0  # the host load check watches the host this long
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
     found.append(_check("disk", lambda: _disk(outputs)))
     if launches and adapter.needs_gpu:
         found.append(_check("gpus", lambda: _gpus(engine.tp)))
+    found.append(_host_load(params.host.cpu_limit(usable_cpus())))
     return found
 
 
@@ -314,6 +317,30 @@ def _model(engine: EngineParams, *, restage: bool, outputs: Path | None) -> _Pas
         if not restage:
             raise
         return _Passed(f"{model}: present", model, str(exc))
+
+
+def _host_load(limit: float | None) -> Check:
+    """Other processes' CPU (and GPU) use over :data:`HOST_SAMPLE_S`: a warning when the host is
+    busy (its cells would be ``invalid``, ``busy_host``), never a refusal."""
+    if limit is None:
+        return Check("host load", True, "not checked (host.max_other_cpu_cores is null)",
+                     what="host load")
+    load = sample_host(HOST_SAMPLE_S)
+    why = load.unjudged()
+    if why is not None:
+        return Check("host load", True, f"not checked: {why}", what="host load")
+    detail = (f"other processes use {load.other_cpu_cores:.2f} CPU cores of {load.cpus} "
+              f"(threshold {limit:g}), load average {load.loadavg_1m_max}")
+    warnings = []
+    if load.busy(limit):
+        warnings.append(f"the host is busy: {load.top_text()}; cells measured while other "
+                        f"processes use more than host.max_other_cpu_cores {limit:g} CPU cores "
+                        f"are invalid (busy_host): stop them before the sweep")
+    gpu_others = (load.gpu or {}).get("other_processes") or []
+    if gpu_others:
+        names = ", ".join(f"{p['name']} (pid {p['pid']}) {p['used_mib']:g} MiB" for p in gpu_others)
+        warnings.append(f"other processes compute on the GPUs: {names}")
+    return Check("host load", True, detail, what="host load", warning="; ".join(warnings))
 
 
 def _host(engine: EngineParams) -> Check:

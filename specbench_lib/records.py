@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from .display import Rendered, html_table, html_text
 from .errors import SchemaError
-from .params import CellSpec
+from .hostload import HostLoad
+from .params import DEFAULT_MAX_COALESCED_FRACTION, CellSpec
 
 SCHEMA_VERSION = 2
 Status = Literal["ok", "invalid", "crashed", "skipped"]
@@ -59,6 +60,10 @@ class RequestRecord:
     text_sha: str = ""
     output_ids: list[int] = field(default_factory=list)
     scheduled: float | None = None  # open loop: when the schedule said to send it
+    # tokens whose receive time is a later event's: read together with it right after the client
+    # stalled (see dispatch's stall watch); first_token_coalesced: the TTFT is late too
+    coalesced_tokens: int = 0
+    first_token_coalesced: bool = False
 
     @property
     def ttft(self) -> float | None:
@@ -93,6 +98,8 @@ class CellDispatch:
     window_end: float
     origin: float = 0.0  # time.perf_counter() at the cell's time 0 (records are relative to it)
     target_rate: float | None = None  # open loop: the requests per second asked for
+    # when the client did not run on time (dispatch's stall watch), seconds from the cell's start
+    stalls: tuple[tuple[float, float], ...] = ()
 
     @property
     def measured(self) -> list[RequestRecord]:
@@ -212,6 +219,8 @@ class JudgeInputs:
     spec_stats: Literal["per_request", "counters"] = "per_request"  # where its spec stats come from
     max_failed_fraction: float = 0.0
     prefix_cache: bool = False
+    max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION
+    max_other_cpu_cores: float | None = None  # busy_host's threshold (None: not judged)
 
 
 @dataclass(frozen=True)
@@ -229,6 +238,7 @@ class CellFacts:
     returncode: int | None = None
     log_excerpt: str = ""
     spec_counters: dict[str, Any] = field(default_factory=dict)
+    host: HostLoad | None = None  # the host while the requests ran (None: not sampled)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -240,6 +250,8 @@ class CellFacts:
         values = _known(cls, data)
         decided = values.get("decided")
         values["decided"] = Verdict.from_dict(decided) if decided else None
+        host = values.get("host")
+        values["host"] = HostLoad.from_dict(host) if isinstance(host, dict) else None
         return cls(**values)
 
 

@@ -22,6 +22,7 @@ from .dispatch import dispatch_cell
 from .engines import Adapter, Launch, get_adapter, server_launch
 from .errors import ControlTimeout, EngineError, ServerError, StoreError
 from .fingerprint import Components, cell_fingerprints
+from .hostload import HostSampler, server_pids, usable_cpus
 from .params import CellSpec, Plan, ServerConfig, SweepParams
 from .preflight import launches_servers, require
 from .preview import PlanPreview
@@ -208,7 +209,8 @@ class _ServerSweep:
             spec_stats="per_request" if adapter.spec_stats_per_request else "counters",
             max_failed_fraction=params.max_failed_fraction,
             max_coalesced_fraction=params.max_coalesced_fraction,
-            prefix_cache=params.engine.prefix_cache)
+            prefix_cache=params.engine.prefix_cache,
+            max_other_cpu_cores=params.host.cpu_limit(usable_cpus()))
         self.argv = tuple(redact(launch.argv, extra=params.redact))
         self.written: set[str] = set()
         self.tokens: dict[str, list[int]] = {}
@@ -372,21 +374,26 @@ class _ServerSweep:
         counters = adapter.metrics_snapshot(client)
         timing = {"prompts_s": round(time.perf_counter() - began, 4)}
         began = time.perf_counter()
-        dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
-                                 concurrency=cell.concurrency, max_tokens=params.output_tokens,
-                                 timeouts=params.request_timeouts(),
-                                 request_rate=params.request_rate, seed=params.seed,
-                                 headers=proc.headers)
+        with HostSampler(server=server_pids(proc.pid, proc.base_url),
+                         interval_s=params.host.sample_interval_s) as host:  # what else ran
+            dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
+                                     concurrency=cell.concurrency, max_tokens=params.output_tokens,
+                                     timeouts=params.request_timeouts(),
+                                     request_rate=params.request_rate, seed=params.seed,
+                                     headers=proc.headers)
         timing["dispatch_s"] = round(time.perf_counter() - began, 4)
         timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
+        # the client did not run on time (its reads may have coalesced: coalesced_reads)
+        timing["client_stall_s"] = round(sum(b - a for a, b in dispatch.stalls), 4)
         alive = proc.healthy()
         line = proc.crash_signature(since)
         counted = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
-        facts = (CellFacts(server_alive=alive, crash_line=line, spec_counters=counted)
+        facts = (CellFacts(server_alive=alive, crash_line=line, spec_counters=counted,
+                           host=host.load)
                  if alive and line is None else
                  CellFacts(server_alive=alive, crash_line=line,
                            returncode=proc.returncode if alive else proc.exit_status(),
-                           log_excerpt=proc.log_tail(40), spec_counters=counted))
+                           log_excerpt=proc.log_tail(40), spec_counters=counted, host=host.load))
         return _Measured(facts, (*warmup, *dispatch.records),
                          tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources))
                                for p in prompts),

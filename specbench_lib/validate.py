@@ -10,10 +10,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .hostload import HostLoad
+from .params import DEFAULT_MAX_COALESCED_FRACTION
 from .records import STATUSES, Reason, RequestRecord, Status, Verdict
 
-__all__ = ["RULES", "STATUSES", "Reason", "Rule", "Status", "Verdict", "context_guard",
-           "judge_cell", "judge_counters", "request_problems"]
+__all__ = ["RULES", "STATUSES", "Reason", "Rule", "Status", "Verdict", "coalesced_reads",
+           "context_guard", "judge_cell", "judge_counters", "judge_host", "request_problems"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,13 @@ RULES: tuple[Rule, ...] = (
     Rule("too_few_completed", "cell", "a cell averaged over fewer requests than planned "
          "(failed requests silently dropped)"),
     Rule("failed_fraction", "cell", "more failed requests than max_failed_fraction allows"),
+    Rule("coalesced_reads", "cell", "token times lost to a client stall: events that queued in "
+         "the socket while the client did not run are read at once and all carry the last one's "
+         "kernel stamp (ITL gaps of 0, a late TTFT); more than max_coalesced_fraction of the "
+         "tokens or first tokens so read makes the cell invalid"),
+    Rule("busy_host", "cell", "numbers measured while other processes used the CPUs (a build, "
+         "another benchmark, a spinning server): more than host.max_other_cpu_cores cores on "
+         "average during the cell, the sweep and its server not counted, makes it invalid"),
     Rule("rate_not_reached", "cell", "an open-loop cell whose requests went out slower than "
          "scheduled (client or concurrency cap): its latencies belong to another load than the "
          "one asked for, so the cell is invalid (achieved_rate_rps and the note stay)"),
@@ -105,7 +114,8 @@ def request_problems(rec: RequestRecord, *, speculative: bool = False,
 
 def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: str | None = None,
                planned: int | None = None, speculative: bool = False,
-               max_failed_fraction: float = 0.0, prefix_cache: bool = False) -> Verdict:
+               max_failed_fraction: float = 0.0, prefix_cache: bool = False,
+               max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION) -> Verdict:
     """The verdict of a cell from its request records and the server's state at its end.
 
     Args:
@@ -118,6 +128,8 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
         max_failed_fraction: measured requests that may fail, as a fraction of ``planned``;
             tolerated failures leave the cell ``ok`` with ``tolerated:`` reasons.
         prefix_cache: prompt tokens served from the server's cache are allowed.
+        max_coalesced_fraction: measured tokens, and first tokens, whose receive time a client
+            stall took (``coalesced_reads``), as a fraction, above which the cell is invalid.
     """
     if not server_alive or crash_line:
         when = "its warmup" if records and all(r.warmup for r in records) else "the cell"
@@ -149,9 +161,31 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
     if max_failed_fraction > 0 and len(failed) + missing > allowed:
         cell.append(Reason("failed_fraction", f"{len(failed) + missing} of {planned} requests "
                            f"failed, max_failed_fraction {max_failed_fraction:g} allows {allowed}"))
+    lost = coalesced_reads([r for r in measured if r.index not in failed], max_coalesced_fraction)
+    if lost is not None:
+        cell.append(lost)
     if cell or warm_bad or len(failed) > allowed:
         return Verdict("invalid", (*counted, *cell), tuple(failed))
     return Verdict("ok", tuple(r.as_tolerated() for r in counted), tuple(failed))
+
+
+def coalesced_reads(records: list[RequestRecord], limit: float) -> Reason | None:
+    """``coalesced_reads`` when more than ``limit`` of the tokens, or of the first tokens, of
+    ``records`` were read together with a later event right after the client stalled: they
+    carry that event's time, so their ITL gaps read 0 and the gap before them (or the TTFT)
+    holds the stall."""
+    tokens = sum(len(r.token_times) for r in records)
+    firsts = sum(1 for r in records if r.token_times)
+    lost = sum(min(r.coalesced_tokens, len(r.token_times)) for r in records)
+    lost_first = sum(1 for r in records if r.first_token_coalesced and r.token_times)
+    if not tokens or (lost <= limit * tokens and lost_first <= limit * firsts):
+        return None
+    return Reason("coalesced_reads", (
+        f"{lost} of {tokens} measured tokens ({lost / tokens:.1%}) and {lost_first} of {firsts} "
+        f"first tokens ({lost_first / firsts:.1%}) were read together with a later event right "
+        f"after the client stalled, so they carry its time, not their own "
+        f"(max_coalesced_fraction {limit:g}); measure with fewer concurrent requests or on a "
+        f"quieter client host"))
 
 
 def _problems(rec: RequestRecord, *, speculative: bool, prefix_cache: bool) -> list[Reason]:
@@ -170,6 +204,25 @@ def judge_counters(verdict: Verdict, counters: dict[str, Any]) -> Verdict:
     why = counters.get("error") or ("no speculative counters" if not counters
                                     else "the draft counters did not move during the cell")
     return Verdict("invalid", (*verdict.reasons, Reason("missing_spec_stats", why)), verdict.failed)
+
+
+def judge_host(verdict: Verdict, host: HostLoad | None, max_other_cpu_cores: float | None) -> Verdict:
+    """An ok or invalid cell measured on a busy host becomes ``invalid`` with ``busy_host``,
+    naming the other CPU used, the threshold and the largest other processes. A cell without a
+    judged load (not sampled, too short, an attached server not told apart) is left as it is."""
+    if host is None or verdict.status not in ("ok", "invalid") or not host.busy(max_other_cpu_cores):
+        return verdict
+    stolen = host.steal_fraction or 0.0
+    steal = f", {stolen:.0%} of the CPU time stolen by the hypervisor" if stolen >= 0.01 else ""
+    load = f", load average {host.loadavg_1m_max:g}" if host.loadavg_1m_max is not None else ""
+    reason = Reason("busy_host", (
+        f"other processes used {host.other_cpu_cores:.2f} CPU cores on average during the "
+        f"cell's {host.window_s:.1f} s, more than host.max_other_cpu_cores {max_other_cpu_cores:g} "
+        f"({host.cpus} CPUs{load}{steal}): {host.top_text()}; the server ({host.server_cpu_cores:.2f} "
+        f"cores) and this sweep ({host.own_cpu_cores:.2f}) are not counted. Stop them, or measure "
+        f"on a quiet host, and resume the run (invalid cells are measured again); or raise "
+        f"host.max_other_cpu_cores (null: not judged)"))
+    return Verdict("invalid", (*verdict.reasons, reason), verdict.failed)
 
 
 def context_guard(*, prompt_tokens: int, output_tokens: int, reserve: int,

@@ -48,7 +48,8 @@ def engine_files(tmp_path: Path) -> tuple[Path, Path]:
 
 def write_params(tmp_path: Path, engine: str) -> Path:
     params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {TINY}\nengine: {{{engine}}}\n")
+    # the host load check is tests/test_busy_host.py's (a shared machine's load is no concern here)
+    params.write_text(f"extends: {TINY}\nengine: {{{engine}}}\nhost: {{max_other_cpu_cores: null}}\n")
     return params
 
 
@@ -103,7 +104,7 @@ def test_enough_gpus_pass_and_require_returns_what_the_sweep_needs(
     assert isinstance(ready, Preflight)
     assert (ready.binary, ready.model, ready.attached, ready.warnings) == (binary, model, {}, [])
     assert [c.name for c in ready.checks] == ["binary", "model", "draft models", "workload code",
-                                              "port", "host", "disk", "gpus"]
+                                              "port", "host", "disk", "gpus", "host load"]
     assert "2 visible" in next(c.detail for c in ready.checks if c.name == "gpus")
 
 

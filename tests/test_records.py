@@ -10,6 +10,7 @@ import pytest
 from cellfactory import make_cell
 
 from specbench_lib import SchemaError, SweepResult, analysis, validate
+from specbench_lib.hostload import HostLoad, HostProcess
 from specbench_lib.records import (
     CellFacts,
     CellRecord,
@@ -46,10 +47,13 @@ def full_cell() -> CellRecord:
         server_label="ngram-b8", server_argv=("llama-server", "--port", "{port}"),
         verdict=verdict,
         judge=JudgeInputs(planned=2, speculative=True, spec_stats="counters",
-                          max_failed_fraction=0.5, prefix_cache=True),
+                          max_failed_fraction=0.5, prefix_cache=True, max_other_cpu_cores=0.5),
         facts=CellFacts(decided=Verdict("skipped", (Reason("known_bad", "sm120"),)),
                         server_alive=False, crash_line="CUDA error: x", returncode=-9,
-                        log_excerpt="tail", spec_counters={"drafts": 3}),
+                        log_excerpt="tail", spec_counters={"drafts": 3},
+                        host=HostLoad(cpus=2, window_s=3.0, samples=7, other_cpu_cores=1.2,
+                                      top=(HostProcess(42, "cc1 (x)", 1.1),), loadavg=(1.0, 2.0, 3.0),
+                                      gpu={"gpus": [], "other_processes": [], "note": ""})),
         provenance=Provenance(attempt=2, commit="c0ffee", dirty=True, started="t0", ended="t1",
                               reused_from="other"),
         requests=(warm, rec), prompts=(PromptRecord("sha", 8, ("HumanEval/1",)),),

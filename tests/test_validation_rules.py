@@ -58,7 +58,9 @@ def test_every_rule_is_listed_and_tested() -> None:
     names = {r.name for r in RULES}
     assert names == {"http_<status>", *REQUEST_RULES[1:], "server_died", "crash_signature",
                      "too_few_completed", "failed_fraction", "context_overflow",
-                     "rate_not_reached"}  # a flag in the metrics: tests/test_rate_flag.py
+                     "rate_not_reached",  # a flag in the metrics: tests/test_rate_flag.py
+                     "coalesced_reads",  # tests/test_coalesced_reads.py
+                     "busy_host"}  # tests/test_hostload.py, tests/test_busy_host.py
     assert all(r.protects for r in RULES)
 
 

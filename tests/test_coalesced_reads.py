@@ -1,0 +1,163 @@
+"""Coalesced reads: token times a client stall took are counted, and judged.
+
+A read's kernel stamp is its last segment's arrival. Events that queued while the client did not
+run are read at once and all carry the last one's time (ITL gaps of 0, a late TTFT): after a
+0.6 s stall at concurrency 64 a cell read TTFT +486 % and was ``ok``. Here the client's loop is
+blocked while a reference server streams; a genuine burst (several events in one server write,
+read promptly) must not be counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from burst_server import BurstServer
+from cellfactory import make_cell
+from reference_server import ReferenceServer
+
+from specbench_lib import dispatch
+from specbench_lib.analysis import judge
+from specbench_lib.engines.llamacpp import LlamaCppAdapter
+from specbench_lib.errors import ParamsError
+from specbench_lib.http1 import Connection
+from specbench_lib.params import load_plan
+from specbench_lib.records import CellDispatch, CellRecord, JudgeInputs, RequestRecord
+from specbench_lib.validate import coalesced_reads, judge_cell
+
+INTERVAL, TOKENS, CONCURRENCY = 0.01, 64, 4
+
+
+def run_blocked(url: str, *, block_at: float | None, block_s: float, requests: int,
+                tokens: int = TOKENS) -> CellDispatch:
+    """Dispatch a cell while the loop is blocked (``time.sleep`` in a callback) for ``block_s``
+    from ``block_at`` seconds after the start."""
+
+    async def main() -> CellDispatch:
+        if block_at is not None:
+            asyncio.get_running_loop().call_later(block_at, time.sleep, block_s)
+        return await dispatch._dispatch(
+            LlamaCppAdapter(), url, [[1, 2, 3]] * requests, warmup=0, concurrency=CONCURRENCY,
+            max_tokens=tokens, limits=dispatch._resolve_timeouts(None, 30.0), rate=None, seed=0)
+
+    return asyncio.run(main())
+
+
+def zero_gaps(rec: RequestRecord) -> int:
+    return sum(b == a for a, b in zip(rec.token_times, rec.token_times[1:], strict=False))
+
+
+def test_a_client_stall_marks_the_queued_tokens_coalesced_and_the_cell_invalid() -> None:
+    with ReferenceServer(interval=INTERVAL, tokens_per_chunk=1) as server:
+        result = run_blocked(server.url, block_at=0.15, block_s=0.3, requests=CONCURRENCY)
+    assert any(b - a >= 0.25 for a, b in result.stalls), result.stalls  # the watch saw it
+    for rec in result.records:
+        assert rec.error_kind is None and len(rec.token_times) == TOKENS
+        # about 0.3 s / 10 ms tokens queued in each stream; every one but the last of the read
+        # that took them carries its time (a gap of 0), and is counted
+        assert 20 <= rec.coalesced_tokens <= 31, rec.coalesced_tokens
+        assert zero_gaps(rec) >= rec.coalesced_tokens
+        assert not rec.first_token_coalesced  # the first tokens came before the stall
+    verdict = judge_cell(result.records, server_alive=True)
+    assert verdict.status == "invalid" and verdict.codes == {"coalesced_reads"}, verdict.reasons
+    (reason,) = verdict.reasons
+    lost = sum(r.coalesced_tokens for r in result.records)
+    assert reason.detail.startswith(f"{lost} of {TOKENS * CONCURRENCY} measured tokens")
+    assert "max_coalesced_fraction 0.01" in reason.detail
+    assert "fewer concurrent requests or on a quieter client host" in reason.detail
+    # the threshold comes from the cell's judge inputs: a tolerant one lets it through
+    assert judge_cell(result.records, server_alive=True, max_coalesced_fraction=0.5).ok
+
+
+def test_a_stall_before_the_first_tokens_makes_the_ttft_coalesced(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = 0
+    request = Connection.request
+
+    async def blocking_after_the_last_send(self: Connection, *args: Any, **kwargs: Any) -> Any:
+        nonlocal sent
+        sent += 1
+        if sent == CONCURRENCY:  # every request is out: block before their first tokens come
+            asyncio.get_running_loop().call_soon(time.sleep, 0.1)
+        return await request(self, *args, **kwargs)
+
+    monkeypatch.setattr(Connection, "request", blocking_after_the_last_send)
+    with ReferenceServer(interval=INTERVAL, tokens_per_chunk=1) as server:
+        result = run_blocked(server.url, block_at=None, block_s=0, requests=CONCURRENCY,
+                             tokens=16)
+    assert all(r.first_token_coalesced for r in result.records), [
+        (r.start, r.token_times[:2], r.coalesced_tokens) for r in result.records]
+    assert all(r.ttft is not None and r.ttft > 0.09 for r in result.records)  # late, as feared
+    reason = coalesced_reads(result.records, 0.01)
+    assert reason is not None and f"{CONCURRENCY} of {CONCURRENCY} first tokens" in reason.detail
+
+
+def test_without_a_stall_nothing_is_coalesced() -> None:
+    with ReferenceServer(interval=INTERVAL, tokens_per_chunk=1) as server:
+        result = run_blocked(server.url, block_at=None, block_s=0, requests=CONCURRENCY)
+    if not result.stalls:  # a loaded machine may stall the client for real
+        assert all(r.coalesced_tokens == 0 for r in result.records)
+    assert judge_cell(result.records, server_alive=True).ok
+
+
+def test_a_genuine_burst_read_promptly_is_not_coalesced() -> None:
+    with BurstServer() as server:
+        result = run_blocked(server.url, block_at=None, block_s=0, requests=CONCURRENCY, tokens=32)
+    for rec in result.records:
+        assert rec.error_kind is None and rec.chunk_sizes == [1] * 32  # one event per token
+        assert zero_gaps(rec) >= 24  # the bursts were read together: 3 of each 4 gaps are 0
+        if not result.stalls:  # a loaded machine may stall the client for real
+            assert rec.coalesced_tokens == 0 and not rec.first_token_coalesced
+    assert judge_cell(result.records, server_alive=True).ok
+
+
+def test_a_burst_read_after_a_stall_is_counted() -> None:
+    with BurstServer() as server:
+        result = run_blocked(server.url, block_at=0.05, block_s=0.1, requests=CONCURRENCY,
+                             tokens=32)
+    # 0.1 s holds about five bursts: all their events but the read's last are counted
+    assert all(rec.coalesced_tokens >= 12 for rec in result.records), [
+        r.coalesced_tokens for r in result.records]
+
+
+def test_old_records_without_the_fields_load_and_are_judged_as_before() -> None:
+    rec = RequestRecord(0, False, 3, 2, status=200, token_times=[0.1, 0.2], chunk_sizes=[1, 1])
+    data = rec.to_dict()
+    assert data["coalesced_tokens"] == 0 and data["first_token_coalesced"] is False
+    del data["coalesced_tokens"], data["first_token_coalesced"]
+    old = RequestRecord.from_dict(data)
+    assert old.coalesced_tokens == 0 and not old.first_token_coalesced
+    marked = RequestRecord.from_dict({**rec.to_dict(), "coalesced_tokens": 1,
+                                      "first_token_coalesced": True})
+    assert marked.coalesced_tokens == 1 and marked.first_token_coalesced
+    judge_old = JudgeInputs(planned=1)
+    assert JudgeInputs(**{k: v for k, v in vars(judge_old).items()
+                          if k != "max_coalesced_fraction"}).max_coalesced_fraction == 0.01
+
+
+def test_the_verdict_on_read_takes_the_cells_threshold() -> None:
+    cell = make_cell("auto", "auto", None, outputs=[[1]] * 4)  # 4 requests of 16 tokens
+    hit = [replace(r, coalesced_tokens=2 * (r.index == 3)) for r in cell.requests]  # 2 of 64
+    stored = CellRecord.from_dict({**cell.to_dict(), "requests": [r.to_dict() for r in hit]})
+    assert judge(cell).ok and judge(stored).codes == {"coalesced_reads"}
+    data = stored.to_dict()
+    data["judge"]["max_coalesced_fraction"] = 0.05  # as params said when it was measured
+    assert judge(CellRecord.from_dict(data)).ok
+    del data["judge"]["max_coalesced_fraction"], data["requests"][3]["coalesced_tokens"]
+    old = CellRecord.from_dict(data)  # a cell written before the rule: judged as before
+    assert old.judge.max_coalesced_fraction == 0.01 and judge(old).ok
+
+
+def test_the_threshold_comes_from_params(tmp_path: Path) -> None:
+    tiny = Path(__file__).resolve().parent / "data" / "tiny.yaml"
+    path = tmp_path / "p.yaml"
+    path.write_text(f"extends: {tiny}\nmax_coalesced_fraction: 0.05\n")
+    assert load_plan(path).params.max_coalesced_fraction == 0.05
+    assert load_plan(tiny).params.max_coalesced_fraction == 0.01
+    path.write_text(f"extends: {tiny}\nmax_coalesced_fraction: 1.5\n")
+    with pytest.raises(ParamsError, match="max_coalesced_fraction"):
+        load_plan(path)
