@@ -165,6 +165,15 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
                         stalls=tuple((a - t0, b - t0) for a, b in watch.stalls))
 
 
+COALESCED_ERROR = 0.10  # a stamp that may be late by more than this fraction of what it times
+
+
+def _median_gap(times: list[float]) -> float:
+    """The median gap between a request's distinct token receive times (0 with fewer than two)."""
+    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False) if b - a > 0.0005)
+    return gaps[len(gaps) // 2] if gaps else 0.0
+
+
 _KEEPALIVE_S = 4.0  # idle connections are dropped before servers' own 5 s idle timeouts
 
 
@@ -202,11 +211,19 @@ class _Sender:
         return time.perf_counter() - self.origin
 
     def mark_coalesced(self) -> None:
-        """Count the tokens of reads made right after a client stall as coalesced."""
+        """Count the tokens of reads made right after a client stall as coalesced, when the stall
+        could make their times late by more than :data:`COALESCED_ERROR` of what they time: the
+        request's TTFT for a first token, its median gap between deliveries for the others (a
+        2 ms stall does not spoil a 300 ms TTFT, and it would be counted against 5 ms tokens)."""
         for rec, read_at, tokens, first in self.multi_reads:
-            if self.watch.covers(read_at):
+            waited = self.watch.waited(read_at)
+            if waited is None:
+                continue
+            if tokens and waited > COALESCED_ERROR * _median_gap(rec.token_times):
                 rec.coalesced_tokens += tokens
-                rec.first_token_coalesced = rec.first_token_coalesced or first
+            ttft = rec.ttft
+            if first and ttft is not None and waited > COALESCED_ERROR * ttft:
+                rec.first_token_coalesced = True
 
     async def __call__(self, rec: RequestRecord) -> None:
         conn = self.conns.get_nowait()  # never empty: at most one request per slot in flight

@@ -28,8 +28,9 @@ Method = Literal["auto", "ngram", "draft", "linear", "tree", "eagle", "eagle3", 
 
 
 _REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# measured tokens or first tokens whose receive time a client stall took (coalesced_reads): past
-# 1 % of them a p99 (TTFT over 100 requests, ITL) is read from wrong times
+# measured tokens or first tokens whose receive time a client stall made late by more than 10 %
+# of what it times (coalesced_reads): past 1 % of them a p99 (TTFT over 100 requests, ITL) is
+# read from wrong times
 DEFAULT_MAX_COALESCED_FRACTION = 0.01
 
 

@@ -66,5 +66,12 @@ class StallWatch:
 
     def covers(self, when: float) -> bool:
         """Whether a read at ``when`` (perf_counter) came inside a stall."""
+        return self.waited(when) is not None
+
+    def waited(self, when: float) -> float | None:
+        """How long bytes read at ``when`` may have queued: from the start of the stall the read
+        came in (the most any of its stamps can be late), or None after no stall."""
         i = bisect.bisect_left(self.stalls, (when, float("inf"))) - 1
-        return i >= 0 and self.stalls[i][0] < when <= self.stalls[i][1]
+        if i >= 0 and self.stalls[i][0] < when <= self.stalls[i][1]:
+            return when - self.stalls[i][0]
+        return None

@@ -161,3 +161,18 @@ def test_the_threshold_comes_from_params(tmp_path: Path) -> None:
     path.write_text(f"extends: {tiny}\nmax_coalesced_fraction: 1.5\n")
     with pytest.raises(ParamsError, match="max_coalesced_fraction"):
         load_plan(path)
+
+
+def test_a_short_stall_against_long_gaps_is_not_counted() -> None:
+    """The same 30 ms stall over a burst: against bursts 0.4 s apart it cannot make a token late
+    by 10 % of its gap, so nothing is counted; against bursts 20 ms apart it is."""
+    with BurstServer(interval=0.4) as server:  # bursts at 0.4, 0.8, ... s from the request
+        slow = run_blocked(server.url, block_at=0.39, block_s=0.03, requests=CONCURRENCY,
+                           tokens=8)
+    assert any(b - a >= 0.025 for a, b in slow.stalls), slow.stalls
+    assert all(r.coalesced_tokens == 0 and not r.first_token_coalesced for r in slow.records)
+    with BurstServer(interval=0.02) as server:
+        fast = run_blocked(server.url, block_at=0.05, block_s=0.03, requests=CONCURRENCY,
+                           tokens=32)
+    assert all(r.coalesced_tokens >= 3 for r in fast.records), [
+        r.coalesced_tokens for r in fast.records]
