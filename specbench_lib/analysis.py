@@ -25,6 +25,7 @@ def judge(cell: CellRecord) -> Verdict:
                          speculative=inputs.speculative and inputs.spec_stats == "per_request",
                          max_failed_fraction=inputs.max_failed_fraction,
                          max_coalesced_fraction=inputs.max_coalesced_fraction,
+                         max_coalesced_first_fraction=inputs.max_coalesced_first_fraction,
                          prefix_cache=inputs.prefix_cache)
     if verdict.ok and inputs.speculative and inputs.spec_stats == "counters":
         verdict = judge_counters(verdict, facts.spec_counters)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from .display import Rendered, html_table, html_text
 from .errors import SchemaError
 from .hostload import HostLoad
-from .params import DEFAULT_MAX_COALESCED_FRACTION, CellSpec
+from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION, CellSpec
 
 SCHEMA_VERSION = 2
 Status = Literal["ok", "invalid", "crashed", "skipped"]
@@ -220,6 +220,7 @@ class JudgeInputs:
     max_failed_fraction: float = 0.0
     prefix_cache: bool = False
     max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION
+    max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION
     max_other_cpu_cores: float | None = None  # busy_host's threshold (None: not judged)
 
 

@@ -209,6 +209,7 @@ class _ServerSweep:
             spec_stats="per_request" if adapter.spec_stats_per_request else "counters",
             max_failed_fraction=params.max_failed_fraction,
             max_coalesced_fraction=params.max_coalesced_fraction,
+            max_coalesced_first_fraction=params.max_coalesced_first_fraction,
             prefix_cache=params.engine.prefix_cache,
             max_other_cpu_cores=params.host.cpu_limit(usable_cpus()))
         self.argv = tuple(redact(launch.argv, extra=params.redact))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .hostload import HostLoad
-from .params import DEFAULT_MAX_COALESCED_FRACTION
+from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION
 from .records import STATUSES, Reason, RequestRecord, Status, Verdict
 
 __all__ = ["RULES", "STATUSES", "Reason", "Rule", "Status", "Verdict", "coalesced_reads",
@@ -61,7 +61,8 @@ RULES: tuple[Rule, ...] = (
     Rule("coalesced_reads", "cell", "token times lost to a client stall: events that queued in "
          "the socket while the client did not run are read at once and all carry the last one's "
          "kernel stamp (ITL gaps of 0, a late TTFT); more than max_coalesced_fraction of the "
-         "tokens or first tokens so read makes the cell invalid"),
+         "tokens, or max_coalesced_first_fraction of the first tokens, so read makes the cell "
+         "invalid"),
     Rule("busy_host", "cell", "numbers measured while other processes used the CPUs (a build, "
          "another benchmark, a spinning server): more than host.max_other_cpu_cores cores on "
          "average during the cell, the sweep and its server not counted, makes it invalid"),
@@ -115,7 +116,9 @@ def request_problems(rec: RequestRecord, *, speculative: bool = False,
 def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: str | None = None,
                planned: int | None = None, speculative: bool = False,
                max_failed_fraction: float = 0.0, prefix_cache: bool = False,
-               max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION) -> Verdict:
+               max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION,
+               max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION,
+               ) -> Verdict:
     """The verdict of a cell from its request records and the server's state at its end.
 
     Args:
@@ -128,8 +131,9 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
         max_failed_fraction: measured requests that may fail, as a fraction of ``planned``;
             tolerated failures leave the cell ``ok`` with ``tolerated:`` reasons.
         prefix_cache: prompt tokens served from the server's cache are allowed.
-        max_coalesced_fraction: measured tokens, and first tokens, whose receive time a client
-            stall took (``coalesced_reads``), as a fraction, above which the cell is invalid.
+        max_coalesced_fraction: measured tokens whose receive time a client stall took
+            (``coalesced_reads``), as a fraction, above which the cell is invalid.
+        max_coalesced_first_fraction: the same for first tokens (the requests' TTFTs).
     """
     if not server_alive or crash_line:
         when = "its warmup" if records and all(r.warmup for r in records) else "the cell"
@@ -161,7 +165,8 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
     if max_failed_fraction > 0 and len(failed) + missing > allowed:
         cell.append(Reason("failed_fraction", f"{len(failed) + missing} of {planned} requests "
                            f"failed, max_failed_fraction {max_failed_fraction:g} allows {allowed}"))
-    lost = coalesced_reads([r for r in measured if r.index not in failed], max_coalesced_fraction)
+    lost = coalesced_reads([r for r in measured if r.index not in failed], max_coalesced_fraction,
+                           max_coalesced_first_fraction)
     if lost is not None:
         cell.append(lost)
     if cell or warm_bad or len(failed) > allowed:
@@ -169,22 +174,24 @@ def judge_cell(records: list[RequestRecord], *, server_alive: bool, crash_line: 
     return Verdict("ok", tuple(r.as_tolerated() for r in counted), tuple(failed))
 
 
-def coalesced_reads(records: list[RequestRecord], limit: float) -> Reason | None:
-    """``coalesced_reads`` when more than ``limit`` of the tokens, or of the first tokens, of
-    ``records`` were read together with a later event right after the client stalled: they
-    carry that event's time, so their ITL gaps read 0 and the gap before them (or the TTFT)
-    holds the stall."""
+def coalesced_reads(records: list[RequestRecord], limit: float,
+                    first_limit: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION) -> Reason | None:
+    """``coalesced_reads`` when more than ``limit`` of the tokens, or ``first_limit`` of the
+    first tokens, of ``records`` were read together with a later event right after the client
+    stalled: they carry that event's time, so their ITL gaps read 0 and the gap before them (or
+    the TTFT) holds the stall."""
     tokens = sum(len(r.token_times) for r in records)
     firsts = sum(1 for r in records if r.token_times)
     lost = sum(min(r.coalesced_tokens, len(r.token_times)) for r in records)
     lost_first = sum(1 for r in records if r.first_token_coalesced and r.token_times)
-    if not tokens or (lost <= limit * tokens and lost_first <= limit * firsts):
+    if not tokens or (lost <= limit * tokens and lost_first <= first_limit * firsts):
         return None
     return Reason("coalesced_reads", (
         f"{lost} of {tokens} measured tokens ({lost / tokens:.1%}) and {lost_first} of {firsts} "
         f"first tokens ({lost_first / firsts:.1%}) were read together with a later event right "
         f"after the client stalled, so they carry its time, not their own "
-        f"(max_coalesced_fraction {limit:g}); measure with fewer concurrent requests or on a "
+        f"(max_coalesced_fraction {limit:g}, max_coalesced_first_fraction {first_limit:g}); "
+        f"measure with fewer concurrent requests or on a "
         f"quieter client host"))
 
 

@@ -67,7 +67,7 @@ def test_a_client_stall_marks_the_queued_tokens_coalesced_and_the_cell_invalid()
     (reason,) = verdict.reasons
     lost = sum(r.coalesced_tokens for r in result.records)
     assert reason.detail.startswith(f"{lost} of {TOKENS * CONCURRENCY} measured tokens")
-    assert "max_coalesced_fraction 0.01" in reason.detail
+    assert "max_coalesced_fraction 0.05, max_coalesced_first_fraction 0.01" in reason.detail
     assert "fewer concurrent requests or on a quieter client host" in reason.detail
     # the threshold comes from the cell's judge inputs: a tolerant one lets it through
     assert judge_cell(result.records, server_alive=True, max_coalesced_fraction=0.5).ok
@@ -136,28 +136,37 @@ def test_old_records_without_the_fields_load_and_are_judged_as_before() -> None:
     assert marked.coalesced_tokens == 1 and marked.first_token_coalesced
     judge_old = JudgeInputs(planned=1)
     assert JudgeInputs(**{k: v for k, v in vars(judge_old).items()
-                          if k != "max_coalesced_fraction"}).max_coalesced_fraction == 0.01
+                          if k != "max_coalesced_fraction"}).max_coalesced_fraction == 0.05
 
 
 def test_the_verdict_on_read_takes_the_cells_threshold() -> None:
     cell = make_cell("auto", "auto", None, outputs=[[1]] * 4)  # 4 requests of 16 tokens
-    hit = [replace(r, coalesced_tokens=2 * (r.index == 3)) for r in cell.requests]  # 2 of 64
+    hit = [replace(r, coalesced_tokens=4 * (r.index == 3)) for r in cell.requests]  # 4 of 64
     stored = CellRecord.from_dict({**cell.to_dict(), "requests": [r.to_dict() for r in hit]})
     assert judge(cell).ok and judge(stored).codes == {"coalesced_reads"}
     data = stored.to_dict()
-    data["judge"]["max_coalesced_fraction"] = 0.05  # as params said when it was measured
+    data["judge"]["max_coalesced_fraction"] = 0.1  # as params said when it was measured
     assert judge(CellRecord.from_dict(data)).ok
+    late = [replace(r, first_token_coalesced=r.index == 3) for r in cell.requests]  # 1 of 4 TTFTs
+    first = CellRecord.from_dict({**cell.to_dict(), "requests": [r.to_dict() for r in late]})
+    assert judge(first).codes == {"coalesced_reads"}
+    data2 = first.to_dict()
+    data2["judge"]["max_coalesced_first_fraction"] = 0.25
+    assert judge(CellRecord.from_dict(data2)).ok
     del data["judge"]["max_coalesced_fraction"], data["requests"][3]["coalesced_tokens"]
     old = CellRecord.from_dict(data)  # a cell written before the rule: judged as before
-    assert old.judge.max_coalesced_fraction == 0.01 and judge(old).ok
+    assert old.judge.max_coalesced_fraction == 0.05 and judge(old).ok
 
 
 def test_the_threshold_comes_from_params(tmp_path: Path) -> None:
     tiny = Path(__file__).resolve().parent / "data" / "tiny.yaml"
     path = tmp_path / "p.yaml"
-    path.write_text(f"extends: {tiny}\nmax_coalesced_fraction: 0.05\n")
-    assert load_plan(path).params.max_coalesced_fraction == 0.05
-    assert load_plan(tiny).params.max_coalesced_fraction == 0.01
+    path.write_text(f"extends: {tiny}\nmax_coalesced_fraction: 0.1\n"
+                    "max_coalesced_first_fraction: 0.2\n")
+    params = load_plan(path).params
+    assert params.max_coalesced_fraction == 0.1 and params.max_coalesced_first_fraction == 0.2
+    defaults = load_plan(tiny).params
+    assert defaults.max_coalesced_fraction == 0.05 and defaults.max_coalesced_first_fraction == 0.01
     path.write_text(f"extends: {tiny}\nmax_coalesced_fraction: 1.5\n")
     with pytest.raises(ParamsError, match="max_coalesced_fraction"):
         load_plan(path)
