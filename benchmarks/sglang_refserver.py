@@ -26,11 +26,13 @@ import asyncio
 import json
 import socket
 import struct
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from child_server import ChildServer  # noqa: E402
 
 CLOCK = time.CLOCK_MONOTONIC
 SO_TIMESTAMPNS = 35  # Linux, 64-bit x86 and ARM; Python's socket module does not name it
@@ -189,40 +191,17 @@ class RefServer:
         self.connections = 0
 
 
-class RefServerProcess:
+class RefServerProcess(ChildServer):
     """Start the reference server in a child process; ``url`` is where it answers."""
 
     def __init__(self, *, interval: float, tokens_per_chunk: int) -> None:
-        self.argv = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--interval",
-            str(interval),
-            "--chunk",
-            str(tokens_per_chunk),
-        ]
-        self._proc: subprocess.Popen[str] | None = None
-        self.url = ""
+        super().__init__([sys.executable, str(Path(__file__).resolve()), "--interval",
+                          str(interval), "--chunk", str(tokens_per_chunk)], "reference server")
 
     @property
     def pid(self) -> int:
         assert self._proc is not None
         return self._proc.pid
-
-    def __enter__(self) -> RefServerProcess:
-        self._proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True)
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline().split()
-        if len(line) != 2 or line[0] != "port":
-            self._proc.kill()
-            raise RuntimeError(f"reference server did not start: {line}")
-        self.url = f"http://127.0.0.1:{line[1]}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            self._proc.wait(timeout=10)
 
 
 class _KernelStampedSocket:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from child_server import ChildServer
 
 
 def _event(data: dict[str, object]) -> bytes:
@@ -50,29 +51,12 @@ def _serve(conn: socket.socket, burst: int, interval: float) -> None:
                                  "timings": {"predicted_n": n}}) + b"0\r\n\r\n")
 
 
-class BurstServer:
+class BurstServer(ChildServer):
     """Start the burst server in a child process; ``url`` is where it answers."""
 
     def __init__(self, *, burst: int = 4, interval: float = 0.02) -> None:
-        self.argv = [sys.executable, str(Path(__file__).resolve()), "--burst", str(burst),
-                     "--interval", str(interval)]
-        self._proc: subprocess.Popen[str] | None = None
-        self.url = ""
-
-    def __enter__(self) -> BurstServer:
-        self._proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True)
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline().split()
-        if len(line) != 2 or line[0] != "port":
-            self._proc.kill()
-            raise RuntimeError(f"burst server did not start: {line}")
-        self.url = f"http://127.0.0.1:{line[1]}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            self._proc.wait(timeout=10)
+        super().__init__([sys.executable, str(Path(__file__).resolve()), "--burst", str(burst),
+                          "--interval", str(interval)], "burst server")
 
 
 def main() -> None:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from child_server import ChildServer
 
 
 def expected_itl_mean(n_tokens: int, interval: float, tokens_per_chunk: int) -> float:
@@ -96,31 +97,14 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class ReferenceServer:
+class ReferenceServer(ChildServer):
     """Start the reference server in a child process; ``url`` is where it answers."""
 
     def __init__(self, *, interval: float, tokens_per_chunk: int) -> None:
         self.interval = interval
         self.tokens_per_chunk = tokens_per_chunk
-        self._proc: subprocess.Popen[str] | None = None
-        self.url = ""
-
-    def __enter__(self) -> ReferenceServer:
-        self._proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--interval", str(self.interval),
-             "--chunk", str(self.tokens_per_chunk)], stdout=subprocess.PIPE, text=True)
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline().split()
-        if len(line) != 2 or line[0] != "port":
-            self._proc.kill()
-            raise RuntimeError(f"reference server did not start: {line}")
-        self.url = f"http://127.0.0.1:{line[1]}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            self._proc.wait(timeout=10)
+        super().__init__([sys.executable, str(Path(__file__).resolve()), "--interval",
+                          str(interval), "--chunk", str(tokens_per_chunk)], "reference server")
 
 
 def main() -> None:
