@@ -174,7 +174,8 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     failed: BaseException | None = None
     try:
         papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
-                                   cwd=str(root), progress_bar=False, log_output=True,
+                                   cwd=str(root), progress_bar=False, stdout_file=sys.stdout,
+                                   stderr_file=sys.stderr,  # the sweep's lines, as they come
                                    kernel_manager_class=_interrupting_kernel_manager())
     except KeyboardInterrupt as exc:  # before the kernel ran (or after): nothing to forward
         failed = exc

@@ -26,6 +26,7 @@ from .hostload import HostSampler, server_pids, usable_cpus
 from .params import CellSpec, Plan, ServerConfig, SweepParams
 from .preflight import launches_servers, require
 from .preview import PlanPreview
+from .progress import Progress
 from .provenance import file_identity, measurement_code_hash
 from .records import (
     CellFacts,
@@ -62,7 +63,7 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
         dry_run: start nothing; return a :class:`PlanPreview` of the cells, the argv per config
             and the context guard's outcome.
         outputs: the outputs folder (default: ``outputs/`` of the project or $SPECBENCH_OUTPUTS).
-        progress: show a progress bar over cells.
+        progress: print a line per server start and per finished cell (:mod:`.progress`).
     """
     if dry_run:
         return PlanPreview(plan)
@@ -97,7 +98,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
     print(f"run {run.dir.run_id}: {len(plan.cells) - len(kept)} cells to measure"
           f"{f', {len(kept)} kept' if kept else ''} → {run.dir.path}", flush=True)
     started = time.monotonic()
-    bar = _progress(len(plan.cells), initial=len(kept), enabled=progress)
+    lines = Progress(len(plan.cells), done=len(kept), enabled=progress)
     status = "failed"
     rounds = params.repeats if params.repeat_order == "rounds" else 1
     try:
@@ -107,7 +108,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
                         and (rounds == 1 or c.repeat == number)]
                 if not todo:
                     continue
-                sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, bar,
+                sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, lines,
                                        round_number=number)
                 bad = None if retry_known_bad else next(
                     (kb for kb in params.known_bad
@@ -121,14 +122,13 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
                 sweeper.measure_all(todo)
             enough = _enough_repeats(run, params, number)
             if enough is not None:
-                _skip_rest(plan, launches, run, adapter, bar, number, enough)
+                _skip_rest(plan, launches, run, adapter, lines, number, enough)
                 break
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
     finally:
-        bar.close()
         result = _close(run, status, time.monotonic() - started)
     if result is None:
         raise StoreError("the run's results could not be read back; its cell files are intact",
@@ -152,12 +152,12 @@ def _enough_repeats(run: Run, params: SweepParams, number: int) -> Reason | None
                   f"{target:g}); this repeat was not needed")
 
 
-def _skip_rest(plan: Plan, launches: dict[str, Launch], run: Run, adapter: Adapter, bar: Any,
+def _skip_rest(plan: Plan, launches: dict[str, Launch], run: Run, adapter: Adapter, lines: Progress,
                number: int, reason: Reason) -> None:
     """The repeats after round ``number``: skipped with the reason, never measured."""
     verdict = Verdict("skipped", (reason,))
     for server in plan.servers:
-        sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, bar)
+        sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, lines)
         for cell in plan.cells_for(server):
             if cell.repeat > number and cell.cell_id not in run.kept:
                 sweeper.write(cell, CellFacts(decided=verdict))
@@ -198,11 +198,11 @@ class _ServerSweep:
     """One server config: start it, warm it up, measure its cells, stop it."""
 
     def __init__(self, plan: Plan, server: ServerConfig, launch: Launch, run: Run,
-                 adapter: Adapter, bar: Any, *, round_number: int = 0) -> None:
+                 adapter: Adapter, progress: Progress, *, round_number: int = 0) -> None:
         self.plan, self.server, self.launch, self.run = plan, server, launch, run
         # a server of a later round of repeats has its own manifest entry and log
         self.key = server.label if round_number == 0 else f"{server.label}.r{round_number}"
-        self.adapter, self.bar = adapter, bar
+        self.adapter, self.progress = adapter, progress
         params = plan.params
         self.judge = JudgeInputs(
             planned=params.requests_per_cell, speculative=server.method != "auto",
@@ -233,7 +233,7 @@ class _ServerSweep:
         self.timing["cells"][cell.cell_id] = {**(m.timing or {}),
                                               "store_s": round(time.perf_counter() - began, 4)}
         self.written.add(cell.cell_id)
-        self.bar.update(1)
+        self.progress.cell(analysed)
         return analysed.verdict
 
     def measure_all(self, cells: list[CellSpec]) -> None:
@@ -254,11 +254,12 @@ class _ServerSweep:
         record["timing"] = self.timing
         try:
             began = time.perf_counter()
-            self.bar.set_postfix_str(f"starting {server.label} (ready within "
-                                     f"{params.engine.ready_timeout_s:.0f} s)")
+            self.progress.server(self.key, f"starting, waiting up to {params.engine.ready_timeout_s:.0f} "
+                            "s for it to be ready")
             proc.start()
             record["pid"] = proc.pid
             record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
+            self.progress.server(self.key, f"ready in {record['ready_s']} s")
             ready_at = proc.log_size()
             self.timing["start_s"] = round(time.perf_counter() - began, 4)
             with httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s,
@@ -281,7 +282,6 @@ class _ServerSweep:
                     return
                 dead: Verdict | None = None
                 for cell in cells:
-                    self.bar.set_postfix_str(cell.cell_id, refresh=False)
                     if dead is None:
                         measured = self._measure(cell, proc, client, adapter,
                                                  info.context_per_request, warmup, offset)
@@ -419,9 +419,3 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
     summary = {"requests": len(prompts), "seconds": round(dispatch.window_start, 2),
                "errors": errors}
     return summary, tuple(dispatch.records)
-
-
-def _progress(total: int, *, initial: int, enabled: bool) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc="cells", unit="cell", disable=not enabled)

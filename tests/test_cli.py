@@ -180,8 +180,9 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(
             os.kill(pid, signal.SIGKILL)
     assert child.returncode == 130, output
     command = f"specbench run tp1 --resume c1 --params {params}"  # run_id is the resume's
-    lines = [line for line in output.splitlines() if "interrupted" in line]
+    lines = [line for line in output.splitlines() if line.startswith("specbench: run c1")]
     assert lines == [f"specbench: run c1 interrupted; resume with: {command}"], output
+    assert "Traceback" not in output and "run c1: interrupted, ok 1" in output  # the sweep's
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["attempts"][-1]["status"] == "interrupted"

@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 import specbench_lib as sb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,9 +51,19 @@ warmup_requests: 1
     return path
 
 
-def test_repeats_run_in_rounds_each_on_a_fresh_server(tmp_path: Path) -> None:
+def test_repeats_run_in_rounds_each_on_a_fresh_server(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     result = sb.run_sweep(sb.load_plan(params(tmp_path, "repeats: 2")),
-                          outputs=tmp_path / "out", progress=False)
+                          outputs=tmp_path / "out")
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith(("[", "  server"))]
+    # the progress lines: each server's start and readiness, then its cell, in sweep order
+    assert [line.split(":")[0] for line in lines] == [
+        "  server auto", "  server auto", "[1/4] auto code ctx16 c1 r0",
+        "  server ngram-b8", "  server ngram-b8", "[2/4] ngram-b8 code ctx16 c1 r0",
+        "  server auto.r1", "  server auto.r1", "[3/4] auto code ctx16 c1 r1",
+        "  server ngram-b8.r1", "  server ngram-b8.r1", "[4/4] ngram-b8 code ctx16 c1 r1"]
+    assert lines[1].startswith("  server auto: ready in ") and " tok/s [" in lines[2]
     assert isinstance(result, sb.SweepResult)
     assert result.counts()["ok"] == 4
     servers = result.manifest["servers"]  # in the order they started
@@ -93,8 +105,6 @@ def test_adaptive_repeats_run_to_the_limit_when_the_target_is_not_met(tmp_path: 
 
 
 def test_adaptive_repeats_need_rounds_and_a_limit(tmp_path: Path) -> None:
-    import pytest
-
     for extra in ("repeats: 1\nrepeat_until_half_width: 0.05",
                   "repeats: 3\nrepeat_order: back_to_back\nrepeat_until_half_width: 0.05"):
         with pytest.raises(sb.ParamsError, match="repeat_until_half_width needs repeat_order"):
