@@ -189,7 +189,9 @@ class KnownBad(_Strict):
     """A configuration known to fail: its cells are ``skipped`` with the reason, not run.
 
     ``budgets`` empty means every budget of the config; ``engine_version`` and ``gpu`` are
-    substrings that must appear in the engine's version and in a visible GPU's name.
+    substrings that must appear in the engine's version and in a visible GPU's name;
+    ``compute_cap`` is a GPU architecture as nvidia-smi reports it (``"12.0"`` for SM120: RTX
+    5090 and RTX PRO 6000 Blackwell alike), matched exactly against each visible GPU's.
     """
 
     config: str
@@ -197,13 +199,19 @@ class KnownBad(_Strict):
     reason: str = Field(min_length=1)
     engine_version: str | None = None
     gpu: str | None = None
+    compute_cap: str | None = Field(None, pattern=r"^\d+\.\d+$")
 
     def applies(self, server: ServerConfig, *, engine_version: str, gpus: list[str]) -> bool:
+        """Whether this entry covers ``server`` on this engine and these GPUs (the environment's
+        ``name, driver, memory[, compute capability]`` lines)."""
         if server.name != self.config:
             return False
         if self.budgets and server.budget not in self.budgets:
             return False
         if self.engine_version and self.engine_version not in engine_version:
+            return False
+        if self.compute_cap and not any(g.rsplit(",", 1)[-1].strip() == self.compute_cap
+                                        for g in gpus):
             return False
         return not self.gpu or any(self.gpu in name for name in gpus)
 

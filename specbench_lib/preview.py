@@ -108,7 +108,8 @@ class PlanPreview(Rendered):
 
 
 def _describe(rule: Any) -> str:
-    conditions = [f"GPU ~ {rule.gpu}" if rule.gpu else "", f"engine ~ {rule.engine_version}"
-                  if rule.engine_version else ""]
+    conditions = [f"GPU ~ {rule.gpu}" if rule.gpu else "",
+                  f"compute capability {rule.compute_cap}" if rule.compute_cap else "",
+                  f"engine ~ {rule.engine_version}" if rule.engine_version else ""]
     when = ", ".join(c for c in conditions if c)
     return f"skipped{f' if {when}' if when else ''}: {rule.reason}"

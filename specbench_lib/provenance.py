@@ -71,16 +71,17 @@ def git_state() -> dict[str, Any]:
 
 
 def visible_gpus() -> list[str]:
-    """``name, driver, memory`` of each GPU nvidia-smi lists (empty without one)."""
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                               "--format=csv,noheader"], capture_output=True, text=True,
-                              timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if done.returncode != 0:
-        return []
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    """``name, driver, memory, compute capability`` of each GPU nvidia-smi lists (empty without
+    one; without the capability where the driver is too old to report it)."""
+    for fields in ("name,driver_version,memory.total,compute_cap", "name,driver_version,memory.total"):
+        try:
+            done = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+                                  capture_output=True, text=True, timeout=20, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        if done.returncode == 0:
+            return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    return []
 
 
 def _cpu_name() -> str:

@@ -104,6 +104,22 @@ def test_known_bad_matches_config_budget_engine_and_gpu() -> None:
     assert KnownBad(config="tree", reason="r").applies(other, engine_version="", gpus=[])
 
 
+def test_known_bad_matches_a_gpu_architecture_by_compute_capability() -> None:
+    """SM120 is one architecture under several names: a name substring ("5090") missed the RTX
+    PRO 6000 Blackwell that crashed the same way; the compute capability catches both."""
+    server = ServerConfig("tree", "tree", 8, {}, None, ())
+    rule = KnownBad(config="tree", reason="illegal instruction (SM120)", compute_cap="12.0")
+    for name in ("NVIDIA GeForce RTX 5090", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"):
+        assert rule.applies(server, engine_version="x", gpus=[f"{name}, 575.51, 97887 MiB, 12.0"])
+    assert not rule.applies(server, engine_version="x", gpus=["NVIDIA H200, 570.1, 143771 MiB, 9.0"])
+    assert not rule.applies(server, engine_version="x", gpus=["NVIDIA GeForce RTX 5090, 570.1, 32 MiB"])
+    assert not rule.applies(server, engine_version="x", gpus=[])  # no GPU: nothing to match
+    assert not KnownBad(config="tree", reason="r", gpu="5090").applies(
+        server, engine_version="x", gpus=["NVIDIA RTX PRO 6000 Blackwell, 575.51, 97887 MiB, 12.0"])
+    with pytest.raises(ValueError, match="compute_cap"):
+        KnownBad(config="tree", reason="r", compute_cap="sm120")
+
+
 def fake_binary(tmp_path: Path) -> Path:
     binary = tmp_path / "llama-server"
     binary.write_text("#!/bin/sh\n")
