@@ -20,7 +20,7 @@ from .params import Plan
 
 # analysis settings and plan shape, not what a cell measures (host: how the host is watched)
 _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
-                 "concurrency", "known_bad", "unstable_cv", "host"}
+                 "concurrency", "known_bad", "unstable_cv", "host", "slo"}
 
 
 @dataclass(frozen=True)

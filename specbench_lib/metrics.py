@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, Protocol
 
+from .params import SloParams
 from .records import CellRecord, RequestRecord
 
 _STATS = ("mean", "p50", "p90", "p99")
@@ -166,7 +167,8 @@ def rate_shortfall(records: list[RequestRecord], target_rate: float | None) -> d
                           f"(target {target_rate:g}/s)") if short else None}
 
 
-def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10) -> Any:
+def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
+                  slo: SloParams | None = None) -> Any:
     """A pandas DataFrame of ok cells: one row per config × workload × context × concurrency.
 
     Repeats of a cell are averaged; ``output_tok_s_cv`` is their coefficient of variation
@@ -177,7 +179,8 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10) -> 
     ``speedup_vs_linear`` does the same against the best ok ``linear`` config, when any. The
     ``lossless_*`` columns compare greedy outputs with ``auto``'s (see :mod:`.lossless`).
     ``output_tok_s_lo/hi`` and ``speedup_lo/hi`` are 95 % bootstrap intervals over requests and
-    repeats, ``requests_n`` the requests behind them (see :mod:`.intervals`).
+    repeats, ``requests_n`` the requests behind them (see :mod:`.intervals`). With an ``slo``,
+    the :data:`~.slo.SLO_COLUMNS` too (``meets_slo`` as the fraction of repeats that met it).
     """
     import pandas as pd
 
@@ -185,9 +188,12 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10) -> 
     from .lossless import losslessness
 
     same = losslessness(cells)
-    rows = [{**asdict(c.spec), **(c.metrics or {}), **same.get(c.cell_id, {})}
-            for c in cells if c.verdict.ok]
-    columns = [*GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s"]
+    from .slo import SLO_COLUMNS, goodput
+
+    rows = [{**asdict(c.spec), **(c.metrics or {}), **same.get(c.cell_id, {}),
+             **(goodput(c, slo) if slo is not None else {})} for c in cells if c.verdict.ok]
+    columns = [*GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s",
+               *(SLO_COLUMNS if slo is not None else ())]
     table = pd.DataFrame(rows, columns=columns)
     numeric = [c for c in columns if c not in GROUP]
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")

@@ -264,6 +264,22 @@ class HostParams(_Strict):
         return self.max_other_cpu_cores
 
 
+class SloParams(_Strict):
+    """Per-request latency limits (seconds; None: no limit) and the fraction of a cell's
+    requests that must meet them all for the cell to meet the SLO (see :mod:`.slo`)."""
+
+    ttft_s: float | None = Field(None, gt=0)
+    tpot_s: float | None = Field(None, gt=0)
+    e2e_s: float | None = Field(None, gt=0)
+    percentile: float = Field(0.9, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _a_limit(self) -> SloParams:
+        if self.ttft_s is None and self.tpot_s is None and self.e2e_s is None:
+            raise ValueError("an slo needs at least one of ttft_s, tpot_s, e2e_s")
+        return self
+
+
 class SweepParams(_Strict):
     phase: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
     description: str = ""
@@ -297,6 +313,7 @@ class SweepParams(_Strict):
     # has a half-width of at most this fraction of the speedup; `repeats` is the limit
     repeat_until_half_width: float | None = Field(None, gt=0, lt=1)
     unstable_cv: float = Field(0.10, gt=0)  # CV of output tok/s across repeats above which: unstable
+    slo: SloParams | None = None  # latency limits: goodput and the load that still meets them
     # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
     # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
     # --hf-token, *_token, password, secret, Authorization and the like are always hidden

@@ -101,8 +101,33 @@ class SweepResult(Rendered):
     def _table(self) -> Any:
         from .metrics import results_table
 
-        unstable_cv = (self.manifest.get("params") or {}).get("unstable_cv", 0.10)
-        return results_table(self.cells, unstable_cv=unstable_cv)
+        params = self.manifest.get("params") or {}
+        return results_table(self.cells, unstable_cv=params.get("unstable_cv", 0.10),
+                             slo=self.slo)
+
+    @property
+    def slo(self) -> Any:
+        """The run's SLO (``slo`` in its params), or None; set it to read the run against
+        another one: ``result.slo = SloParams(ttft_s=0.5)`` (tables are then made again)."""
+        if "_slo" not in self.__dict__:
+            found = (self.manifest.get("params") or {}).get("slo")
+            from .params import SloParams
+
+            self.__dict__["_slo"] = SloParams.model_validate(found) if found else None
+        return self.__dict__["_slo"]
+
+    @slo.setter
+    def slo(self, value: Any) -> None:
+        self.__dict__["_slo"] = value
+        for cached in ("_table", "_best"):
+            self.__dict__.pop(cached, None)
+
+    def slo_capacity(self) -> Any:
+        """Per config × workload × context, the highest concurrency that meets the SLO (see
+        :func:`.slo.capacity`), or None when the run has no SLO."""
+        from .slo import capacity
+
+        return None if self.slo is None else capacity(self._table, self.slo)
 
     def table(self) -> Any:
         """The metrics of ok cells only, with speedup vs ``auto`` (see metrics.results_table)."""

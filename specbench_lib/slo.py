@@ -1,0 +1,62 @@
+"""Service-level objectives: goodput, and the highest load at which a config still meets them.
+
+A request *meets* the SLO when every limit given holds for it: its TTFT, its TPOT and its
+end-to-end latency (vLLM ``bench serve --goodput``'s per-request definition). Per ok cell:
+``goodput_rps`` and ``goodput_tok_s`` are the requests (and their completion tokens) that met it
+over the cell's window, ``slo_met`` their fraction; the cell ``meets_slo`` when that fraction is
+at least ``slo.percentile``. An SLO is never a rule: a cell that misses it is a valid
+measurement of a miss. SLOs are analysis settings (in the manifest's params), so they can be
+changed and a run read again without measuring anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .params import SloParams
+from .records import CellRecord, RequestRecord
+
+SLO_COLUMNS = ("goodput_rps", "goodput_tok_s", "slo_met", "meets_slo")
+
+
+def meets(rec: RequestRecord, slo: SloParams) -> bool:
+    """Whether one measured request met every limit of ``slo``."""
+    times = rec.token_times
+    ttft = rec.ttft
+    tpot = (times[-1] - times[0]) / (len(times) - 1) if len(times) >= 2 else 0.0
+    return (ttft is not None
+            and (slo.ttft_s is None or ttft <= slo.ttft_s)
+            and (slo.tpot_s is None or tpot <= slo.tpot_s)
+            and (slo.e2e_s is None or rec.e2e <= slo.e2e_s))
+
+
+def goodput(cell: CellRecord, slo: SloParams) -> dict[str, Any]:
+    """The SLO figures of an ok cell (its metrics' window; failed tolerated requests never meet)."""
+    window = (cell.metrics or {}).get("window_s") or 0.0
+    skip = set(cell.verdict.failed)
+    recs = [r for r in cell.measured if r.index not in skip]
+    good = [r for r in recs if meets(r, slo)]
+    tokens = sum((r.final.completion_tokens or 0) for r in good if r.final)
+    met = len(good) / len(cell.measured) if cell.measured else None
+    return {"goodput_rps": len(good) / window if window > 0 else None,
+            "goodput_tok_s": tokens / window if window > 0 else None,
+            "slo_met": met, "meets_slo": met is not None and met >= slo.percentile}
+
+
+def capacity(table: Any, slo: SloParams) -> Any:
+    """Per config × workload × context: the highest concurrency whose row meets the SLO (NaN
+    when none does), with the goodput there; from :func:`~.metrics.results_table` with SLO
+    columns."""
+    import pandas as pd
+
+    keys = ["config", "workload", "context"]
+    rows = []
+    for key, group in table.groupby(keys, sort=False):
+        passing = group[group["meets_slo"] > 0.5]  # a mean over repeats: most of them met it
+        top = passing.sort_values("concurrency").iloc[-1] if len(passing) else None
+        rows.append({**dict(zip(keys, key, strict=True)),
+                     "max_concurrency_meeting_slo": None if top is None else int(top["concurrency"]),
+                     "goodput_rps": None if top is None else top["goodput_rps"],
+                     "percentile": slo.percentile})
+    return pd.DataFrame(rows, columns=[*keys, "max_concurrency_meeting_slo", "goodput_rps",
+                                       "percentile"])
