@@ -77,20 +77,66 @@ def _statement(row: dict[str, Any], method: str) -> str:
     return text + (f" [{', '.join(flags)}]" if flags else "")
 
 
-class Summary(Rendered):
-    """What a phase notebook ends with: the best-config statements, then the table behind them
-    (per config: throughput and speedup with their intervals, n, flags)."""
+def crossovers(table: Any) -> Any:
+    """Per speculative config × workload × context measured at several concurrencies: where it
+    beats ``auto`` (speedup interval above 1) and where it loses (below 1), as a statement such
+    as "ngram-b8 code/ctx256: beats auto up to concurrency 2; loses from concurrency 4"."""
+    import pandas as pd
 
-    def __init__(self, best: Any, table: Any) -> None:
-        self.best, self.table = best, table
+    keys = ["config", "workload", "context"]
+    rows = []
+    spec = table[table["method"] != "auto"]
+    for key, group in spec.groupby(keys, sort=False):
+        if group["concurrency"].nunique() < 2:
+            continue
+        group = group.sort_values("concurrency")
+        levels = [int(c) for c in group["concurrency"]]
+        beats = [int(c) for c, low in zip(group["concurrency"], group["speedup_lo"], strict=True)
+                 if low > 1]
+        loses = [int(c) for c, high in zip(group["concurrency"], group["speedup_hi"], strict=True)
+                 if high < 1]
+        where = f"{key[0]} {key[1]}/ctx{key[2]}"
+        if beats and len(beats) == len(levels):
+            text = f"{where}: beats auto at every concurrency measured ({levels[0]}-{levels[-1]})"
+        elif loses and len(loses) == len(levels):
+            text = f"{where}: loses to auto at every concurrency measured ({levels[0]}-{levels[-1]})"
+        elif beats or loses:
+            parts = ([f"beats auto up to concurrency {max(beats)}"] if beats else []) + (
+                [f"loses from concurrency {min(loses)}"] if loses else [])
+            rest = [c for c in levels if c not in beats and c not in loses]
+            if rest:
+                parts.append(f"indistinguishable from auto at {', '.join(map(str, rest))}")
+            text = f"{where}: {'; '.join(parts)}"
+        else:
+            text = (f"{where}: indistinguishable from auto at every concurrency measured "
+                    f"({levels[0]}-{levels[-1]})")
+        rows.append({**dict(zip(keys, key, strict=True)), "beats_up_to": max(beats, default=None),
+                     "loses_from": min(loses, default=None), "statement": text})
+    return pd.DataFrame(rows, columns=[*keys, "beats_up_to", "loses_from", "statement"])
+
+
+class Summary(Rendered):
+    """What a phase notebook ends with: the best-config statements, where each speculative
+    config stops beating ``auto`` as the load grows, then the table behind them (per config:
+    throughput and speedup with their intervals, n, flags)."""
+
+    def __init__(self, best: Any, table: Any, crossing: Any = None) -> None:
+        self.best, self.table, self.crossing = best, table, crossing
+
+    def _sections(self) -> list[tuple[str, list[str]]]:
+        found = [("best config per workload / context / concurrency (95 % intervals)",
+                  list(self.best["statement"]) or ["no ok cell"])]
+        if self.crossing is not None and len(self.crossing):
+            found.append(("speedup vs load (95 % intervals)", list(self.crossing["statement"])))
+        return found
 
     def text(self) -> str:
-        lines = ["best config per workload / context / concurrency (95 % intervals):"]
-        lines += [f"  {s}" for s in self.best["statement"]] or ["  no ok cell"]
+        lines = [line for title, items in self._sections()
+                 for line in (f"{title}:", *(f"  {s}" for s in items))]
         return "\n".join(lines) + "\n\n" + self.table.to_string(index=False)
 
     def html(self) -> str:
-        head = html_text("Best config per workload / context / concurrency (95 % intervals)",
-                         bold=True)
-        items = "".join(f"<li>{html.escape(s)}</li>" for s in self.best["statement"])
-        return f"{head}<ul>{items}</ul>{frame_table(self.table)}"
+        parts = [html_text(title[0].upper() + title[1:], bold=True)
+                 + "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in items) + "</ul>"
+                 for title, items in self._sections()]
+        return "".join(parts) + frame_table(self.table)

@@ -156,8 +156,10 @@ class SweepResult(Rendered):
                 "output_tok_s_hi", "speedup", "speedup_lo", "speedup_hi", "requests_n",
                 "repeats_n", "repeats_failed", "unstable", "lossless_identical",
                 "acceptance_length", "ttft_mean_s"]
+        from .best import crossovers
+
         table = self._table[cols].sort_values(["workload", "context", "concurrency", "config"])
-        return Summary(self._best, table)
+        return Summary(self._best, table, crossovers(self._table))
 
     def require_valid(self) -> None:
         """Raise :class:`ValidationFailed` when the run has no ok cell or no ok baseline."""

@@ -4,10 +4,11 @@ data cannot tell from it, and the flags that limit the claim."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from cellfactory import make_cell, spread_cell
 
-from specbench_lib.best import Summary, best_configs
+from specbench_lib.best import Summary, best_configs, crossovers
 from specbench_lib.metrics import GROUP, results_table
 
 
@@ -73,3 +74,21 @@ def test_one_row_per_panel_and_the_summary_shows_the_statements() -> None:
     text, html = summary.text(), summary.html()
     assert "code/ctx256/c1: best ng-b4" in text and "code/ctx512/c1: no config beats auto" in text
     assert "<li>code/ctx256/c1: best ng-b4" in html and "<table" in html
+
+
+def test_crossover_says_where_a_config_stops_beating_auto_as_the_load_grows() -> None:
+    cells = []
+    for c, (auto, b8, b4) in {1: (50, 75, 52), 2: (90, 120, 91), 4: (150, 110, 151)}.items():
+        made = [spread_cell("auto", "auto", None, rates(auto, 16, c)),
+                spread_cell("ng-b8", "ngram", 8, rates(b8, 16, 10 + c)),
+                spread_cell("ng-b4", "ngram", 4, rates(b4, 16, 20 + c))]
+        cells += [replace(cell, spec=replace(cell.spec, concurrency=c)) for cell in made]
+    table = results_table(cells)
+    found = crossovers(table).set_index("config")
+    assert found.loc["ng-b8", "statement"] == ("ng-b8 code/ctx256: beats auto up to concurrency 2; "
+                                               "loses from concurrency 4")
+    assert found.loc["ng-b8", "beats_up_to"] == 2 and found.loc["ng-b8", "loses_from"] == 4
+    assert found.loc["ng-b4", "statement"].endswith("indistinguishable from auto at every "
+                                                    "concurrency measured (1-4)")
+    text = Summary(best_configs(cells, table, GROUP), table, crossovers(table)).text()
+    assert "speedup vs load (95 % intervals):\n  ng-b" in text
