@@ -44,12 +44,60 @@ def itl_vs_budget(result: SweepResult) -> Any:
     return _vs_budget(result, [("itl_p50_s", "p50"), ("itl_p99_s", "p99")], "ITL (s)")
 
 
+def latency_throughput(result: SweepResult) -> Any:
+    """Per workload × context, the load curve of each config: total output tok/s against
+    per-user tok/s (left) and against TTFT p99 (right), one point per concurrency, labelled with
+    it; ``auto`` drawn thick and black. A load point that is not ok is marked × on the x axis
+    with its verdict, never drawn as a value."""
+    import matplotlib.pyplot as plt
+
+    verdicts, table = result.verdicts(), result.table()
+    panels = sorted({(w, c) for w, c in zip(verdicts["workload"], verdicts["context"],
+                                            strict=True)})
+    fig, axes = plt.subplots(len(panels), 2, squeeze=False,
+                             figsize=(9.5, 3.6 * max(1, len(panels))))
+    for r, (workload, ctx) in enumerate(panels):
+        rows = table[(table["workload"] == workload) & (table["context"] == ctx)]
+        failed = verdicts[(verdicts["workload"] == workload) & (verdicts["context"] == ctx)
+                          & (verdicts["verdict"] != "ok")]
+        for ax, x, xlabel in ((axes[r][0], "request_decode_tok_s", "per-user tok/s"),
+                              (axes[r][1], "ttft_p99_s", "TTFT p99 (s)")):
+            for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
+                group = group.sort_values("concurrency")
+                auto = bool((group["method"] == "auto").all())
+                ax.plot(group[x], group["output_tok_s"], marker="o",
+                        color="black" if auto else f"C{i}", linewidth=2.5 if auto else 1.2,
+                        label=config)
+                for _, row in group.iterrows():
+                    ax.annotate(f"c{int(row['concurrency'])}", (row[x], row["output_tok_s"]),
+                                fontsize=7, textcoords="offset points", xytext=(3, 3))
+            for _, row in failed.iterrows():
+                ax.plot(0, 0, marker="x", color="red", markersize=9, clip_on=False,
+                        transform=ax.transAxes)
+                ax.annotate(f"{row['config']} c{row['concurrency']} {row['verdict']}", (0.01, 0.04),
+                            xycoords="axes fraction", color="red", fontsize=7)
+            ax.set_title(f"{workload} · context {ctx}", fontsize=10)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("output tok/s (all requests)")
+            ax.set_xlim(left=0)
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+    _legend(fig, axes)
+    fig.suptitle(_title(result, "load curves: throughput vs per-user speed and TTFT"), fontsize=10)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
 def standard(result: SweepResult) -> dict[str, Any]:
-    """Every figure of a phase notebook by file name."""
-    return {"throughput_vs_budget": throughput_vs_budget(result),
-            "speedup_vs_budget": speedup_vs_budget(result),
-            "acceptance_vs_budget": acceptance_vs_budget(result),
-            "ttft_vs_budget": ttft_vs_budget(result), "itl_vs_budget": itl_vs_budget(result)}
+    """Every figure of a phase notebook by file name (load curves when the run has several
+    concurrency levels)."""
+    figures = {"throughput_vs_budget": throughput_vs_budget(result),
+               "speedup_vs_budget": speedup_vs_budget(result),
+               "acceptance_vs_budget": acceptance_vs_budget(result),
+               "ttft_vs_budget": ttft_vs_budget(result), "itl_vs_budget": itl_vs_budget(result)}
+    if result.verdicts()["concurrency"].nunique() > 1:
+        figures["latency_throughput"] = latency_throughput(result)
+    return figures
 
 
 def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str, *,

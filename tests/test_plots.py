@@ -52,3 +52,24 @@ def test_every_standard_figure_draws_only_ok_values(tmp_path: Path) -> None:
         for ax in fig.axes:
             for container in ax.containers:
                 assert 8 not in list(container.lines[0].get_xdata())
+
+
+def test_load_curves_draw_one_line_per_config_over_concurrency_and_mark_failures(
+        tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run")
+    run.cells_dir.mkdir(parents=True)
+    run.update_manifest(phase="t", model={"path": "/m/x.gguf"}, engine={"kind": "llamacpp"})
+    points = [("auto", None, 1, "ok", 50.0), ("auto", None, 2, "ok", 80.0),
+              ("ngram-b4", 4, 1, "ok", 70.0), ("ngram-b4", 4, 2, "crashed", None)]
+    for label, budget, conc, status, tok_s in points:
+        run.write_cell(make_cell(label, "auto" if budget is None else "ngram", budget, status,
+                                 tok_s, concurrency=conc))
+    result = SweepResult(run.path)
+    figures = plots.standard(result)
+    assert "latency_throughput" in figures
+    left = figures["latency_throughput"].axes[0]
+    lines = {line.get_label(): line for line in left.get_lines() if line.get_marker() == "o"}
+    assert list(lines["auto"].get_ydata()) == [50.0, 80.0] and lines["auto"].get_linewidth() > 2
+    assert list(lines["ngram-b4"].get_ydata()) == [70.0]  # its crashed load point is not drawn
+    assert any(t.get_text() == "ngram-b4 c2 crashed" for t in left.texts)
+    assert [line for line in left.get_lines() if line.get_marker() == "x"]
