@@ -132,10 +132,16 @@ class Comparison(Rendered):
         return self._table.copy()
 
     def best_budgets(self) -> Any:
-        """The fastest ok config per phase × workload × context × concurrency, with its speedup."""
-        table = self._table
-        best = table.loc[table.groupby(_KEYS)["output_tok_s"].idxmax()]
-        return best[[*_KEYS, "config", "budget", "output_tok_s", "speedup", "acceptance_length"]]
+        """Per run's phase × workload × context × concurrency: the best config with its speedup
+        interval and the configs indistinguishable from it (:meth:`SweepResult.best`); when
+        ``auto`` is fastest the row says no config beats it, never ranks it as a budget."""
+        import pandas as pd
+
+        frames = [r.best().assign(phase=r.manifest.get("phase"), run_id=r.run_id)
+                  for r in self.runs]
+        table = pd.concat(frames, ignore_index=True)
+        return table[["phase", "run_id", "workload", "context", "concurrency", "best", "speedup",
+                      "speedup_lo", "speedup_hi", "indistinguishable", "unstable", "statement"]]
 
     def speedups(self) -> Any:
         """Speedup vs ``auto``: a row per phase × workload × context × concurrency, a column per config."""
@@ -255,10 +261,11 @@ def write_summary(comparison: Comparison, path: Path) -> Path:
     and reasons), so a failure is listed, never left out or ranked."""
     failures = [{k: f[k] for k in ("phase", "run_id", "cell", "config", "verdict", "reasons")}
                 for f in comparison.failed_cells()]
+    best = comparison.best_budgets().astype(object)
+    best = best.where(best.notna(), None)  # NaN is not JSON: a missing value is null
     path.write_text(json.dumps({"runs": [r.run_id for r in comparison.runs],
-                                "best": comparison.best_budgets().to_dict("records"),
-                                "failures": failures},
-                               indent=2, default=str))
+                                "best": best.to_dict("records"), "failures": failures},
+                               indent=2, default=str, allow_nan=False))
     return path
 
 

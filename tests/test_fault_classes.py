@@ -264,7 +264,7 @@ def test_report_files_mark_every_failed_cell(sglang: sb.SweepResult, streams: sb
         entry = by_cell[(run.run_id, cell.cell_id)]
         assert entry["phase"] == run.phase and entry["verdict"] == cell.status
         assert entry["reasons"] == list(cell.verdict.reasons) and entry["reasons"]
-    assert {b["config"] for b in summary["best"]} == {"auto"}  # only ok cells are ranked
+    assert {b["best"] for b in summary["best"]} == {"auto"}  # only ok cells are ranked
     # LaTeX: a table per phase, where each failed cell is a row marked with its verdict and
     # first reason, with -- for every value
     tables = {run.phase: part for run in (streams, sglang) for part in tex.split("\\begin{table}")

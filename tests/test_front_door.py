@@ -285,6 +285,16 @@ class _Run:
     def table(self) -> Any:
         return self.rows.copy()
 
+    def best(self) -> Any:  # as SweepResult.best() shapes it; no interval from one request
+        import pandas as pd
+
+        fastest = self.rows.sort_values("output_tok_s").iloc[-1]
+        return pd.DataFrame([{"workload": fastest["workload"], "context": fastest["context"],
+                              "concurrency": fastest["concurrency"], "best": fastest["config"],
+                              "speedup": fastest["speedup"], "speedup_lo": float("nan"),
+                              "speedup_hi": float("nan"), "indistinguishable": "",
+                              "unstable": False, "statement": "best " + fastest["config"]}])
+
 
 def test_comparison_is_a_value_and_its_writers_are_functions(tmp_path: Path, outputs: Path) -> None:
     from specbench_lib.report import Comparison, write
@@ -299,5 +309,5 @@ def test_comparison_is_a_value_and_its_writers_are_functions(tmp_path: Path, out
     assert "ngram-b8" in bundle["text/plain"] and "<td>ngram-b8</td>" in bundle["text/html"]
     written = write(comparison, tmp_path / "report")
     assert [p.name for p in written] == ["results.tex", "comparison.json", "index.html"]
-    best = json.loads((tmp_path / "report" / "comparison.json").read_text())["best"]
-    assert [(b["config"], b["budget"]) for b in best] == [("ngram-b8", 8)]
+    best = json.loads((tmp_path / "report" / "comparison.json").read_text())["best"]  # strict JSON
+    assert [(b["best"], b["speedup"], b["speedup_lo"]) for b in best] == [("ngram-b8", 1.5, None)]

@@ -322,7 +322,7 @@ def test_report_files_mark_failed_cells_and_never_give_them_a_number(tmp_path: P
         ("tp1", tp1, "tree-b4__code__ctx256__c1", "skipped"),
         ("tp4", tp4, "auto__code__ctx512__c1", "invalid")]
     assert summary["failures"][0]["reasons"] == ["server_died: the server exited with -9"]
-    assert [b["config"] for b in summary["best"]] == ["auto"]  # failures are never ranked
+    assert [b["best"] for b in summary["best"]] == ["auto"]  # failures are never ranked
     tp1_table, tp4_table = tex.split("\\caption{tp4")
     rows = {line.split(" & ")[3]: line for line in tp1_table.splitlines()
             if line.startswith("code & ")}
