@@ -1,4 +1,5 @@
-"""``specbench run | runs | doctor``: papermill underneath, outputs kept in run directories."""
+"""``specbench run | runs | report | compare | doctor``: papermill underneath, outputs kept in run
+directories."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("runs", help="list the runs under outputs/runs")
     report = sub.add_parser("report", help="compare runs: LaTeX table, comparison.json, index.html")
     report.add_argument("runs", nargs="*", help="run ids (default: the latest complete run per phase)")
+    pair = sub.add_parser("compare", help="two runs side by side: metrics, verdict changes, setup")
+    pair.add_argument("run_a", help="the reference run id")
+    pair.add_argument("run_b", help="the run compared with it")
     doctor = sub.add_parser("doctor", help="check what a sweep of PARAMS needs, start nothing")
     doctor.add_argument("params", help="params file")
     args = parser.parse_args(argv)
@@ -42,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             return _doctor(args.params)
         if args.command == "report":
             return _report(args.runs)
+        if args.command == "compare":
+            return _compare(args.run_a, args.run_b)
         return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run)
     except SpecbenchError as exc:
         print(f"specbench: {exc}", file=sys.stderr)
@@ -279,6 +285,22 @@ def _report(runs: list[str]) -> int:
 
     for path in write(compare(",".join(runs) or None)):  # unreadable runs: warned and skipped
         print(f"specbench: wrote {path}")
+    return 0
+
+
+def _compare(run_a: str, run_b: str) -> int:
+    from .compare import RunComparison, write_comparison
+    from .errors import StoreError
+    from .results import SweepResult
+
+    found = [RunDir.at(run_id) for run_id in (run_a, run_b)]
+    missing = [run.run_id for run in found if not run.manifest_path.is_file()]
+    if missing:
+        raise StoreError(f"no such runs: {', '.join(missing)}; see 'specbench runs'",
+                         path=outputs_dir() / "runs")
+    comparison = RunComparison(*(SweepResult(run.path) for run in found))
+    print(comparison.text())
+    print(f"specbench: wrote {write_comparison(comparison, outputs_dir() / 'compare')}")
     return 0
 
 

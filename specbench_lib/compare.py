@@ -1,0 +1,135 @@
+"""Two runs side by side (before/after an engine upgrade, two forks, two machines).
+
+Rows are matched by their spec (config × workload × context × concurrency). Per metric: both
+values, their ratio (B / A) and whether the two 95 % intervals overlap; a ratio whose intervals
+overlap is not a difference the data can show. Verdict changes (ok → crashed, …) are listed
+cell by cell, and what differs in the setup (engine, model, measuring code, host, params,
+server argv) is read from the two manifests. ``specbench compare A B`` prints it and writes an
+HTML page under ``outputs/compare/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .display import Rendered, frame_table, html_page, html_text
+from .results import SweepResult
+
+KEYS = ["config", "workload", "context", "concurrency"]
+METRICS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
+           "speedup": ("speedup_lo", "speedup_hi"), "ttft_p50_s": None, "itl_p50_s": None,
+           "acceptance_length": None}
+
+
+class RunComparison(Rendered):
+    """Run ``a`` (the reference) against run ``b``."""
+
+    def __init__(self, a: SweepResult, b: SweepResult) -> None:
+        self.a, self.b = a, b
+
+    def metrics(self) -> Any:
+        """One row per spec both runs have ok: each metric's A and B values, B / A, and for
+        throughput and speedup whether their intervals overlap (``*_overlap``)."""
+        left, right = self.a.table(), self.b.table()
+        merged = left.merge(right, on=KEYS, suffixes=("_a", "_b"))
+        out = merged[KEYS].copy()
+        for metric, bounds in METRICS.items():
+            out[f"{metric}_a"], out[f"{metric}_b"] = merged[f"{metric}_a"], merged[f"{metric}_b"]
+            out[f"{metric}_ratio"] = merged[f"{metric}_b"] / merged[f"{metric}_a"]
+            if bounds is not None:
+                low, high = bounds
+                out[f"{metric}_overlap"] = ((merged[f"{low}_a"] <= merged[f"{high}_b"])
+                                            & (merged[f"{low}_b"] <= merged[f"{high}_a"]))
+        return out
+
+    def verdict_changes(self) -> Any:
+        """Every cell whose verdict differs between the runs (or that only one run has)."""
+        left, right = self.a.verdicts(), self.b.verdicts()
+        cols = [*KEYS, "verdict", "reasons"]
+        merged = left[cols].merge(right[cols], on=KEYS, how="outer", suffixes=("_a", "_b"))
+        changed = merged[merged["verdict_a"].fillna("absent") != merged["verdict_b"].fillna("absent")]
+        return changed.fillna({"verdict_a": "absent", "verdict_b": "absent"})
+
+    def setup(self) -> Any:
+        """What differs in the two manifests: engine, model, code, host, params, server argv."""
+        import pandas as pd
+
+        a, b = _setup(self.a.manifest), _setup(self.b.manifest)
+        rows = [{"what": k, "a": a.get(k), "b": b.get(k)} for k in sorted(a.keys() | b.keys())
+                if a.get(k) != b.get(k)]
+        return pd.DataFrame(rows, columns=["what", "a", "b"])
+
+    def text(self) -> str:
+        shown = self.metrics()[[*KEYS, "output_tok_s_a", "output_tok_s_b", "output_tok_s_ratio",
+                                "output_tok_s_overlap"]].round(3)
+        return "\n\n".join([
+            f"run A {self.a.run_id} vs run B {self.b.run_id}",
+            "setup differences:\n" + _or_none(self.setup()),
+            "verdict changes:\n" + _or_none(self.verdict_changes()),
+            "output tok/s (B / A; overlap: the 95 % intervals overlap):\n" + _or_none(shown)])
+
+    def html(self) -> str:
+        return "".join([
+            html_text(f"run A {self.a.run_id} vs run B {self.b.run_id}", bold=True),
+            html_text("Setup differences", bold=True), frame_table(self.setup()),
+            html_text("Verdict changes", bold=True), frame_table(self.verdict_changes()),
+            html_text("Metrics (B / A; overlap: the 95 % intervals overlap)", bold=True),
+            frame_table(self.metrics())])
+
+    def figure(self) -> Any:
+        """Output tok/s of B against A per matched row, the diagonal drawn; intervals as bars."""
+        import matplotlib.pyplot as plt
+
+        rows = self.a.table().merge(self.b.table(), on=KEYS, suffixes=("_a", "_b"))
+        fig, ax = plt.subplots(figsize=(5.5, 5))
+        for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
+            xerr = [(group["output_tok_s_a"] - group["output_tok_s_lo_a"]).clip(lower=0),
+                    (group["output_tok_s_hi_a"] - group["output_tok_s_a"]).clip(lower=0)]
+            yerr = [(group["output_tok_s_b"] - group["output_tok_s_lo_b"]).clip(lower=0),
+                    (group["output_tok_s_hi_b"] - group["output_tok_s_b"]).clip(lower=0)]
+            ax.errorbar(group["output_tok_s_a"], group["output_tok_s_b"], xerr=xerr, yerr=yerr,
+                        marker="o", linestyle="none", color=f"C{i}", capsize=2, label=config)
+        top = float(max(rows["output_tok_s_hi_a"].max(), rows["output_tok_s_hi_b"].max(), 1.0))
+        ax.plot([0, top], [0, top], color="grey", linewidth=0.8)
+        ax.set_xlabel(f"output tok/s, A {self.a.run_id}", fontsize=8)
+        ax.set_ylabel(f"output tok/s, B {self.b.run_id}", fontsize=8)
+        ax.set_xlim(0, top * 1.05)
+        ax.set_ylim(0, top * 1.05)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        return fig
+
+
+def write_comparison(comparison: RunComparison, folder: Path) -> Path:
+    """``<A>__vs__<B>.html`` (the tables and the figure, inlined) in ``folder``."""
+    import base64
+    import io
+
+    folder.mkdir(parents=True, exist_ok=True)
+    png = io.BytesIO()
+    comparison.figure().savefig(png, format="png", dpi=100)
+    image = (f"<img alt='output tok/s, B against A' src='data:image/png;base64,"
+             f"{base64.b64encode(png.getvalue()).decode()}'>")
+    path = folder / f"{comparison.a.run_id}__vs__{comparison.b.run_id}.html"
+    path.write_text(html_page(f"specbench compare: {comparison.a.run_id} vs {comparison.b.run_id}",
+                              comparison.html() + image))
+    return path
+
+
+def _setup(manifest: dict[str, Any]) -> dict[str, Any]:
+    attempts = manifest.get("attempts") or [{}]
+    environment = attempts[-1].get("environment") or {}
+    found = {f"engine.{k}": v for k, v in (manifest.get("engine") or {}).items()}
+    found |= {f"model.{k}": v for k, v in (manifest.get("model") or {}).items()}
+    found |= {f"code.{k}": v for k, v in (manifest.get("fingerprint_components") or {}).items()
+              if k == "code"}
+    found |= {f"host.{k}": v for k, v in environment.items()}
+    found |= {f"params.{k}": v for k, v in (manifest.get("params") or {}).items()}
+    found |= {f"argv.{label}": " ".join(map(str, s.get("argv") or []))
+              for label, s in (manifest.get("servers") or {}).items()}
+    return {k: str(v) for k, v in found.items()}
+
+
+def _or_none(frame: Any) -> str:
+    return frame.to_string(index=False) if len(frame) else "  none"

@@ -1,0 +1,71 @@
+"""Two runs side by side: metrics matched by spec with their ratio and whether the intervals
+overlap, verdict changes, and what differs in the setup; `specbench compare A B`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from cellfactory import make_cell, spread_cell
+
+from specbench_lib import SweepResult
+from specbench_lib.compare import RunComparison, write_comparison
+from specbench_lib.runs import RunDir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_run(root: Path, run_id: str, engine: str, cells: list) -> Path:
+    run = RunDir(root / "runs" / run_id)
+    run.cells_dir.mkdir(parents=True)
+    run.update_manifest(phase="t", model={"path": "/m/x.gguf"}, engine={"version": engine},
+                        params={"output_tokens": 16},
+                        servers={"ngram-b8": {"argv": ["llama-server", "--draft-max", "8"]}})
+    for cell in cells:
+        run.write_cell(cell)
+    return run.path
+
+
+def test_metrics_verdict_changes_and_setup_differences(tmp_path: Path) -> None:
+    same = [40.0, 50.0, 60.0] * 4
+    a = write_run(tmp_path, "a", "b4000", [
+        spread_cell("auto", "auto", None, same), spread_cell("ngram-b8", "ngram", 8, same),
+        make_cell("ngram-b16", "ngram", 16, tok_s=70.0)])
+    b = write_run(tmp_path, "b", "b4100", [
+        spread_cell("auto", "auto", None, same),
+        spread_cell("ngram-b8", "ngram", 8, [2 * r for r in same]),  # twice as fast: a change
+        make_cell("ngram-b16", "ngram", 16, "crashed", None)])
+    comparison = RunComparison(SweepResult(a), SweepResult(b))
+    rows = comparison.metrics().set_index("config")
+    assert rows.loc["ngram-b8", "output_tok_s_ratio"] == 2.0
+    assert not rows.loc["ngram-b8", "output_tok_s_overlap"]  # beyond the noise
+    assert rows.loc["auto", "output_tok_s_ratio"] == 1.0 and rows.loc["auto", "output_tok_s_overlap"]
+    assert "ngram-b16" not in rows.index  # ok in one run only: no ratio to give
+    (change,) = comparison.verdict_changes().to_dict("records")
+    assert (change["config"], change["verdict_a"], change["verdict_b"]) == ("ngram-b16", "ok",
+                                                                            "crashed")
+    setup = comparison.setup().set_index("what")
+    assert setup.loc["engine.version", "a"] == "b4000" and setup.loc["engine.version", "b"] == "b4100"
+    assert "params.output_tokens" not in setup.index  # the same in both: not a difference
+    page = write_comparison(comparison, tmp_path / "compare")
+    html = page.read_text()
+    assert page.name == "a__vs__b.html" and "data:image/png;base64," in html
+    assert "http://" not in html and "https://" not in html  # nothing fetched: works offline
+    assert "<td>ngram-b16</td>" in html and "crashed" in html
+
+
+def test_the_cli_prints_the_comparison_and_writes_its_page(tmp_path: Path) -> None:
+    cells = [spread_cell("auto", "auto", None, [40.0, 50.0, 60.0])]
+    write_run(tmp_path, "a", "b1", cells)
+    write_run(tmp_path, "b", "b2", cells)
+    done = subprocess.run([sys.executable, "-m", "specbench_lib.cli", "compare", "a", "b"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={"SPECBENCH_OUTPUTS": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert "run A a vs run B b" in done.stdout and "engine.version" in done.stdout
+    assert (tmp_path / "compare" / "a__vs__b.html").is_file()
+    missing = subprocess.run([sys.executable, "-m", "specbench_lib.cli", "compare", "a", "zz"],
+                             capture_output=True, text=True, cwd=ROOT, timeout=120,
+                             env={"SPECBENCH_OUTPUTS": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert missing.returncode == 2 and "no such runs: zz" in missing.stderr
