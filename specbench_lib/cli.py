@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
                      metavar=("NAME", "VALUE"), help="a notebook parameter (YAML value)")
     sub.add_parser("runs", help="list the runs under outputs/runs")
     report = sub.add_parser("report", help="compare runs: LaTeX table, comparison.json, index.html")
-    report.add_argument("runs", nargs="*", help="run ids (default: the latest complete run per phase)")
+    report.add_argument("runs", nargs="*", help="run ids (default: the latest complete full-plan "
+                        "run per phase)")
+    report.add_argument("--merge", action="store_true", help="average two runs of one phase")
     pair = sub.add_parser("compare", help="two runs side by side: metrics, verdict changes, setup")
     pair.add_argument("run_a", help="the reference run id")
     pair.add_argument("run_b", help="the run compared with it")
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "doctor":
             return _doctor(args.params)
         if args.command == "report":
-            return _report(args.runs)
+            return _report(args.runs, merge=args.merge)
         if args.command == "compare":
             return _compare(args.run_a, args.run_b)
         return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run)
@@ -280,10 +282,10 @@ def _share(notebook: Path, *, quiet: bool = False) -> None:
         print(f"specbench: index {index}")
 
 
-def _report(runs: list[str]) -> int:
+def _report(runs: list[str], *, merge: bool = False) -> int:
     from .report import compare, write
 
-    for path in write(compare(",".join(runs) or None)):  # unreadable runs: warned and skipped
+    for path in write(compare(",".join(runs) or None, merge=merge)):  # unreadable: warned, skipped
         print(f"specbench: wrote {path}")
     return 0
 

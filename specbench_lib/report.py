@@ -65,7 +65,10 @@ def build_index(root: Path | None = None) -> Path:
 
 
 def latest_runs(root: Path | None = None, *, skipped: list[str] | None = None) -> list[SweepResult]:
-    """The newest ``complete`` run of each phase that can be read.
+    """The newest ``complete`` full-plan run of each phase that can be read.
+
+    A run of one budget (``-p budget 16``) covers part of its phase's plan: it is left out with
+    a warning naming it (name its id to compare it), never taken for the phase by accident.
 
     A run whose manifest cannot be read is skipped with a warning naming it (and appended to
     ``skipped``); so is a phase's newest complete run that cannot be read, in favour of the one
@@ -76,6 +79,9 @@ def latest_runs(root: Path | None = None, *, skipped: list[str] | None = None) -
     for run in list_runs(root):
         if run["error"]:
             _warn(notes, f"skipping run {run['run_id']}: {run['error']}")
+        elif run["status"] == "complete" and run["phase"] and run["budget"] is not None:
+            _warn(notes, f"leaving out run {run['run_id']}: it measured budget {run['budget']} "
+                  f"only (name its id to compare it)")
         elif run["status"] == "complete" and run["phase"]:
             complete.setdefault(run["phase"], []).append(run["path"])
     results = []
@@ -112,11 +118,22 @@ class Comparison(Rendered):
     Writing them out is :func:`write`'s job; in a notebook the comparison shows its best budgets.
     """
 
-    def __init__(self, runs: list[SweepResult], *, skipped: list[str] | None = None) -> None:
+    def __init__(self, runs: list[SweepResult], *, skipped: list[str] | None = None,
+                 merge: bool = False) -> None:
         self.skipped = list(skipped or [])  # warnings: runs and cell files that could not be read
         if not runs:
             also = f" ({'; '.join(self.skipped)})" if self.skipped else ""
             raise ValidationFailed(f"no runs to compare: run a phase first or name run ids{also}",
+                                   run_dir=str(runs_root()), counts={})
+        phases: dict[str, list[str]] = {}
+        for run in runs:
+            phases.setdefault(str(run.manifest.get("phase")), []).append(run.run_id)
+        twice = {p: ids for p, ids in phases.items() if len(ids) > 1}
+        if twice and not merge:  # their rows would be averaged without a word
+            named = "; ".join(f"{p}: {', '.join(ids)}" for p, ids in twice.items())
+            raise ValidationFailed(f"two runs of one phase ({named}): a report would average "
+                                   f"them; name one run per phase, use 'specbench compare A B' "
+                                   f"to put two side by side, or pass merge=True",
                                    run_dir=str(runs_root()), counts={})
         self.runs = runs
 
@@ -270,8 +287,9 @@ def write_summary(comparison: Comparison, path: Path) -> Path:
 
 
 def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
-            notebook: str | Path | None = None) -> Comparison:
-    """A :class:`Comparison` of run ids (comma-separated or a list), or the latest of each phase.
+            notebook: str | Path | None = None, merge: bool = False) -> Comparison:
+    """A :class:`Comparison` of run ids (comma-separated or a list), or the latest complete
+    full-plan run of each phase. Two runs of one phase are refused unless ``merge``.
 
     A run that cannot be read is skipped with a warning naming it (``Comparison.skipped``).
     ``notebook``: papermill's ``PAPERMILL_OUTPUT_PATH``, to refuse a notebook parameter the
@@ -280,7 +298,7 @@ def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
     check_notebook_parameters(notebook)
     skipped: list[str] = []
     if runs is None or runs == "":
-        return Comparison(latest_runs(root, skipped=skipped), skipped=skipped)
+        return Comparison(latest_runs(root, skipped=skipped), skipped=skipped, merge=merge)
     ids = [r.strip() for r in runs.split(",")] if isinstance(runs, str) else list(runs)
     found = [RunDir.at(run_id, root=root) for run_id in ids if run_id]
     missing = [run.run_id for run in found if not run.manifest_path.is_file()]
@@ -288,4 +306,4 @@ def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
         raise StoreError(f"no such runs: {', '.join(missing)}; see 'specbench runs'",
                          path=runs_root(root))
     results = [_read(run.path, skipped) for run in found]
-    return Comparison([r for r in results if r is not None], skipped=skipped)
+    return Comparison([r for r in results if r is not None], skipped=skipped, merge=merge)

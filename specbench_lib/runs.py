@@ -261,7 +261,8 @@ def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
         runs.append({"run_id": run.run_id, "phase": data.get("phase"),
                      "started": data.get("started"), "status": status,
                      "counts": data.get("verdict_counts"), "commit": (git.get("commit") or "")[:10],
-                     "dirty": git.get("dirty"), "path": str(run.path), "error": error})
+                     "dirty": git.get("dirty"), "path": str(run.path), "error": error,
+                     "budget": data.get("budget")})  # a one-budget run covers part of its plan
     return runs
 
 

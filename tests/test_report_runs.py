@@ -1,0 +1,43 @@
+"""A report says what it is built from: the latest complete full-plan run per phase (a
+one-budget run is never taken by accident), and two runs of one phase are not averaged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cellfactory import make_cell
+
+from specbench_lib.errors import ValidationFailed
+from specbench_lib.report import compare
+from specbench_lib.runs import RunDir
+
+
+def write_run(root: Path, run_id: str, *, budget: int | None = None, tok_s: float = 50.0) -> None:
+    run = RunDir(root / "runs" / run_id)
+    run.cells_dir.mkdir(parents=True)
+    run.update_manifest(phase="tp1", status="complete", budget=budget, model={"path": "/m/x"})
+    run.write_cell(make_cell("auto", "auto", None, tok_s=tok_s))
+
+
+def test_the_latest_full_plan_run_is_used_and_a_one_budget_run_is_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_run(tmp_path, "20260101T000000Z_tp1_full", tok_s=50.0)
+    write_run(tmp_path, "20260102T000000Z_tp1_b16", budget=16, tok_s=99.0)  # newer, partial
+    found = compare(root=tmp_path)
+    assert [r.run_id for r in found.runs] == ["20260101T000000Z_tp1_full"]
+    assert any("leaving out run 20260102T000000Z_tp1_b16: it measured budget 16 only" in s
+               for s in found.skipped)
+    assert "leaving out run 20260102T000000Z_tp1_b16" in capsys.readouterr().err
+    assert "comparing tp1: 20260101T000000Z_tp1_full" in found.text()
+    named = compare("20260102T000000Z_tp1_b16", root=tmp_path)  # named: taken
+    assert [r.run_id for r in named.runs] == ["20260102T000000Z_tp1_b16"]
+
+
+def test_two_runs_of_one_phase_are_refused_unless_merged(tmp_path: Path) -> None:
+    write_run(tmp_path, "a", tok_s=344.0)
+    write_run(tmp_path, "b", tok_s=375.4)
+    with pytest.raises(ValidationFailed, match=r"two runs of one phase \(tp1: a, b\)"):
+        compare("a,b", root=tmp_path)
+    merged = compare("a,b", root=tmp_path, merge=True)
+    assert merged.scaling().iloc[0, 0] == pytest.approx((344.0 + 375.4) / 2)
