@@ -44,7 +44,8 @@ def render_html(notebook: Path) -> Path:
 
 
 def build_index(root: Path | None = None) -> Path:
-    """Write ``outputs/index.html``: every run with its status, counts, commit and links."""
+    """Write ``outputs/index.html``: every run with its status, counts, commit and links, then
+    the report's files and the ``specbench compare`` pages."""
     out = root or outputs_dir()
     rows = []
     for run in reversed(list_runs(out)):
@@ -57,7 +58,13 @@ def build_index(root: Path | None = None) -> Path:
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     table = html_table(["run", "phase", "started", "status", "ok", "invalid", "crashed", "skipped",
                         "commit", "files"], rows)
-    page = html_page("specbench runs", html_text(f"{len(rows)} runs · written {stamp}") + table)
+    shared = [("report", sorted((out / "report").glob("*"))),
+              ("comparisons", sorted((out / "compare").glob("*.html")))]
+    extra = "".join(html_text(title, bold=True) + html_table(
+        ["file"], [[link(str(p.relative_to(out)), p.name)] for p in files])
+        for title, files in shared if files)
+    page = html_page("specbench runs", html_text(f"{len(rows)} runs · written {stamp}") + table
+                     + extra)
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     index.write_text(page)

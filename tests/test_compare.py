@@ -69,3 +69,14 @@ def test_the_cli_prints_the_comparison_and_writes_its_page(tmp_path: Path) -> No
                              capture_output=True, text=True, cwd=ROOT, timeout=120,
                              env={"SPECBENCH_OUTPUTS": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert missing.returncode == 2 and "no such runs: zz" in missing.stderr
+
+
+def test_the_index_links_the_comparison_pages(tmp_path: Path) -> None:
+    from specbench_lib.report import build_index
+
+    cells = [spread_cell("auto", "auto", None, [40.0, 50.0, 60.0])]
+    comparison = RunComparison(SweepResult(write_run(tmp_path, "a", "b1", cells)),
+                               SweepResult(write_run(tmp_path, "b", "b2", cells)))
+    write_comparison(comparison, tmp_path / "compare")
+    html = build_index(tmp_path).read_text()
+    assert '<a href="compare/a__vs__b.html">a__vs__b.html</a>' in html
