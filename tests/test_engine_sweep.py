@@ -348,11 +348,15 @@ def test_llama_server_prefix_cache_is_off_unless_allowed_and_a_hit_is_caught(
                                    prompts, warmup=0, concurrency=1, max_tokens=4, timeout_s=60)
             cached[allowed] = result
             assert [r.final.prompt_tokens for r in result.records] == [40, 40, 40]
+    # 4-token requests on a 2-core host: a client stall is a large share of them; the stall
+    # rule is not what this test is about (tests/test_coalesced_reads.py)
+    lenient = {"max_coalesced_fraction": 1.0, "max_coalesced_first_fraction": 1.0}
     assert [r.final.cached_tokens for r in cached[False].records] == [0, 0, 0]
-    assert judge_cell(cached[False].records, server_alive=True).status == "ok"
+    assert judge_cell(cached[False].records, server_alive=True, **lenient).status == "ok"
     hits = [r.final.cached_tokens for r in cached[True].records]
     assert all(n >= 39 for n in hits[1:]), hits  # the server reused the repeated prompt
-    assert judge_cell(cached[True].records, server_alive=True, prefix_cache=True).status == "ok"
-    verdict = judge_cell(cached[True].records, server_alive=True)
+    assert judge_cell(cached[True].records, server_alive=True, prefix_cache=True,
+                      **lenient).status == "ok"
+    verdict = judge_cell(cached[True].records, server_alive=True, **lenient)
     assert verdict.status == "invalid" and verdict.reasons[0].startswith("prefix_cache_hit: the "
                                                                          "server took 39")
