@@ -25,6 +25,9 @@ class Progress:
         self.out = out or sys.stdout
         self.began = time.monotonic()
         self.measured = 0  # cells finished by this sweep (the ETA's base)
+        if enabled:  # the interval's imports, before any cell: a Ctrl-C inside a first import
+            import numpy  # noqa: F401  (mid-sweep) would leave the module half made
+            import scipy.stats  # noqa: F401
 
     def _say(self, text: str) -> None:
         if self.enabled:
@@ -40,6 +43,8 @@ class Progress:
 
         self.done += 1
         self.measured += 1
+        if not self.enabled:
+            return
         spec = record.spec
         where = (f"{spec.config} {spec.workload} ctx{spec.context} c{spec.concurrency}"
                  + (f" r{spec.repeat}" if spec.repeats > 1 else ""))

@@ -168,8 +168,10 @@ def _close(run: Run, status: str, elapsed_s: float) -> SweepResult | None:
     try:
         result = SweepResult(run.dir.path)
         counts = result.counts()
-        result.write_results()
-        run.finish(status, elapsed_s=elapsed_s, counts=counts)
+        try:
+            result.write_results()
+        finally:  # the attempt's status is recorded whatever writing the tables met
+            run.finish(status, elapsed_s=elapsed_s, counts=counts)
         result.manifest = run.dir.manifest()
     except (OSError, StoreError) as exc:
         run.dir.release()

@@ -165,7 +165,7 @@ def test_the_threshold_comes_from_params(tmp_path: Path) -> None:
                     "max_coalesced_first_fraction: 0.2\n")
     params = load_plan(path).params
     assert params.max_coalesced_fraction == 0.1 and params.max_coalesced_first_fraction == 0.2
-    defaults = load_plan(tiny).params
+    defaults = load_plan(tiny.parent.parent.parent / "params" / "embedded.yaml").params
     assert defaults.max_coalesced_fraction == 0.05 and defaults.max_coalesced_first_fraction == 0.01
     path.write_text(f"extends: {tiny}\nmax_coalesced_fraction: 1.5\n")
     with pytest.raises(ParamsError, match="max_coalesced_fraction"):

@@ -109,3 +109,19 @@ def test_adaptive_repeats_need_rounds_and_a_limit(tmp_path: Path) -> None:
                   "repeats: 3\nrepeat_order: back_to_back\nrepeat_until_half_width: 0.05"):
         with pytest.raises(sb.ParamsError, match="repeat_until_half_width needs repeat_order"):
             sb.load_plan(params(tmp_path, extra))
+
+
+def test_the_attempt_status_is_recorded_even_when_writing_the_tables_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C inside a first ``import numpy`` once left the module half made: the tables could
+    not be written and the manifest kept saying ``running``."""
+    def broken(self: sb.SweepResult) -> Path:
+        raise AttributeError("module 'numpy' has no attribute 'ma'")
+
+    monkeypatch.setattr(sb.SweepResult, "write_results", broken)
+    with pytest.raises(AttributeError):
+        sb.run_sweep(sb.load_plan(params(tmp_path, "")), outputs=tmp_path / "out", run_id="r1",
+                     progress=False)
+    manifest = json.loads((tmp_path / "out" / "runs" / "r1" / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["attempts"][-1]["status"] == "complete"
+    assert not (tmp_path / "out" / "runs" / "r1" / ".lock").exists()
