@@ -168,10 +168,17 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
 COALESCED_ERROR = 0.10  # a stamp that may be late by more than this fraction of what it times
 
 
-def _median_gap(times: list[float]) -> float:
-    """The median gap between a request's distinct token receive times (0 with fewer than two)."""
-    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False) if b - a > 0.0005)
-    return gaps[len(gaps) // 2] if gaps else 0.0
+def _delivery_shape(times: list[float]) -> tuple[float, int]:
+    """A request's median gap between deliveries (token times over 0.5 ms apart; 0 with fewer
+    than two) and its median tokens per delivery."""
+    gaps, sizes = [], [1]
+    for a, b in zip(times, times[1:], strict=False):
+        if b - a > 0.0005:
+            gaps.append(b - a)
+            sizes.append(1)
+        else:
+            sizes[-1] += 1
+    return (sorted(gaps)[len(gaps) // 2] if gaps else 0.0), sorted(sizes)[len(sizes) // 2]
 
 
 _KEEPALIVE_S = 4.0  # idle connections are dropped before servers' own 5 s idle timeouts
@@ -214,13 +221,18 @@ class _Sender:
         """Count the tokens of reads made right after a client stall as coalesced, when the stall
         could make their times late by more than :data:`COALESCED_ERROR` of what they time: the
         request's TTFT for a first token, its median gap between deliveries for the others (a
-        2 ms stall does not spoil a 300 ms TTFT, and it would be counted against 5 ms tokens)."""
+        2 ms stall does not spoil a 300 ms TTFT, and it would be counted against 5 ms tokens).
+        A stall can only have hidden as many of the request's deliveries as fit in it (at least
+        one): a 3 ms stall over a 32-token burst of an n-gram draft counts one delivery's worth
+        of tokens, not the burst, whose events the server sent together."""
         for rec, read_at, tokens, first in self.multi_reads:
             waited = self.watch.waited(read_at)
             if waited is None:
                 continue
-            if tokens and waited > COALESCED_ERROR * _median_gap(rec.token_times):
-                rec.coalesced_tokens += tokens
+            gap, size = _delivery_shape(rec.token_times)
+            if tokens and waited > COALESCED_ERROR * gap:
+                hidden = max(1, int(waited / gap + 1e-9)) if gap > 0 else tokens
+                rec.coalesced_tokens += min(tokens, hidden * size)
             ttft = rec.ttft
             if first and ttft is not None and waited > COALESCED_ERROR * ttft:
                 rec.first_token_coalesced = True

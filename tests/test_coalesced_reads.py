@@ -185,3 +185,28 @@ def test_a_short_stall_against_long_gaps_is_not_counted() -> None:
                            tokens=32)
     assert all(r.coalesced_tokens >= 3 for r in fast.records), [
         r.coalesced_tokens for r in fast.records]
+
+
+def test_a_stall_over_a_long_burst_counts_only_the_deliveries_it_could_hide() -> None:
+    """n-gram drafts send a burst of up to budget events microseconds apart: a 5 ms stall over
+    a 32-token burst, in a request whose deliveries are single tokens 20 ms apart, can hide one
+    delivery (one token), not the 31 burst events the server sent together."""
+    from specbench_lib.stalls import StallWatch
+
+    times = [0.02 * (i + 1) for i in range(20)]
+    times += [times[-1] + 0.02 + 1e-6 * k for k in range(32)]  # the burst, in one read
+    rec = RequestRecord(0, False, 3, len(times), status=200, start=0.0, end=times[-1],
+                        token_times=times, chunk_sizes=[1] * len(times))
+    watch = StallWatch()
+    read_at = 100.0 + times[-1]
+    watch.stalls = [(read_at - 0.005, read_at)]  # the read came 5 ms into a stall
+    sender = dispatch._Sender(LlamaCppAdapter(), asyncio.Queue(), [], 52, 100.0,
+                              dispatch._resolve_timeouts(None, 30.0), watch)
+    sender.multi_reads.append((rec, read_at, 31, False))
+    sender.mark_coalesced()
+    assert rec.coalesced_tokens == 1
+    long_stall = replace(rec, coalesced_tokens=0)  # 100 ms: five 20 ms deliveries fit in it
+    watch.stalls = [(read_at - 0.1, read_at)]
+    sender.multi_reads[:] = [(long_stall, read_at, 31, False)]
+    sender.mark_coalesced()
+    assert long_stall.coalesced_tokens == 5
