@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 
 from .engines import Adapter, StreamEvent
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
+from .metrics import deliveries
 from .params import RequestRateParams, TimeoutParams
 from .records import CellDispatch, FinalStats, RequestRecord
 from .stalls import StallWatch
@@ -169,16 +170,12 @@ COALESCED_ERROR = 0.10  # a stamp that may be late by more than this fraction of
 
 
 def _delivery_shape(times: list[float]) -> tuple[float, int]:
-    """A request's median gap between deliveries (token times over 0.5 ms apart; 0 with fewer
-    than two) and its median tokens per delivery."""
-    gaps, sizes = [], [1]
-    for a, b in zip(times, times[1:], strict=False):
-        if b - a > 0.0005:
-            gaps.append(b - a)
-            sizes.append(1)
-        else:
-            sizes[-1] += 1
-    return (sorted(gaps)[len(gaps) // 2] if gaps else 0.0), sorted(sizes)[len(sizes) // 2]
+    """A request's median gap between deliveries (0 with fewer than two) and its median tokens
+    per delivery, deliveries as :func:`~.metrics.deliveries` defines them."""
+    found = deliveries(times) or [(0.0, 1)]
+    gaps = sorted(b - a for (a, _), (b, _) in zip(found, found[1:], strict=False))
+    sizes = sorted(k for _, k in found)
+    return (gaps[len(gaps) // 2] if gaps else 0.0), sizes[len(sizes) // 2]
 
 
 _KEEPALIVE_S = 4.0  # idle connections are dropped before servers' own 5 s idle timeouts
