@@ -75,3 +75,10 @@ def spread_cell(config: str, method: str, budget: int | None, rates: list[float]
     cell = replace(base, requests=tuple(requests), judge=judge,
                    prompts=tuple(PromptRecord(f"p{i}", 4) for i in range(len(rates))))
     return analyse(cell)
+
+
+def not_ok(result: object) -> dict[str, list[str]]:
+    """Each cell of a sweep result that is not ok, with its reasons: an assertion's message, so
+    a count that differs says which rule judged which cell."""
+    return {c.cell_id: list(c.verdict.reasons) for c in result.cells  # type: ignore[attr-defined]
+            if c.status != "ok"}

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cellfactory import not_ok
 from procs import pids_with
 
 from specbench_lib.records import CellRecord
@@ -289,7 +290,7 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
     assert [c.status for c in skipped] == ["skipped", "skipped"]
     assert list(skipped[0].verdict.reasons) == ["known_bad: crashes at start-up on SM120"]
     assert not (run_dir / "logs" / "ngram-b16.log").exists()
-    assert result.counts() == {"ok": 4, "invalid": 0, "crashed": 0, "skipped": 2}
+    assert result.counts() == {"ok": 4, "invalid": 0, "crashed": 0, "skipped": 2}, not_ok(result)
     manifest = result.manifest
     assert manifest["status"] == "complete"
     assert [a["status"] for a in manifest["attempts"]] == ["interrupted", "complete"]
@@ -298,7 +299,7 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
 
     again = sb.run_sweep(sb.load_plan(params), reuse=True, progress=False)
     assert again.run_dir != run_dir
-    assert again.counts() == {"ok": 4, "invalid": 0, "crashed": 0, "skipped": 2}
+    assert again.counts() == {"ok": 4, "invalid": 0, "crashed": 0, "skipped": 2}, not_ok(again)
     assert again.manifest["servers"] == {}
     reused = again.manifest["attempts"][0]["reused_from"]
     assert reused == {c.cell_id: "r1" for c in result.cells if c.status == "ok"}
