@@ -25,7 +25,9 @@ each budget); every cell is judged `ok` / `invalid` / `crashed` / `skipped` with
 only `ok` cells reach the table and the plots. Run it with `specbench run {name}` or
 `papermill --inject-paths notebooks/{name}.ipynb out.ipynb -p budget 16` (`--inject-paths` tells
 the notebook where papermill writes it, so its run directory keeps a copy and a parameter the
-notebook does not take, such as `-p budgt 16`, is refused)."""
+notebook does not take, such as `-p budgt 16`, is refused). From JupyterLab, *Run All*: the run
+records this notebook's path and copies it into its run directory as last saved; save it (Ctrl-S)
+after the run, or let autosave, and the copy follows with the outputs."""
 PARAMETERS = '''params_file: str = "{params}"  # params YAML of the phase (from the project root or cwd)
 budget: Optional[int] = None  # one budget (plus the auto baseline), or None for every budget
 run_id: Optional[str] = None  # name of the run directory under outputs/runs; None makes a new one
@@ -48,14 +50,19 @@ CALLS = [
 SETUP = "from typing import Optional\n\nimport specbench_lib as sb"
 REPORT_STATEMENT = """# Report — phases compared
 
-Reads a set of runs (by default the latest complete run of each phase) and compares them: the best
-budget per phase × workload × context × concurrency, speedups, TP1 → TP4 → TP8 scaling, acceptance
-length by budget, and every crashed, skipped or invalid cell with its reasons. Writes a LaTeX table
-(`outputs/report/results.tex`) and refreshes `outputs/index.html`."""
+Reads a set of runs (by default the latest complete full-plan run of each phase; a one-budget run is
+left out unless named, and two runs of one phase are refused unless `merge`) and compares them: the
+best config per phase × workload × context × concurrency with its interval, speedups, TP1 → TP4 → TP8
+scaling, acceptance length by budget, and every crashed, skipped or invalid cell with its reasons.
+Writes a LaTeX table (`outputs/report/results.tex`), its figures (PNG + SVG) and
+`outputs/report/results.html`, and refreshes `outputs/index.html`."""
 REPORT_PARAMETERS = (
-    'runs: Optional[str] = None  # comma-separated run ids; None for the latest complete run of each phase\n'
+    'runs: Optional[str] = None  # comma-separated run ids; None for the latest complete full-plan '
+    'run of each phase\n'
+    'merge: bool = False  # average two runs of one phase instead of refusing them\n'
     'PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)')
-REPORT_CALLS = ["report = sb.report.compare(runs, notebook=PAPERMILL_OUTPUT_PATH)\nreport",
+REPORT_CALLS = ["report = sb.report.compare(runs, notebook=PAPERMILL_OUTPUT_PATH, merge=merge)\n"
+                "report",
                 "report.best_budgets()", "report.speedups()",
                 "report.scaling()", "report.acceptance()", "report.failures()",
                 "sb.report.write(report)"]
@@ -87,16 +94,20 @@ def notebook(name: str, params: str, what: str) -> nbf.NotebookNode:
     return nb
 
 
-def write(nb: nbf.NotebookNode, name: str) -> None:
-    for i, cell in enumerate(nb.cells):
-        cell.id = f"{name}-{i}"  # stable ids: regenerating changes only what changed
-    nbf.write(nb, ROOT / "notebooks" / f"{name}.ipynb")
+def notebooks() -> dict[str, nbf.NotebookNode]:
+    """Every generated notebook by name, with stable cell ids (regenerating changes only what
+    changed); tests/test_notebooks.py checks that the committed files are exactly these."""
+    built = {name: notebook(name, params, what) for name, (params, what) in PHASES.items()}
+    built["report"] = report_notebook()
+    for name, nb in built.items():
+        for i, cell in enumerate(nb.cells):
+            cell.id = f"{name}-{i}"
+    return built
 
 
 def main() -> None:
-    for name, (params, what) in PHASES.items():
-        write(notebook(name, params, what), name)
-    write(report_notebook(), "report")
+    for name, nb in notebooks().items():
+        nbf.write(nb, ROOT / "notebooks" / f"{name}.ipynb")
 
 
 if __name__ == "__main__":

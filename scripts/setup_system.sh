@@ -3,7 +3,7 @@
 # table, headless Chromium for the offline-HTML screenshots and the JupyterLab browser test.
 # Installed with apt-get when missing and run as root; elsewhere it says what to install.
 set -euo pipefail
-packages=(chromium texlive-latex-base texlive-latex-recommended)
+packages=(chromium texlive-latex-base texlive-latex-recommended poppler-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,9 +15,9 @@ from typing import Any
 
 from .display import Rendered, frame_table, html_text
 from .intervals import group_replicates, interval, key_value, ok_groups, requests_n
+from .metrics import PANEL, load_points
 from .records import CellRecord
 
-PANEL = ["workload", "context", "concurrency"]
 BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
                 "indistinguishable", "unstable", "lossless", "repeats_n", "requests_n",
                 "statement"]
@@ -53,21 +53,30 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str]) -> A
                "unstable": bool(best["unstable"]),
                "lossless": None if lossless is None or lossless != lossless else float(lossless),
                "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"])}
-        rows.append({**row, "statement": _statement(row, str(best["method"]))})
+        rows.append({**row, "statement": _statement(row, str(best["method"]),
+                                                    outputs=table["output_tokens"].nunique() > 1)})
     return pd.DataFrame(rows, columns=BEST_COLUMNS)
 
 
-def _statement(row: dict[str, Any], method: str) -> str:
-    where = f"{row['workload']}/ctx{row['context']}/c{row['concurrency']}"
+def where(row: Any, *, outputs: bool = False) -> str:
+    """A panel as text: ``code/ctx256/c2``, with its output length (``outputs``: an axis) and
+    its open-loop load point (``code/ctx256/o64/c4/2.5/s``)."""
+    out = f"/o{int(row['output_tokens'])}" if outputs else ""
+    load = f"/{row['load']}" if row.get("load") else ""
+    return f"{row['workload']}/ctx{row['context']}{out}/c{row['concurrency']}{load}"
+
+
+def _statement(row: dict[str, Any], method: str, *, outputs: bool) -> str:
+    where_ = where(row, outputs=outputs)
     n = f"n={row['requests_n']} requests, {row['repeats_n']} repeat(s)"
     tied = f"; indistinguishable from it: {row['indistinguishable']}" if row["indistinguishable"] \
         else "; every other config is slower beyond its interval"
     if method == "auto":
-        text = f"{where}: no config beats auto ({n}){tied}"
+        text = f"{where_}: no config beats auto ({n}){tied}"
     elif row["speedup"] != row["speedup"]:
-        text = f"{where}: fastest {row['best']}, no ok auto baseline to compare with ({n}){tied}"
+        text = f"{where_}: fastest {row['best']}, no ok auto baseline to compare with ({n}){tied}"
     else:
-        text = (f"{where}: best {row['best']}, {row['speedup']:.2f}x "
+        text = (f"{where_}: best {row['best']}, {row['speedup']:.2f}x "
                 f"[{row['speedup_lo']:.2f}, {row['speedup_hi']:.2f}] vs auto "
                 f"(±{row['half_width_pct']:.1f} %, {n}){tied}")
     same = row["lossless"]
@@ -78,41 +87,87 @@ def _statement(row: dict[str, Any], method: str) -> str:
 
 
 def crossovers(table: Any) -> Any:
-    """Per speculative config × workload × context measured at several concurrencies: where it
-    beats ``auto`` (speedup interval above 1) and where it loses (below 1), as a statement such
-    as "ngram-b8 code/ctx256: beats auto up to concurrency 2; loses from concurrency 4"."""
+    """Per speculative config × workload × context × output length measured at several load
+    points of one axis: where it beats ``auto`` and where it loses, as a statement such as
+    "ngram-b8 code/ctx256: beats auto up to concurrency 2; loses from concurrency 4".
+
+    Closed loop (concurrency): by the speedup's interval (above 1 beats, below 1 loses). Open
+    loop at fixed rates: every config is sent the same requests a second, so throughput is the
+    rate; it pays where its E2E latency p50 is below ``auto``'s at that rate (point estimates,
+    said so). A rate profile's points (each config at its own rates) are curves, not compared."""
     import pandas as pd
 
-    keys = ["config", "workload", "context"]
+    keys = ["config", "workload", "context", "output_tokens", "load_axis"]
+    points = load_points(table)
+    auto = points[points["method"] == "auto"].set_index(PANEL)["e2e_p50_s"]
+    spec = points[(points["method"] != "auto") & ~points["load"].astype(str).str.startswith("p")]
+    several = table["output_tokens"].nunique() > 1
     rows = []
-    spec = table[table["method"] != "auto"]
     for key, group in spec.groupby(keys, sort=False):
-        if group["concurrency"].nunique() < 2:
+        if group["load_value"].nunique() < 2:
             continue
-        group = group.sort_values("concurrency")
-        levels = [int(c) for c in group["concurrency"]]
-        beats = [int(c) for c, low in zip(group["concurrency"], group["speedup_lo"], strict=True)
-                 if low > 1]
-        loses = [int(c) for c, high in zip(group["concurrency"], group["speedup_hi"], strict=True)
-                 if high < 1]
-        where = f"{key[0]} {key[1]}/ctx{key[2]}"
-        if beats and len(beats) == len(levels):
-            text = f"{where}: beats auto at every concurrency measured ({levels[0]}-{levels[-1]})"
-        elif loses and len(loses) == len(levels):
-            text = f"{where}: loses to auto at every concurrency measured ({levels[0]}-{levels[-1]})"
-        elif beats or loses:
-            parts = ([f"beats auto up to concurrency {max(beats)}"] if beats else []) + (
-                [f"loses from concurrency {min(loses)}"] if loses else [])
-            rest = [c for c in levels if c not in beats and c not in loses]
-            if rest:
-                parts.append(f"indistinguishable from auto at {', '.join(map(str, rest))}")
-            text = f"{where}: {'; '.join(parts)}"
+        group = group.sort_values("load_value")
+        axis = str(key[-1])
+        if axis == "concurrency":
+            beats = list(group.loc[group["speedup_lo"] > 1, "load_value"])
+            loses = list(group.loc[group["speedup_hi"] < 1, "load_value"])
         else:
-            text = (f"{where}: indistinguishable from auto at every concurrency measured "
-                    f"({levels[0]}-{levels[-1]})")
-        rows.append({**dict(zip(keys, key, strict=True)), "beats_up_to": max(beats, default=None),
-                     "loses_from": min(loses, default=None), "statement": text})
+            base = group.set_index(PANEL).index.map(auto.to_dict().get)
+            ratio = pd.Series(list(base), index=group.index, dtype=float) / group["e2e_p50_s"]
+            beats = list(group.loc[ratio > 1, "load_value"])
+            loses = list(group.loc[ratio < 1, "load_value"])
+        levels = list(group["load_value"])
+        rows.append({**dict(zip(keys, key, strict=True)),
+                     "beats_up_to": max(beats, default=None), "loses_from": min(loses, default=None),
+                     "statement": _crossing(key, several, axis, levels, beats, loses)})
     return pd.DataFrame(rows, columns=[*keys, "beats_up_to", "loses_from", "statement"])
+
+
+def _crossing(key: tuple[Any, ...], several: bool, axis: str, levels: list[Any],
+              beats: list[Any], loses: list[Any]) -> str:
+    def at(value: Any) -> str:
+        return f"concurrency {int(value)}" if axis == "concurrency" else f"{value:.3g} req/s"
+
+    out = f"/o{int(key[3])}" if several else ""
+    where_ = f"{key[0]} {key[1]}/ctx{key[2]}{out}"
+    if axis == "concurrency":
+        span, how = f"concurrency measured ({int(levels[0])}-{int(levels[-1])})", ""
+    else:
+        span = f"rate measured ({levels[0]:.3g}-{levels[-1]:.3g} req/s)"
+        how = " (E2E p50 vs auto's at the same rate, point estimates)"
+    if beats and len(beats) == len(levels):
+        return f"{where_}: beats auto at every {span}{how}"
+    if loses and len(loses) == len(levels):
+        return f"{where_}: loses to auto at every {span}{how}"
+    if not beats and not loses:
+        return f"{where_}: indistinguishable from auto at every {span}{how}"
+    parts = ([f"beats auto up to {at(max(beats))}"] if beats else []) + (
+        [f"loses from {at(min(loses))}"] if loses else [])
+    rest = [at(v) for v in levels if v not in beats and v not in loses]
+    if rest:
+        parts.append(f"indistinguishable from auto at {', '.join(rest)}")
+    return f"{where_}: {'; '.join(parts)}{how}"
+
+
+def capacity_statements(capacity: Any) -> list[str]:
+    """One line per row of :func:`~.slo.capacity`: "ngram-b8 code/ctx256: meets the SLO (p90)
+    up to concurrency 2 (goodput 1.3 req/s)", or "at no concurrency measured"."""
+    several = capacity["output_tokens"].nunique() > 1
+    lines = []
+    for _, row in capacity.iterrows():
+        out = f"/o{int(row['output_tokens'])}" if several else ""
+        closed = row["load_axis"] == "concurrency"
+        top = row["max_concurrency_meeting_slo" if closed else "max_rate_meeting_slo"]
+        what = "concurrency" if closed else "rate"
+        p = f"p{100 * row['percentile']:g}"
+        where_ = f"{row['config']} {row['workload']}/ctx{row['context']}{out}"
+        if top is None or top != top:
+            lines.append(f"{where_}: meets the SLO ({p}) at no {what} measured")
+            continue
+        at = f"concurrency {int(top)}" if closed else f"{top:.3g} req/s"
+        lines.append(f"{where_}: meets the SLO ({p}) up to {at} "
+                     f"(goodput {row['goodput_rps']:.3g} req/s)")
+    return lines
 
 
 class Summary(Rendered):
@@ -120,14 +175,16 @@ class Summary(Rendered):
     config stops beating ``auto`` as the load grows, then the table behind them (per config:
     throughput and speedup with their intervals, n, flags)."""
 
-    def __init__(self, best: Any, table: Any, crossing: Any = None) -> None:
-        self.best, self.table, self.crossing = best, table, crossing
+    def __init__(self, best: Any, table: Any, crossing: Any = None, capacity: Any = None) -> None:
+        self.best, self.table, self.crossing, self.capacity = best, table, crossing, capacity
 
     def _sections(self) -> list[tuple[str, list[str]]]:
         found = [("best config per workload / context / concurrency (95 % intervals)",
                   list(self.best["statement"]) or ["no ok cell"])]
         if self.crossing is not None and len(self.crossing):
             found.append(("speedup vs load (95 % intervals)", list(self.crossing["statement"])))
+        if self.capacity is not None and len(self.capacity):
+            found.append(("the highest load that meets the SLO", capacity_statements(self.capacity)))
         return found
 
     def text(self) -> str:

@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="a notebook parameter (YAML value)")
     sub.add_parser("runs", help="list the runs under outputs/runs")
-    report = sub.add_parser("report", help="compare runs: LaTeX table, comparison.json, index.html")
+    report = sub.add_parser("report", help="compare runs: LaTeX table, comparison.json, figures, "
+                                            "results.html, index.html")
     report.add_argument("runs", nargs="*", help="run ids (default: the latest complete full-plan "
                         "run per phase)")
     report.add_argument("--merge", action="store_true", help="average two runs of one phase")

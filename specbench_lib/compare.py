@@ -13,10 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .display import Rendered, frame_table, html_page, html_text
+from .display import Rendered, frame_table, html_page, html_text, image, png_data_uri
+from .metrics import PANEL
 from .results import SweepResult
 
-KEYS = ["config", "workload", "context", "concurrency"]
+KEYS = ["config", *PANEL]
 METRICS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
            "speedup": ("speedup_lo", "speedup_hi"), "ttft_p50_s": None, "itl_p50_s": None,
            "acceptance_length": None}
@@ -78,10 +79,14 @@ class RunComparison(Rendered):
             frame_table(self.metrics())])
 
     def figure(self) -> Any:
-        """Output tok/s of B against A per matched row, the diagonal drawn; intervals as bars."""
+        """Output tok/s of B against A per matched row, the diagonal drawn; intervals as bars.
+
+        A spec ok in one run only is a red × on the other run's axis (at its one value),
+        labelled with the other run's verdict: a failure is marked, never drawn as zero."""
         import matplotlib.pyplot as plt
 
-        rows = self.a.table().merge(self.b.table(), on=KEYS, suffixes=("_a", "_b"))
+        left, right = self.a.table(), self.b.table()
+        rows = left.merge(right, on=KEYS, suffixes=("_a", "_b"))
         fig, ax = plt.subplots(figsize=(5.5, 5))
         for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
             xerr = [(group["output_tok_s_a"] - group["output_tok_s_lo_a"]).clip(lower=0),
@@ -90,30 +95,52 @@ class RunComparison(Rendered):
                     (group["output_tok_s_hi_b"] - group["output_tok_s_b"]).clip(lower=0)]
             ax.errorbar(group["output_tok_s_a"], group["output_tok_s_b"], xerr=xerr, yerr=yerr,
                         marker="o", linestyle="none", color=f"C{i}", capsize=2, label=config)
-        top = float(max(rows["output_tok_s_hi_a"].max(), rows["output_tok_s_hi_b"].max(), 1.0))
+        values = [{tuple(r[k] for k in KEYS): float(r["output_tok_s"])
+                   for r in t.to_dict("records")} for t in (left, right)]
+        for change in self.verdict_changes().to_dict("records"):
+            ok_in_a = change["verdict_a"] == "ok"
+            if not ok_in_a and change["verdict_b"] != "ok":
+                continue  # failed in both: no value to place it at (listed in the table)
+            value = values[0 if ok_in_a else 1][tuple(change[k] for k in KEYS)]
+            verdict = change["verdict_b"] if ok_in_a else change["verdict_a"]
+            point, transform = ((value, 0), ax.get_xaxis_transform()) if ok_in_a else \
+                ((0, value), ax.get_yaxis_transform())
+            ax.plot(*point, marker="x", color="red", markersize=9, clip_on=False,
+                    transform=transform)
+            ax.annotate(f"{change['config']}: {verdict} in {'B' if ok_in_a else 'A'}", point,
+                        xycoords=transform, color="red", fontsize=7, textcoords="offset points",
+                        xytext=(-4, 6) if ok_in_a else (4, 4), ha="right" if ok_in_a else "left")
+        highs = [float(v) for v in (rows["output_tok_s_hi_a"].max(), rows["output_tok_s_hi_b"].max(),
+                                    left["output_tok_s"].max(), right["output_tok_s"].max())
+                 if v == v]  # NaN (no ok cell) is not a limit
+        top = max([*highs, 1.0])
         ax.plot([0, top], [0, top], color="grey", linewidth=0.8)
         ax.set_xlabel(f"output tok/s, A {self.a.run_id}", fontsize=8)
         ax.set_ylabel(f"output tok/s, B {self.b.run_id}", fontsize=8)
         ax.set_xlim(0, top * 1.05)
         ax.set_ylim(0, top * 1.05)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
         fig.tight_layout()
         return fig
 
 
 def write_comparison(comparison: RunComparison, folder: Path) -> Path:
-    """``<A>__vs__<B>.html`` (the tables and the figure, inlined) in ``folder``."""
-    import base64
+    """``<A>__vs__<B>.html`` (the tables and the figure, inlined) in ``folder``: the page
+    carries its figure as a ``data:`` URI and loads nothing, so it can be mailed and read offline."""
     import io
+
+    import matplotlib.pyplot as plt
 
     folder.mkdir(parents=True, exist_ok=True)
     png = io.BytesIO()
-    comparison.figure().savefig(png, format="png", dpi=100)
-    image = (f"<img alt='output tok/s, B against A' src='data:image/png;base64,"
-             f"{base64.b64encode(png.getvalue()).decode()}'>")
+    fig = comparison.figure()
+    fig.savefig(png, format="png", dpi=100)
+    plt.close(fig)
+    figure = image(png_data_uri(png.getvalue()), "output tok/s, B against A")
     path = folder / f"{comparison.a.run_id}__vs__{comparison.b.run_id}.html"
     path.write_text(html_page(f"specbench compare: {comparison.a.run_id} vs {comparison.b.run_id}",
-                              comparison.html() + image))
+                              comparison.html() + figure))
     return path
 
 

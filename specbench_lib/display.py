@@ -76,8 +76,23 @@ def definition_list(items: Mapping[str, object]) -> str:
     return f'<table style="{_STYLE}"><tbody>{rows}</tbody></table>'
 
 
+def image(src: str, alt: str, *, width: int | None = None) -> Html:
+    """An ``<img>`` element, its address and text escaped: a file beside the page (a relative
+    path) or a ``data:`` URI from :func:`png_data_uri`, never an address on the network."""
+    size = f' style="max-width:100%;width:{int(width)}px"' if width else ' style="max-width:100%"'
+    return Html(f'<img src="{html.escape(src)}" alt="{html.escape(alt)}"{size}>')
+
+
+def png_data_uri(png: bytes) -> str:
+    """PNG bytes as a ``data:`` URI: an image a page carries inside itself (works offline)."""
+    import base64
+
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
 def html_page(title: str, body: str) -> str:
-    """A standalone HTML page around ``body`` (already HTML) with a heading of ``title``."""
+    """A standalone HTML page around ``body`` (already HTML) with a heading of ``title``: its one
+    style is inline and it loads no script, style or font, so it reads the same offline."""
     name = html.escape(title)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{name}</title>"
             f"<style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;border-bottom:1px solid "

@@ -1,12 +1,12 @@
 """Cell fingerprints: a cell is read into a table only while everything that decides what it
 measured is unchanged.
 
-A fingerprint covers, per cell: the cell spec; the measured params (output tokens, requests,
-seed, timeouts, warmup…) and its workload; one request's body as the adapter builds it; the
-server argv (port normalised) or, for an attached server, its URL and effective settings; the
-engine's identity (binary sha256, or the Python package, version and fork commit); the model's
-fingerprint; and the hash of the code that builds, sends and times requests. Changing any one
-of them makes the cell stale.
+A fingerprint covers, per cell: the cell spec (its output tokens and load point too); the
+measured params (requests, seed, timeouts, warmup…; an open-loop cell's arrival process) and its
+workload; one request's body as the adapter builds it; the server argv (port normalised) or, for
+an attached server, its URL and effective settings; the engine's identity (binary sha256, or the
+Python package, version and fork commit); the model's fingerprint; and the hash of the code that
+builds, sends and times requests. Changing any one of them makes the cell stale.
 """
 
 from __future__ import annotations
@@ -19,8 +19,13 @@ from typing import Any
 from .params import Plan
 
 # analysis settings and plan shape, not what a cell measures (host: how the host is watched)
+# placement: where a config ran is not what it measured (a placed cell is the same measurement
+# as a sequential one); who shared its node is recorded in the cell (CellFacts.placement)
+# output tokens and load points are axes: each cell's spec carries its own (and an open-loop
+# cell its arrival process)
 _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
-                 "concurrency", "known_bad", "unstable_cv", "host", "slo"}
+                 "concurrency", "known_bad", "unstable_cv", "host", "slo", "output_tokens",
+                 "request_rate", "placement"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,8 @@ def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Compon
     for cell in plan.cells:
         server = (attached or {}).get(cell.config) or ["{port}" if a == port else a
                                                        for a in argv[cell.config]]
-        prints[cell.cell_id] = digest(asdict(cell), measured, workloads[cell.workload], server,
-                                      components.to_dict())
+        arrival = ({"arrival": plan.params.request_rate.arrival}
+                   if plan.params.request_rate is not None and cell.load else {})
+        prints[cell.cell_id] = digest(asdict(cell), {**measured, **arrival},
+                                      workloads[cell.workload], server, components.to_dict())
     return prints

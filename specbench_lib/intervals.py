@@ -56,7 +56,10 @@ def panel_seed(cell: CellRecord) -> tuple[int, int]:
     """The seed of a panel's draws: the same for every config of a workload × context ×
     concurrency, whatever order the cells come in."""
     spec = cell.spec
-    return SEED, zlib.crc32(f"{spec.workload}|{spec.context}|{spec.concurrency}".encode())
+    panel = f"{spec.workload}|{spec.context}|{spec.concurrency}"
+    if spec.outputs > 1 or spec.load:  # the axes beyond these (older panels keep their seeds)
+        panel += f"|{spec.output_tokens}|{spec.load}"
+    return SEED, zlib.crc32(panel.encode())
 
 
 def ok_groups(cells: Sequence[CellRecord], group: list[str]) -> dict[tuple[Any, ...],
@@ -65,7 +68,7 @@ def ok_groups(cells: Sequence[CellRecord], group: list[str]) -> dict[tuple[Any, 
     by_group: dict[tuple[Any, ...], list[CellRecord]] = {}
     for cell in cells:
         if cell.verdict.ok:
-            spec = vars(cell.spec)
+            spec = cell.spec.row()
             by_group.setdefault(tuple(spec[k] for k in group), []).append(cell)
     return by_group
 

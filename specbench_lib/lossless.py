@@ -15,7 +15,7 @@ from typing import Any
 from .records import CellRecord
 
 BASELINE = "auto"
-_KEYS = ("workload", "context", "concurrency")
+_KEYS = ("workload", "context", "output_tokens", "concurrency", "load")
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

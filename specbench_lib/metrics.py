@@ -5,7 +5,6 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any, Protocol
 
 from .params import SloParams
@@ -20,12 +19,15 @@ METRIC_COLUMNS = (
     "acceptance_length", "tokens_per_step", "draft_acceptance_rate", "tokens_per_chunk",
     "tokens_per_delivery",
     "n_requests", "n_failed",
-    "completion_tokens", "achieved_rate_rps", "rate_not_reached",
+    "completion_tokens", "target_rate_rps", "achieved_rate_rps", "rate_not_reached",
     *(f"{m}_sched_{s}_s" for m in ("ttft", "e2e") for s in _STATS),
 )
 LOSSLESS_COLUMNS = ("lossless_identical", "lossless_prefix_tokens", "lossless_n")
 REPEAT_COLUMNS = ("repeats_n", "repeats_failed", "output_tok_s_cv", "unstable")
-GROUP = ["config", "series", "method", "budget", "workload", "context", "concurrency"]
+# a panel: the cells every config is compared within (``load``: an open-loop load point, "" for
+# a closed loop); a table row: a config in a panel
+PANEL = ["workload", "context", "output_tokens", "concurrency", "load"]
+GROUP = ["config", "series", "method", "budget", *PANEL]
 
 
 class Measured(Protocol):
@@ -169,7 +171,8 @@ def rate_shortfall(records: list[RequestRecord], target_rate: float | None) -> d
 
 def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
                   slo: SloParams | None = None) -> Any:
-    """A pandas DataFrame of ok cells: one row per config × workload × context × concurrency.
+    """A pandas DataFrame of ok cells: one row per config × :data:`PANEL` (workload × context ×
+    output tokens × concurrency × open-loop load point).
 
     Repeats of a cell are averaged; ``output_tok_s_cv`` is their coefficient of variation
     (sample std / mean; NaN for one repeat), ``repeats_failed`` counts the row's repeats that
@@ -190,7 +193,7 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     same = losslessness(cells)
     from .slo import SLO_COLUMNS, goodput
 
-    rows = [{**asdict(c.spec), **(c.metrics or {}), **same.get(c.cell_id, {}),
+    rows = [{**c.spec.row(), **(c.metrics or {}), **same.get(c.cell_id, {}),
              **(goodput(c, slo) if slo is not None else {})} for c in cells if c.verdict.ok]
     columns = [*GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s",
                *(SLO_COLUMNS if slo is not None else ())]
@@ -201,13 +204,13 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     means = grouped[numeric].mean().reset_index()
     tok_s = grouped["output_tok_s"]
     means["repeats_n"] = grouped.size().to_numpy()
-    failed = Counter(tuple(key_value(vars(c.spec)[k]) for k in GROUP) for c in cells
+    failed = Counter(tuple(key_value(c.spec.row()[k]) for k in GROUP) for c in cells
                      if c.status in ("invalid", "crashed"))
     means["repeats_failed"] = [failed[tuple(key_value(v) for v in row)]
                                for row in means[GROUP].itertuples(index=False, name=None)]
     means["output_tok_s_cv"] = (tok_s.std(ddof=1) / tok_s.mean()).to_numpy()
     means["unstable"] = (means["output_tok_s_cv"] > unstable_cv) | (means["repeats_failed"] > 0)
-    keys = ["workload", "context", "concurrency"]
+    keys = PANEL
     base = means[means["method"] == "auto"][[*keys, "output_tok_s"]]
     base = base.rename(columns={"output_tok_s": "auto_tok_s"})
     means = means.merge(base, on=keys, how="left")
@@ -216,7 +219,19 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     means = means.merge(linear.rename("linear_tok_s").reset_index(), on=keys, how="left")
     means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
     means = means.drop(columns=["auto_tok_s", "linear_tok_s"])
-    return add_intervals(means, cells, keys, GROUP)
+    means = add_intervals(means, cells, keys, GROUP)
+    # a rate profile's point k runs each config at its own rate: no like-for-like baseline
+    profile = means["load"].str.startswith("p")
+    means.loc[profile, ["speedup", "speedup_lo", "speedup_hi", "speedup_vs_linear"]] = float("nan")
+    return means
+
+
+def load_points(table: Any) -> Any:
+    """``table`` with each row's load on its axis: ``load_axis`` "concurrency" (closed loop) or
+    "rate" (open loop), and ``load_value`` (the concurrency, or the rate asked for)."""
+    open_loop = table["load"].astype(str) != ""
+    return table.assign(load_axis=["rate" if o else "concurrency" for o in open_loop],
+                        load_value=table["target_rate_rps"].where(open_loop, table["concurrency"]))
 
 
 def _mean(values: list[float]) -> float | None:

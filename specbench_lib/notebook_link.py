@@ -1,11 +1,19 @@
-"""Keep the executed notebook in its run directory, told where papermill writes it.
+"""Keep the notebook that ran a sweep in its run directory: papermill's output, or JupyterLab's.
 
-The notebook passes papermill's own ``PAPERMILL_OUTPUT_PATH`` parameter (``papermill
---inject-paths``; ``specbench run`` always sets it) to :func:`keep`. When that path already lies
-in the run directory (``specbench run`` writes there) nothing else is needed. Otherwise a small
-detached watcher copies the finished notebook into the run directory once the papermill process
-that started this kernel exits (papermill writes the final notebook before it exits), renders it
-to HTML and refreshes the index. The sweep itself never knows how it was started.
+**papermill.** The notebook passes papermill's own ``PAPERMILL_OUTPUT_PATH`` parameter
+(``papermill --inject-paths``; ``specbench run`` always sets it) to :func:`keep`. When that path
+already lies in the run directory (``specbench run`` writes there) nothing else is needed.
+Otherwise a small detached watcher copies the finished notebook into the run directory once the
+papermill process that started this kernel exits (papermill writes the final notebook before it
+exits), renders it to HTML and refreshes the index.
+
+**JupyterLab.** A kernel that jupyter-server starts for a notebook has the notebook's path in
+``JPY_SESSION_NAME`` (``SessionManager.get_kernel_env``; ipykernel shows it as ``__session__``):
+:func:`session_notebook` reads it, and the run records it when it starts. A kernel cannot make the
+frontend save, so when the sweep ends :func:`keep_session` copies the notebook *as last saved*,
+then a detached watcher follows the saved file while the kernel lives: each time it is saved
+again (JupyterLab autosaves every 120 s; Ctrl-S saves at once) and still shows this run, the copy
+is refreshed and rendered to HTML. The sweep itself never knows how it was started.
 """
 
 from __future__ import annotations
@@ -15,9 +23,17 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .runs import RunDir, pid_alive
+if TYPE_CHECKING:
+    from .runs import RunDir
+
+SESSION_ENV = "JPY_SESSION_NAME"
+SAVED_STATE = ("the notebook as JupyterLab last saved it (a kernel cannot make the frontend save): "
+               "copied when the sweep ended, refreshed while its kernel lives each time the saved "
+               "notebook shows this run (JupyterLab autosaves every 120 s; Ctrl-S saves at once)")
 
 
 def keep(run_dir: Path, output_path: str | None) -> str | None:
@@ -39,23 +55,117 @@ def keep(run_dir: Path, output_path: str | None) -> str | None:
     if out.parent == run_dir.resolve():
         return out.name
     target = run_dir / out.name
-    subprocess.Popen([sys.executable, "-m", "specbench_lib.notebook_link", str(os.getppid()),
-                      str(out), str(target)], start_new_session=True, stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _detach("wait", str(os.getppid()), str(out), str(target))
     return target.name
 
 
+def session_notebook(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The notebook jupyter-server started this kernel for, or None outside such a kernel.
+
+    None too when the path is not an existing ``.ipynb`` file, or when the process that launched
+    this kernel has the same ``JPY_SESSION_NAME`` (it was inherited, not set for this kernel: a
+    papermill started from a notebook's cell).
+    """
+    environ = os.environ if environ is None else environ
+    found = environ.get(SESSION_ENV)
+    if not found or not found.endswith(".ipynb"):
+        return None
+    path = Path(found).expanduser()
+    if not path.is_file() or _inherited(found, environ.get("JPY_PARENT_PID")):
+        return None
+    return path.resolve()
+
+
+def _inherited(value: str, parent_pid: str | None) -> bool:
+    if not parent_pid or not parent_pid.isdigit():
+        return False
+    try:
+        parent_env = Path(f"/proc/{parent_pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # not Linux, or the launcher is gone: nothing says it was inherited
+        return False
+    return f"{SESSION_ENV}={value}".encode() in parent_env
+
+
+def keep_session(run_dir: RunDir, source: Path, marker: str, *,
+                 kernel_pid: int | None = None) -> str:
+    """Copy the session's notebook ``source`` (as last saved) into ``run_dir`` and start the
+    watcher that refreshes the copy while the kernel (``kernel_pid``, by default this process)
+    lives, each time the saved notebook holds ``marker`` (the run id, which the sweep prints).
+
+    Returns the copy's file name in ``run_dir``. OSError when the notebook cannot be copied.
+    """
+    target = run_dir.notebook_target(source.name)
+    _copy(source, target)
+    _detach("follow", str(kernel_pid or os.getpid()), str(source), str(target), marker)
+    return target.name
+
+
+def _detach(*argv: str) -> None:
+    subprocess.Popen([sys.executable, "-m", "specbench_lib.notebook_link", *argv],
+                     start_new_session=True, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _copy(source: Path, target: Path) -> None:
+    """Copy ``source`` over ``target`` atomically (a reader never sees half a notebook)."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+
+
+def _publish(target: Path) -> None:
+    from .report import build_index, render_html
+    from .runs import RunDir
+
+    render_html(target)
+    build_index(RunDir(target.parent).outputs_root)
+
+
 def _wait_and_copy(pid: int, source: Path, target: Path, limit_s: float = 7 * 24 * 3600) -> None:
+    from .runs import pid_alive
+
     start = time.monotonic()
     while pid_alive(pid) and time.monotonic() - start < limit_s:
         time.sleep(0.5)
     if source.is_file() and not target.exists():
         shutil.copyfile(source, target)
-        from .report import build_index, render_html
+        _publish(target)
 
-        render_html(target)
-        build_index(RunDir(target.parent).outputs_root)
+
+def _follow(pid: int, source: Path, target: Path, marker: str, *, poll_s: float = 1.0,
+            limit_s: float = 7 * 24 * 3600) -> None:
+    """Refresh ``target`` from ``source`` while process ``pid`` lives (and once after): when the
+    saved notebook changed and holds ``marker``; the first pass renders the copy as it is."""
+    from .runs import pid_alive
+
+    start = time.monotonic()
+    seen: float | None = None
+    published = False
+    while True:
+        alive = pid_alive(pid) and time.monotonic() - start < limit_s
+        try:
+            mtime = source.stat().st_mtime
+            if mtime != seen:
+                seen = mtime
+                text = source.read_text()
+                if marker in text and text != target.read_text():
+                    _copy(source, target)
+                    published = False
+        except (OSError, UnicodeDecodeError):
+            pass  # moved, deleted or half written: the next save is read again
+        if not published and target.is_file():
+            published = True
+            try:
+                _publish(target)
+            except Exception:  # noqa: BLE001 - a detached watcher has no one to tell; the copy stays
+                pass
+        if not alive:
+            return
+        time.sleep(poll_s)
 
 
 if __name__ == "__main__":
-    _wait_and_copy(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
+    if sys.argv[1] == "follow":
+        _follow(int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5])
+    else:
+        _wait_and_copy(int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))

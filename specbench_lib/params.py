@@ -238,6 +238,43 @@ class RequestRateParams(_Strict):
     arrival: Literal["poisson", "fixed"] = "poisson"
 
 
+class LoadParams(_Strict):
+    """Open-loop load points (params ``request_rate``): fixed rates, or a rate profile.
+
+    ``per_s``: one rate or several, each a load point crossed with ``concurrency`` (the cap on
+    requests in flight). ``profile``: that many rates spread evenly between each config's
+    synchronous throughput (its concurrency-1 cell) and its saturated one (its highest
+    concurrency), measured first, as GuideLLM's sweep profile does; the rate cells are not
+    capped (every request of the cell may be in flight, the server queues what its slots cannot
+    take: their concurrency is ``requests_per_cell``, or the highest level if that is more).
+    """
+
+    per_s: float | tuple[float, ...] | None = None
+    profile: int | None = Field(None, ge=1, le=20)
+    arrival: Literal["poisson", "fixed"] = "poisson"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> LoadParams:
+        if (self.per_s is None) == (self.profile is None):
+            raise ValueError("give per_s (one rate or a list of rates, requests a second) or "
+                             "profile (a number of rates between synchronous and saturated), "
+                             "not both, not neither")
+        if any(r <= 0 for r in self.rates):
+            raise ValueError(f"rates must be positive, got {list(self.rates)}")
+        return self
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """The fixed rates (none for a profile)."""
+        if self.per_s is None:
+            return ()
+        return self.per_s if isinstance(self.per_s, tuple) else (self.per_s,)
+
+    def at(self, per_s: float) -> RequestRateParams:
+        """The arrival schedule of one load point."""
+        return RequestRateParams(per_s=per_s, arrival=self.arrival)
+
+
 class HostParams(_Strict):
     """The host as evidence (:mod:`.hostload`): it is sampled while each cell's requests run.
 
@@ -280,6 +317,31 @@ class SloParams(_Strict):
         return self
 
 
+class PlacementParams(_Strict):
+    """Where each server config (one server launch and its cells) runs (:mod:`.placement`).
+
+    ``engine`` ``local`` runs the configs one after another on this machine (the default);
+    ``ray`` runs each as a Ray task that asks for ``gpus_per_server`` GPUs (None: ``engine.tp``;
+    Ray sets ``CUDA_VISIBLE_DEVICES``) and ``cpus_per_server`` CPUs, on the cluster at
+    ``address`` (``auto``: the one ``ray start`` runs on this machine or ``RAY_ADDRESS``;
+    ``local``: a new one on this machine alone; ``ray://host:port`` or ``host:port``). ``mode``
+    ``exclusive`` runs one server per node at a time (clean numbers), ``packed`` fills the GPUs
+    (speed); each cell records who shared its node. A placed server takes the first free port
+    of ``engine.port + 1`` … ``engine.port + port_span`` on its node.
+    """
+
+    engine: Literal["local", "ray"] = "local"
+    address: str = Field("auto", pattern=r"^(auto|local|ray://[^\s/]+|[^\s/:]+:\d+)$")
+    gpus_per_server: int | None = Field(None, ge=0)
+    cpus_per_server: float = Field(1.0, ge=0)
+    mode: Literal["exclusive", "packed"] = "packed"
+    port_span: int = Field(64, ge=1, le=4096)
+
+    def gpus(self, engine: EngineParams) -> int:
+        """The GPUs each placed server asks for."""
+        return engine.tp if self.gpus_per_server is None else self.gpus_per_server
+
+
 class SweepParams(_Strict):
     phase: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
     description: str = ""
@@ -288,7 +350,8 @@ class SweepParams(_Strict):
     workloads: tuple[WorkloadParams, ...] = Field(min_length=1)
     contexts: tuple[int, ...] = Field(min_length=1)
     concurrency: tuple[int, ...] = Field(min_length=1)
-    output_tokens: int = Field(128, gt=0)
+    # tokens each request generates; a list makes output length an axis of the plan
+    output_tokens: int | tuple[int, ...] = 128
     requests_per_cell: int = Field(3, ge=1)
     warmup_requests: int = Field(1, ge=0)
     # output tokens of each warmup request (None: output_tokens). A short one already does what
@@ -298,8 +361,9 @@ class SweepParams(_Strict):
     seed: int = 0
     known_bad: tuple[KnownBad, ...] = ()
     timeouts: TimeoutParams = TimeoutParams()
-    request_rate: RequestRateParams | None = None  # None: closed loop (concurrency in flight)
+    request_rate: LoadParams | None = None  # None: closed loop (concurrency in flight)
     host: HostParams = HostParams()  # other processes' CPU while a cell runs (busy_host)
+    placement: PlacementParams = PlacementParams()  # local (one after another) or on Ray
     max_failed_fraction: float = Field(0.0, ge=0, lt=1)  # failed requests a cell may tolerate
     # measured tokens, and first tokens, whose receive time was lost to a client stall, as
     # fractions, above which a cell is invalid (coalesced_reads)
@@ -325,11 +389,17 @@ class SweepParams(_Strict):
             return self.timeouts
         return self.timeouts.model_copy(update={"request_s": self.request_timeout_s})
 
-    @field_validator("contexts", "concurrency")
+    @property
+    def output_lengths(self) -> tuple[int, ...]:
+        """The output lengths of the plan, one or several."""
+        return self.output_tokens if isinstance(self.output_tokens, tuple) else (self.output_tokens,)
+
+    @field_validator("contexts", "concurrency", "output_tokens")
     @classmethod
-    def _positive_levels(cls, values: tuple[int, ...]) -> tuple[int, ...]:
-        if any(v <= 0 for v in values):
-            raise ValueError(f"must be positive integers, got {list(values)}")
+    def _positive_levels(cls, values: int | tuple[int, ...]) -> int | tuple[int, ...]:
+        listed = values if isinstance(values, tuple) else (values,)
+        if not listed or any(v <= 0 for v in listed):
+            raise ValueError(f"must be positive integers, got {list(listed)}")
         return values
 
     @field_validator("redact")
@@ -354,6 +424,11 @@ class SweepParams(_Strict):
                 self.repeats < 2 or self.repeat_order != "rounds"):
             raise ValueError("repeat_until_half_width needs repeat_order 'rounds' and repeats >= 2 "
                              f"(the limit), got {self.repeat_order!r} and {self.repeats}")
+        if self.request_rate is not None and self.request_rate.profile is not None and (
+                1 not in self.concurrency or len(self.concurrency) < 2):
+            raise ValueError("request_rate.profile spreads rates between the concurrency-1 cell and "
+                             "the highest concurrency: concurrency needs 1 and a higher level, got "
+                             f"{list(self.concurrency)}")
         return self
 
 
@@ -393,11 +468,38 @@ class CellSpec:
     concurrency: int
     repeat: int = 0
     repeats: int = 1
+    output_tokens: int = 0  # 0: a cell written before output length was in the spec
+    outputs: int = 1  # output lengths in the plan: with several, the id names the cell's
+    rate: float | None = None  # open loop at a fixed rate (requests a second); None: closed
+    profile_point: int | None = None  # open loop at point k of a rate profile (decided when run)
+    profile_points: int = 0
+
+    @property
+    def load(self) -> str:
+        """The open-loop load point ("2.5/s", "p2/3" of a profile); "" for a closed loop, whose
+        load is its concurrency."""
+        if self.rate is not None:
+            return f"{self.rate:g}/s"
+        if self.profile_point is not None:
+            return f"p{self.profile_point}/{self.profile_points}"
+        return ""
 
     @property
     def cell_id(self) -> str:
         base = f"{self.config}__{self.workload}__ctx{self.context}__c{self.concurrency}"
+        if self.outputs > 1:
+            base += f"__o{self.output_tokens}"
+        if self.rate is not None:
+            base += f"__q{self.rate:g}"
+        if self.profile_point is not None:
+            base += f"__p{self.profile_point}of{self.profile_points}"
         return f"{base}__r{self.repeat}" if self.repeats > 1 else base
+
+    def row(self) -> dict[str, Any]:
+        """The spec as a table row's keys: its fields and its ``load``."""
+        from dataclasses import asdict
+
+        return {**asdict(self), "load": self.load}
 
 
 @dataclass(frozen=True)
@@ -416,7 +518,8 @@ class Plan:
         lines = [f"Plan {p.phase} ({self.source.name}): {len(self.servers)} server configs x "
                  f"{len(p.workloads)} workloads x contexts {list(p.contexts)} x concurrency "
                  f"{list(p.concurrency)} = {len(self.cells)} cells, {p.requests_per_cell} "
-                 f"requests each ({p.warmup_requests} warmup per server), {p.output_tokens} output tokens"]
+                 f"requests each ({p.warmup_requests} warmup per server), "
+                 f"{'/'.join(map(str, p.output_lengths))} output tokens"]
         lines += [f"  {s.label}: method {s.method}, budget {s.budget}"
                   + (f", attached to {s.attach.url}" if s.attach else "") for s in self.servers]
         return "\n".join(lines)
@@ -464,13 +567,33 @@ def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) 
             servers.append(ServerConfig(cfg.name, cfg.method, b, dict(cfg.options),
                                         cfg.draft_model, cfg.extra_args, cfg.spec_args, cfg.argv,
                                         cfg.attach))
-    cells = tuple(
-        CellSpec(s.label, s.name, s.method, s.budget, w.name, ctx, conc, rep, params.repeats)
-        for s, w, ctx, conc, rep in itertools.product(
-            servers, params.workloads, params.contexts, params.concurrency, range(params.repeats))
-    )
+    cells = tuple(_cells(params, servers))
     _require_context_room(params, servers, source)
     return Plan(params, source, tuple(servers), cells, budget)
+
+
+def _cells(params: SweepParams, servers: list[ServerConfig]) -> list[CellSpec]:
+    """Servers × workloads × contexts × output lengths × load points × repeats. A rate profile's
+    cells come after the closed-loop cells of their server, which they are spread between."""
+    outputs = params.output_lengths
+    load = params.request_rate
+    closed = load is None or load.profile is not None
+    cells: list[CellSpec] = []
+    for s, w, ctx, out in itertools.product(servers, params.workloads, params.contexts, outputs):
+        common = dict(config=s.label, series=s.name, method=s.method, budget=s.budget,
+                      workload=w.name, context=ctx, repeats=params.repeats, output_tokens=out,
+                      outputs=len(outputs))
+        for conc, rep in itertools.product(params.concurrency, range(params.repeats)):
+            if closed:
+                cells.append(CellSpec(**common, concurrency=conc, repeat=rep))
+            cells += [CellSpec(**common, concurrency=conc, repeat=rep, rate=rate)
+                      for rate in (load.rates if load is not None else ())]
+        if load is not None and load.profile is not None:
+            cap = max(*params.concurrency, params.requests_per_cell)  # an open loop: uncapped
+            cells += [CellSpec(**common, concurrency=cap, repeat=rep,
+                               profile_point=k, profile_points=load.profile)
+                      for rep in range(params.repeats) for k in range(1, load.profile + 1)]
+    return cells
 
 
 def _require_context_room(params: SweepParams, servers: list[ServerConfig], source: Path) -> None:
@@ -483,12 +606,12 @@ def _require_context_room(params: SweepParams, servers: list[ServerConfig], sour
     if not bound:
         return
     smallest = min(params.contexts)
-    need = smallest + params.output_tokens + 1
+    need = smallest + min(params.output_lengths) + 1
     context = params.engine.context
     if need > context:
         raise ParamsError(
             f"engine.context = {context} fits no cell: the smallest needs prompt {smallest} + "
-            f"output_tokens {params.output_tokens} + 1 = {need} tokens (before any speculative "
+            f"output_tokens {min(params.output_lengths)} + 1 = {need} tokens (before any speculative "
             f"reserve); raise engine.context to at least {need}, or lower contexts or "
             f"output_tokens", file=source, key="engine.context", value=context)
 

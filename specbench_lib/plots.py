@@ -1,6 +1,7 @@
 """Figures from a run's ok cells; each function returns a matplotlib Figure, never shows it.
 
-Every figure has one panel per context × concurrency and budget on a log2 axis; colour is the
+The budget figures have one panel per context × concurrency (× open-loop load point × output
+length, where those are axes) and budget on a log2 axis; colour is the
 workload, marker the speculative config. Budgets whose cells are not ok are marked with a red ×
 at the bottom of the panel, labelled with their verdict, never drawn as a value. Unstable cells
 (coefficient of variation over repeats above the threshold) are drawn hollow; throughput and
@@ -46,12 +47,13 @@ def itl_vs_budget(result: SweepResult) -> Any:
 
 def latency_throughput(result: SweepResult) -> Any:
     """Per workload × context, the load curve of each config: total output tok/s against
-    per-user tok/s (left) and against TTFT p99 (right), one point per concurrency, labelled with
-    it; ``auto`` drawn thick and black. A load point that is not ok is marked × on the x axis
-    with its verdict, never drawn as a value."""
+    per-user tok/s (left) and against TTFT p99 (right), one point per concurrency (closed
+    loop), labelled with it; ``auto`` drawn thick and black. A load point that is not ok is
+    marked × on the x axis with its verdict, never drawn as a value."""
     import matplotlib.pyplot as plt
 
     verdicts, table = result.verdicts(), result.table()
+    verdicts, table = verdicts[verdicts["load"] == ""], table[table["load"] == ""]  # closed loop
     panels = sorted({(w, c) for w, c in zip(verdicts["workload"], verdicts["context"],
                                             strict=True)})
     fig, axes = plt.subplots(len(panels), 2, squeeze=False,
@@ -88,15 +90,101 @@ def latency_throughput(result: SweepResult) -> Any:
     return fig
 
 
+def speedup_vs_load(result: SweepResult) -> Any:
+    """Where speculation stops paying: per workload × context × output length, each speculative
+    config's speedup vs ``auto`` (95 % intervals) against concurrency (closed loop), a dotted
+    line where it starts to lose (its interval below 1: the crossover), and, for
+    open-loop rates, E2E latency p50 against the rate asked for (``auto`` thick and black); with
+    an SLO, goodput (requests a second that met it) against the rate. A load point that is not
+    ok is marked × on the x axis with its verdict, never drawn as a value."""
+    from .metrics import load_points
+
+    table = load_points(result.table())
+    verdicts = result.verdicts()
+    columns = [("concurrency", "speedup", "speedup vs auto", "concurrency")]
+    if (table["load_axis"] == "rate").any():
+        columns.append(("rate", "e2e_p50_s", "E2E p50 (s)", "requests/s asked"))
+        if "goodput_rps" in table.columns:
+            columns.append(("rate", "goodput_rps", "goodput (req/s meeting the SLO)",
+                            "requests/s asked"))
+    return _load_figure(result, table, verdicts, columns, "load: where speculation stops paying")
+
+
+def _load_figure(result: SweepResult, table: Any, verdicts: Any,
+                 columns: list[tuple[str, str, str, str]], title: str) -> Any:
+    import matplotlib.pyplot as plt
+
+    panels = sorted({tuple(v) for v in verdicts[["workload", "context", "output_tokens"]]
+                     .itertuples(index=False, name=None)})
+    fig, axes = plt.subplots(len(panels), len(columns), squeeze=False,
+                             figsize=(4.6 * len(columns), 3.4 * len(panels)))
+    for r, (workload, ctx, out) in enumerate(panels):
+        here = ((table["workload"] == workload) & (table["context"] == ctx)
+                & (table["output_tokens"] == out))
+        here_v = ((verdicts["workload"] == workload) & (verdicts["context"] == ctx)
+                  & (verdicts["output_tokens"] == out))
+        where = here_v & (verdicts["verdict"] != "ok")
+        for c, (axis, column, ylabel, xlabel) in enumerate(columns):
+            ax = axes[r][c]
+            rows = table[here & (table["load_axis"] == axis) & table[column].notna()]
+            speedup = column == "speedup"
+            for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
+                auto = bool((group["method"] == "auto").all())
+                if speedup and auto:
+                    continue
+                group = group.sort_values("load_value")
+                errors = ([(group[column] - group["speedup_lo"]).clip(lower=0).fillna(0),
+                           (group["speedup_hi"] - group[column]).clip(lower=0).fillna(0)]
+                          if speedup else None)
+                ax.errorbar(group["load_value"], group[column], yerr=errors, marker="o",
+                            capsize=3, color="black" if auto else f"C{i}",
+                            linewidth=2.5 if auto else 1.2, label=config)
+                loses = group.loc[group["speedup_hi"] < 1, "load_value"] if speedup else ()
+                if len(loses):  # the crossover: from here on it is slower than auto
+                    ax.axvline(loses.min(), color=f"C{i}", linestyle=":", linewidth=1)
+                    ax.annotate(f"{config} loses from {loses.min():g}", (loses.min(), 0.95),
+                                xycoords=("data", "axes fraction"), color=f"C{i}", fontsize=7,
+                                rotation=90, ha="right", va="top")
+            if speedup:
+                ax.axhline(1.0, color="grey", linewidth=0.8)
+            if axis == "concurrency":  # the levels measured, not fractions of a request
+                levels = sorted({int(c) for c in verdicts.loc[here_v, "concurrency"]})
+                ax.set_xticks(levels, [str(c) for c in levels])
+            failed = verdicts[where & ((verdicts["load"].astype(str) != "") == (axis == "rate"))]
+            for k, (_, row) in enumerate(failed.iterrows()):
+                x = row["concurrency"] if axis == "concurrency" else row["rate_rps"]
+                if x is None or x != x:  # a profile point that never got its rate
+                    ax.annotate(f"{row['config']} {row['load']} {row['verdict']}",
+                                (0.01, 0.04 + 0.06 * k), xycoords="axes fraction", color="red",
+                                fontsize=7)
+                    continue
+                ax.plot(x, 0, marker="x", color="red", markersize=9, clip_on=False,
+                        transform=ax.get_xaxis_transform())
+                ax.annotate(f"{row['config']} {row['verdict']}", (x, 0.04 + 0.06 * k),
+                            xycoords=("data", "axes fraction"), color="red", fontsize=7)
+            ax.set_title(f"{workload} · context {ctx} · {out} output tokens", fontsize=10)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+    _legend(fig, axes)
+    fig.suptitle(_title(result, title), fontsize=10)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
 def standard(result: SweepResult) -> dict[str, Any]:
-    """Every figure of a phase notebook by file name (load curves when the run has several
-    concurrency levels)."""
+    """Every figure of a phase notebook by file name (the load figures when the run has several
+    concurrency levels or open-loop rates)."""
     figures = {"throughput_vs_budget": throughput_vs_budget(result),
                "speedup_vs_budget": speedup_vs_budget(result),
                "acceptance_vs_budget": acceptance_vs_budget(result),
                "ttft_vs_budget": ttft_vs_budget(result), "itl_vs_budget": itl_vs_budget(result)}
-    if result.verdicts()["concurrency"].nunique() > 1:
+    verdicts = result.verdicts()
+    if verdicts[verdicts["load"] == ""]["concurrency"].nunique() > 1:
         figures["latency_throughput"] = latency_throughput(result)
+    if verdicts["concurrency"].nunique() > 1 or (verdicts["load"] != "").any():
+        figures["speedup_vs_load"] = speedup_vs_load(result)
     return figures
 
 
@@ -107,7 +195,8 @@ def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str,
     verdicts = result.verdicts()
     table = result.table()
     contexts = sorted(verdicts["context"].unique())
-    levels = sorted(verdicts["concurrency"].unique())
+    levels = sorted({tuple(v) for v in verdicts[_LEVEL].itertuples(index=False, name=None)},
+                    key=lambda v: (v[0], v[1] != "", v[1], v[2]))
     spec = verdicts[verdicts["budget"].notna()]
     budgets = sorted(int(b) for b in spec["budget"].unique())
     colours = {w: f"C{i}" for i, w in enumerate(sorted(verdicts["workload"].unique()))}
@@ -117,7 +206,7 @@ def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str,
     for r, ctx in enumerate(contexts):
         for c, conc in enumerate(levels):
             ax = axes[r][c]
-            panel = table[(table["context"] == ctx) & (table["concurrency"] == conc)]
+            panel = table[(table["context"] == ctx) & _at(table, conc)]
             for column, label in metrics:
                 style = "--" if label == "p99" else "-"
                 _draw_series(ax, panel, column, label, style, colours, markers)
@@ -125,12 +214,16 @@ def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str,
                 _draw_baselines(ax, panel, colours)
             if unit_line is not None:
                 ax.axhline(unit_line, color="grey", linewidth=0.8)
-            _mark_failures(ax, spec[(spec["context"] == ctx) & (spec["concurrency"] == conc)])
+            _mark_failures(ax, spec[(spec["context"] == ctx) & _at(spec, conc)])
             ax.set_xscale("log", base=2)
             if budgets:
                 ax.set_xticks(budgets, [str(b) for b in budgets])
                 ax.set_xlim(budgets[0] / 1.4, budgets[-1] * 1.4)
-            ax.set_title(f"context {ctx} · concurrency {conc}", fontsize=10)
+            several = verdicts["output_tokens"].nunique() > 1
+            ax.set_title(" · ".join([f"context {ctx}", f"concurrency {conc[0]}",
+                                     *([conc[1]] if conc[1] else []),
+                                     *([f"{conc[2]} output tokens"] if several else [])]),
+                         fontsize=10)
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3)
             if c == 0:
@@ -141,6 +234,15 @@ def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str,
     fig.suptitle(_title(result, ylabel), fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
+
+
+_LEVEL = ["concurrency", "load", "output_tokens"]  # a panel's column of the budget figures
+
+
+def _at(frame: Any, level: tuple[Any, ...]) -> Any:
+    """The rows of ``frame`` at one concurrency × load point × output length."""
+    return ((frame["concurrency"] == level[0]) & (frame["load"].astype(str) == level[1])
+            & (frame["output_tokens"] == level[2]))
 
 
 def _draw_series(ax: Any, panel: Any, column: str, label: str, style: str,
@@ -196,3 +298,22 @@ def _legend(fig: Any, axes: Any) -> None:
     if seen:
         fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(4, len(seen)),
                    fontsize=8, frameon=False)
+
+
+# --- the report's figures (specbench report, notebooks/report.ipynb) --------------------------
+
+def report_figures(results: list[SweepResult]) -> dict[str, Any]:
+    """The report's figures by file stem: per compared run, speedup vs ``auto`` and output tok/s
+    against budget (``speedup_vs_budget_<phase>``, ``throughput_vs_budget_<phase>``); the run id
+    joins the stem when two runs of one phase are merged. As in every figure here, a budget whose
+    cells are not ok is a red × labelled with its verdict, never a value."""
+    import re
+
+    phases = [str(r.manifest.get("phase") or "run") for r in results]
+    figures: dict[str, Any] = {}
+    for result, phase in zip(results, phases, strict=True):
+        label = phase if phases.count(phase) == 1 else f"{phase}_{result.run_id}"
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", label)  # a file name on any system
+        figures[f"speedup_vs_budget_{stem}"] = speedup_vs_budget(result)
+        figures[f"throughput_vs_budget_{stem}"] = throughput_vs_budget(result)
+    return figures

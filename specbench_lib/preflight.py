@@ -247,7 +247,9 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
     if any(s.attach for s in plan.servers):
         found.append(_check("attached servers", lambda: _attached(plan, adapter)))
     found.append(_check("disk", lambda: _disk(outputs)))
-    if launches and adapter.needs_gpu:
+    if params.placement.engine == "ray":  # the GPUs are the cluster's, not this machine's
+        found.append(_check("ray", lambda: _ray(plan)))
+    elif launches and adapter.needs_gpu:
         found.append(_check("gpus", lambda: _gpus(engine.tp)))
     found.append(_host_load(params.host.cpu_limit(usable_cpus())))
     return found
@@ -341,6 +343,13 @@ def _host_load(limit: float | None) -> Check:
         names = ", ".join(f"{p['name']} (pid {p['pid']}) {p['used_mib']:g} MiB" for p in gpu_others)
         warnings.append(f"other processes compute on the GPUs: {names}")
     return Check("host load", True, detail, what="host load", warning="; ".join(warnings))
+
+
+def _ray(plan: Plan) -> str:
+    """The Ray cluster of ``placement.address`` and the GPUs it offers (:mod:`.placement`)."""
+    from .placement import ray_check
+
+    return ray_check(plan)
 
 
 def _host(engine: EngineParams) -> Check:

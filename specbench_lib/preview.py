@@ -16,7 +16,8 @@ from .params import Plan
 from .paths import default_llama_server, default_model
 from .validate import context_guard
 
-_CELL_COLUMNS = ("cell", "config", "budget", "workload", "context", "concurrency", "guard", "known_bad")
+_CELL_COLUMNS = ("cell", "config", "budget", "workload", "context", "output_tokens", "concurrency",
+                 "load", "guard", "known_bad")
 
 
 class PlanPreview(Rendered):
@@ -38,12 +39,14 @@ class PlanPreview(Rendered):
                            and (not kb.budgets or s.budget in kb.budgets)] for s in plan.servers}
         self.rows: list[dict[str, Any]] = []
         for cell in plan.cells:
-            refused = context_guard(prompt_tokens=cell.context, output_tokens=params.output_tokens,
+            refused = context_guard(prompt_tokens=cell.context, output_tokens=cell.output_tokens,
                                     reserve=reserve[cell.config], context=engine.context)
             known = rules[cell.config]
             self.rows.append({
                 "cell": cell.cell_id, "config": cell.config, "budget": cell.budget,
-                "workload": cell.workload, "context": cell.context, "concurrency": cell.concurrency,
+                "workload": cell.workload, "context": cell.context,
+                "output_tokens": cell.output_tokens, "concurrency": cell.concurrency,
+                "load": cell.load,
                 "guard": refused.reasons[0] if refused else "fits",
                 "known_bad": "; ".join(_describe(kb) for kb in known),
             })

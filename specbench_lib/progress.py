@@ -46,7 +46,12 @@ class Progress:
         if not self.enabled:
             return
         spec = record.spec
-        where = (f"{spec.config} {spec.workload} ctx{spec.context} c{spec.concurrency}"
+        where = (f"{spec.config} {spec.workload} ctx{spec.context}"
+                 + (f" o{spec.output_tokens}" if spec.outputs > 1 else "")
+                 + f" c{spec.concurrency}"
+                 + (f" {spec.load}" if spec.load else "")
+                 + (f" at {record.target_rate:.3g}/s" if spec.profile_point and record.target_rate
+                    else "")
                  + (f" r{spec.repeat}" if spec.repeats > 1 else ""))
         tok_s = (record.metrics or {}).get("output_tok_s")
         if record.verdict.ok and tok_s is not None:

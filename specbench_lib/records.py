@@ -225,6 +225,47 @@ class JudgeInputs:
 
 
 @dataclass(frozen=True)
+class CoTenant:
+    """Another config's server that ran on the same node while a cell's requests ran."""
+
+    config: str  # its server key (label, with ``.r<n>`` for a later round)
+    gpus: tuple[str, ...] = ()  # its CUDA_VISIBLE_DEVICES
+    started: str | None = None  # when it was placed (UTC)
+    ended: str | None = None  # when it ended (None: still running when the cell was written)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CoTenant:
+        values = _known(cls, data)
+        values["gpus"] = tuple(str(g) for g in values.get("gpus") or ())
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a placed cell ran (:mod:`.placement`): the node, its GPUs, and who shared them.
+
+    ``co_tenants`` are the other configs whose placement on the same node overlapped the cell's
+    time window (known to the driver when it wrote the cell: a config placed within Ray's message
+    latency of the cell's end may be missing).
+    """
+
+    engine: str = "ray"
+    mode: str = "packed"  # exclusive | packed
+    node: str = ""  # the node's id
+    node_ip: str = ""
+    gpus: tuple[str, ...] = ()  # CUDA_VISIBLE_DEVICES of the cell's server
+    port: int | None = None
+    co_tenants: tuple[CoTenant, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Placement:
+        values = _known(cls, data)
+        values["gpus"] = tuple(str(g) for g in values.get("gpus") or ())
+        values["co_tenants"] = tuple(CoTenant.from_dict(c) for c in values.get("co_tenants") or ())
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class CellFacts:
     """What was observed about the server while the cell was measured: stored, never derived.
 
@@ -240,10 +281,13 @@ class CellFacts:
     log_excerpt: str = ""
     spec_counters: dict[str, Any] = field(default_factory=dict)
     host: HostLoad | None = None  # the host while the requests ran (None: not sampled)
+    placement: Placement | None = None  # where a placed cell ran (None: this machine, alone)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["decided"] = self.decided.to_dict() if self.decided else None
+        if self.placement is None:  # a sequential cell's file stays as it was
+            del data["placement"]
         return data
 
     @classmethod
@@ -253,6 +297,8 @@ class CellFacts:
         values["decided"] = Verdict.from_dict(decided) if decided else None
         host = values.get("host")
         values["host"] = HostLoad.from_dict(host) if isinstance(host, dict) else None
+        placement = values.get("placement")
+        values["placement"] = Placement.from_dict(placement) if isinstance(placement, dict) else None
         return cls(**values)
 
 
@@ -339,15 +385,20 @@ class CellRecord:
                 path=path, version=version)
         try:
             server = data["server"]
+            requests = tuple(RequestRecord.from_dict(r) for r in data.get("requests") or ())
+            spec = CellSpec(**data["spec"])
+            if not spec.output_tokens:  # written before output length was an axis: as asked
+                asked = {r.max_tokens for r in requests if not r.warmup}
+                spec = replace(spec, output_tokens=asked.pop() if len(asked) == 1 else 0)
             return cls(
-                run_id=str(data["run_id"]), spec=CellSpec(**data["spec"]),
+                run_id=str(data["run_id"]), spec=spec,
                 fingerprint=str(data["fingerprint"]), server_label=str(server["label"]),
                 server_argv=tuple(server.get("argv") or ()),
                 verdict=Verdict.from_dict(data["verdict"]),
                 judge=JudgeInputs(**_known(JudgeInputs, data["judge"])),
                 facts=CellFacts.from_dict(data.get("facts") or {}),
                 provenance=Provenance.from_dict(data.get("provenance") or {}),
-                requests=tuple(RequestRecord.from_dict(r) for r in data.get("requests") or ()),
+                requests=requests,
                 prompts=tuple(PromptRecord.from_dict(p) for p in data.get("prompts") or ()),
                 target_rate=data.get("target_rate"), metrics=data.get("metrics"),
                 timing=dict(data.get("timing") or {}))

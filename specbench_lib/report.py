@@ -4,64 +4,110 @@
 :class:`Comparison`, a value that answers the questions a paper asks: the best budget per phase ×
 workload × context × concurrency, the speedups, TP1 → TP4 → TP8 scaling, acceptance length by
 budget, and every cell that failed. The writers are functions apart from it: :func:`write`
-(``results.tex``, ``comparison.json`` and the index), :func:`build_index` (``outputs/index.html``)
-and :func:`render_html` (an executed notebook as HTML).
+(``results.tex``, ``comparison.json``, the figures as PNG and SVG, ``results.html`` and the
+index), :func:`build_index` (``outputs/index.html``) and :func:`render_html` (an executed
+notebook as HTML). Every page written here works offline: it loads no script, style or font from
+the network, and its figures are files beside it or embedded in it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
 import sys
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .display import Rendered, frame_table, html_page, html_table, html_text, join, link
+from .display import (
+    Rendered,
+    frame_table,
+    html_page,
+    html_table,
+    html_text,
+    image,
+    join,
+    link,
+    png_data_uri,
+)
 from .errors import StoreError, ValidationFailed
+from .metrics import PANEL
 from .params import check_notebook_parameters
 from .paths import outputs_dir
 from .results import SweepResult
 from .runs import RunDir, list_runs, runs_root
 
 HIDE_INPUT_TAG = "hide-input"
-_KEYS = ["phase", "workload", "context", "concurrency"]
+_KEYS = ["phase", *PANEL]
+
+
+# The lab template, less what it fetches from a CDN: require.js, MathJax, Mermaid and the widget
+# manager. Inline CSS and embedded images stay, so the page reads the same offline.
+_OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def render_html(notebook: Path) -> Path:
-    """Render an executed notebook to HTML beside it (inputs of ``hide-input`` cells hidden)."""
+    """Render an executed notebook to HTML beside it (inputs of ``hide-input`` cells hidden).
+
+    The page is self-contained: styles inline, images embedded as ``data:`` URIs, and none of the
+    scripts the stock template loads from a CDN (require.js, MathJax, Mermaid, the widget
+    manager); a widget's output shows its text form (a saved widget has no state to draw).
+    """
+    import jinja2
     import nbformat
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
-    exporter = HTMLExporter()
+    exporter = HTMLExporter(template_name="lab", embed_images=True,
+                            extra_loaders=[jinja2.DictLoader({"specbench.html.j2":
+                                                              _OFFLINE_TEMPLATE})],
+                            template_file="specbench.html.j2")
     exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG}),
                                    enabled=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
+    nb = nbformat.read(notebook, as_version=4)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data")
+            if data is not None and _WIDGET_VIEW in data:
+                del data[_WIDGET_VIEW]
+                data.setdefault("text/plain", "(an interactive widget: not kept in a saved page)")
+    body, _ = exporter.from_notebook_node(nb)
     target = notebook.with_suffix(".html")
     target.write_text(body)
     return target
 
 
 def build_index(root: Path | None = None) -> Path:
-    """Write ``outputs/index.html``: every run with its status, counts, commit and links, then
-    the report's files and the ``specbench compare`` pages."""
+    """Write ``outputs/index.html``: every run with its status, counts (numbers, 0 included),
+    commit and links, then the report's files (its pages first, each figure with a thumbnail)
+    and the ``specbench compare`` pages. Every address is relative: the folder can be shared."""
     out = root or outputs_dir()
     rows = []
     for run in reversed(list_runs(out)):
         files = RunDir(Path(run["path"])).shared_files()
-        counts = run["counts"] or {}
         commit = f"{run['commit']}{' (dirty)' if run['dirty'] else ''}"
         rows.append([run["run_id"], run["phase"], run["started"], run["status"],
-                     *(counts.get(k, "") for k in ("ok", "invalid", "crashed", "skipped")), commit,
+                     *_counts(run["counts"]), commit,
                      join(link(str(p.relative_to(out)), p.name) for p in files)])
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     table = html_table(["run", "phase", "started", "status", "ok", "invalid", "crashed", "skipped",
                         "commit", "files"], rows)
-    shared = [("report", sorted((out / "report").glob("*"))),
+    shared = [("report", sorted((p for p in (out / "report").glob("*") if p.is_file()),
+                                key=lambda p: (p.suffix != ".html", p.name))),
               ("comparisons", sorted((out / "compare").glob("*.html")))]
     extra = "".join(html_text(title, bold=True) + html_table(
-        ["file"], [[link(str(p.relative_to(out)), p.name)] for p in files])
+        ["file", "figure"] if title == "report" else ["file"],
+        [[link(str(p.relative_to(out)), p.name),
+          *([image(str(p.relative_to(out)), p.stem, width=240) if p.suffix == ".png" else None]
+            if title == "report" else [])] for p in files])
         for title, files in shared if files)
     page = html_page("specbench runs", html_text(f"{len(rows)} runs · written {stamp}") + table
                      + extra)
@@ -69,6 +115,14 @@ def build_index(root: Path | None = None) -> Path:
     index = out / "index.html"
     index.write_text(page)
     return index
+
+
+def _counts(counts: dict[str, int] | None) -> list[int | str]:
+    """A run's cells per verdict for the index: a number each (0, never a blank); ``?`` while
+    the run has recorded no counts (running, or stopped before it finished)."""
+    if counts is None:
+        return ["?"] * 4
+    return [int(counts.get(k) or 0) for k in ("ok", "invalid", "crashed", "skipped")]
 
 
 def latest_runs(root: Path | None = None, *, skipped: list[str] | None = None) -> list[SweepResult]:
@@ -164,17 +218,31 @@ class Comparison(Rendered):
         frames = [r.best().assign(phase=r.manifest.get("phase"), run_id=r.run_id)
                   for r in self.runs]
         table = pd.concat(frames, ignore_index=True)
-        return table[["phase", "run_id", "workload", "context", "concurrency", "best", "speedup",
-                      "speedup_lo", "speedup_hi", "indistinguishable", "unstable", "statement"]]
+        return table[["phase", "run_id", *PANEL, "best", "speedup", "speedup_lo", "speedup_hi",
+                      "indistinguishable", "unstable", "statement"]]
+
+    def crossovers(self) -> Any:
+        """Per run's phase: where each speculative config stops beating ``auto`` as the load
+        grows (:func:`~.best.crossovers`), one statement a row."""
+        import pandas as pd
+
+        from .best import crossovers
+
+        frames = [crossovers(r.table()).assign(phase=r.manifest.get("phase"), run_id=r.run_id)
+                  for r in self.runs]
+        table = pd.concat(frames, ignore_index=True)
+        return table[["phase", "run_id", "config", "workload", "context", "output_tokens",
+                      "load_axis", "beats_up_to", "loses_from", "statement"]]
 
     def speedups(self) -> Any:
-        """Speedup vs ``auto``: a row per phase × workload × context × concurrency, a column per config."""
+        """Speedup vs ``auto``: a row per phase × panel (workload × context × output tokens ×
+        concurrency × load point), a column per config."""
         return self._table.pivot_table(index=_KEYS, columns="config", values="speedup")
 
     def scaling(self) -> Any:
         """Output tok/s per config across phases (TP1 → TP4 → TP8) at equal workload/context/concurrency."""
-        return self._table.pivot_table(index=["workload", "context", "concurrency", "config"],
-                                       columns="phase", values="output_tok_s")
+        return self._table.pivot_table(index=[*PANEL, "config"], columns="phase",
+                                       values="output_tok_s")
 
     def acceptance(self) -> Any:
         """Mean acceptance length by budget (columns) per phase, config series and workload."""
@@ -196,7 +264,9 @@ class Comparison(Rendered):
                 found.append({"phase": run.manifest.get("phase"), "run_id": run.run_id,
                               "cell": cell.cell_id, "config": spec.config, "budget": spec.budget,
                               "workload": spec.workload, "context": spec.context,
-                              "concurrency": spec.concurrency, "verdict": cell.status,
+                              "concurrency": spec.concurrency,
+                              "output_tokens": getattr(spec, "output_tokens", None),
+                              "load": getattr(spec, "load", ""), "verdict": cell.status,
                               "reasons": [str(r) for r in cell.verdict.reasons],
                               "first_reason": (cell.verdict.reasons[0].code
                                                if cell.verdict.reasons else "")})
@@ -206,8 +276,8 @@ class Comparison(Rendered):
         """Every crashed, skipped or invalid cell of the compared runs, with its reasons."""
         import pandas as pd
 
-        cols = ["phase", "run_id", "cell", "config", "workload", "context", "concurrency",
-                "verdict", "reasons"]
+        cols = ["phase", "run_id", "cell", "config", "workload", "context", "output_tokens",
+                "concurrency", "load", "verdict", "reasons"]
         rows = [{**f, "reasons": "; ".join(f["reasons"])} for f in self.failed_cells()]
         return pd.DataFrame(rows, columns=cols)
 
@@ -220,19 +290,81 @@ class Comparison(Rendered):
 
     def html(self) -> str:
         warnings = "".join(html_text(f"warning: {note}") for note in self.skipped)
+        crossing = self.crossovers()
+        where = (html_text("Where speculation stops paying (speedup vs load)", bold=True)
+                 + "<ul>" + "".join(f"<li>{html.escape(str(s))}</li>" for s in crossing["statement"])
+                 + "</ul>") if len(crossing) else ""
         return (html_text("comparing", bold=True, detail=self.names()) + warnings
-                + frame_table(self.best_budgets()))
+                + frame_table(self.best_budgets()) + where)
 
     def __repr__(self) -> str:
         return f"Comparison({[r.run_id for r in self.runs]!r})"
 
 
-def write(comparison: Comparison, folder: Path | None = None) -> list[Path]:
-    """Write ``results.tex`` (a LaTeX table per phase), ``comparison.json`` and the index."""
+class Written(list[Path], Rendered):
+    """The files :func:`write` wrote, in order; in a notebook they show as a list with the
+    report's figures drawn inline (embedded, so the notebook's HTML carries them too)."""
+
+    def text(self) -> str:
+        return "\n".join(f"wrote {p}" for p in self)
+
+    def html(self) -> str:
+        files = html_table(["wrote"], [[str(p)] for p in self])
+        figures = "".join(html_text(p.stem) + image(png_data_uri(p.read_bytes()), p.stem)
+                          for p in self if p.suffix == ".png" and p.is_file())
+        return files + figures
+
+
+def write(comparison: Comparison, folder: Path | None = None) -> Written:
+    """Write the report into ``folder`` (``outputs/report/``): ``results.tex`` (a LaTeX table per
+    phase), ``comparison.json``, the figures (PNG and SVG, :func:`~.plots.report_figures`),
+    ``results.html`` (the tables and figures on one page), then refresh the index."""
     target = folder or outputs_dir() / "report"
     target.mkdir(parents=True, exist_ok=True)
-    return [write_latex(comparison, target / "results.tex"),
-            write_summary(comparison, target / "comparison.json"), build_index()]
+    figures = write_figures(comparison, target)
+    return Written([write_latex(comparison, target / "results.tex"),
+                    write_summary(comparison, target / "comparison.json"), *figures,
+                    write_page(comparison, target / "results.html", figures), build_index()])
+
+
+def write_figures(comparison: Comparison, folder: Path) -> list[Path]:
+    """Each report figure as ``<stem>.png`` and ``<stem>.svg`` in ``folder``; the PNG paths.
+    Failed and skipped budgets are marked on the figures, never drawn as values (see
+    :mod:`.plots`)."""
+    import matplotlib.pyplot as plt
+
+    from .plots import report_figures
+
+    pngs = []
+    # a run-like value that holds only a table (no cell records) has no figures to draw
+    drawn = [run for run in comparison.runs if hasattr(run, "verdicts")]
+    for stem, fig in report_figures(drawn).items():
+        fig.savefig(folder / f"{stem}.svg", bbox_inches="tight")
+        fig.savefig(folder / f"{stem}.png", dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        pngs.append(folder / f"{stem}.png")
+    return pngs
+
+
+def write_page(comparison: Comparison, path: Path, figures: list[Path]) -> Path:
+    """``results.html``: what the report is built from, its warnings, the best budgets, every
+    failed cell with its reasons and the figures (the PNG files beside it, each linked to its
+    SVG). It loads nothing from the network: share the folder and it reads the same offline."""
+    files = [p for p in (path.parent / "results.tex", path.parent / "comparison.json")
+             if p.is_file()]
+    shown = "".join(
+        html_text(png.stem, bold=True)
+        + str(link(png.with_suffix(".svg").name, "SVG")) + "<br>" + image(png.name, png.stem)
+        for png in figures)
+    failures = comparison.failures()
+    body = (comparison.html()
+            + html_text("Failed and skipped cells", bold=True,
+                        detail=f"{len(failures)} (never a value in a table or figure)")
+            + frame_table(failures)
+            + html_text("Figures", bold=True) + shown
+            + html_text("Files", bold=True) + join(link(p.name, p.name) for p in files))
+    path.write_text(html_page("specbench report", body))
+    return path
 
 
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
@@ -244,39 +376,75 @@ def _latex_text(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
 
 
+_LATEX_FORMATS = {"output_tok_s": "{:.1f}", "speedup": "{:.2f}", "acceptance_length": "{:.2f}"}
+_LATEX_PREAMBLE = ("% specbench results: one table per phase, written by specbench report.\n"
+                   "% \\input{results} it in a document that loads booktabs and graphicx\n"
+                   "% (\\usepackage{booktabs,graphicx}); a table wider than the line is scaled "
+                   "to fit it.\n")
+
+
 def write_latex(comparison: Comparison, path: Path) -> Path:
     """A LaTeX table per phase: output tokens/s, speedup and acceptance length per config.
 
     A failed cell (crashed, invalid, skipped) of a compared run is a row of its own, marked with
     its verdict and first reason (``invalid: http_500``) and ``--`` for every value: a failure is
-    never a number, and never silently missing either.
+    never a number, and never silently missing either. Every name is escaped (``_``, ``%``,
+    ``&`` …) and rows are in budget order; the file is a sequence of ``table`` environments for
+    ``\\input`` into a paper that loads ``booktabs`` (the tests compile it with pdflatex).
     """
     import pandas as pd
 
     keys = ["workload", "context", "concurrency", "config"]
-    values = ["output_tok_s", "speedup", "acceptance_length"]
-    cols = [*keys, *values, "verdict"]
+    axes = ["output_tokens", "load"]  # columns of their own only where a phase varies them
+    values = list(_LATEX_FORMATS)
     ok = comparison.table().assign(verdict="ok")
     failed = pd.DataFrame(
-        [{**{k: f[k] for k in ("phase", *keys)},
+        [{**{k: f.get(k) for k in ("phase", "budget", *keys, *axes)},
           "verdict": f"{f['verdict']}: {f['first_reason']}" if f["first_reason"] else f["verdict"]}
-         for f in comparison.failed_cells()], columns=["phase", *keys, "verdict"])
+         for f in comparison.failed_cells()], columns=["phase", "budget", *keys, *axes, "verdict"])
+    every = [*keys, *axes, *values, "verdict", "budget"]
     parts = []
     for phase in sorted({*ok["phase"].dropna().astype(str), *failed["phase"].dropna().astype(str)}):
-        rows = pd.concat([ok[ok["phase"].astype(str) == phase].reindex(columns=cols),
-                          failed[failed["phase"].astype(str) == phase].reindex(columns=cols)],
-                         ignore_index=True).drop_duplicates()
-        for name in values:
+        rows = pd.concat([ok[ok["phase"].astype(str) == phase].reindex(columns=every),
+                          failed[failed["phase"].astype(str) == phase].reindex(columns=every)],
+                         ignore_index=True)
+        for name in [*values, "budget", "output_tokens"]:
             rows[name] = pd.to_numeric(rows[name], errors="coerce")
-        styler = rows.sort_values([*keys, "verdict"]).style.hide(axis="index").format(
-            {"output_tok_s": "{:.1f}", "speedup": "{:.2f}", "acceptance_length": "{:.2f}"},
-            na_rep="--", escape="latex").format_index(escape="latex", axis=1)
-        parts.append(styler.to_latex(
+        rows["load"] = rows["load"].fillna("").astype(str)
+        rows["output_tokens"] = rows["output_tokens"].where(rows["output_tokens"] > 0)  # 0: unknown
+        shown = [a for a in axes if rows[a].replace("", None).dropna().nunique() > 1
+                 or (a == "load" and (rows[a] != "").any())]
+        cols = [*keys[:3], *shown, "config", *values, "verdict"]
+        rows = rows.sort_values([*keys[:3], *shown, "budget", "config", "verdict"],
+                                na_position="first")[cols].drop_duplicates()
+        if "output_tokens" in shown:
+            rows["output_tokens"] = rows["output_tokens"].astype("Int64")
+        styler = rows.style.hide(axis="index").format(
+            _LATEX_FORMATS, na_rep="--", escape="latex").format_index(escape="latex", axis=1)
+        table = styler.to_latex(
             caption=f"{_latex_text(phase)}: output tokens/s, speedup vs autoregressive, mean "
-                    f"acceptance length; a failed cell shows its verdict and first reason, -- for "
-                    f"its values", hrules=True, label=f"tab:specbench-{phase}"))
-    path.write_text("\n".join(parts))
+                    f"acceptance length (tokens per verify step) per config; a failed cell shows "
+                    f"its verdict and first reason, -- for its values", hrules=True,
+            label=f"tab:specbench-{_latex_label(phase)}", position_float="centering")
+        parts.append(_fit_to_line(table))
+    path.write_text(_LATEX_PREAMBLE + "\n".join(parts))
     return path
+
+
+def _fit_to_line(table: str) -> str:
+    """A ``table`` float whose tabular is set small, and scaled down to ``\\linewidth`` only
+    when wider than it (long config names, a two-column paper): never cut off at the margin."""
+    start, end = table.index("\\begin{tabular}"), table.index("\\end{tabular}") + len("\\end{tabular}")
+    fitted = ("\\small\n\\sbox0{" + table[start:end] + "}%\n"
+              "\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\usebox0}\\else\\usebox0\\fi\n")
+    return table[:start] + fitted + table[end:].lstrip("\n")
+
+
+def _latex_label(text: str) -> str:
+    """``text`` as a ``\\label`` key: letters, digits, ``-`` and ``.`` (``%`` would end the line)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", text)
 
 
 def write_summary(comparison: Comparison, path: Path) -> Path:
@@ -287,8 +455,11 @@ def write_summary(comparison: Comparison, path: Path) -> Path:
                 for f in comparison.failed_cells()]
     best = comparison.best_budgets().astype(object)
     best = best.where(best.notna(), None)  # NaN is not JSON: a missing value is null
+    crossing = comparison.crossovers().astype(object)
+    crossing = crossing.where(crossing.notna(), None)
     path.write_text(json.dumps({"runs": [r.run_id for r in comparison.runs],
-                                "best": best.to_dict("records"), "failures": failures},
+                                "best": best.to_dict("records"),
+                                "crossovers": crossing.to_dict("records"), "failures": failures},
                                indent=2, default=str, allow_nan=False))
     return path
 

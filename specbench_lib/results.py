@@ -85,11 +85,14 @@ class SweepResult(Rendered):
             spec = cell.spec
             rows.append({"config": spec.config, "series": spec.series, "budget": spec.budget,
                          "workload": spec.workload, "context": spec.context,
-                         "concurrency": spec.concurrency, "verdict": cell.status,
+                         "output_tokens": spec.output_tokens, "concurrency": spec.concurrency,
+                         "load": spec.load, "rate_rps": cell.target_rate or spec.rate,
+                         "verdict": cell.status,
                          "output_tok_s": (cell.metrics or {}).get("output_tok_s"),
                          "reasons": "; ".join(cell.verdict.reasons)})
         frame = pd.DataFrame(rows, columns=["config", "series", "budget", "workload", "context",
-                                            "concurrency", "verdict", "output_tok_s", "reasons"])
+                                            "output_tokens", "concurrency", "load", "rate_rps",
+                                            "verdict", "output_tok_s", "reasons"])
         frame["budget"] = frame["budget"].astype("Int64")
         return frame
 
@@ -123,8 +126,8 @@ class SweepResult(Rendered):
             self.__dict__.pop(cached, None)
 
     def slo_capacity(self) -> Any:
-        """Per config × workload × context, the highest concurrency that meets the SLO (see
-        :func:`.slo.capacity`), or None when the run has no SLO."""
+        """Per config × workload × context × output length, the highest concurrency and rate that
+        meet the SLO (see :func:`.slo.capacity`), or None when the run has no SLO."""
         from .slo import capacity
 
         return None if self.slo is None else capacity(self._table, self.slo)
@@ -150,16 +153,14 @@ class SweepResult(Rendered):
         """The best-config statements, then mean output tok/s and speedup, each with its 95 %
         interval, the requests behind it and its flags, per config, workload, context and
         concurrency."""
-        from .best import Summary
+        from .best import Summary, crossovers
+        from .metrics import PANEL
 
-        cols = ["config", "workload", "context", "concurrency", "output_tok_s", "output_tok_s_lo",
-                "output_tok_s_hi", "speedup", "speedup_lo", "speedup_hi", "requests_n",
-                "repeats_n", "repeats_failed", "unstable", "lossless_identical",
-                "acceptance_length", "ttft_mean_s"]
-        from .best import crossovers
-
-        table = self._table[cols].sort_values(["workload", "context", "concurrency", "config"])
-        return Summary(self._best, table, crossovers(self._table))
+        cols = ["config", *PANEL, "output_tok_s", "output_tok_s_lo", "output_tok_s_hi", "speedup",
+                "speedup_lo", "speedup_hi", "requests_n", "repeats_n", "repeats_failed",
+                "unstable", "lossless_identical", "acceptance_length", "ttft_mean_s"]
+        table = self._table[cols].sort_values([*PANEL, "config"])
+        return Summary(self._best, table, crossovers(self._table), self.slo_capacity())
 
     def require_valid(self) -> None:
         """Raise :class:`ValidationFailed` when the run has no ok cell or no ok baseline."""

@@ -11,6 +11,7 @@ Nothing else in specbench spells the layout::
         logs/<config>.log    each server's log
         plots/               figures (PNG and SVG)
         results.csv, results.parquet, <notebook>.ipynb, <notebook>.html
+                             (papermill's executed notebook, or JupyterLab's as last saved)
         .lock                the pid of the process writing the run
 """
 
@@ -28,6 +29,7 @@ import yaml
 
 from .analysis import judge
 from .errors import SchemaError, StoreError
+from .notebook_link import SAVED_STATE, keep_session, session_notebook
 from .params import Plan
 from .paths import outputs_dir
 from .provenance import environment_info
@@ -211,6 +213,12 @@ class RunDir:
         n = len(list(self.path.glob(f"{stem}*.ipynb"))) + 1
         return self.path / f"{stem}.attempt{n}.ipynb"
 
+    def notebook_target(self, name: str) -> Path:
+        """Where a copy of the notebook ``name`` goes: ``<name>``, or the next
+        ``<stem>.attempt<n>.ipynb`` when an earlier attempt's notebook is there."""
+        target = self.path / name
+        return target if not target.exists() else self.next_notebook(Path(name).stem)
+
     def shared_files(self) -> list[Path]:
         """What an index links to: rendered notebooks, notebooks and PNG figures."""
         return sorted([*self.path.glob("*.html"), *self.notebooks(),
@@ -323,8 +331,10 @@ class Run:
             previous, kept = {}, set()
         environment = environment_info()
         attempts = list(previous.get("attempts", []))
+        source = session_notebook()  # JupyterLab's notebook running this kernel, if any
         attempt = {"n": len(attempts) + 1, "started": utc_now(), "pid": os.getpid(),
                    "params_file": str(plan.source), "budget": plan.budget,
+                   "notebook_source": str(source) if source else None,
                    "kept_cells": sorted(kept), "reused_from": {}, "environment": environment}
         run = cls(run_dir, plan, fingerprints, attempt, kept)
         if reuse:
@@ -340,7 +350,9 @@ class Run:
             planned_cells=len(plan.cells), plan_fingerprints=fingerprints,
             environment=previous.get("environment", environment),
             servers=previous.get("servers", {}), attempts=[*attempts, attempt],
-            notebook=previous.get("notebook"), **manifest)
+            notebook=previous.get("notebook"),
+            notebook_source=str(source) if source else previous.get("notebook_source"),
+            **manifest)
         return run
 
     def provenance(self) -> Provenance:
@@ -357,7 +369,8 @@ class Run:
         self.dir.update_manifest(servers=servers)
 
     def finish(self, status: str, *, elapsed_s: float, counts: dict[str, int]) -> None:
-        """Close this attempt in the manifest and release the lock."""
+        """Close this attempt in the manifest (keeping a JupyterLab session's notebook) and
+        release the lock."""
         try:
             self.attempt.update(ended=utc_now(), status=status)
             attempts = self.dir.manifest().get("attempts", [])
@@ -365,8 +378,27 @@ class Run:
             self.dir.update_manifest(status=status, ended=self.attempt["ended"],
                                      attempts=attempts, elapsed_s=round(elapsed_s, 1),
                                      verdict_counts=counts)
+            self._keep_session_notebook()
         finally:
             self.dir.release()
+
+    def _keep_session_notebook(self) -> None:
+        """Copy the JupyterLab notebook that ran this attempt into the run directory (as last
+        saved; see :mod:`.notebook_link`) and name it in the manifest. A notebook that cannot be
+        copied is reported, never a reason to lose the run."""
+        source = self.attempt.get("notebook_source")
+        if not source:
+            return
+        try:
+            name = keep_session(self.dir, Path(source), self.dir.run_id)
+        except OSError as exc:
+            print(f"run {self.dir.run_id}: could not copy the notebook {source} into the run "
+                  f"directory ({exc}); it is named in the manifest (notebook_source)", flush=True)
+            return
+        self.attempt["notebook"] = name
+        attempts = self.dir.manifest().get("attempts", [])
+        attempts[-1] = self.attempt
+        self.dir.update_manifest(notebook=name, notebook_state=SAVED_STATE, attempts=attempts)
 
     def _reuse_cells(self) -> dict[str, str]:
         """Copy ok cells whose fingerprint matches from other runs; returns {cell id: source run}."""

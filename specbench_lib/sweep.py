@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -23,7 +23,8 @@ from .engines import Adapter, Launch, get_adapter, server_launch
 from .errors import ControlTimeout, EngineError, ServerError, StoreError
 from .fingerprint import Components, cell_fingerprints
 from .hostload import HostSampler, server_pids, usable_cpus
-from .params import CellSpec, Plan, ServerConfig, SweepParams
+from .loadprofile import profile_rate
+from .params import CellSpec, Plan, RequestRateParams, ServerConfig, SweepParams
 from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress
@@ -44,6 +45,9 @@ from .server import AttachedServer, Server, ServerProcess, port_lease
 from .store import redact, utc_now
 from .validate import context_guard
 from .workload import build_prompts
+
+if TYPE_CHECKING:
+    from .placement import Placer, WorkerRun
 
 
 def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = None,
@@ -86,7 +90,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
                                        model=ready.model, binary=ready.binary) for s in plan.servers}
     components = Components(
         engine=identity.to_dict(), model=model["fingerprint"], code=measurement_code_hash(),
-        request=adapter.generation_request([0], max_tokens=params.output_tokens)[1])
+        request=adapter.generation_request([0], max_tokens=params.output_lengths[0])[1])
     fingerprints = cell_fingerprints(plan, {k: v.argv for k, v in launches.items()}, components,
                                      ready.attached)
     for warning in ready.warnings:
@@ -101,7 +105,9 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress)
     status = "failed"
     rounds = params.repeats if params.repeat_order == "rounds" else 1
+    placer: Placer | None = None
     try:
+        placer = _placer(plan, run, lines)  # None: each config here, one after another
         for number in range(rounds):
             for server in plan.servers:
                 todo = [c for c in plan.cells_for(server) if c.cell_id not in kept
@@ -119,7 +125,12 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
                     for cell in todo:
                         sweeper.write(cell, CellFacts(decided=verdict))
                     continue
-                sweeper.measure_all(todo)
+                if placer is None:
+                    sweeper.measure_all(todo)
+                else:
+                    placer.add(sweeper, todo, number)
+            if placer is not None:  # the round's configs at once, on the GPUs Ray gives them
+                placer.run_round()
             enough = _enough_repeats(run, params, number)
             if enough is not None:
                 _skip_rest(plan, launches, run, adapter, lines, number, enough)
@@ -129,11 +140,22 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
         status = "interrupted"
         raise
     finally:
+        if placer is not None:
+            placer.close()
         result = _close(run, status, time.monotonic() - started)
     if result is None:
         raise StoreError("the run's results could not be read back; its cell files are intact",
                          path=run.dir.path)
     return result
+
+
+def _placer(plan: Plan, run: Run, lines: Progress) -> Placer | None:
+    """The placement of a ``placement.engine: ray`` sweep (Ray is imported only then)."""
+    if plan.params.placement.engine != "ray":
+        return None
+    from .placement import Placer
+
+    return Placer(plan, run, lines)
 
 
 def _enough_repeats(run: Run, params: SweepParams, number: int) -> Reason | None:
@@ -199,7 +221,7 @@ class _Measured:
 class _ServerSweep:
     """One server config: start it, warm it up, measure its cells, stop it."""
 
-    def __init__(self, plan: Plan, server: ServerConfig, launch: Launch, run: Run,
+    def __init__(self, plan: Plan, server: ServerConfig, launch: Launch, run: Run | WorkerRun,
                  adapter: Adapter, progress: Progress, *, round_number: int = 0) -> None:
         self.plan, self.server, self.launch, self.run = plan, server, launch, run
         # a server of a later round of repeats has its own manifest entry and log
@@ -216,6 +238,7 @@ class _ServerSweep:
             max_other_cpu_cores=params.host.cpu_limit(usable_cpus()))
         self.argv = tuple(redact(launch.argv, extra=params.redact))
         self.written: set[str] = set()
+        self.done: dict[str, CellRecord] = {}  # this sweeper's cells, as analysed
         self.tokens: dict[str, list[int]] = {}
         self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
 
@@ -232,6 +255,7 @@ class _ServerSweep:
             timing=m.timing or {})
         analysed = analyse(record)
         self.run.write_cell(analysed)
+        self.done[cell.cell_id] = analysed
         self.timing["cells"][cell.cell_id] = {**(m.timing or {}),
                                               "store_s": round(time.perf_counter() - began, 4)}
         self.written.add(cell.cell_id)
@@ -364,10 +388,13 @@ class _ServerSweep:
     def _measure(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
                  context: int, warmup: tuple[RequestRecord, ...], since: int) -> _Measured:
         params = self.plan.params
-        refused = context_guard(prompt_tokens=cell.context, output_tokens=params.output_tokens,
+        refused = context_guard(prompt_tokens=cell.context, output_tokens=cell.output_tokens,
                                 reserve=adapter.speculative_reserve(self.server), context=context)
         if refused is not None:
             return _Measured(CellFacts(decided=refused))
+        rate = self._rate(cell)
+        if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
+            return _Measured(CellFacts(decided=rate))
         workload = next(w for w in params.workloads if w.name == cell.workload)
         began = time.perf_counter()
         prompts = build_prompts(workload, n=params.requests_per_cell, tokens=cell.context,
@@ -380,9 +407,9 @@ class _ServerSweep:
         with HostSampler(server=server_pids(proc.pid, proc.base_url),
                          interval_s=params.host.sample_interval_s) as host:  # what else ran
             dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
-                                     concurrency=cell.concurrency, max_tokens=params.output_tokens,
+                                     concurrency=cell.concurrency, max_tokens=cell.output_tokens,
                                      timeouts=params.request_timeouts(),
-                                     request_rate=params.request_rate, seed=params.seed,
+                                     request_rate=rate, seed=params.seed,
                                      headers=proc.headers)
         timing["dispatch_s"] = round(time.perf_counter() - began, 4)
         timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
@@ -403,6 +430,25 @@ class _ServerSweep:
                          dispatch.target_rate, started, timing)
 
 
+    def _rate(self, cell: CellSpec) -> RequestRateParams | Verdict | None:
+        """An open-loop cell's arrival schedule (None: closed loop); a rate profile's point gets
+        its rate from the config's closed-loop cells (:mod:`.loadprofile`)."""
+        load = self.plan.params.request_rate
+        if load is None or not cell.load:
+            return None
+        if cell.rate is not None:
+            return load.at(cell.rate)
+        found = profile_rate(cell, self.plan.params.concurrency, self._cell)
+        return found if isinstance(found, Verdict) else load.at(found)
+
+    def _cell(self, cell_id: str) -> CellRecord | None:
+        """A cell of this run: measured by this sweeper, or kept from an earlier attempt."""
+        if cell_id not in self.done:
+            cells, _ = self.run.dir.read_cells()
+            self.done.update((c.cell_id, analyse(c)) for c in cells if c.cell_id == cell_id)
+        return self.done.get(cell_id)
+
+
 def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
             tokenize: Callable[[str], list[int]]) -> tuple[dict[str, Any], tuple[RequestRecord, ...]]:
     """Requests sent once per server before its first cell, excluded from every statistic; their
@@ -415,7 +461,7 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
                             tokenize=tokenize)
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],
                              warmup=len(prompts), concurrency=1,
-                             max_tokens=params.warmup_output_tokens or params.output_tokens,
+                             max_tokens=params.warmup_output_tokens or min(params.output_lengths),
                              timeouts=params.request_timeouts(), headers=proc.headers)
     errors = [r.error for r in dispatch.records if r.error]
     summary = {"requests": len(prompts), "seconds": round(dispatch.window_start, 2),

@@ -43,7 +43,7 @@ def make_cell(config: str, method: str, budget: int | None, status: str = "ok",
               series: str | None = None) -> CellRecord:
     spec = CellSpec(config=config, series=series or config.split("-")[0], method=method,
                     budget=budget, workload=workload, context=context, concurrency=concurrency,
-                    repeat=repeat, repeats=repeats)
+                    repeat=repeat, repeats=repeats, output_tokens=tokens)
     judge = JudgeInputs(planned=len(outputs) if outputs else 1, speculative=method != "auto")
     if status != "ok":
         verdict = Verdict(status, (Reason("x", "decided by the test"),))  # type: ignore[arg-type]

@@ -228,6 +228,8 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.0, help="seconds before each token")
     args = parser.parse_args()
     print(f"fake llama server, mode {args.mode}, budget {args.budget}", flush=True)
+    # the GPUs a placement gave it (tests/test_placement.py reads this line from its log)
+    print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}", flush=True)
     if args.mode == "startup_crash":
         print(f"Capture cuda graph failed: {CUDA_ERROR}", file=sys.stderr, flush=True)
         sys.exit(1)

@@ -289,7 +289,9 @@ class _Run:
 
         fastest = self.rows.sort_values("output_tok_s").iloc[-1]
         return pd.DataFrame([{"workload": fastest["workload"], "context": fastest["context"],
-                              "concurrency": fastest["concurrency"], "best": fastest["config"],
+                              "output_tokens": fastest["output_tokens"],
+                              "concurrency": fastest["concurrency"], "load": fastest["load"],
+                              "best": fastest["config"],
                               "speedup": fastest["speedup"], "speedup_lo": float("nan"),
                               "speedup_hi": float("nan"), "indistinguishable": "",
                               "unstable": False, "statement": "best " + fastest["config"]}])
@@ -298,15 +300,17 @@ class _Run:
 def test_comparison_is_a_value_and_its_writers_are_functions(tmp_path: Path, outputs: Path) -> None:
     from specbench_lib.report import Comparison, write
 
-    base = {"workload": "code", "context": 128, "concurrency": 1, "series": "ngram"}
-    rows = [{**base, "config": "auto", "budget": None, "output_tok_s": 10.0, "speedup": 1.0,
-             "acceptance_length": None},
-            {**base, "config": "ngram-b8", "budget": 8, "output_tok_s": 15.0, "speedup": 1.5,
-             "acceptance_length": 2.5}]
+    base = {"workload": "code", "context": 128, "output_tokens": 64, "concurrency": 1, "load": "",
+            "series": "ngram", "target_rate_rps": None, "e2e_p50_s": 1.0, "speedup_lo": None,
+            "speedup_hi": None}
+    rows = [{**base, "config": "auto", "method": "auto", "budget": None, "output_tok_s": 10.0,
+             "speedup": 1.0, "acceptance_length": None},
+            {**base, "config": "ngram-b8", "method": "ngram", "budget": 8, "output_tok_s": 15.0,
+             "speedup": 1.5, "acceptance_length": 2.5}]
     comparison = Comparison([_Run("tp1", rows)])  # type: ignore[list-item]
     bundle = comparison._repr_mimebundle_()
     assert "ngram-b8" in bundle["text/plain"] and "<td>ngram-b8</td>" in bundle["text/html"]
     written = write(comparison, tmp_path / "report")
-    assert [p.name for p in written] == ["results.tex", "comparison.json", "index.html"]
+    assert [p.name for p in written] == ["results.tex", "comparison.json", "results.html", "index.html"]
     best = json.loads((tmp_path / "report" / "comparison.json").read_text())["best"]  # strict JSON
     assert [(b["best"], b["speedup"], b["speedup_lo"]) for b in best] == [("ngram-b8", 1.5, None)]

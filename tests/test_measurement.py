@@ -35,7 +35,7 @@ def test_timeouts_rate_and_repeats_from_params(tmp_path: Path) -> None:
     assert plan.params.request_rate is not None and plan.params.request_rate.per_s == 2.5
     assert len(plan.cells) == 2 * 3 * 2  # 3 servers x 2 contexts x 2 repeats
     ids = [c.cell_id for c in plan.cells]
-    assert len(set(ids)) == len(ids) and ids[0] == "auto__code__ctx128__c2__r0"
+    assert len(set(ids)) == len(ids) and ids[0] == "auto__code__ctx128__c2__q2.5__r0"  # the rate
     assert load_plan(TINY).cells[0].cell_id == "auto__code__ctx128__c2"
     with pytest.raises(ParamsError, match="timeouts.first_tokens"):
         load_plan(write(tmp_path, "timeouts: {first_tokens: 5}\n"))

@@ -46,3 +46,22 @@ def test_help_notebook_documents_every_parameter(name: str) -> None:
     for line in "".join(source["source"]).splitlines():
         name_, help_text = line.split(":")[0], line.split("#", 1)[1].strip()
         assert f"  {name_}:" in done.stdout and help_text.split()[0] in done.stdout
+
+
+def test_committed_notebooks_are_what_the_generator_writes() -> None:
+    """A notebook edited by hand is overwritten by the next scripts/make_notebooks.py: change the
+    generator instead (the report notebook once lost its `merge` parameter that way)."""
+    import importlib.util
+
+    import nbformat
+
+    script = NOTEBOOKS[0].parent.parent / "scripts" / "make_notebooks.py"
+    spec = importlib.util.spec_from_file_location("make_notebooks", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    built = module.notebooks()
+    assert sorted(built) == sorted(p.stem for p in NOTEBOOKS)
+    for path in NOTEBOOKS:
+        assert json.loads(path.read_text()) == json.loads(nbformat.writes(built[path.stem])), (
+            f"{path.name} differs from scripts/make_notebooks.py: run it and commit both")

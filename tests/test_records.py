@@ -43,7 +43,8 @@ def full_cell() -> CellRecord:
     verdict = Verdict("invalid", (Reason("http_500", "boom", count=2),
                                   Reason("short_output", "1 of 3", tolerated=True)), (1, 2))
     return CellRecord(
-        run_id="r", spec=make_cell("ngram-b8", "ngram", 8).spec, fingerprint="f" * 20,
+        run_id="r", spec=replace(make_cell("ngram-b8", "ngram", 8).spec, output_tokens=3,
+                                 outputs=2, rate=2.5), fingerprint="f" * 20,
         server_label="ngram-b8", server_argv=("llama-server", "--port", "{port}"),
         verdict=verdict,
         judge=JudgeInputs(planned=2, speculative=True, spec_stats="counters",
@@ -72,6 +73,11 @@ def test_every_record_type_round_trips_through_json() -> None:
         assert Reason.from_dict(reason.to_dict()).code == reason.code
     assert PromptRecord.from_dict(through_json({"sha": "s", "tokens": 3, "sources": ["a"]})) == \
         PromptRecord("s", 3, ("a",))
+    old = through_json(cell.to_dict())  # written before output length and load were in the spec
+    for key in ("output_tokens", "outputs", "rate", "profile_point", "profile_points"):
+        del old["spec"][key]
+    spec = CellRecord.from_dict(old).spec
+    assert spec.output_tokens == 3 and spec.load == "" and spec.cell_id == "ngram-b8__code__ctx256__c1"
 
 
 def test_a_reason_is_a_code_and_a_detail_that_reads_as_text() -> None:

@@ -41,3 +41,42 @@ def test_two_runs_of_one_phase_are_refused_unless_merged(tmp_path: Path) -> None
         compare("a,b", root=tmp_path)
     merged = compare("a,b", root=tmp_path, merge=True)
     assert merged.scaling().iloc[0, 0] == pytest.approx((344.0 + 375.4) / 2)
+
+
+def test_the_report_carries_its_figures_with_failed_budgets_marked(
+        tmp_path: Path, outputs: Path) -> None:
+    import matplotlib.colors as mcolors
+
+    from specbench_lib import plots
+    from specbench_lib.report import write
+
+    run = RunDir(outputs / "runs" / "r")
+    run.cells_dir.mkdir(parents=True)
+    run.update_manifest(phase="tp1", status="complete", budget=None, model={"path": "/m/x"})
+    for cell in (make_cell("auto", "auto", None, tok_s=50.0),
+                 make_cell("ngram-b8", "ngram", 8, tok_s=80.0),
+                 make_cell("ngram-b12", "ngram", 12, "crashed", None),
+                 make_cell("ngram-b16", "ngram", 16, "skipped", None)):
+        run.write_cell(cell)
+    comparison = compare("r", root=outputs)
+    written = write(comparison, outputs / "report")
+    for stem in ("speedup_vs_budget_tp1", "throughput_vs_budget_tp1"):
+        for suffix in (".png", ".svg"):
+            assert (outputs / "report" / f"{stem}{suffix}").stat().st_size > 5_000
+        assert outputs / "report" / f"{stem}.png" in written
+    page = (outputs / "report" / "results.html").read_text()
+    assert 'src="speedup_vs_budget_tp1.png"' in page and 'href="speedup_vs_budget_tp1.svg"' in page
+    assert "ngram-b12" in page and "skipped" in page  # the failed cells, listed
+    assert written.html().count("data:image/png;base64,") == 2  # drawn in the notebook too
+    index = (outputs / "index.html").read_text()
+    assert 'href="report/results.html"' in index and 'src="report/speedup_vs_budget_tp1.png"' in index
+
+    (ax,) = plots.report_figures(comparison.runs)["speedup_vs_budget_tp1"].axes
+    red = [line for line in ax.get_lines() if line.get_marker() == "x"
+           and mcolors.same_color(line.get_color(), "red")]
+    assert sorted(float(line.get_xdata()[0]) for line in red) == [12.0, 16.0]  # marked ×
+    drawn = [float(x) for line in ax.get_lines() if line not in red
+             for x in line.get_xdata() if line.get_marker() not in ("None", "", None)]
+    assert set(drawn) == {8.0}  # the point and its caps: failed budgets are never a value
+    labels = [t.get_text() for t in ax.texts]
+    assert "ngram crashed" in labels and "ngram skipped" in labels
