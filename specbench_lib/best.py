@@ -1,5 +1,6 @@
-"""The best-config statement: per workload × context × concurrency, the fastest ok config, its
-speedup over ``auto`` with its interval, and the configs the data cannot tell from it.
+"""The best-config statement: per panel (workload × context × output length × load point), the
+fastest ok config, its speedup over ``auto`` with its interval, and the configs the data cannot
+tell from it; and where each config stops paying as the load grows (its crossover).
 
 A config is *indistinguishable* from the best when the 95 % bootstrap interval of the ratio
 best / config holds 1 (the replicates are the table's, see :mod:`.intervals`). The statement

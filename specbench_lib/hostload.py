@@ -4,8 +4,10 @@ A :class:`HostSampler` reads ``/proc`` when it starts, every ``interval_s`` from
 thread, and when it stops: per process, the CPU time it used (``utime + stime`` of
 ``/proc/[pid]/stat``, all its threads) over the wall time, in cores. Each process is counted as
 this sweep's own (its process, its threads and its child processes), the server's (its process
-group or session, led by the server's pid) or another's; other processes are what makes a host
-busy (:class:`HostLoad`, stored in a cell's facts; the ``busy_host`` rule in :mod:`.validate`).
+group or session, led by the server's pid), a co-tenant's (the group of another config's server
+placed on this node, marked ``SPECBENCH_PLACED`` in its environment) or another's; other
+processes are what makes a host busy (:class:`HostLoad`, stored in a cell's facts; the
+``busy_host`` rule in :mod:`.validate`).
 Also read: the load average, the host's busy and steal time (``/proc/stat``) and, where
 ``nvidia-smi`` exists, the GPUs' utilisation and compute processes. Without ``/proc`` (macOS)
 the load says it was not sampled; sampling never fails a sweep.
@@ -107,6 +109,9 @@ class HostLoad:
     other_cpu_cores_peak: float = 0.0  # the most over one sampling interval
     own_cpu_cores: float = 0.0  # this sweep's process and its child processes
     server_cpu_cores: float = 0.0  # the server's process group
+    # other configs' servers placed on this node (:mod:`.placement`): named in the cell's
+    # placement facts as co-tenants, so not counted as other load
+    co_tenant_cpu_cores: float = 0.0
     server_separated: bool = True
     host_busy_cores: float | None = None  # every CPU's busy time (/proc/stat), all processes
     steal_fraction: float | None = None  # of all CPU time: taken by the hypervisor
@@ -201,6 +206,7 @@ class HostSampler:
         self._first: dict[tuple[int, int], int] = {}  # (pid, start) → ticks when first seen
         self._last: dict[tuple[int, int], tuple[ProcStat, str]] = {}  # → its last stat, class
         self._groups: set[int] = set()
+        self._placed: dict[int, bool] = {}  # process group → led by another placed server
         self._sessions: set[int] = set()
         self._cost_s = 0.0
         self._gpus: dict[str, dict[str, Any]] = {}
@@ -324,7 +330,9 @@ class HostSampler:
             if pid == self.own:
                 return "own"
             pid, hops = parents.get(pid, 0), hops + 1
-        return "other"
+        if stat.pgrp not in self._placed:
+            self._placed[stat.pgrp] = _marked_placed(self.root / str(stat.pgrp) / "environ")
+        return "co_tenant" if self._placed[stat.pgrp] else "other"
 
     def _query_gpu(self) -> None:
         assert self.nvidia_smi is not None
@@ -369,7 +377,7 @@ class HostSampler:
                                  f"processes' CPU use was not sampled",
                             loadavg=loadavg, loadavg_1m_max=load_max)
         span = max(window, 1e-9) * self.hz
-        used: dict[str, float] = {"own": 0.0, "server": 0.0, "other": 0.0}
+        used: dict[str, float] = {"own": 0.0, "server": 0.0, "co_tenant": 0.0, "other": 0.0}
         others = []
         for key, (stat, kind) in self._last.items():
             ticks = stat.ticks - self._first[key]
@@ -385,11 +393,23 @@ class HostSampler:
             cpus=cpus, window_s=round(window, 3), interval_s=self.interval_s, samples=self._samples,
             other_cpu_cores=round(used["other"] / span, 3), other_cpu_cores_peak=round(self._peak, 3),
             own_cpu_cores=round(used["own"] / span, 3), server_cpu_cores=round(used["server"] / span, 3),
+            co_tenant_cpu_cores=round(used["co_tenant"] / span, 3),
             server_separated=self.server is not None, host_busy_cores=busy, steal_fraction=steal,
             loadavg=loadavg, loadavg_1m_max=load_max, top=tuple(others[:TOP]),
             gpu=self._gpu_summary(), sampler_cpu_s=round(self._cost_s, 4),
             note="" if self.server is not None else "the attached server's processes are not "
                  "visible here: its CPU cannot be told from others'")
+
+
+PLACED_MARK = b"SPECBENCH_PLACED="  # in the environment of a server placed by :mod:`.placement`
+
+
+def _marked_placed(environ: Path) -> bool:
+    """Whether the process whose ``/proc/[pid]/environ`` this is was placed by a sweep."""
+    try:
+        return any(v.startswith(PLACED_MARK) for v in environ.read_bytes().split(b"\0"))
+    except OSError:  # gone, or another user's
+        return False
 
 
 def sample_host(seconds: float, *, interval_s: float = 0.25, **kwargs: Any) -> HostLoad:

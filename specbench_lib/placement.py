@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .engines import Launch, get_adapter
 from .errors import ParamsError, PreflightError
+from .hostload import PLACED_MARK
 from .params import CellSpec, Plan
 from .preflight import check_port_free
 from .progress import Progress
@@ -45,7 +46,8 @@ from .server import port_lease
 if TYPE_CHECKING:
     from .sweep import _ServerSweep
 
-_MARK = "SPECBENCH_PLACED"  # in a placed server's environment: its run and config (for _reap)
+# in a placed server's environment: its run and config (for _reap; the host check's co-tenants)
+_MARK = PLACED_MARK.decode().rstrip("=")
 PROBE_TIMEOUT_S = 3.0  # a Ray address that does not accept a connection by then is not there
 REAP_TIMEOUT_S = 15.0  # the longest wait for the tasks that kill a lost server's group
 _LOG_CHUNK = 4 * 2**20  # log bytes sent with one event at most (the rest follow with the next)

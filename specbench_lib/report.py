@@ -282,7 +282,10 @@ class Comparison(Rendered):
         return pd.DataFrame(rows, columns=cols)
 
     def names(self) -> str:
-        return ", ".join(f"{r.manifest.get('phase')}: {r.run_id}" for r in self.runs)
+        """The runs compared, each with where its configs ran (a placed run's engine and mode:
+        ``packed`` servers shared their nodes, ``exclusive`` ones did not)."""
+        return ", ".join(f"{r.manifest.get('phase')}: {r.run_id}{_placement(r.manifest)}"
+                         for r in self.runs)
 
     def text(self) -> str:
         warnings = "".join(f"\nwarning: {note}" for note in self.skipped)
@@ -299,6 +302,13 @@ class Comparison(Rendered):
 
     def __repr__(self) -> str:
         return f"Comparison({[r.run_id for r in self.runs]!r})"
+
+
+def _placement(manifest: dict[str, Any]) -> str:
+    placed = (manifest.get("params") or {}).get("placement") or {}
+    if placed.get("engine", "local") == "local":
+        return " (sequential, one config at a time)"
+    return f" (placed on {placed['engine']}, {placed.get('mode', 'packed')})"
 
 
 class Written(list[Path], Rendered):

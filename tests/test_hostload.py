@@ -67,15 +67,18 @@ class FakeProc:
         (root / "self").mkdir(parents=True)
         (root / "self" / "stat").write_text(stat_line(1, "init"))
 
-    def set(self, *lines: str, cpu: tuple[int, int, int] = (0, 0, 0), uptime: float = 1000.0) -> None:
+    def set(self, *lines: str, cpu: tuple[int, int, int] = (0, 0, 0), uptime: float = 1000.0,
+            environ: dict[int, bytes] | None = None) -> None:
         for old in self.root.iterdir():
             if old.name.isdigit():
-                (old / "stat").unlink()
+                for file in old.iterdir():
+                    file.unlink()
                 old.rmdir()
         for line in lines:
             pid = line.split()[0]
             (self.root / pid).mkdir()
             (self.root / pid / "stat").write_text(line)
+            (self.root / pid / "environ").write_bytes((environ or {}).get(int(pid), b"HOME=/\0"))
         busy, steal, idle = cpu
         (self.root / "stat").write_text(f"cpu  {busy} 0 0 {idle} 0 0 0 {steal} 0 0\n")
         (self.root / "uptime").write_text(f"{uptime} 1.0\n")
@@ -135,6 +138,30 @@ def test_other_processes_are_counted_and_the_sweep_and_its_server_are_not(tmp_pa
     assert load.steal_fraction == pytest.approx(10 / 900, abs=1e-4)  # stored rounded
     assert load.busy(1.0) and not load.busy(2.0) and not load.busy(None)
     assert HostLoad.from_dict(json.loads(json.dumps(load.to_dict()))) == load
+
+
+def test_another_placed_server_is_a_co_tenant_not_other_load(tmp_path: Path) -> None:
+    """A packed placement (:mod:`specbench_lib.placement`) runs other configs' servers on this
+    node: their process groups carry ``SPECBENCH_PLACED`` and are named as co-tenants in the
+    cell's placement facts, so they are not the unknown load ``busy_host`` is about."""
+    fake = FakeProc(tmp_path / "proc")
+    hz = os.sysconf("SC_CLK_TCK")
+    marked = {600: b"HOME=/\0SPECBENCH_PLACED=r1:ngram-b8\0"}
+    procs = [stat_line(100, "python"), stat_line(200, "llama-server", ppid=100),
+             stat_line(600, "llama-server", ppid=1), stat_line(601, "worker", ppid=600, pgrp=600),
+             stat_line(700, "compile", ppid=1)]
+    fake.set(*procs, environ=marked)
+    sampler = HostSampler(server=[200], interval_s=600, own=100, root=fake.root, clock=fake.clock,
+                          gpu=False).start()
+    fake.now = 1.0
+    fake.set(stat_line(100, "python"), stat_line(200, "llama-server", ppid=100),
+             stat_line(600, "llama-server", ppid=1, utime=hz // 2),
+             stat_line(601, "worker", ppid=600, pgrp=600, utime=hz // 4),
+             stat_line(700, "compile", ppid=1, utime=hz // 10), environ=marked)
+    load = sampler.stop()
+    assert load.co_tenant_cpu_cores == pytest.approx(0.75, abs=0.01)
+    assert load.other_cpu_cores == pytest.approx(0.1, abs=0.01)
+    assert [p.comm for p in load.top] == ["compile"]
 
 
 def test_without_proc_the_load_says_it_was_not_sampled(tmp_path: Path) -> None:
