@@ -321,7 +321,8 @@ def test_prometheus_counters_sum_labels_and_deltas() -> None:
 def test_gpu_phases_plan_and_argv(phase: str, tp: int, top_context: int) -> None:
     plan = load_plan(ROOT / "params" / f"{phase}.yaml")
     p = plan.params
-    assert p.engine.kind == "sglang" and p.engine.tp == tp and p.output_tokens == 256
+    assert p.engine.kind == "sglang" and p.engine.tp == tp and p.output_lengths == (256, 1024)
+    assert p.request_rate is not None and p.request_rate.profile == 4  # the load axes in full
     assert [s.label for s in plan.servers] == ["auto", "dflash-b16", "ddtree-b8", "ddtree-b12",
                                                "ddtree-b15", "ddtree-b16", "ddtree-b32", "ddtree-b64"]
     assert max(p.contexts) == top_context and 3072 in p.contexts and list(p.concurrency) == [1, 4, 16]
@@ -351,7 +352,7 @@ def test_gpu_phases_plan_and_argv(phase: str, tp: int, top_context: int) -> None
                             str(budget + 1)]
     # every context fits the server once the speculative reserve is counted
     for s in plan.servers:
-        need = max(p.contexts) + p.output_tokens + adapter.speculative_reserve(s)
+        need = max(p.contexts) + max(p.output_lengths) + adapter.speculative_reserve(s)
         assert need <= p.engine.context - 1, s.label
 
 

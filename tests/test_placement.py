@@ -271,8 +271,14 @@ def test_ctrl_c_stops_every_placed_server(tmp_path: Path, ray_head: None) -> Non
             time.sleep(0.05)
 
     in_background(interrupt_when_all_up)
-    with pytest.raises(KeyboardInterrupt):
-        sb.run_sweep(sb.load_plan(params), outputs=tmp_path / "out", progress=False)
+    # Ctrl-C's KeyboardInterrupt even where this suite runs with SIGINT ignored (a background
+    # job; CI), which a plain kill would then do nothing against
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sb.run_sweep(sb.load_plan(params), outputs=tmp_path / "out", progress=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert len(seen) == 3
     deadline = time.monotonic() + 5
     while fake_servers(marker) and time.monotonic() < deadline:
