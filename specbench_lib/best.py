@@ -118,8 +118,11 @@ def crossovers(table: Any) -> Any:
             beats = list(group.loc[ratio > 1, "load_value"])
             loses = list(group.loc[ratio < 1, "load_value"])
         levels = list(group["load_value"])
+        # the crossover: the loads where it pays are the lowest ones, those where it loses the
+        # highest (None where they are not: no single point where it stops paying)
         rows.append({**dict(zip(keys, key, strict=True)),
-                     "beats_up_to": max(beats, default=None), "loses_from": min(loses, default=None),
+                     "beats_up_to": max(beats) if beats and beats == levels[:len(beats)] else None,
+                     "loses_from": min(loses) if loses and loses == levels[-len(loses):] else None,
                      "statement": _crossing(key, several, axis, levels, beats, loses)})
     return pd.DataFrame(rows, columns=[*keys, "beats_up_to", "loses_from", "statement"])
 
@@ -142,8 +145,13 @@ def _crossing(key: tuple[Any, ...], several: bool, axis: str, levels: list[Any],
         return f"{where_}: loses to auto at every {span}{how}"
     if not beats and not loses:
         return f"{where_}: indistinguishable from auto at every {span}{how}"
-    parts = ([f"beats auto up to {at(max(beats))}"] if beats else []) + (
-        [f"loses from {at(min(loses))}"] if loses else [])
+    parts = []  # "up to" and "from" only where they hold for every load below / above
+    if beats:
+        parts.append(f"beats auto up to {at(max(beats))}" if beats == levels[:len(beats)]
+                     else f"beats auto at {', '.join(at(v) for v in beats)}")
+    if loses:
+        parts.append(f"loses from {at(min(loses))}" if loses == levels[-len(loses):]
+                     else f"loses at {', '.join(at(v) for v in loses)}")
     rest = [at(v) for v in levels if v not in beats and v not in loses]
     if rest:
         parts.append(f"indistinguishable from auto at {', '.join(rest)}")

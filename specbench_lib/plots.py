@@ -10,6 +10,7 @@ speedup carry their 95 % bootstrap intervals as error bars (over requests and re
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from .results import SweepResult
@@ -114,18 +115,26 @@ def _load_figure(result: SweepResult, table: Any, verdicts: Any,
                  columns: list[tuple[str, str, str, str]], title: str) -> Any:
     import matplotlib.pyplot as plt
 
-    panels = sorted({tuple(v) for v in verdicts[["workload", "context", "output_tokens"]]
-                     .itertuples(index=False, name=None)})
-    fig, axes = plt.subplots(len(panels), len(columns), squeeze=False,
-                             figsize=(4.6 * len(columns), 3.4 * len(panels)))
-    for r, (workload, ctx, out) in enumerate(panels):
+    from .best import crossovers
+
+    crossing = {tuple(k): v for *k, v in crossovers(table).dropna(subset=["loses_from"])[
+        ["config", "workload", "context", "output_tokens", "load_axis", "loses_from"]]
+        .itertuples(index=False, name=None)}  # where each config starts to lose, for good
+    # a row per workload × output length; a column per context × what is drawn
+    rows_of = sorted({tuple(v) for v in verdicts[["workload", "output_tokens"]]
+                      .itertuples(index=False, name=None)})
+    contexts = sorted(verdicts["context"].unique())
+    fig, axes = plt.subplots(len(rows_of), len(contexts) * len(columns), squeeze=False,
+                             figsize=(max(9.5, 4.4 * len(contexts) * len(columns)), 3.4 * len(rows_of)))
+    for (r, (workload, out)), (k, ctx) in itertools.product(enumerate(rows_of),
+                                                        enumerate(contexts)):
         here = ((table["workload"] == workload) & (table["context"] == ctx)
                 & (table["output_tokens"] == out))
         here_v = ((verdicts["workload"] == workload) & (verdicts["context"] == ctx)
                   & (verdicts["output_tokens"] == out))
         where = here_v & (verdicts["verdict"] != "ok")
         for c, (axis, column, ylabel, xlabel) in enumerate(columns):
-            ax = axes[r][c]
+            ax = axes[r][k * len(columns) + c]
             rows = table[here & (table["load_axis"] == axis) & table[column].notna()]
             speedup = column == "speedup"
             for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
@@ -139,10 +148,10 @@ def _load_figure(result: SweepResult, table: Any, verdicts: Any,
                 ax.errorbar(group["load_value"], group[column], yerr=errors, marker="o",
                             capsize=3, color="black" if auto else f"C{i}",
                             linewidth=2.5 if auto else 1.2, label=config)
-                loses = group.loc[group["speedup_hi"] < 1, "load_value"] if speedup else ()
-                if len(loses):  # the crossover: from here on it is slower than auto
-                    ax.axvline(loses.min(), color=f"C{i}", linestyle=":", linewidth=1)
-                    ax.annotate(f"{config} loses from {loses.min():g}", (loses.min(), 0.95),
+                first = crossing.get((config, workload, ctx, out, axis)) if speedup else None
+                if first is not None and first > group["load_value"].min():  # the crossover
+                    ax.axvline(first, color=f"C{i}", linestyle=":", linewidth=1)
+                    ax.annotate(f"{config} loses from {first:g}", (first, 0.95),
                                 xycoords=("data", "axes fraction"), color=f"C{i}", fontsize=7,
                                 rotation=90, ha="right", va="top")
             if speedup:
@@ -151,16 +160,16 @@ def _load_figure(result: SweepResult, table: Any, verdicts: Any,
                 levels = sorted({int(c) for c in verdicts.loc[here_v, "concurrency"]})
                 ax.set_xticks(levels, [str(c) for c in levels])
             failed = verdicts[where & ((verdicts["load"].astype(str) != "") == (axis == "rate"))]
-            for k, (_, row) in enumerate(failed.iterrows()):
+            for n, (_, row) in enumerate(failed.iterrows()):
                 x = row["concurrency"] if axis == "concurrency" else row["rate_rps"]
                 if x is None or x != x:  # a profile point that never got its rate
                     ax.annotate(f"{row['config']} {row['load']} {row['verdict']}",
-                                (0.01, 0.04 + 0.06 * k), xycoords="axes fraction", color="red",
+                                (0.01, 0.04 + 0.06 * n), xycoords="axes fraction", color="red",
                                 fontsize=7)
                     continue
                 ax.plot(x, 0, marker="x", color="red", markersize=9, clip_on=False,
                         transform=ax.get_xaxis_transform())
-                ax.annotate(f"{row['config']} {row['verdict']}", (x, 0.04 + 0.06 * k),
+                ax.annotate(f"{row['config']} {row['verdict']}", (x, 0.04 + 0.06 * n),
                             xycoords=("data", "axes fraction"), color="red", fontsize=7)
             ax.set_title(f"{workload} · context {ctx} · {out} output tokens", fontsize=10)
             ax.set_xlabel(xlabel)

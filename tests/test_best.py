@@ -78,10 +78,12 @@ def test_one_row_per_panel_and_the_summary_shows_the_statements() -> None:
 
 def test_crossover_says_where_a_config_stops_beating_auto_as_the_load_grows() -> None:
     cells = []
-    for c, (auto, b8, b4) in {1: (50, 75, 52), 2: (90, 120, 91), 4: (150, 110, 151)}.items():
+    for c, (auto, b8, b4, b2) in {1: (50, 75, 52, 51), 2: (90, 120, 91, 91),
+                                  4: (150, 110, 151, 220)}.items():
         made = [spread_cell("auto", "auto", None, rates(auto, 16, c)),
                 spread_cell("ng-b8", "ngram", 8, rates(b8, 16, 10 + c)),
-                spread_cell("ng-b4", "ngram", 4, rates(b4, 16, 20 + c))]
+                spread_cell("ng-b4", "ngram", 4, rates(b4, 16, 20 + c)),
+                spread_cell("ng-b2", "ngram", 2, rates(b2, 16, 30 + c))]
         cells += [replace(cell, spec=replace(cell.spec, concurrency=c)) for cell in made]
     table = results_table(cells)
     found = crossovers(table).set_index("config")
@@ -90,5 +92,9 @@ def test_crossover_says_where_a_config_stops_beating_auto_as_the_load_grows() ->
     assert found.loc["ng-b8", "beats_up_to"] == 2 and found.loc["ng-b8", "loses_from"] == 4
     assert found.loc["ng-b4", "statement"].endswith("indistinguishable from auto at every "
                                                     "concurrency measured (1-4)")
+    # it pays only at the highest load: "at", not "up to" (which would claim the lower ones)
+    assert found.loc["ng-b2", "statement"] == ("ng-b2 code/ctx256: beats auto at concurrency 4; "
+                                               "indistinguishable from auto at concurrency 1, "
+                                               "concurrency 2")
     text = Summary(best_configs(cells, table, GROUP), table, crossovers(table)).text()
     assert "speedup vs load (95 % intervals):\n  ng-b" in text
