@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import subprocess
 import sys
 import tempfile
@@ -31,31 +30,20 @@ from typing import Any
 
 from _common import ROOT, load_note, spread, table, write_results
 
-FAKE = ROOT / "tests" / "fake_server.py"
+sys.path.insert(0, str(ROOT / "tests"))
+from fakeparams import LENIENT_HOST, fake_argv, fake_engine  # noqa: E402
+
 PORT = 8240
-
-
-def _argv(interval: float, *, budget: bool = True) -> str:
-    return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--interval", str(interval),
-                       *(["--budget", "{budget}"] if budget else [])])
 
 
 def params_file(folder: Path, *, engine: str, configs: int, interval: float) -> Path:
     budgets = [4 * 2**i for i in range(configs - 1)]
     path = folder / f"{engine}.yaml"
+    ngram = fake_argv(interval=interval, budget=True)
     path.write_text(f"""phase: placement_overhead
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {FAKE}
-  port: {PORT}
-  context: 2048
-  ready_timeout_s: 20
-  argv_template: {_argv(interval, budget=False)}
-configs:
+{fake_engine(PORT, fake_argv(interval=interval))}configs:
   - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: {budgets}, argv: {_argv(interval)}}}
+  - {{name: ngram, method: ngram, budgets: {budgets}, argv: {ngram}}}
 workloads:
   - {{name: code, source: humaneval}}
 contexts: [16, 32]
@@ -63,10 +51,7 @@ concurrency: [1]
 output_tokens: 16
 requests_per_cell: 4
 warmup_requests: 1
-max_coalesced_fraction: 0.5
-max_coalesced_first_fraction: 0.5
-host: {{max_other_cpu_cores: null}}
-placement: {{engine: {engine}, gpus_per_server: 1, port_span: 19}}
+{LENIENT_HOST}placement: {{engine: {engine}, gpus_per_server: 1, port_span: 19}}
 """)
     return path
 

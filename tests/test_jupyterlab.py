@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeparams import fake_argv, fake_engine
 from procs import pids_with
 
 from specbench_lib import notebook_link
 from specbench_lib.runs import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
-FAKE = ROOT / "tests" / "fake_server.py"
 CHROMIUM = Path("/usr/bin/chromium")
 JUPYTER_LAB = Path(sys.executable).parent / "jupyter-lab"
 PORTS = range(8230, 8240)
@@ -56,22 +56,12 @@ def two_free_ports() -> tuple[int, int]:
 
 def tiny_params(tmp_path: Path, port: int) -> Path:
     """auto and one n-gram config on the fake llama.cpp server: two ok cells in a few seconds."""
-    def argv(*extra: str) -> str:
-        return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", "ok", *extra])
+    ngram = fake_argv("--mode", "ok", budget=True)
     path = tmp_path / "lab.yaml"
     path.write_text(f"""phase: lab
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {FAKE}
-  port: {port}
-  context: 2048
-  ready_timeout_s: 20
-  argv_template: {argv()}
-configs:
+{fake_engine(port, fake_argv("--mode", "ok"))}configs:
   - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [4], argv: {argv('--budget', '{budget}')}}}
+  - {{name: ngram, method: ngram, budgets: [4], argv: {ngram}}}
 workloads:
   - {{name: code, source: humaneval}}
 contexts: [16]

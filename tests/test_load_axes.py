@@ -6,12 +6,12 @@ point marked in the load figure, never drawn."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import matplotlib
 import pytest
 from cellfactory import make_cell, not_ok
+from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 
 matplotlib.use("Agg")
 
@@ -19,37 +19,21 @@ import specbench_lib as sb  # noqa: E402
 from specbench_lib import plots  # noqa: E402
 from specbench_lib.runs import RunDir  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 PORT = 8205
 INTERVAL = 0.01  # the fake server's seconds before each token
 
 
 def params(tmp_path: Path, extra: str) -> Path:
-    argv = json.dumps(["{binary}", str(ROOT / "tests" / "fake_server.py"), "--port", "{port}",
-                       "--interval", str(INTERVAL)])
     path = tmp_path / "load.yaml"
     path.write_text(f"""phase: load
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {ROOT / 'tests' / 'fake_server.py'}
-  port: {PORT}
-  context: 2048
-  ready_timeout_s: 10
-  argv_template: {argv}
-configs:
+{fake_engine(PORT, fake_argv(interval=INTERVAL), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: code, source: humaneval}}
 contexts: [16]
 requests_per_cell: 8
 warmup_requests: 1
-# the cells are judged here for their load, not the client host (as tests/data/tiny.yaml says)
-max_coalesced_fraction: 0.5
-max_coalesced_first_fraction: 0.5
-host: {{max_other_cpu_cores: null}}
-{extra}
+{LENIENT_HOST}{extra}
 """)
     return path
 

@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 from cellfactory import make_cell, spread_cell
+from fakeparams import fake_argv, fake_engine
 
 from specbench_lib import SweepResult, report
 from specbench_lib.compare import RunComparison, write_comparison
 from specbench_lib.runs import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
-FAKE = ROOT / "tests" / "fake_server.py"
 PORT = 8197
 EXTERNAL = re.compile(r"^\s*(https?:|wss?:|ftp:|//)", re.I)
 
@@ -268,25 +268,13 @@ def _seen(events: list[dict[str, Any]], state: dict[str, Any]) -> Loaded:
 def fake_server_params(tmp: Path) -> Path:
     """Three configs on tests/fake_server.py run as a server: ``auto``, an ok n-gram config and
     one whose server crashes at start (a crashed cell in every table and figure)."""
-    def argv(mode: str) -> str:
-        return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", mode,
-                           "--budget", "{budget}"])
-
+    ok, crash = (fake_argv("--mode", mode, budget=True) for mode in ("ok", "startup_crash"))
     path = tmp / "offline.yaml"
     path.write_text(f"""phase: offline
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {FAKE}
-  port: {PORT}
-  context: 2048
-  ready_timeout_s: 4
-  argv_template: {json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", "ok"])}
-configs:
+{fake_engine(PORT, fake_argv("--mode", "ok"), ready_timeout_s=4)}configs:
   - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [4], argv: {argv('ok')}}}
-  - {{name: broken, method: ngram, budgets: [8], argv: {argv('startup_crash')}}}
+  - {{name: ngram, method: ngram, budgets: [4], argv: {ok}}}
+  - {{name: broken, method: ngram, budgets: [8], argv: {crash}}}
 workloads:
   - {{name: code, source: humaneval}}
 contexts: [16]

@@ -18,15 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import ray
+from fakeparams import FAKE, LENIENT_HOST, fake_argv, fake_engine
 
 import specbench_lib as sb
 from specbench_lib.errors import ParamsError, PreflightError
 from specbench_lib.records import CellFacts, CoTenant, Placement
 
-ray = pytest.importorskip("ray")
-
 ROOT = Path(__file__).resolve().parent.parent
-FAKE = ROOT / "tests" / "fake_server.py"
 PORT = 8240  # the driver leases it; placed servers take 8241-8259
 
 
@@ -52,31 +51,19 @@ def ray_head() -> Iterator[None]:
         ray.shutdown()
 
 
-def argv(interval: float, *, budget: bool = True) -> str:
-    return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--interval", str(interval),
-                       *(["--budget", "{budget}"] if budget else [])])
-
-
 def write_params(tmp_path: Path, *, placement: str, interval: float = 0.03,
                  budgets: str = "[4, 8, 16]", contexts: str = "[16]",
                  slow: float | None = None, name: str = "placed.yaml") -> Path:
     """Fake servers with fixed timing: each token ``interval`` s (the ngram-b8 config ``slow``
     s, when given), 4 requests x 16 tokens a cell."""
-    configs = f"  - {{name: ngram, method: ngram, budgets: {budgets}, argv: {argv(interval)}}}"
+    ngram = fake_argv(interval=interval, budget=True)
+    configs = f"  - {{name: ngram, method: ngram, budgets: {budgets}, argv: {ngram}}}"
     if slow is not None:
-        configs = f"  - {{name: slow, method: ngram, budgets: [8], argv: {argv(slow)}}}"
+        slowly = fake_argv(interval=slow, budget=True)
+        configs = f"  - {{name: slow, method: ngram, budgets: [8], argv: {slowly}}}"
     path = tmp_path / name
     path.write_text(f"""phase: placed
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {FAKE}
-  port: {PORT}
-  context: 2048
-  ready_timeout_s: 20
-  argv_template: {argv(interval, budget=False)}
-configs:
+{fake_engine(PORT, fake_argv(interval=interval))}configs:
   - {{name: auto, method: auto}}
 {configs}
 workloads:
@@ -86,11 +73,7 @@ concurrency: [1]
 output_tokens: 16
 requests_per_cell: 4
 warmup_requests: 1
-# placement is judged here, not the client host (as tests/data/tiny.yaml says why)
-max_coalesced_fraction: 0.5
-max_coalesced_first_fraction: 0.5
-host: {{max_other_cpu_cores: null}}
-placement: {placement}
+{LENIENT_HOST}placement: {placement}
 """)
     return path
 
