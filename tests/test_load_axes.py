@@ -74,7 +74,15 @@ def test_output_lengths_and_a_rate_profile_are_axes_with_goodput_from_the_truth(
         (24, "concurrency"), "max_concurrency_meeting_slo"]  # NaN: no load meets it
     top = cells["auto__code__ctx16__c8__o8__p2of2"].target_rate
     assert capacity.loc[(8, "rate"), "max_rate_meeting_slo"] == pytest.approx(top)
-    assert "speedup_vs_load" in plots.standard(result)
+    fig = plots.standard(result)["speedup_vs_load"]  # speedup, E2E and goodput vs load
+    goodput = [ax for ax in fig.axes if ax.get_ylabel().startswith("goodput")]
+    assert len(goodput) == 2  # one per output length
+    short = goodput[0]  # 8 tokens: the profile's two rates, every request within the SLO
+    ((line,),) = [c.lines[:1] for c in short.containers]
+    rows = result.table().sort_values("target_rate_rps")
+    rows = rows[(rows["output_tokens"] == 8) & (rows["load"] != "")]
+    assert list(line.get_xdata()) == pytest.approx(list(rows["target_rate_rps"]))
+    assert list(line.get_ydata()) == pytest.approx(list(rows["goodput_rps"]))
     text = result.summary().text()
     assert "auto code/ctx16/o8: meets the SLO (p90) up to concurrency 2 (goodput " in text
     assert "auto code/ctx16/o24: meets the SLO (p90) at no concurrency measured" in text
