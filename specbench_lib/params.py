@@ -11,7 +11,7 @@ import difflib
 import itertools
 import re
 import typing
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -497,8 +497,6 @@ class CellSpec:
 
     def row(self) -> dict[str, Any]:
         """The spec as a table row's keys: its fields and its ``load``."""
-        from dataclasses import asdict
-
         return {**asdict(self), "load": self.load}
 
 

@@ -429,7 +429,6 @@ class _ServerSweep:
                                for p in prompts),
                          dispatch.target_rate, started, timing)
 
-
     def _rate(self, cell: CellSpec) -> RequestRateParams | Verdict | None:
         """An open-loop cell's arrival schedule (None: closed loop); a rate profile's point gets
         its rate from the config's closed-loop cells (:mod:`.loadprofile`)."""
