@@ -331,7 +331,7 @@ class HostSampler:
                 return "own"
             pid, hops = parents.get(pid, 0), hops + 1
         if stat.pgrp not in self._placed:
-            self._placed[stat.pgrp] = _marked_placed(self.root / str(stat.pgrp) / "environ")
+            self._placed[stat.pgrp] = placed_marker(self.root / str(stat.pgrp) / "environ") is not None
         return "co_tenant" if self._placed[stat.pgrp] else "other"
 
     def _query_gpu(self) -> None:
@@ -404,12 +404,15 @@ class HostSampler:
 PLACED_MARK = b"SPECBENCH_PLACED="  # in the environment of a server placed by :mod:`.placement`
 
 
-def _marked_placed(environ: Path) -> bool:
-    """Whether the process whose ``/proc/[pid]/environ`` this is was placed by a sweep."""
+def placed_marker(environ: Path) -> bytes | None:
+    """The ``SPECBENCH_PLACED`` value in a process's ``/proc/[pid]/environ`` (its run and config,
+    set by :mod:`.placement`), or None when the process was not placed, is gone or is another
+    user's."""
     try:
-        return any(v.startswith(PLACED_MARK) for v in environ.read_bytes().split(b"\0"))
-    except OSError:  # gone, or another user's
-        return False
+        entries = environ.read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((v[len(PLACED_MARK):] for v in entries if v.startswith(PLACED_MARK)), None)
 
 
 def sample_host(seconds: float, *, interval_s: float = 0.25, **kwargs: Any) -> HostLoad:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .engines import Launch, get_adapter
 from .errors import ParamsError, PreflightError
-from .hostload import PLACED_MARK
+from .hostload import PLACED_MARK, placed_marker
 from .params import CellSpec, Plan
 from .preflight import check_port_free
 from .progress import Progress
@@ -188,18 +188,15 @@ def _place(payload: _Payload) -> Iterator[dict[str, Any]]:
             yield rest
 
 
-def _marked(pid: int, mark: bytes) -> bool:
-    try:
-        return mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
+def _marked(pid: int, marker: bytes) -> bool:
+    return placed_marker(Path(f"/proc/{pid}/environ")) == marker
 
 
 def _reap(marker: str) -> int:
     """On a lost server's node: SIGKILL the process groups of the server its task started
     (every process carries the task's ``SPECBENCH_PLACED`` marker in its environment): a group
     whose leader is marked or gone. Returns the groups killed."""
-    mark = f"{_MARK}={marker}".encode()
+    mark = marker.encode()
     groups = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid() and _marked(int(entry.name),

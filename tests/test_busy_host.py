@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from fakeparams import fake_engine
 from hogs import child_hog, cpu_rate, other_hog
 from procs import pids_with
 
@@ -29,16 +29,7 @@ def params(tmp_path: Path, port: int, *, max_cores: float | None, burn: bool = F
                        "--token-delay-s", "0.1", *(["--burn"] if burn else [])])
     path = tmp_path / "busy.yaml"
     path.write_text(f"""phase: busy
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {ROOT / 'tests' / 'fake_server.py'}
-  port: {port}
-  context: 2048
-  ready_timeout_s: 20
-  argv_template: {argv}
-host: {{max_other_cpu_cores: {'null' if max_cores is None else max_cores}}}
+{fake_engine(port, argv)}host: {{max_other_cpu_cores: {'null' if max_cores is None else max_cores}}}
 configs:
   - {{name: auto, method: auto}}
 workloads:
