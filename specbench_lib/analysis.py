@@ -12,7 +12,7 @@ from typing import Any
 
 from .metrics import cell_metrics, rate_shortfall
 from .records import CellRecord, Reason, Verdict
-from .validate import judge_cell, judge_counters, judge_host
+from .validate import judge_cell, judge_counters, judge_history, judge_host
 
 
 def judge(cell: CellRecord) -> Verdict:
@@ -35,6 +35,7 @@ def judge(cell: CellRecord) -> Verdict:
             note = str(late["rate_note"]).removeprefix("rate_not_reached: ")
             verdict = Verdict("invalid", (*verdict.reasons, Reason("rate_not_reached", note)),
                               verdict.failed)
+    verdict = judge_history(verdict, facts.served_before, cell.prompts, inputs.prompt_reuse)
     return judge_host(verdict, facts.host, inputs.max_other_cpu_cores)  # other processes' CPU
 
 

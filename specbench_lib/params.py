@@ -81,6 +81,10 @@ class EngineParams(_Strict):
     # --no-enable-prefix-caching, llama.cpp cache_prompt false), so every request pays its whole
     # prefill, and a request the server reports as served from its cache is invalid
     prefix_cache: bool = False
+    # how cells of one config are kept from remembering each other: auto (the adapter's choice,
+    # e.g. a fresh llama-server per cell for ngram-mod, whose n-gram pool outlives requests),
+    # restart (a fresh server for every cell) or none (one server per config)
+    isolation: Literal["auto", "restart", "none"] = "auto"
     api: str | None = None  # the protocol of a template server (engines.APIS)
     argv_template: tuple[str, ...] = ()  # a whole argv, for kind template (or any kind)
     spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags
@@ -353,6 +357,18 @@ class SweepParams(_Strict):
     # tokens each request generates; a list makes output length an axis of the plan
     output_tokens: int | tuple[int, ...] = 128
     requests_per_cell: int = Field(3, ge=1)
+    # per_concurrency: a closed-loop cell at concurrency c sends requests_per_cell x c requests,
+    # so it has requests_per_cell waves of requests in flight together (its independent units);
+    # fixed: requests_per_cell at every load point
+    requests_scale: Literal["per_concurrency", "fixed"] = "per_concurrency"
+    # False: every cell and repeat gets fresh prompts, never text its server already answered
+    # (promptbook.py); True: a cache-warm study, prompts shared by a panel's load points
+    prompt_reuse: bool = False
+    # shuffled: a server's cells run in an order drawn from the seed (recorded), so no drift of
+    # the machine lines up with an axis; fixed: the plan's order
+    cell_order: Literal["shuffled", "fixed"] = "shuffled"
+    # speedups within this fraction of each other are a tie (a decided answer), in best configs
+    equivalence: float = Field(0.03, ge=0, lt=1)
     warmup_requests: int = Field(1, ge=0)
     # output tokens of each warmup request (None: output_tokens). A short one already does what
     # warmup is for (first-use allocations, weights paged in, threads started) at less cost.
@@ -382,6 +398,13 @@ class SweepParams(_Strict):
     # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
     # --hf-token, *_token, password, secret, Authorization and the like are always hidden
     redact: tuple[str, ...] = ()
+
+    def requests_for(self, cell: CellSpec) -> int:
+        """The measured requests of ``cell``: ``requests_per_cell``, times the concurrency for a
+        closed-loop cell when ``requests_scale`` is ``per_concurrency``."""
+        closed = cell.rate is None and cell.profile_point is None
+        scale = cell.concurrency if closed and self.requests_scale == "per_concurrency" else 1
+        return self.requests_per_cell * scale
 
     def request_timeouts(self) -> TimeoutParams:
         """The timeouts with the whole-request limit resolved (``request_timeout_s`` by default)."""

@@ -222,6 +222,7 @@ class JudgeInputs:
     max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION
     max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION
     max_other_cpu_cores: float | None = None  # busy_host's threshold (None: not judged)
+    prompt_reuse: bool = False  # the plan asks for prompts a server already answered (seen_prompt)
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,24 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class ServedBefore:
+    """What the cell's server had answered before the cell (its warmup included): the earlier
+    cells, how many requests, and the prompts (token-id shas) and documents they carried."""
+
+    cells: tuple[str, ...] = ()
+    requests: int = 0
+    prompts: tuple[str, ...] = ()
+    documents: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ServedBefore:
+        values = _known(cls, data)
+        return cls(tuple(str(c) for c in values.get("cells") or ()), int(values.get("requests", 0)),
+                   tuple(str(p) for p in values.get("prompts") or ()),
+                   tuple(str(d) for d in values.get("documents") or ()))
+
+
+@dataclass(frozen=True)
 class CellFacts:
     """What was observed about the server while the cell was measured: stored, never derived.
 
@@ -282,12 +301,14 @@ class CellFacts:
     spec_counters: dict[str, Any] = field(default_factory=dict)
     host: HostLoad | None = None  # the host while the requests ran (None: not sampled)
     placement: Placement | None = None  # where a placed cell ran (None: this machine, alone)
+    served_before: ServedBefore | None = None  # the server's history (None: not recorded)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["decided"] = self.decided.to_dict() if self.decided else None
-        if self.placement is None:  # a sequential cell's file stays as it was
-            del data["placement"]
+        for key in ("placement", "served_before"):  # absent: the file stays as it was
+            if data[key] is None:
+                del data[key]
         return data
 
     @classmethod
@@ -299,6 +320,9 @@ class CellFacts:
         values["host"] = HostLoad.from_dict(host) if isinstance(host, dict) else None
         placement = values.get("placement")
         values["placement"] = Placement.from_dict(placement) if isinstance(placement, dict) else None
+        served = values.get("served_before")
+        values["served_before"] = (ServedBefore.from_dict(served) if isinstance(served, dict)
+                                   else None)
         return cls(**values)
 
 

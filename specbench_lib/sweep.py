@@ -8,9 +8,11 @@ and requests and turns what it saw into :class:`~.records.CellRecord` facts.
 from __future__ import annotations
 
 import contextlib
+import random
 import sys
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +21,7 @@ import httpx
 
 from .analysis import analyse
 from .dispatch import dispatch_cell
-from .engines import Adapter, Launch, get_adapter, server_launch
+from .engines import Adapter, Isolation, Launch, get_adapter, server_launch
 from .errors import ControlTimeout, EngineError, ServerError, StoreError
 from .fingerprint import Components, cell_fingerprints
 from .hostload import HostSampler, server_pids, usable_cpus
@@ -28,6 +30,7 @@ from .params import CellSpec, Plan, RequestRateParams, ServerConfig, SweepParams
 from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress
+from .promptbook import PromptBook
 from .provenance import file_identity, measurement_code_hash
 from .records import (
     CellFacts,
@@ -37,6 +40,7 @@ from .records import (
     Provenance,
     Reason,
     RequestRecord,
+    ServedBefore,
     Verdict,
 )
 from .results import Outcome, SweepResult
@@ -44,7 +48,7 @@ from .runs import Run
 from .server import AttachedServer, Server, ServerProcess, port_lease
 from .store import redact, utc_now
 from .validate import context_guard
-from .workload import build_prompts
+from .workload import Prompt
 
 if TYPE_CHECKING:
     from .placement import Placer, WorkerRun
@@ -105,6 +109,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress)
     status = "failed"
     rounds = params.repeats if params.repeat_order == "rounds" else 1
+    book = PromptBook(params, plan.cells)  # every cell's prompts, drawn once for the sweep
     placer: Placer | None = None
     try:
         placer = _placer(plan, run, lines)  # None: each config here, one after another
@@ -115,7 +120,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
                 if not todo:
                     continue
                 sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, lines,
-                                       round_number=number)
+                                       round_number=number, book=book)
                 bad = None if retry_known_bad else next(
                     (kb for kb in params.known_bad
                      if kb.applies(server, engine_version=identity.version,
@@ -219,28 +224,38 @@ class _Measured:
 
 
 class _ServerSweep:
-    """One server config: start it, warm it up, measure its cells, stop it."""
+    """One server config: start it, warm it up, measure its cells, stop it; with isolation
+    ``restart``, a fresh server (and warmup) for every cell."""
 
     def __init__(self, plan: Plan, server: ServerConfig, launch: Launch, run: Run | WorkerRun,
-                 adapter: Adapter, progress: Progress, *, round_number: int = 0) -> None:
+                 adapter: Adapter, progress: Progress, *, round_number: int = 0,
+                 book: PromptBook | None = None) -> None:
         self.plan, self.server, self.launch, self.run = plan, server, launch, run
         # a server of a later round of repeats has its own manifest entry and log
         self.key = server.label if round_number == 0 else f"{server.label}.r{round_number}"
+        self.round_number = round_number
         self.adapter, self.progress = adapter, progress
-        params = plan.params
-        self.judge = JudgeInputs(
-            planned=params.requests_per_cell, speculative=server.method != "auto",
-            spec_stats="per_request" if adapter.spec_stats_per_request else "counters",
-            max_failed_fraction=params.max_failed_fraction,
-            max_coalesced_fraction=params.max_coalesced_fraction,
-            max_coalesced_first_fraction=params.max_coalesced_first_fraction,
-            prefix_cache=params.engine.prefix_cache,
-            max_other_cpu_cores=params.host.cpu_limit(usable_cpus()))
-        self.argv = tuple(redact(launch.argv, extra=params.redact))
+        self.book = book or PromptBook(plan.params, plan.cells)
+        self.isolation = _isolation(adapter, server, launch)
+        self.argv = tuple(redact(launch.argv, extra=plan.params.redact))
         self.written: set[str] = set()
         self.done: dict[str, CellRecord] = {}  # this sweeper's cells, as analysed
         self.tokens: dict[str, list[int]] = {}
         self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
+        self.record: dict[str, Any] = {"isolation": self.isolation.to_dict(), "starts": 0,
+                                       "order": []}
+
+    def judge(self, cell: CellSpec) -> JudgeInputs:
+        params = self.plan.params
+        return JudgeInputs(
+            planned=params.requests_for(cell), speculative=self.server.method != "auto",
+            spec_stats="per_request" if self.adapter.spec_stats_per_request else "counters",
+            max_failed_fraction=params.max_failed_fraction,
+            max_coalesced_fraction=params.max_coalesced_fraction,
+            max_coalesced_first_fraction=params.max_coalesced_first_fraction,
+            prefix_cache=params.engine.prefix_cache,
+            max_other_cpu_cores=params.host.cpu_limit(usable_cpus()),
+            prompt_reuse=params.prompt_reuse)
 
     def write(self, cell: CellSpec, facts: CellFacts, measured: _Measured | None = None) -> Verdict:
         began = time.perf_counter()
@@ -248,7 +263,7 @@ class _ServerSweep:
         record = CellRecord(
             run_id=self.run.dir.run_id, spec=cell, fingerprint=self.run.fingerprints[cell.cell_id],
             server_label=self.server.label, server_argv=self.argv,
-            verdict=Verdict("invalid"), judge=self.judge, facts=facts,
+            verdict=Verdict("invalid"), judge=self.judge(cell), facts=facts,
             provenance=Provenance(**{**asdict(self.run.provenance()), "started": m.started,
                                      "ended": utc_now()}),
             requests=tuple(m.requests), prompts=m.prompts, target_rate=m.target_rate,
@@ -263,100 +278,124 @@ class _ServerSweep:
         return analysed.verdict
 
     def measure_all(self, cells: list[CellSpec]) -> None:
+        """Measure ``cells`` in the seeded order (:func:`cell_order`), on one server or, with
+        isolation ``restart``, each on its own; after a crash (or a config-level failure) the
+        rest of the config's cells keep that verdict without a server."""
+        order = cell_order(cells, self.plan.params, f"{self.server.label}:{self.round_number}")
+        self.record["order"] += [c.cell_id for c in order]
+        if self.isolation.mode != "restart":
+            self._serve(order)
+            return
+        dead: Verdict | None = None
+        for cell in order:
+            if dead is not None:
+                self.write(cell, CellFacts(decided=dead))
+                continue
+            dead = self._serve([cell])
+
+    def _serve(self, cells: list[CellSpec]) -> Verdict | None:
+        """One server's life: start, warm up, measure ``cells``; the verdict that ends the
+        config (a crash, a server that failed or answers what its adapter cannot read)."""
         params, server, launch = self.plan.params, self.server, self.launch
         log_path = self.run.dir.log_path(self.key)
-        proc: Server
-        if server.attach is None:
-            proc = ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
-                                 health_path=launch.health_path, log_path=log_path,
-                                 signatures=self.adapter.crash_signatures)
-            record: dict[str, Any] = {"controlled": True, "argv": list(self.argv)}
-        else:
-            proc = AttachedServer(name=server.label, attach=server.attach,
-                                  health_path=launch.health_path, log_path=log_path,
-                                  signatures=self.adapter.crash_signatures)
-            record = {"controlled": False, "url": server.attach.url, "unit": server.attach.unit}
+        proc = _server(server, launch, log_path, self.adapter)
+        record = self.record
+        record.update({"controlled": True, "argv": list(self.argv)} if server.attach is None
+                      else {"controlled": False, "url": server.attach.url,
+                            "unit": server.attach.unit})
         record["log"] = str(log_path.relative_to(self.run.dir.path))
         record["timing"] = self.timing
+        base = proc.log_size()  # this server's log starts here (a config's servers share one)
         try:
             began = time.perf_counter()
             self.progress.server(self.key, f"starting, waiting up to {params.engine.ready_timeout_s:.0f} "
                             "s for it to be ready")
             proc.start()
-            record["pid"] = proc.pid
+            record["pid"], record["starts"] = proc.pid, record["starts"] + 1
             record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
             self.progress.server(self.key, f"ready in {record['ready_s']} s")
-            ready_at = proc.log_size()
             self.timing["start_s"] = round(time.perf_counter() - began, 4)
             with httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s,
                               headers=proc.headers) as client:
-                info = self.adapter.server_info(client)
-                adapter = self.adapter.for_server(info)
-                record["context_per_request"] = info.context_per_request
-                record["reported_version"] = info.version
-                record["effective"] = redact(info.raw, extra=params.redact)
-                began = time.perf_counter()
-                record["warmup"], warmup = _warmup(self.plan, proc, client, adapter,
-                                                   self._tokenizer(adapter, client))
-                self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
-                self.run.store_server(self.key, record)
-                offset = proc.log_size()
-                early = self._before_cells(proc, ready_at, offset)
-                if early is not None:
-                    for cell in cells:
-                        self.write(cell, early, _Measured(early, warmup))
-                    return
-                dead: Verdict | None = None
-                for cell in cells:
-                    if dead is None:
-                        measured = self._measure(cell, proc, client, adapter,
-                                                 info.context_per_request, warmup, offset)
-                        offset = proc.log_size()
-                        verdict = self.write(cell, measured.facts, measured)
-                        if verdict.status == "crashed":
-                            dead = Verdict("crashed", (
-                                Reason("server_died_earlier", "the server crashed in an earlier "
-                                       "cell of this config"), *verdict.reasons))
-                    else:
-                        self.write(cell, self._dead_facts(proc, dead))
-                self.run.store_server(self.key, record)
+                return self._cells(proc, client, cells, base)
         except (ServerError, EngineError) as exc:
             record["error"] = f"{type(exc).__name__}: {exc}"
             record["returncode"] = proc.returncode
             self.run.store_server(self.key, record)
-            facts = self._failed(proc, exc)
+            facts = self._failed(proc, exc, base)
             for cell in cells:
                 if cell.cell_id not in self.written:
                     self.write(cell, facts)
+            return facts.decided
         finally:
             began = time.perf_counter()
             proc.stop()
             self.timing["stop_s"] = round(time.perf_counter() - began, 4)
 
-    @staticmethod
-    def _dead_facts(proc: Server, verdict: Verdict) -> CellFacts:
-        return CellFacts(decided=verdict, server_alive=False, returncode=proc.returncode,
-                         crash_line=proc.crash_signature(), log_excerpt=proc.log_tail(40))
+    def _cells(self, proc: Server, client: httpx.Client, cells: list[CellSpec],
+               base: int) -> Verdict | None:
+        """The started server: its info, warmup and cells (see :meth:`_serve`)."""
+        record, ready_at = self.record, proc.log_size()
+        info = self.adapter.server_info(client)
+        adapter = self.adapter.for_server(info)
+        record["context_per_request"] = info.context_per_request
+        record["reported_version"] = info.version
+        record["effective"] = redact(info.raw, extra=self.plan.params.redact)
+        began = time.perf_counter()
+        tokenize = self._tokenizer(adapter, client)
+        record["warmup"], warmup, history = _warmup(self.plan, proc, client, adapter,
+                                                    self.book.warmup(tokenize))
+        self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
+        self.run.store_server(self.key, record)
+        offset = proc.log_size()
+        early = self._before_cells(proc, base, ready_at, offset)
+        if early is not None:
+            for cell in cells:
+                self.write(cell, early, _Measured(early, warmup))
+            return Verdict("crashed", (Reason("server_died_earlier", "the server crashed in an "
+                                              "earlier cell of this config"),))
+        dead: Verdict | None = None
+        for cell in cells:
+            if dead is not None:
+                self.write(cell, self._dead_facts(proc, dead, base))
+                continue
+            measured = self._measure(cell, proc, client, adapter, info.context_per_request,
+                                     warmup, offset, history)
+            offset = proc.log_size()
+            verdict = self.write(cell, measured.facts, measured)
+            history.add(cell.cell_id, measured.prompts)
+            if verdict.status == "crashed":
+                dead = Verdict("crashed", (
+                    Reason("server_died_earlier", "the server crashed in an earlier "
+                           "cell of this config"), *verdict.reasons))
+        self.run.store_server(self.key, record)
+        return dead
 
-    def _before_cells(self, proc: Server, ready_at: int, offset: int) -> CellFacts | None:
+    @staticmethod
+    def _dead_facts(proc: Server, verdict: Verdict, base: int) -> CellFacts:
+        return CellFacts(decided=verdict, server_alive=False, returncode=proc.returncode,
+                         crash_line=proc.crash_signature(base), log_excerpt=proc.log_tail(40))
+
+    @staticmethod
+    def _before_cells(proc: Server, base: int, ready_at: int, offset: int) -> CellFacts | None:
         """Crash evidence from start-up or warmup, which taints every cell of the config (the
         cells keep the warmup requests, so their verdict also names what those met)."""
-        line = proc.crash_signature(0, offset)
+        line = proc.crash_signature(base, offset)
         alive = proc.healthy()
         if line is None and alive:
             return None
         if line is not None:
-            phase = "start-up" if proc.crash_signature(0, ready_at) else "warmup"
+            phase = "start-up" if proc.crash_signature(base, ready_at) else "warmup"
             line = f"{line} (in the server log during {phase})"
         return CellFacts(server_alive=alive, crash_line=line,
                          returncode=proc.returncode if alive else proc.exit_status(),
                          log_excerpt=proc.log_tail(40))
 
     @staticmethod
-    def _failed(proc: Server, exc: ServerError | EngineError) -> CellFacts:
+    def _failed(proc: Server, exc: ServerError | EngineError, base: int) -> CellFacts:
         """The config's cells when its server could not be started or answered what its adapter
         cannot read: ``invalid`` with the fix while the server is up, else ``crashed``."""
-        signature = proc.crash_signature()
+        signature = proc.crash_signature(base)
         if isinstance(exc, EngineError) and proc.healthy() and signature is None:
             if isinstance(exc, ControlTimeout):
                 reason = Reason("control_timeout", f"{exc}: the server is up but answers too "
@@ -386,7 +425,8 @@ class _ServerSweep:
         return tokenize
 
     def _measure(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
-                 context: int, warmup: tuple[RequestRecord, ...], since: int) -> _Measured:
+                 context: int, warmup: tuple[RequestRecord, ...], since: int,
+                 history: _History) -> _Measured:
         params = self.plan.params
         refused = context_guard(prompt_tokens=cell.context, output_tokens=cell.output_tokens,
                                 reserve=adapter.speculative_reserve(self.server), context=context)
@@ -395,11 +435,8 @@ class _ServerSweep:
         rate = self._rate(cell)
         if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
             return _Measured(CellFacts(decided=rate))
-        workload = next(w for w in params.workloads if w.name == cell.workload)
         began = time.perf_counter()
-        prompts = build_prompts(workload, n=params.requests_per_cell, tokens=cell.context,
-                                seed=params.seed, salt=f"r{cell.repeat}" if cell.repeat else "",
-                                tokenize=self._tokenizer(adapter, client))
+        prompts = self.book.for_cell(cell, self._tokenizer(adapter, client))
         started = utc_now()
         counters = adapter.metrics_snapshot(client)
         timing = {"prompts_s": round(time.perf_counter() - began, 4)}
@@ -419,11 +456,12 @@ class _ServerSweep:
         line = proc.crash_signature(since)
         counted = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
         facts = (CellFacts(server_alive=alive, crash_line=line, spec_counters=counted,
-                           host=host.load)
+                           host=host.load, served_before=history.before())
                  if alive and line is None else
                  CellFacts(server_alive=alive, crash_line=line,
                            returncode=proc.returncode if alive else proc.exit_status(),
-                           log_excerpt=proc.log_tail(40), spec_counters=counted, host=host.load))
+                           log_excerpt=proc.log_tail(40), spec_counters=counted, host=host.load,
+                           served_before=history.before()))
         return _Measured(facts, (*warmup, *dispatch.records),
                          tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources))
                                for p in prompts),
@@ -449,15 +487,14 @@ class _ServerSweep:
 
 
 def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
-            tokenize: Callable[[str], list[int]]) -> tuple[dict[str, Any], tuple[RequestRecord, ...]]:
+            prompts: list[Prompt]) -> tuple[dict[str, Any], tuple[RequestRecord, ...], _History]:
     """Requests sent once per server before its first cell, excluded from every statistic; their
-    records go into each cell of the server, whose verdict a failed warmup makes invalid."""
+    records go into each cell of the server, whose verdict a failed warmup makes invalid. The
+    history starts with them: a cell must not send what the warmup sent (``seen_prompt``)."""
     params = plan.params
-    if params.warmup_requests == 0:
-        return {"requests": 0}, ()
-    prompts = build_prompts(params.workloads[0], n=params.warmup_requests,
-                            tokens=min(params.contexts), seed=params.seed, salt="warmup",
-                            tokenize=tokenize)
+    history = _History()
+    if not prompts:
+        return {"requests": 0}, (), history
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],
                              warmup=len(prompts), concurrency=1,
                              max_tokens=params.warmup_output_tokens or min(params.output_lengths),
@@ -465,4 +502,57 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
     errors = [r.error for r in dispatch.records if r.error]
     summary = {"requests": len(prompts), "seconds": round(dispatch.window_start, 2),
                "errors": errors}
-    return summary, tuple(dispatch.records)
+    history.add("warmup", _prompt_records(prompts))
+    return summary, tuple(dispatch.records), history
+
+
+class _History:
+    """What one server has answered so far: the cells, and the prompts and documents sent."""
+
+    def __init__(self) -> None:
+        self.cells: list[str] = []
+        self.prompts: list[PromptRecord] = []
+
+    def add(self, name: str, prompts: Sequence[PromptRecord]) -> None:
+        self.cells.append(name)
+        self.prompts += prompts
+
+    def before(self) -> ServedBefore:
+        docs = sorted({d for p in self.prompts for d in p.sources if not d.startswith("copyedit:")})
+        return ServedBefore(cells=tuple(self.cells), requests=len(self.prompts),
+                            prompts=tuple(p.sha for p in self.prompts), documents=tuple(docs))
+
+
+def _prompt_records(prompts: Sequence[Prompt]) -> tuple[PromptRecord, ...]:
+    return tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources)) for p in prompts)
+
+
+def cell_order(cells: Sequence[CellSpec], params: SweepParams, salt: str) -> list[CellSpec]:
+    """The order a server measures its cells in: shuffled by the seed and ``salt`` (the config
+    and round) unless ``cell_order`` is ``fixed``; a rate profile's points always come after the
+    closed-loop cells they are spread between."""
+    anchors = [c for c in cells if c.profile_point is None]
+    points = [c for c in cells if c.profile_point is not None]
+    if params.cell_order == "shuffled":
+        random.Random(zlib.crc32(f"{params.seed}:{salt}".encode())).shuffle(anchors)
+    return [*anchors, *points]
+
+
+def _isolation(adapter: Adapter, server: ServerConfig, launch: Launch) -> Isolation:
+    """The adapter's isolation for a launched config; an attached server cannot be restarted,
+    so its cells rely on fresh prompts alone (and ``seen_prompt`` says when that failed)."""
+    chosen = adapter.isolation(server, launch.argv)
+    if server.attach is not None and chosen.mode == "restart":
+        return Isolation("none", f"{chosen.why}; but an attached server cannot be restarted, "
+                         "so only fresh prompts keep its cells apart")
+    return chosen
+
+
+def _server(server: ServerConfig, launch: Launch, log_path: Path, adapter: Adapter) -> Server:
+    """The process (or attached unit) of one server start."""
+    if server.attach is None:
+        return ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
+                             health_path=launch.health_path, log_path=log_path,
+                             signatures=adapter.crash_signatures)
+    return AttachedServer(name=server.label, attach=server.attach, health_path=launch.health_path,
+                          log_path=log_path, signatures=adapter.crash_signatures)

@@ -7,15 +7,25 @@ planned prompt and output token counts, by the server's own report, with no erro
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from .hostload import HostLoad
 from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION
-from .records import STATUSES, Reason, RequestRecord, Status, Verdict
+from .records import (
+    STATUSES,
+    PromptRecord,
+    Reason,
+    RequestRecord,
+    ServedBefore,
+    Status,
+    Verdict,
+)
 
 __all__ = ["RULES", "STATUSES", "Reason", "Rule", "Status", "Verdict", "coalesced_reads",
-           "context_guard", "judge_cell", "judge_counters", "judge_host", "request_problems"]
+           "context_guard", "judge_cell", "judge_counters", "judge_history", "judge_host",
+           "request_problems"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,10 @@ RULES: tuple[Rule, ...] = (
     Rule("rate_not_reached", "cell", "an open-loop cell whose requests went out slower than "
          "scheduled (client or concurrency cap): its latencies belong to another load than the "
          "one asked for, so the cell is invalid (achieved_rate_rps and the note stay)"),
+    Rule("seen_prompt", "cell", "a cell whose server had already answered one of its prompts, or "
+         "text one of them contains (an earlier cell's, or the warmup's), without the plan asking "
+         "for it (prompt_reuse): an engine that learns across requests (llama.cpp ngram-mod, "
+         "SGLang NGRAM, a prefix cache) then measures its memory, not the config"),
     Rule("context_overflow", "cell", "a prompt + output + speculative reserve that cannot fit the "
          "context, refused before any request is sent (never measured as a fast failure)"),
 )
@@ -229,6 +243,27 @@ def judge_host(verdict: Verdict, host: HostLoad | None, max_other_cpu_cores: flo
         f"cores) and this sweep ({host.own_cpu_cores:.2f}) are not counted. Stop them, or measure "
         f"on a quiet host, and resume the run (invalid cells are measured again); or raise "
         f"host.max_other_cpu_cores (null: not judged)"))
+    return Verdict("invalid", (*verdict.reasons, reason), verdict.failed)
+
+
+def judge_history(verdict: Verdict, served: ServedBefore | None, prompts: Sequence[PromptRecord],
+                  allowed: bool) -> Verdict:
+    """An ok or invalid cell whose server had served one of its prompts, or a document one of
+    them was built from, becomes ``invalid`` with ``seen_prompt`` (unless ``allowed``)."""
+    if served is None or allowed or verdict.status not in ("ok", "invalid"):
+        return verdict
+    shas, docs = set(served.prompts), set(served.documents)
+    same = sum(p.sha in shas for p in prompts)
+    shared = sum(bool(docs.intersection(d for d in p.sources if not d.startswith("copyedit:")))
+                 for p in prompts)
+    if not same and not shared:
+        return verdict
+    reason = Reason("seen_prompt", (
+        f"{same} of {len(prompts)} prompts were answered before by this server, {shared} share a "
+        f"document with what it answered before ({len(served.cells)} earlier cells, "
+        f"{served.requests} requests, warmup included); the cell measured what the server "
+        f"remembers. Give each cell fresh prompts (the default), or set prompt_reuse: true to "
+        f"study a warm server"))
     return Verdict("invalid", (*verdict.reasons, reason), verdict.failed)
 
 

@@ -26,8 +26,8 @@ from .params import WorkloadParams
 from .paths import resolve_project_path
 
 _SHAREGPT_DOCS = 3000
-_MIN_MATERIAL = 16
-_COPYEDIT = (
+MIN_MATERIAL = 16
+COPYEDIT = (
     ("code", "Rewrite the following Python code with descriptive names and type hints, keeping "
              "its behaviour. Return the complete code.\n\n```python\n",
      "\n```\n\nRewritten code:\n```python\n"),
@@ -58,6 +58,11 @@ def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
     if workload.source == "copyedit":
         return list(_humaneval()) + list(_sharegpt())
     return _jsonl(str(workload.path), workload.field)
+
+
+def corpus_documents(corpus: str) -> tuple[tuple[str, str], ...]:
+    """The (id, text) documents of a packaged corpus: ``humaneval`` or ``sharegpt``."""
+    return _humaneval() if corpus == "humaneval" else _sharegpt()
 
 
 def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
@@ -112,11 +117,11 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
         rng.shuffle(orders[kind])
     prompts = []
     for i in range(n):
-        kind, head, tail = _COPYEDIT[i % 2]
+        kind, head, tail = COPYEDIT[i % 2]
         head_ids, tail_ids = tokenize(head), tokenize(tail)
         room = tokens - len(head_ids) - len(tail_ids)
-        if room < _MIN_MATERIAL:
-            raise PreflightError(f"copyedit prompts need at least {tokens - room + _MIN_MATERIAL} "
+        if room < MIN_MATERIAL:
+            raise PreflightError(f"copyedit prompts need at least {tokens - room + MIN_MATERIAL} "
                                  f"tokens, got {tokens}", what="workload")
         docs, order = kinds[kind], orders[kind]
         share = max(1, len(order) // max((n + 1) // 2, 1))

@@ -21,6 +21,11 @@ event, then a line that is not UTF-8), ``lone_surrogate`` (an event whose conten
 escape ``\\ud800``, then a normal end), ``bad_length`` (``Content-Length: many``) and
 ``bad_chunk`` (a chunk size that is not hex); ``no_final`` (every token, then the body ends
 without the final ``stop`` event).
+
+``learns`` is a confound with a known truth: like llama.cpp's ngram-mod it remembers the 12-grams
+of every prompt it was sent, and a prompt whose 12-grams it has seen before is "drafted": the
+fraction f seen makes f x 90 % of its tokens accepted drafts and each token (1 - 0.75 f) of
+``--interval``. A fresh server sent fresh prompts has f = 0: no accepted draft, full interval.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any
 
 MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chunky",
          "done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length", "bad_chunk",
-         "no_final")
+         "no_final", "learns")
 PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie",
                  "warmup_crash", "slow_death")
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
@@ -112,17 +117,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         produced = {"empty": 0, "short": n_predict // 2, "crash": 3}.get(mode, n_predict)
         step = 4 if mode == "chunky" else 1
+        seen = self.server.remember(body["prompt"]) if mode == "learns" else 0.0
         for i in range(0, produced, step):
             k = min(step, produced - i)
             if self.server.interval:
-                time.sleep(self.server.interval)
+                time.sleep(self.server.interval * (1 - 0.75 * seen))
             self._event({"content": "x" * k, "tokens": list(range(k)), "stop": False})
         if mode == "crash":
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return
-        accepted = produced - produced // step if mode == "chunky" else 0
+        accepted = produced - produced // step if mode == "chunky" else int(0.9 * seen * produced)
         self._event({"content": "", "tokens": [], "stop": True, "tokens_predicted": produced,
                      "tokens_evaluated": n_prompt, "truncated": mode == "short",
                      "stop_type": "limit", "timings": {
@@ -199,7 +205,16 @@ class FakeLlamaServer(ThreadingHTTPServer):
         self.generations = 0
         self.lock = threading.Lock()
         self.hung = threading.Event()
+        self.grams: set[tuple[int, ...]] = set()  # mode learns: every prompt 12-gram seen
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def remember(self, prompt: list[int]) -> float:
+        """The fraction of the prompt's 12-grams seen in earlier prompts; then remembers them."""
+        grams = {tuple(prompt[i:i + 12]) for i in range(max(len(prompt) - 11, 0))}
+        with self.lock:
+            seen = len(grams & self.grams) / len(grams) if grams else 0.0
+            self.grams |= grams
+        return seen
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up after an error event is normal: no traceback in the log."""

@@ -60,7 +60,8 @@ def test_every_rule_is_listed_and_tested() -> None:
                      "too_few_completed", "failed_fraction", "context_overflow",
                      "rate_not_reached",  # a flag in the metrics: tests/test_rate_flag.py
                      "coalesced_reads",  # tests/test_coalesced_reads.py
-                     "busy_host"}  # tests/test_hostload.py, tests/test_busy_host.py
+                     "busy_host",  # tests/test_hostload.py, tests/test_busy_host.py
+                     "seen_prompt"}  # tests/test_isolation.py
     assert all(r.protects for r in RULES)
 
 

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     from ..params import EngineParams, ServerConfig
     from ..records import FinalStats
     from .adapter import BaseAdapter
-    from .base import Adapter, EngineIdentity, Launch, ServerInfo, StreamEvent
+    from .base import Adapter, EngineIdentity, Isolation, Launch, ServerInfo, StreamEvent
 
-_LAZY = {"Adapter": ".base", "EngineIdentity": ".base", "Launch": ".base", "ServerInfo": ".base",
+_LAZY = {"Adapter": ".base", "EngineIdentity": ".base", "Isolation": ".base", "Launch": ".base",
+         "ServerInfo": ".base",
          "StreamEvent": ".base", "BaseAdapter": ".adapter", "FinalStats": "..records"}
 
 
@@ -78,4 +79,4 @@ def server_launch(adapter: Adapter, server: ServerConfig, engine: EngineParams, 
 
 
 __all__ = ["APIS", "DEFAULT_KIND", "KINDS", "Adapter", "BaseAdapter", "EngineIdentity",
-           "FinalStats", "Launch", "ServerInfo", "StreamEvent", "get_adapter", "server_launch"]
+           "FinalStats", "Isolation", "Launch", "ServerInfo", "StreamEvent", "get_adapter", "server_launch"]

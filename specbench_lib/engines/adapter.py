@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -15,7 +15,7 @@ from ..errors import ParamsError
 from ..params import EngineParams, ServerConfig
 from . import prometheus
 from .argv import spec_override, template_launch, template_values
-from .base import EngineIdentity, Launch, ServerInfo, StreamEvent, control_limit
+from .base import EngineIdentity, Isolation, Launch, ServerInfo, StreamEvent, control_limit
 from .identity import identify
 
 
@@ -85,6 +85,23 @@ class BaseAdapter(ABC):
         if "reserve" in server.options:
             return int_option(server, "reserve", 0)
         return int(server.budget or 0)
+
+    def isolation(self, server: ServerConfig, argv: Sequence[str]) -> Isolation:
+        """``engine.isolation`` when it is not ``auto``; else what the engine's state needs
+        (:meth:`_learns` names the state that outlives a request, if any)."""
+        chosen = self.engine.isolation if self.engine is not None else "auto"
+        if chosen != "auto":
+            return Isolation(chosen, f"engine.isolation: {chosen}")
+        learns = self._learns(server, argv)
+        if learns is None:
+            return Isolation("none", "no engine state outlives a request that changes its speed, "
+                             "given fresh prompts")
+        return Isolation("restart", f"{learns}: a fresh server for every cell")
+
+    def _learns(self, server: ServerConfig, argv: Sequence[str]) -> str | None:
+        """The engine state that outlives a request for this config and changes speed (None:
+        none known); every adapter overrides what its engine keeps."""
+        return None
 
     @abstractmethod
     def tokenize(self, client: httpx.Client, text: str) -> list[int]: ...

@@ -15,10 +15,10 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import httpx
 
@@ -79,6 +79,20 @@ class EngineIdentity:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Isolation:
+    """How a sweep keeps a config's cells from remembering each other: ``restart`` (a fresh
+    server for every cell), or ``none`` (one server for the config: the engine keeps nothing
+    across requests that changes speed, given fresh prompts); ``why`` says which engine state
+    decided it (stored in the manifest)."""
+
+    mode: Literal["restart", "none"]
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"mode": self.mode, "why": self.why}
+
+
 class Adapter(Protocol):
     """What the sweep needs from an engine; nothing outside ``engines/`` knows the engine.
 
@@ -112,6 +126,11 @@ class Adapter(Protocol):
         ...
 
     def speculative_reserve(self, server: ServerConfig) -> int: ...
+
+    def isolation(self, server: ServerConfig, argv: Sequence[str]) -> Isolation:
+        """Whether the engine carries state that changes speed from one request to the next
+        (an n-gram pool, a prefix cache) for this config, and so how its cells are isolated."""
+        ...
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]: ...
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,15 @@ from .base import (
 )
 
 _NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
+# speculative state that outlives a request (shared/ENGINE.md): ngram-mod's one hash pool for
+# every slot and request (llama.cpp PR #19164; begin() resets only a sequence's watermark,
+# issue #27852), ngram-cache's static and dynamic caches (PR #27866), the lookup caches
+_LEARNING = {"ngram-mod": "ngram-mod's n-gram pool is shared by all requests",
+             "ngram-cache": "ngram-cache keeps its caches across requests",
+             "ngram-map-k": "ngram-map-k keeps its keys and counts across requests",
+             "ngram-map-k4v": "ngram-map-k4v keeps its keys and hit counts across requests",
+             "--spec-default": "--spec-default is ngram-mod, whose pool is shared by all requests",
+             "--lookup-cache-dynamic": "the dynamic lookup cache outlives requests"}
 # /props keys that describe the configuration (not media_marker: random per start; is_sleeping)
 _SETTINGS = ("default_generation_settings", "total_slots", "model_path", "model_ftype", "build_info")
 
@@ -69,6 +78,10 @@ class LlamaCppAdapter(BaseAdapter):
         raise ParamsError(f"llama.cpp has no method {server.method!r}; use auto, ngram or draft "
                           f"(or give spec_args)", key=f"configs.{server.name}.method",
                           value=server.method)
+
+    def _learns(self, server: ServerConfig, argv: Sequence[str]) -> str | None:
+        words = {w for arg in argv for w in (arg, *arg.split(","))}
+        return "; ".join(why for flag, why in _LEARNING.items() if flag in words) or None
 
     def server_info(self, client: httpx.Client) -> ServerInfo:
         """``n_ctx`` per slot and the configuration from ``/props``."""

@@ -10,7 +10,7 @@ inside an HTTP 200 response.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,11 @@ class SGLangAdapter(BaseAdapter):
             return flags + ["--speculative-num-steps", str(steps), "--speculative-eagle-topk",
                             str(topk), "--speculative-num-draft-tokens", str(budget)]
         raise ParamsError(f"SGLang has no method {method!r}", key=f"{key}.method", value=method)
+
+    def _learns(self, server: ServerConfig, argv: Sequence[str]) -> str | None:
+        if "NGRAM" in argv:
+            return "NGRAM speculation keeps one n-gram cache for all requests"
+        return None
 
     def server_info(self, client: httpx.Client) -> ServerInfo:
         """The effective settings from ``/server_info`` (older versions: ``/get_server_info``)."""
