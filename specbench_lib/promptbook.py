@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import PreflightError
+from .errors import EngineError, PreflightError
 from .params import CellSpec, SweepParams, WorkloadParams
 from .workload import COPYEDIT, MIN_MATERIAL, Prompt, build_prompts, corpus_documents, documents
 
@@ -45,6 +45,7 @@ class PromptBook:
             counts[cell_key(cell)] = params.requests_for(cell)
         self.layout = sorted(counts.items())  # (key, requests) in the order prompts are drawn
         self._built: dict[tuple[Any, ...], list[Prompt]] | None = None
+        self._probe: tuple[str, list[int]] = ("", [])  # a text and its ids as built
         self._workloads = {w.name: w for w in params.workloads}
 
     def warmup(self, tokenize: Tokenize) -> list[Prompt]:
@@ -67,14 +68,30 @@ class PromptBook:
                                  tokenize=tokenize)
         return self._book(tokenize)[cell_key(cell)]
 
+    def check(self, tokenize: Tokenize) -> None:
+        """Make sure a server tokenizes as the one the prompts were built with did (every server
+        of a plan serves one model): a server's first control call, built or not; a mismatch is
+        an :class:`EngineError`, a config-level ``bad_answer``."""
+        if self.params.prompt_reuse:
+            return
+        if self._built is None:
+            self._book(tokenize)
+            return
+        text, ids = self._probe
+        if tokenize(text) != ids:
+            raise EngineError("the server tokenizes differently from the server the run's prompts "
+                              "were built with (another model or tokenizer?): its prompts would "
+                              "not be the planned token counts")
+
     def _book(self, tokenize: Tokenize) -> dict[tuple[Any, ...], list[Prompt]]:
         if self._built is None:
-            self._built = self._build(tokenize)
+            corpora = _Corpora(self.params.seed, tokenize)
+            self._built = self._build(corpora)
+            self._probe = corpora.probe
         return self._built
 
-    def _build(self, tokenize: Tokenize) -> dict[tuple[Any, ...], list[Prompt]]:
+    def _build(self, corpora: _Corpora) -> dict[tuple[Any, ...], list[Prompt]]:
         params = self.params
-        corpora = _Corpora(params.seed, tokenize)
         total = params.warmup_requests + sum(n for _, n in self.layout)
         first = params.workloads[0]
         book = {_WARMUP: [corpora.prompt(first, min(params.contexts), i, total)
@@ -93,6 +110,7 @@ class _Corpora:
         self.orders: dict[str, list[tuple[str, str]]] = {}
         self.cursor: dict[str, int] = {}
         self.made = 0
+        self.probe: tuple[str, list[int]] = ("", [])  # the first document and its ids
 
     def prompt(self, workload: WorkloadParams, tokens: int, index: int, total: int) -> Prompt:
         """Prompt ``index`` of a cell: ``tokens`` tokens from documents no prompt used before."""
@@ -126,7 +144,10 @@ class _Corpora:
                     f"or set prompt_reuse: true (cells then share prompts)", what="workload")
             doc_id, text = docs[at]
             self.cursor[corpus] = at + 1
-            ids += self.tokenize(text + "\n\n")
+            found = self.tokenize(text + "\n\n")
+            if not self.probe[0]:
+                self.probe = (text + "\n\n", list(found))
+            ids += found
             used.append(doc_id)
         return ids, used
 
