@@ -360,6 +360,10 @@ class _ServerSweep:
             if dead is not None:
                 self.write(cell, self._dead_facts(proc, dead, base))
                 continue
+            if self.isolation.mode == "flush":  # the engine's own reset, before every cell
+                adapter.reset(client)
+                history = _History()
+                history.add("flush", ())
             measured = self._measure(cell, proc, client, adapter, info.context_per_request,
                                      warmup, offset, history)
             offset = proc.log_size()

@@ -7,7 +7,9 @@ is not UTF-8 after the first token), ``trickle_info`` and ``trickle_tokenize`` (
 ``/tokenize``, answers one byte every 0.2 s and never ends: per-read timeouts never fire).
 SGLang only: ``meta_string`` (every stream event's ``meta_info`` is a string, not an object),
 ``html_info`` (``/server_info`` answers 200 with an HTML page) and ``no_tokenize`` (``/tokenize``
-answers 404, as SGLang builds before 2025 do).
+answers 404, as SGLang builds before 2025 do) and ``no_flush`` (``/flush_cache`` answers 400,
+as SGLang does while requests are pending). ``POST /flush_cache`` empties the radix cache and logs
+``Cache flushed successfully!``.
 Run as a script (``python tests/protocol_servers.py sglang --port P --crash-after 1``) it is a
 server process that, after N generations, writes the engine's crash lines to its log and dies
 with SIGKILL as SGLang's process-tree kill does.
@@ -29,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MALFORMED_MODES = ("done_only", "bad_utf8", "trickle_info", "trickle_tokenize")
-SGLANG_FAULT_MODES = ("meta_string", "html_info", "no_tokenize")
+SGLANG_FAULT_MODES = ("meta_string", "html_info", "no_tokenize", "no_flush")
 SGLANG_MODES = ("ok", "spec", "error_line", "abort", "crash", "clamp", "legacy_info", "no_info",
                 *MALFORMED_MODES, *SGLANG_FAULT_MODES)
 VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage", *MALFORMED_MODES)
@@ -209,6 +211,18 @@ class _SGLangHandler(_Base):
             return
         if self.path in ("/tokenize", "/v1/tokenize"):
             self._tokenize()
+            return
+        if self.path == "/flush_cache":
+            self._body()
+            if self.server.mode == "no_flush":
+                self._text(400, "Cache not flushed because there are pending requests.")
+                return
+            with self.server._lock:
+                self.server.seen.clear()
+            print("Cache flushed successfully!", flush=True)
+            self._text(200, "Cache flushed.\nPlease check backend logs for more details. (When "
+                            "there are running or waiting requests, the operation will not be "
+                            "performed.)\n")
             return
         if self.path != "/generate":
             self._json(404, {"detail": "Not Found"})
@@ -546,9 +560,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--crash-after", type=int, default=None)
     parser.add_argument("--loading-s", type=float, default=0.3)
     parser.add_argument("--budget", type=int, help="the config's budget (logged only)")
+    parser.add_argument("--speculative-algorithm", help="SGLang's flag: any value drafts")
     args = parser.parse_args(argv)
     make = sglang_server if args.api == "sglang" else vllm_server
-    server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after)
+    server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after,
+                  spec=args.speculative_algorithm is not None)
     print(f"serving {args.api} on {server.url}, mode {args.mode}, budget {args.budget}", flush=True)
     if args.api == "sglang":
         print("The server is fired up and ready to roll!", flush=True)

@@ -6,6 +6,8 @@ and drafts what it has seen, as llama.cpp's ngram-mod does."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from cellfactory import make_cell, not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 
 import specbench_lib as sb
+from specbench_lib import preflight
 from specbench_lib.analysis import analyse
 from specbench_lib.engines import get_adapter
 from specbench_lib.errors import PreflightError
@@ -193,3 +196,49 @@ def test_isolation_restart_gives_every_cell_a_fresh_server(tmp_path: Path) -> No
     for cell in result.cells:
         assert cell.facts.served_before is not None and cell.facts.served_before.cells == ("warmup",)
         assert all(r.final and r.final.accepted_tokens == 0 for r in cell.measured)
+
+
+def sglang_params(tmp_path: Path, mode: str) -> Path:
+    program = [str(Path(__file__).resolve().parent / "protocol_servers.py"), "sglang"]
+    argv = json.dumps(["{binary}", *program, "--port", "{port}", "--mode", mode, "{spec_args}"])
+    path = tmp_path / f"sglang-{mode}.yaml"
+    path.write_text(f"""phase: isosglang
+engine: {{kind: template, api: sglang, binary: {sys.executable}, model: {program[0]},
+         port: {PORT + 1}, context: 2048, ready_timeout_s: 10, argv_template: {argv}}}
+configs:
+  - {{name: auto, method: auto}}
+  - {{name: ngram, method: ngram, budgets: [4], spec_args: [--speculative-algorithm, NGRAM,
+                                                      --budget, "{{budget}}"]}}
+workloads:
+  - {{name: code, source: humaneval}}
+contexts: [32]
+concurrency: [1, 2]
+output_tokens: 8
+requests_per_cell: 2
+{HOST}""")
+    return path
+
+
+def test_sglang_ngram_cells_are_kept_apart_by_flush_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang's NGRAM keeps one n-gram corpus for all requests; /flush_cache resets it (read in
+    SGLang's source, tests/PROTOCOLS.md): the sweep flushes before every cell, and a server that
+    refuses the flush leaves the config invalid with its words, not measured."""
+    monkeypatch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
+    result = sb.run_sweep(sb.load_plan(sglang_params(tmp_path, "ok")), outputs=tmp_path / "s",
+                          progress=False)
+    assert result.counts()["ok"] == 4, not_ok(result)
+    servers = result.manifest["servers"]
+    assert servers["ngram-b4"]["isolation"]["mode"] == "flush"
+    assert servers["auto"]["isolation"]["mode"] == "none"
+    log = (result.run_dir / servers["ngram-b4"]["log"]).read_text()
+    assert log.count("Cache flushed successfully!") == 2  # one per cell
+    for cell in result.cells:
+        if cell.spec.config == "ngram-b4":
+            assert cell.facts.served_before.cells == ("flush",)
+    refused = sb.run_sweep(sb.load_plan(sglang_params(tmp_path, "no_flush")),
+                           outputs=tmp_path / "t", progress=False)
+    for cell in refused.cells:
+        if cell.spec.config == "ngram-b4":
+            assert cell.status == "invalid" and cell.verdict.reasons[0].code == "bad_answer"
+            assert "pending requests" in str(cell.verdict.reasons[0])

@@ -11,11 +11,21 @@ from typing import Any, ClassVar
 
 import httpx
 
-from ..errors import ParamsError
+from ..errors import EngineError, ParamsError
 from ..params import EngineParams, ServerConfig
 from . import prometheus
 from .argv import spec_override, template_launch, template_values
-from .base import EngineIdentity, Isolation, Launch, ServerInfo, StreamEvent, control_limit
+from .base import (
+    EngineIdentity,
+    Isolation,
+    Launch,
+    ServerInfo,
+    StreamEvent,
+    control_limit,
+    excerpt,
+    request,
+    url_of,
+)
 from .identity import identify
 
 
@@ -36,6 +46,7 @@ class BaseAdapter(ABC):
     health_path: ClassVar[str] = "/health"
     python_dists: ClassVar[tuple[str, ...]] = ()  # a Python engine's distributions, tried in order
     metrics_prefix: ClassVar[str | None] = None  # of the /metrics speculative counters, if any
+    flush_path: ClassVar[str | None] = None  # POST here clears the state that outlives requests
 
     def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                model: Path, binary: Path) -> Launch:
@@ -96,7 +107,19 @@ class BaseAdapter(ABC):
         if learns is None:
             return Isolation("none", "no engine state outlives a request that changes its speed, "
                              "given fresh prompts")
+        if self.flush_path is not None:
+            return Isolation("flush", f"{learns}: POST {self.flush_path} before every cell")
         return Isolation("restart", f"{learns}: a fresh server for every cell")
+
+    def reset(self, client: httpx.Client) -> None:
+        if self.flush_path is None:
+            raise EngineError(f"the {self.name} adapter has no reset; use engine.isolation: "
+                              "restart", url=url_of(client, "/"))
+        resp = request(client, "POST", self.flush_path, limit_s=self.control_timeout_s)
+        if resp.status_code != 200:
+            raise EngineError(f"POST {self.flush_path} did not clear the server's state (it "
+                              f"refuses while requests are pending): {excerpt(resp)}",
+                              url=url_of(client, self.flush_path), status=resp.status_code)
 
     def _learns(self, server: ServerConfig, argv: Sequence[str]) -> str | None:
         """The engine state that outlives a request for this config and changes speed (None:

@@ -82,11 +82,12 @@ class EngineIdentity:
 @dataclass(frozen=True)
 class Isolation:
     """How a sweep keeps a config's cells from remembering each other: ``restart`` (a fresh
-    server for every cell), or ``none`` (one server for the config: the engine keeps nothing
-    across requests that changes speed, given fresh prompts); ``why`` says which engine state
-    decided it (stored in the manifest)."""
+    server for every cell), ``flush`` (the engine's own reset, e.g. SGLang's ``/flush_cache``,
+    before every cell) or ``none`` (one server for the config: the engine keeps nothing across
+    requests that changes speed, given fresh prompts); ``why`` says which engine state decided
+    it (stored in the manifest)."""
 
-    mode: Literal["restart", "none"]
+    mode: Literal["restart", "flush", "none"]
     why: str
 
     def to_dict(self) -> dict[str, str]:
@@ -130,6 +131,11 @@ class Adapter(Protocol):
     def isolation(self, server: ServerConfig, argv: Sequence[str]) -> Isolation:
         """Whether the engine carries state that changes speed from one request to the next
         (an n-gram pool, a prefix cache) for this config, and so how its cells are isolated."""
+        ...
+
+    def reset(self, client: httpx.Client) -> None:
+        """Clear the state :meth:`isolation` named (isolation ``flush``); EngineError when the
+        server does not confirm it."""
         ...
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]: ...

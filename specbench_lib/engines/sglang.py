@@ -59,6 +59,9 @@ class SGLangAdapter(BaseAdapter):
     needs_gpu = True
     spec_stats_per_request = True  # meta_info.spec_verify_ct on the final chunk
     python_dists = ("sglang",)
+    # http_server.py flush_cache → Scheduler.flush_cache: resets the radix cache, the KV pools and
+    # the draft worker's cache pool (NGRAM: its n-gram corpus); refused (400) while requests run
+    flush_path = "/flush_cache"
     crash_signatures = tuple(re.compile(p) for p in (
         r"Scheduler hit an exception", r"SIGQUIT received", r"CUDA error: ",
         r"illegal (instruction|memory access)", r"out of memory", r"watchdog timeout",
