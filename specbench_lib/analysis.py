@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .metrics import cell_metrics, rate_shortfall
+from .metrics import cell_metrics, rate_shortfall, spec_metrics
 from .records import CellRecord, Reason, Verdict
 from .validate import judge_cell, judge_counters, judge_history, judge_host
 
@@ -40,17 +40,20 @@ def judge(cell: CellRecord) -> Verdict:
 
 
 def measure(cell: CellRecord, verdict: Verdict) -> dict[str, Any] | None:
-    """The metrics of an ok cell (None otherwise); acceptance length (over drafted steps),
-    tokens per step (over all steps) and the draft acceptance rate from the server's counters
-    when the requests carry none."""
+    """The metrics of an ok cell (None otherwise); the speculative statistics from the server's
+    counters when the requests carry none, by the same definitions (:func:`.metrics.spec_metrics`)."""
     if not verdict.ok:
         return None
     metrics = cell_metrics(cell, exclude=verdict.failed)
     counters = cell.facts.spec_counters
-    for key in ("acceptance_length", "tokens_per_step", "draft_acceptance_rate", "verify_steps",
-                "position_acceptance_rate", "acceptance_histogram"):
-        if not metrics.get(key) and counters.get(key) is not None:  # vLLM: only as counters
-            metrics[key] = counters[key]
+    if metrics.get("verify_steps") is None and counters.get("drafts"):  # vLLM: only counters
+        metrics.update(spec_metrics(
+            int(metrics["completion_tokens"]), int(metrics["n_requests"]),
+            accepted=counters.get("accepted_tokens") or 0,
+            drafted_tokens=counters.get("draft_tokens"), drafted_steps=counters.get("drafts")))
+        for key in ("position_acceptance_rate", "acceptance_histogram"):
+            if counters.get(key) is not None:
+                metrics[key] = counters[key]
     return metrics
 
 

@@ -80,9 +80,12 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
         for (before, _), (when, k) in zip(found, found[1:], strict=False):
             series["delivery_gap"].append(when - before)
             series["itl"].extend([(when - before) / k] * k)
-    accepted = sum((r.final.accepted_tokens or 0) for r in recs if r.final)
-    drafted = sum((r.final.draft_tokens or 0) for r in recs if r.final)
-    steps = sum((r.final.verify_steps or 0) for r in recs if r.final)
+    finals = [r.final for r in recs if r.final]
+    steps = sum((f.verify_steps or 0) for f in finals)
+    accepted = sum(f.accepted_tokens if f.accepted_tokens is not None else
+                   max((f.completion_tokens or 0) - (f.verify_steps or 0), 0) if f.verify_steps
+                   else 0 for f in finals)
+    drafted = sum((f.draft_tokens or 0) for f in finals)
     chunks = [size for r in recs for size in r.chunk_sizes]
     metrics: dict[str, Any] = {
         "output_tok_s": total / window if window > 0 else None,
@@ -93,11 +96,11 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
         metrics[f"{name}_mean_s"] = _mean(values)
         for q in (50, 90, 99):
             metrics[f"{name}_p{q}_s"] = _quantile(values, q / 100)
+    if steps:  # the server counted its steps: speculative statistics per request
+        metrics.update(spec_metrics(total, len(recs), accepted=accepted, drafted_tokens=drafted))
+    else:
+        metrics.update({k: None for k in SPEC_METRICS})
     metrics.update({
-        "acceptance_length": total / steps if steps else None,
-        "tokens_per_step": total / steps if steps else None,
-        "verify_steps": steps,
-        "draft_acceptance_rate": accepted / drafted if drafted else None,
         "tokens_per_chunk": total / len(chunks) if chunks else None,
         "tokens_per_delivery": _mean([float(k) for k in sizes]),
         "chunk_size_counts": {str(k): v for k, v in sorted(Counter(chunks).items())},
@@ -109,6 +112,36 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
     metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
     metrics.update(_from_schedule(recs))
     return metrics
+
+
+SPEC_METRICS = ("acceptance_length", "tokens_per_step", "acceptance_length_drafted",
+                "draft_acceptance_rate", "verify_steps", "accepted_tokens")
+
+
+def spec_metrics(tokens: int, requests: int, *, accepted: float, drafted_tokens: float | None,
+                 drafted_steps: float | None = None) -> dict[str, Any]:
+    """The speculative statistics of a cell, one definition for every engine.
+
+    Only tokens the client received count: accepted drafts are capped at ``tokens - requests``
+    (a request's first token is never a draft; a server may count drafts it accepted past a
+    request's token limit, which vLLM's counters do). Then ``verify_steps`` = tokens − accepted
+    (every target forward step yields one token of its own plus its accepted drafts);
+    ``acceptance_length`` = ``tokens_per_step`` = tokens / verify steps, over **all** steps
+    (τ of the EAGLE, DFlash and DDTree papers); ``acceptance_length_drafted`` = 1 + accepted /
+    drafted steps, over the steps that carried a draft, where the engine counts those (vLLM's
+    and llama.cpp's ``num_drafts``; None otherwise); ``draft_acceptance_rate`` = accepted /
+    drafted tokens.
+    """
+    got = max(min(float(accepted), float(tokens - requests)), 0.0)
+    steps = tokens - got
+    return {
+        "acceptance_length": tokens / steps if steps > 0 else None,
+        "tokens_per_step": tokens / steps if steps > 0 else None,
+        "acceptance_length_drafted": 1 + got / drafted_steps if drafted_steps else None,
+        "draft_acceptance_rate": got / drafted_tokens if drafted_tokens else None,
+        "verify_steps": int(round(steps)),
+        "accepted_tokens": int(round(got)),
+    }
 
 
 def deliveries(times: Sequence[float]) -> list[tuple[float, int]]:
