@@ -193,21 +193,23 @@ def test_sequential_levels_spend_the_error_once_over_the_looks() -> None:
             sequential_level(look, looks)
 
 
-@pytest.mark.parametrize("concurrency, repeats, requests", [(3, 1, 24), (3, 3, 3)])
-def test_simulated_sweeps_are_covered_where_the_old_method_was_not(
-        concurrency: int, repeats: int, requests: int) -> None:
-    """A batching server with a known truth (tests/simcells.py): the speedup interval holds the
-    true speedup and auto's throughput interval its true throughput in about 95 % of 150 sweeps.
-    Resampling requests as if independent (bbab476) covered ~% here
-    (benchmarks/interval_coverage.py)."""
+def test_simulated_sweeps_are_covered_where_the_old_method_was_not() -> None:
+    """A batching server with a known truth (tests/simcells.py), at concurrency 3, one repeat:
+    with 24 requests (8 blocks) the speedup interval holds the true speedup and auto's
+    throughput interval its true throughput in about 95 % of 150 sweeps; resampling requests
+    as if independent (bbab476) covered 92 % and 60 % there (benchmarks/interval_coverage.py).
+    With 3 requests (one block) no sweep gets an interval, where bbab476 gave ones that held
+    auto's throughput in 75 % of sweeps."""
     truth = Truth()
-    rng = np.random.default_rng([7, concurrency, repeats, requests])
-    speedup = true_speedup(truth, "ngram-b8", concurrency, requests, draws=10000)
-    tok_s = true_tok_s(truth, "auto", concurrency, requests, draws=10000)
+    speedup = true_speedup(truth, "ngram-b8", 3, 24, draws=4000)
+    tok_s = true_tok_s(truth, "auto", 3, 24, draws=4000)
     hits = {"speedup": 0, "auto": 0}
-    sweeps = simulate_panels(truth, concurrency, requests, repeats, rng, sweeps=150)
-    for cells in sweeps:  # the table's intervals, without the rest of the table
+    for cells in simulate_panels(truth, 3, 24, 1, np.random.default_rng(7), sweeps=150):
         bounds = {k[0]: b for k, b in row_bounds(ok_groups(cells, GROUP), PANEL, GROUP).items()}
         hits["speedup"] += bounds["ngram-b8"].speedup_lo <= speedup <= bounds["ngram-b8"].speedup_hi
         hits["auto"] += bounds["auto"].tok_s_lo <= tok_s <= bounds["auto"].tok_s_hi
-    assert all(0.90 <= h / len(sweeps) <= 0.995 for h in hits.values()), hits
+    assert all(0.90 <= h / 150 <= 0.99 for h in hits.values()), hits
+    for cells in simulate_panels(truth, 3, 3, 1, np.random.default_rng(8), sweeps=20):
+        bounds = row_bounds(ok_groups(cells, GROUP), PANEL, GROUP).values()
+        assert all(b.units_n == 1 and math.isnan(b.tok_s_lo) and math.isnan(b.speedup_lo)
+                   and b.note.startswith("too few independent requests") for b in bounds)
