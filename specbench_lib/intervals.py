@@ -159,6 +159,8 @@ def _cell_replicates(cell: CellRecord, seed: Sequence[int]) -> Any:
     import numpy as np
 
     recs = _usable(cell)
+    if not recs:
+        return None
     starts = np.array([r.start for r in recs])
     lasts = np.array([r.token_times[-1] for r in recs])
     tokens = np.array([float(r.final.completion_tokens or 0) if r.final else 0.0 for r in recs])
@@ -229,7 +231,7 @@ def sequential_level(look: int, looks: int, level: float = LEVEL, *,
     which have few repeats anyway, and close to α at the last); ``"bonferroni"`` spends α /
     looks at every look. One look is the plain ``level``.
     """
-    from scipy.stats import norm
+    from scipy.special import ndtr, ndtri
 
     if not 0 < level < 1:
         raise ParamsError(f"a sequential level must be between 0 and 1, not {level!r}")
@@ -240,7 +242,7 @@ def sequential_level(look: int, looks: int, level: float = LEVEL, *,
         return 1 - alpha / looks
 
     def spent(k: int) -> float:
-        return 0.0 if k == 0 else float(2 * norm.sf(norm.isf(alpha / 2) / (k / looks) ** 0.5))
+        return 0.0 if k == 0 else float(2 * ndtr(ndtri(alpha / 2) / (k / looks) ** 0.5))
 
     return 1 - (spent(look) - spent(look - 1))
 
