@@ -60,7 +60,8 @@ class ConfigTruth:
 
 @dataclass(frozen=True)
 class Truth:
-    """The model behind a simulated panel: its configs and the machine."""
+    """The model behind a simulated panel: its configs and the machine (a step at batch 1 takes
+    ``step_s``; each request asks for ``tokens``; noise and drift are lognormal sds)."""
 
     configs: tuple[ConfigTruth, ...] = field(default_factory=lambda: (
         ConfigTruth("auto", gain_sigma=0.05),
