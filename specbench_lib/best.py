@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .display import Rendered, frame_table, html_text
-from .intervals import group_replicates, interval, key_value, ok_groups, requests_n
+from .intervals import group_replicates, independent_units, interval, key_value, ok_groups
 from .metrics import PANEL, load_points
 from .records import CellRecord
 
@@ -41,7 +41,8 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str]) -> A
             them = tuple(key_value(other[g]) for g in group)
             theirs = replicates.get(them)
             low, _ = interval(mine / theirs if mine is not None and theirs is not None else None,
-                              min(requests_n(groups.get(key, ())), requests_n(groups.get(them, ()))))
+                              min(independent_units(groups.get(key, ())),
+                                  independent_units(groups.get(them, ()))))
             if not low > 1:  # NaN (no spread to tell them apart) counts as indistinguishable
                 tied.append(str(other["config"]))
         speedup, low, high = (float(best[k]) for k in ("speedup", "speedup_lo", "speedup_hi"))

@@ -214,8 +214,10 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     the same workload, context and concurrency; it is NaN when that baseline is not ok;
     ``speedup_vs_linear`` does the same against the best ok ``linear`` config, when any. The
     ``lossless_*`` columns compare greedy outputs with ``auto``'s (see :mod:`.lossless`).
-    ``output_tok_s_lo/hi`` and ``speedup_lo/hi`` are 95 % bootstrap intervals over requests and
-    repeats, ``requests_n`` the requests behind them (see :mod:`.intervals`). With an ``slo``,
+    ``output_tok_s_lo/hi`` and ``speedup_lo/hi`` are 95 % bootstrap intervals over the row's
+    independent units (repeats, requests, or blocks of requests in flight together),
+    ``requests_n`` the requests and ``units_n`` the units behind them, ``interval_note`` why a
+    row has none (see :mod:`.intervals`). With an ``slo``,
     the :data:`~.slo.SLO_COLUMNS` too (``meets_slo`` as the fraction of repeats that met it).
     """
     import pandas as pd

@@ -39,7 +39,13 @@ class Progress:
 
     def cell(self, record: CellRecord) -> None:
         """One finished cell: where it is in the sweep, its verdict and headline figure."""
-        from .intervals import interval, throughput_replicates
+        from .intervals import (
+            DRIFT_CV,
+            independent_units,
+            interval,
+            throughput_replicates,
+            too_few_note,
+        )
 
         self.done += 1
         self.measured += 1
@@ -56,8 +62,10 @@ class Progress:
         tok_s = (record.metrics or {}).get("output_tok_s")
         if record.verdict.ok and tok_s is not None:
             n = len(record.measured) - len(record.verdict.failed)
-            low, high = interval(throughput_replicates([record]), n)
-            figure = f"{tok_s:.1f} tok/s [{low:.1f}, {high:.1f}] n={n}"
+            units = independent_units([record])
+            low, high = interval(throughput_replicates([record]), units, drift=DRIFT_CV)
+            figure = (f"{tok_s:.1f} tok/s [{low:.1f}, {high:.1f}] n={n}" if units >= 2 else
+                      f"{tok_s:.1f} tok/s n={n}, {too_few_note(units, spec.concurrency)}")
         else:
             figure = record.verdict.reasons[0] if record.verdict.reasons else ""
         elapsed = time.monotonic() - self.began

@@ -151,14 +151,15 @@ class SweepResult(Rendered):
 
     def summary(self) -> Any:
         """The best-config statements, then mean output tok/s and speedup, each with its 95 %
-        interval, the requests behind it and its flags, per config, workload, context and
-        concurrency."""
+        interval, the requests and independent units behind it (and why a row has none) and
+        its flags, per config, workload, context and concurrency."""
         from .best import Summary, crossovers
         from .metrics import PANEL
 
         cols = ["config", *PANEL, "output_tok_s", "output_tok_s_lo", "output_tok_s_hi", "speedup",
-                "speedup_lo", "speedup_hi", "requests_n", "repeats_n", "repeats_failed",
-                "unstable", "lossless_identical", "acceptance_length", "ttft_mean_s"]
+                "speedup_lo", "speedup_hi", "requests_n", "units_n", "interval_note", "repeats_n",
+                "repeats_failed", "unstable", "lossless_identical", "acceptance_length",
+                "ttft_mean_s"]
         table = self._table[cols].sort_values([*PANEL, "config"])
         return Summary(self._best, table, crossovers(self._table), self.slo_capacity())
 

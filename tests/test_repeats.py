@@ -89,17 +89,24 @@ def test_back_to_back_keeps_one_server_per_config(tmp_path: Path) -> None:
 
 
 def test_adaptive_repeats_stop_when_the_interval_is_narrow_and_say_so(tmp_path: Path) -> None:
+    """Repeats are the unit: after two rounds an interval has 1 degree of freedom (t = 12.7),
+    so whether two rounds are enough for ±50 % depends on how alike they were; three are."""
     wide = "repeats: 4\nrepeat_until_half_width: 0.5"
     result = sb.run_sweep(sb.load_plan(params(tmp_path, wide)), outputs=tmp_path / "out",
                           progress=False)
-    statuses = {(c.spec.config, c.spec.repeat): c.status for c in result.cells}
-    assert [statuses[("ngram-b8", r)] for r in range(4)] == ["ok", "ok", "skipped", "skipped"]
     skipped = next(c for c in result.cells if c.status == "skipped")
-    assert skipped.verdict.reasons[0].startswith("enough_repeats: after 2 of 4 rounds every "
-                                                 "speedup interval was within ±")
+    rounds = int(skipped.verdict.reasons[0].split("after ")[1].split(" ")[0])
+    assert rounds in (2, 3), skipped.verdict.reasons
+    assert skipped.verdict.reasons[0].startswith(f"enough_repeats: after {rounds} of 4 rounds "
+                                                 "every speedup interval was within ±")
+    statuses = {(c.spec.config, c.spec.repeat): c.status for c in result.cells}
+    assert [statuses[("ngram-b8", r)] for r in range(4)] == \
+        ["ok"] * rounds + ["skipped"] * (4 - rounds)
     assert not skipped.requests and skipped.metrics is None
-    assert set(result.manifest["servers"]) == {"auto", "ngram-b8", "auto.r1", "ngram-b8.r1"}
-    assert result.table().set_index("config").loc["ngram-b8", "repeats_n"] == 2
+    assert set(result.manifest["servers"]) == {f"{config}{'.r' + str(r) if r else ''}"
+                                               for config in ("auto", "ngram-b8")
+                                               for r in range(rounds)}
+    assert result.table().set_index("config").loc["ngram-b8", "repeats_n"] == rounds
 
 
 def test_adaptive_repeats_run_to_the_limit_when_the_target_is_not_met(tmp_path: Path) -> None:
