@@ -99,8 +99,9 @@ def _cell_replicates(cell: CellRecord, seed: Sequence[int]) -> Any:
         return overlap * tokens[pick].sum(axis=1) / busy[pick].sum(axis=1)
 
 
-def interval(replicates: Any, n: int | None = None) -> tuple[float, float]:
-    """The central ``LEVEL`` interval of bootstrap replicates (NaN, NaN if none) from a sample
+def interval(replicates: Any, n: int | None = None, *,
+             level: float = LEVEL) -> tuple[float, float]:
+    """The central ``level`` interval of bootstrap replicates (NaN, NaN if none) from a sample
     of ``n`` requests (None: the plain percentile interval).
 
     A percentile interval from a handful of requests is far too narrow: it cannot reach past
@@ -118,7 +119,7 @@ def interval(replicates: Any, n: int | None = None) -> tuple[float, float]:
     finite = replicates[np.isfinite(replicates)]
     if finite.size == 0:
         return float("nan"), float("nan")
-    alpha = (1 - LEVEL) / 2
+    alpha = (1 - level) / 2
     if n is None or n < 2:
         low, high = np.percentile(finite, [100 * alpha, 100 * (1 - alpha)])
         return float(low), float(high)
