@@ -210,8 +210,9 @@ class Comparison(Rendered):
         return self._table.copy()
 
     def best_budgets(self) -> Any:
-        """Per run's phase × workload × context × concurrency: the best config with its speedup
-        interval and the configs indistinguishable from it (:meth:`SweepResult.best`); when
+        """Per run's phase × workload × context × concurrency: the best config with its
+        selection-aware speedup interval, the confidence set and its decision
+        (:meth:`SweepResult.best`); when
         ``auto`` is fastest the row says no config beats it, never ranks it as a budget."""
         import pandas as pd
 
@@ -219,7 +220,7 @@ class Comparison(Rendered):
                   for r in self.runs]
         table = pd.concat(frames, ignore_index=True)
         return table[["phase", "run_id", *PANEL, "best", "speedup", "speedup_lo", "speedup_hi",
-                      "indistinguishable", "unstable", "statement"]]
+                      "confidence_set", "decision", "unstable", "statement"]]
 
     def crossovers(self) -> Any:
         """Per run's phase: where each speculative config stops beating ``auto`` as the load
