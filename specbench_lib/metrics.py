@@ -7,12 +7,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from .latency import add_percentiles, deliveries, token_itls
+from .latency import quantile as _quantile
 from .params import SloParams
 from .records import CellRecord, RequestRecord
 
 _STATS = ("mean", "p50", "p90", "p99")
 _LATENCIES = ("ttft", "tpot", "itl", "e2e", "delivery_gap")
-DELIVERY_GAP_S = 0.0005  # tokens received closer together than this arrived as one delivery
 METRIC_COLUMNS = (
     "output_tok_s", "request_throughput_rps", "request_decode_tok_s",
     *(f"{m}_{s}_s" for m in _LATENCIES for s in _STATS),
@@ -48,7 +49,7 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
 
     ``output_tok_s`` is completion tokens over the measurement window, from the first request
     sent to the last token received. A *delivery* is the tokens that reached the client
-    together: one chunk, or a burst of events less than :data:`DELIVERY_GAP_S` apart (llama.cpp
+    together: one chunk, or a burst of events less than :data:`~.latency.DELIVERY_GAP_S` apart (llama.cpp
     sends each accepted draft token as its own event, microseconds apart). ``delivery_gap`` is
     the time between a request's deliveries, ``tokens_per_delivery`` their mean size; ITL is per
     token, a delivery's gap shared by its k tokens (gap / k each), so its percentiles are
@@ -77,9 +78,9 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
             decode_rates.append((len(times) - 1) / (times[-1] - times[0]))
         found = deliveries(times)
         sizes.extend(k for _, k in found)
-        for (before, _), (when, k) in zip(found, found[1:], strict=False):
-            series["delivery_gap"].append(when - before)
-            series["itl"].extend([(when - before) / k] * k)
+        series["delivery_gap"].extend(b - a for (a, _), (b, _) in zip(found, found[1:],
+                                                                        strict=False))
+        series["itl"].extend(token_itls(found))
     accepted = sum((r.final.accepted_tokens or 0) for r in recs if r.final)
     drafted = sum((r.final.draft_tokens or 0) for r in recs if r.final)
     steps = sum((r.final.verify_steps or 0) for r in recs if r.final)
@@ -109,21 +110,6 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
     metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
     metrics.update(_from_schedule(recs))
     return metrics
-
-
-def deliveries(times: Sequence[float]) -> list[tuple[float, int]]:
-    """A request's token receive times as deliveries: (time of its last token, tokens), where a
-    delivery is the consecutive tokens received less than :data:`DELIVERY_GAP_S` after its
-    first (a burst, however many events, cannot chain into a long delivery)."""
-    firsts: list[float] = []
-    found: list[tuple[float, int]] = []
-    for when in times:
-        if found and when - firsts[-1] < DELIVERY_GAP_S:
-            found[-1] = (when, found[-1][1] + 1)
-        else:
-            firsts.append(when)
-            found.append((when, 1))
-    return found
 
 
 def _from_schedule(recs: Sequence[RequestRecord]) -> dict[str, Any]:
@@ -182,8 +168,11 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     ``speedup_vs_linear`` does the same against the best ok ``linear`` config, when any. The
     ``lossless_*`` columns compare greedy outputs with ``auto``'s (see :mod:`.lossless`).
     ``output_tok_s_lo/hi`` and ``speedup_lo/hi`` are 95 % bootstrap intervals over requests and
-    repeats, ``requests_n`` the requests behind them (see :mod:`.intervals`). With an ``slo``,
-    the :data:`~.slo.SLO_COLUMNS` too (``meets_slo`` as the fraction of repeats that met it).
+    repeats, ``requests_n`` the requests behind them (see :mod:`.intervals`). TTFT, ITL and E2E
+    percentiles are of the row's requests pooled over its repeats, with intervals
+    (``ttft_p50_s_lo/hi``, …); p99 (every ``*_p99_s``) only with at least 100 requests behind
+    it, else NaN, and ``*_max_s`` the maximum of ``max_n`` requests (see :mod:`.latency`).
+    With an ``slo``, the :data:`~.slo.SLO_COLUMNS` too (``meets_slo`` as the fraction of repeats that met it).
     """
     import pandas as pd
 
@@ -220,6 +209,7 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
     means = means.drop(columns=["auto_tok_s", "linear_tok_s"])
     means = add_intervals(means, cells, keys, GROUP)
+    means = add_percentiles(means, cells, GROUP)
     # a rate profile's point k runs each config at its own rate: no like-for-like baseline
     profile = means["load"].str.startswith("p")
     means.loc[profile, ["speedup", "speedup_lo", "speedup_hi", "speedup_vs_linear"]] = float("nan")
@@ -236,13 +226,3 @@ def load_points(table: Any) -> Any:
 
 def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
-
-
-def _quantile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
