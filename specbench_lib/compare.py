@@ -1,4 +1,5 @@
-"""Two runs side by side (before/after an engine upgrade, two forks, two machines).
+"""Two runs side by side (before/after an engine upgrade, two forks, two machines): each matched
+row's B / A with its own 95 % interval, a difference called only where it excludes 1.
 
 Rows are matched by their spec (config × workload × context × concurrency). Per metric: both
 values and their ratio B / A. Output tok/s's B / A (``b_over_a``) carries its own 95 %

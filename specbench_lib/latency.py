@@ -1,5 +1,6 @@
-"""Latency percentiles of a table row with their intervals: TTFT, ITL and E2E over the row's
-requests, and what a request's deliveries and per-token ITLs are.
+"""Latency percentiles of a table row with their intervals (TTFT, ITL and E2E over the row's
+requests; p99 only with 100 requests behind it), and what a request's deliveries and per-token
+ITLs are.
 
 A row's percentile is of its measured requests pooled over its repeats (TTFT and E2E: one value
 a request; ITL: each token's, see :func:`token_itls`), so the value and its interval are of one

@@ -1,5 +1,6 @@
-"""A best that survives its selection: per panel, the confidence set for the fastest config, its
-decision, and the selected config's speedup with an interval that accounts for the picking.
+"""A best that survives its selection: per panel, the confidence set for the fastest config (Holm),
+its decision (decided / tie / undecided), and the selected config's speedup with an interval
+simultaneous over the configs it was picked from.
 
 The *leader* is the config with the highest mean output tok/s. Each other config j is compared
 with it by the paired bootstrap replicates of the ratio leader / j (:mod:`.intervals`: the
