@@ -220,7 +220,7 @@ class Comparison(Rendered):
                   for r in self.runs]
         table = pd.concat(frames, ignore_index=True)
         return table[["phase", "run_id", *PANEL, "best", "speedup", "speedup_lo", "speedup_hi",
-                      "confidence_set", "decision", "unstable", "statement"]]
+                      "confidence_set", "decision", "requests_n", "unstable", "statement"]]
 
     def crossovers(self) -> Any:
         """Per run's phase: where each speculative config stops beating ``auto`` as the load

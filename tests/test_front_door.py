@@ -294,7 +294,7 @@ class _Run:
                               "best": fastest["config"],
                               "speedup": fastest["speedup"], "speedup_lo": float("nan"),
                               "speedup_hi": float("nan"), "confidence_set": fastest["config"],
-                              "decision": "decided",
+                              "decision": "decided", "requests_n": 1,
                               "unstable": False, "statement": "best " + fastest["config"]}])
 
 
