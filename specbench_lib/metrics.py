@@ -49,8 +49,8 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
 
     ``output_tok_s`` is completion tokens over the measurement window, from the first request
     sent to the last token received. A *delivery* is the tokens that reached the client
-    together: one chunk, or a burst of events less than :data:`~.latency.DELIVERY_GAP_S` apart (llama.cpp
-    sends each accepted draft token as its own event, microseconds apart). ``delivery_gap`` is
+    together: one chunk, or a burst of events less than :data:`~.latency.DELIVERY_GAP_S` apart
+    (llama.cpp sends each accepted draft token as its own event, microseconds apart). ``delivery_gap`` is
     the time between a request's deliveries, ``tokens_per_delivery`` their mean size; ITL is per
     token, a delivery's gap shared by its k tokens (gap / k each), so its percentiles are
     latencies a user waits per token; TPOT is a request's (last − first token) / (n − 1);
@@ -172,7 +172,8 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     percentiles are of the row's requests pooled over its repeats, with intervals
     (``ttft_p50_s_lo/hi``, …); p99 (every ``*_p99_s``) only with at least 100 requests behind
     it, else NaN, and ``*_max_s`` the maximum of ``max_n`` requests (see :mod:`.latency`).
-    With an ``slo``, the :data:`~.slo.SLO_COLUMNS` too (``meets_slo`` as the fraction of repeats that met it).
+    With an ``slo``, the :data:`~.slo.SLO_COLUMNS` too (``meets_slo`` as the fraction of
+    repeats that met it).
     """
     import pandas as pd
 

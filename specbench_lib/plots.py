@@ -61,9 +61,9 @@ def with_tails(table: Any) -> Any:
 def latency_throughput(result: SweepResult) -> Any:
     """Per workload × context, the load curve of each config: total output tok/s against
     per-user tok/s (left) and against TTFT p99 (right; the maximum where fewer than 100
-    requests are behind it), one point per concurrency (closed
-    loop), labelled with it; ``auto`` drawn thick and black. A load point that is not ok is
-    marked × on the x axis with its verdict, never drawn as a value."""
+    requests are behind it), one point per concurrency (closed loop), labelled with it;
+    ``auto`` drawn thick and black. A load point that is not ok is marked × on the x axis with
+    its verdict, never drawn as a value."""
     import matplotlib.pyplot as plt
 
     verdicts, table = result.verdicts(), with_tails(result.table())

@@ -211,9 +211,9 @@ class Comparison(Rendered):
 
     def best_budgets(self) -> Any:
         """Per run's phase × workload × context × concurrency: the best config with its
-        selection-aware speedup interval, the confidence set and its decision
-        (:meth:`SweepResult.best`); when
-        ``auto`` is fastest the row says no config beats it, never ranks it as a budget."""
+        selection-aware speedup interval, the confidence set and its decision, and n
+        (:meth:`SweepResult.best`); when ``auto`` is fastest the row says no config beats it,
+        never ranks it as a budget."""
         import pandas as pd
 
         frames = [r.best().assign(phase=r.manifest.get("phase"), run_id=r.run_id)
