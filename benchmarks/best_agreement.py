@@ -1,13 +1,13 @@
 """Do two runs name the same best config? The embedded sweep twice, back to back, compared panel
-by panel (goal: the same best config in every panel, or the runs say the configs are
-indistinguishable), with each best claim's speedup interval half-width (goal: at most 5 %).
+by panel (goal: the same best config in every panel, or each run's best in the other run's
+confidence set for the best), with each best claim's speedup interval half-width (goal: at most 5 %).
 
     .venv/bin/python benchmarks/best_agreement.py [params file]       # runs the sweep twice
     .venv/bin/python benchmarks/best_agreement.py --runs DIR1 DIR2     # compares two runs on disk
 
 A panel *agrees* when both runs name the same best config, or when each run's best is among the
-configs the other run cannot tell from its own best; it *contradicts* when one run says the other
-run's best is slower beyond its interval. Figures go to benchmarks/results/best_agreement.json.
+configs the other run cannot exclude as the fastest (its confidence set); it *contradicts* when
+one run excludes the other run's best. Figures go to benchmarks/results/best_agreement.json.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ def compare(first: sb.SweepResult, second: sb.SweepResult) -> list[dict[str, Any
     rows = []
     for panel in a.index.intersection(b.index):
         x, y = a.loc[panel], b.loc[panel]
-        tied_x = {s.strip() for s in str(x["indistinguishable"]).split(",") if s.strip()}
-        tied_y = {s.strip() for s in str(y["indistinguishable"]).split(",") if s.strip()}
+        tied_x = {s.strip() for s in str(x["confidence_set"]).split(",") if s.strip()}
+        tied_y = {s.strip() for s in str(y["confidence_set"]).split(",") if s.strip()}
         same = x["best"] == y["best"]
         agree = same or (y["best"] in tied_x and x["best"] in tied_y)
         rows.append({"panel": "/".join(map(str, panel)), "best_1": x["best"], "best_2": y["best"],
                      "half_width_1_pct": x["half_width_pct"], "half_width_2_pct": y["half_width_pct"],
-                     "verdict": "same" if same else "indistinguishable" if agree else "contradicts"})
+                     "verdict": "same" if same else "in_set" if agree else "contradicts"})
     return rows
 
 
@@ -61,7 +61,7 @@ def main() -> None:
                        ("half_width_2_pct", "±% 2", 1), ("verdict", "verdict", 0)]))
     halves = [r[k] for r in rows for k in ("half_width_1_pct", "half_width_2_pct")
               if r[k] == r[k]]
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("same", "indistinguishable",
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("same", "in_set",
                                                                "contradicts")}
     print(f"panels {len(rows)}: {counts}; best-claim half-width %: min {min(halves):.1f}, "
           f"max {max(halves):.1f} (goal <= 5); sweeps: {[round(w) for w in walls]} s")

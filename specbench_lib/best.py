@@ -1,11 +1,14 @@
 """The best-config statement: per panel (workload × context × output length × load point), the
-fastest ok config, its speedup over ``auto`` with its interval, and the configs the data cannot
-tell from it; and where each config stops paying as the load grows (its crossover).
+confidence set for the fastest ok config, its decision and its speedup over ``auto`` with an
+interval that accounts for having picked it (:mod:`.selection`); and where each config stops
+paying as the load grows (its crossover).
 
-A config is *indistinguishable* from the best when the 95 % bootstrap interval of the ratio
-best / config holds 1 (the replicates are the table's, see :mod:`.intervals`). The statement
-carries the flags that limit it: an unstable row (CV across repeats, or a failed repeat), greedy
-outputs that differ from ``auto``'s (``lossless``: the fraction identical), and no ok baseline.
+The statement names the leader (highest mean output tok/s), the set of configs that cannot be
+excluded as the fastest (Holm over the comparisons with the leader, simultaneous 95 %), and the
+decision: ``decided`` (the set is the leader alone), ``tie`` (every config of the set within
+±``equivalence`` of the leader) or ``undecided``. It carries the flags that limit it: an
+unstable row (CV across repeats, or a failed repeat), greedy outputs that differ from
+``auto``'s (``lossless``: the fraction identical), and no ok baseline.
 """
 
 from __future__ import annotations
@@ -15,47 +18,51 @@ from collections.abc import Sequence
 from typing import Any
 
 from .display import Rendered, frame_table, html_text
-from .intervals import group_replicates, independent_units, interval, key_value, ok_groups
+from .intervals import group_replicates, independent_units, key_value, ok_groups
 from .metrics import PANEL, load_points
 from .records import CellRecord
+from .selection import EQUIVALENCE, ratio, select, selected_interval
 
 BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
-                "indistinguishable", "unstable", "lossless", "repeats_n", "requests_n",
+                "confidence_set", "decision", "unstable", "lossless", "repeats_n", "requests_n",
                 "statement"]
 
 
-def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str]) -> Any:
-    """One row per panel of ``table`` (:func:`~.metrics.results_table` of ``cells``)."""
+def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
+                 equivalence: float = EQUIVALENCE) -> Any:
+    """One row per panel of ``table`` (:func:`~.metrics.results_table` of ``cells``): the
+    leader, the confidence set (``confidence_set``: labels in the table's order), the
+    ``decision`` and the leader's speedup with its selection-aware interval (see :mod:`.selection`)."""
     import pandas as pd
 
     groups = ok_groups(cells, group)
     replicates = group_replicates(groups)
     rows = []
     for panel, rows_of in table.groupby(PANEL, sort=False):
-        ranked = rows_of.sort_values("output_tok_s", ascending=False)
-        best = ranked.iloc[0]
-        key = tuple(key_value(best[g]) for g in group)
-        mine = replicates.get(key)
-        tied = []
-        for _, other in ranked.iloc[1:].iterrows():
-            them = tuple(key_value(other[g]) for g in group)
-            theirs = replicates.get(them)
-            low, _ = interval(mine / theirs if mine is not None and theirs is not None else None,
-                              min(independent_units(groups.get(key, ())),
-                                  independent_units(groups.get(them, ()))))
-            if not low > 1:  # NaN (no spread to tell them apart) counts as indistinguishable
-                tied.append(str(other["config"]))
-        speedup, low, high = (float(best[k]) for k in ("speedup", "speedup_lo", "speedup_hi"))
+        keys = {str(r["config"]): tuple(key_value(r[g]) for g in group)
+                for _, r in rows_of.iterrows()}
+        reps = {c: replicates.get(k) for c, k in keys.items()}
+        units = {c: independent_units(groups.get(k, ())) for c, k in keys.items()}
+        best = rows_of.sort_values("output_tok_s", ascending=False).iloc[0]
+        chosen = select(list(keys), reps, units, str(best["config"]), equivalence=equivalence)
+        autos = [c for c, m in zip(rows_of["config"], rows_of["method"], strict=True) if m == "auto"]
+        auto = str(autos[0]) if autos else None
+        speedup = float(best["speedup"])
+        low, high = selected_interval(
+            ratio(reps[chosen.leader], reps.get(auto) if auto else None),
+            min(units[chosen.leader], units.get(auto, 0) if auto else 0), len(keys))
+        if speedup != speedup:  # no ok baseline (or a rate profile's point): no speedup at all
+            low = high = float("nan")
         half = (100 * (high - low) / 2 / speedup if best["method"] != "auto" and speedup == speedup
                 and speedup else float("nan"))  # auto against itself has no interval to speak of
         lossless = best.get("lossless_identical")
-        row = {**dict(zip(PANEL, panel, strict=True)), "best": str(best["config"]),
+        row = {**dict(zip(PANEL, panel, strict=True)), "best": chosen.leader,
                "speedup": speedup, "speedup_lo": low, "speedup_hi": high,
-               "half_width_pct": half, "indistinguishable": ", ".join(tied),
-               "unstable": bool(best["unstable"]),
+               "half_width_pct": half, "confidence_set": ", ".join(chosen.members),
+               "decision": chosen.decision, "unstable": bool(best["unstable"]),
                "lossless": None if lossless is None or lossless != lossless else float(lossless),
                "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"])}
-        rows.append({**row, "statement": _statement(row, str(best["method"]),
+        rows.append({**row, "statement": _statement(row, str(best["method"]), equivalence,
                                                     outputs=table["output_tokens"].nunique() > 1)})
     return pd.DataFrame(rows, columns=BEST_COLUMNS)
 
@@ -68,19 +75,24 @@ def where(row: Any, *, outputs: bool = False) -> str:
     return f"{row['workload']}/ctx{row['context']}{out}/c{row['concurrency']}{load}"
 
 
-def _statement(row: dict[str, Any], method: str, *, outputs: bool) -> str:
+def _statement(row: dict[str, Any], method: str, equivalence: float, *, outputs: bool) -> str:
     where_ = where(row, outputs=outputs)
     n = f"n={row['requests_n']} requests, {row['repeats_n']} repeat(s)"
-    tied = f"; indistinguishable from it: {row['indistinguishable']}" if row["indistinguishable"] \
-        else "; every other config is slower beyond its interval"
+    decided = row["decision"] == "decided"
     if method == "auto":
-        text = f"{where_}: no config beats auto ({n}){tied}"
+        lead = f"no config beats auto (simultaneous 95 %, {n})"
     elif row["speedup"] != row["speedup"]:
-        text = f"{where_}: fastest {row['best']}, no ok auto baseline to compare with ({n}){tied}"
+        lead = f"{row['best']} fastest, no ok auto baseline to compare with ({n})"
     else:
-        text = (f"{where_}: best {row['best']}, {row['speedup']:.2f}x "
+        lead = (f"{row['best']} {'best' if decided else 'fastest'}, {row['speedup']:.2f}x "
                 f"[{row['speedup_lo']:.2f}, {row['speedup_hi']:.2f}] vs auto "
-                f"(±{row['half_width_pct']:.1f} %, {n}){tied}")
+                f"(simultaneous 95 %, {n})")
+    if row["decision"] == "tie":
+        text = f"{where_}: tie within ±{100 * equivalence:g} %: {row['confidence_set']}: {lead}"
+    elif row["decision"] == "undecided":
+        text = f"{where_}: undecided between {row['confidence_set']}: {lead}"
+    else:
+        text = f"{where_}: {lead}; every other config excluded"
     same = row["lossless"]
     flags = [f for f, on in (("UNSTABLE", row["unstable"]),
                              (f"{100 * (1 - (same or 0)):.0f} % of outputs differ from auto's",
@@ -189,7 +201,8 @@ class Summary(Rendered):
         self.best, self.table, self.crossing, self.capacity = best, table, crossing, capacity
 
     def _sections(self) -> list[tuple[str, list[str]]]:
-        found = [("best config per workload / context / concurrency (95 % intervals)",
+        found = [("best config per workload / context / concurrency (confidence set, "
+                  "simultaneous 95 %)",
                   list(self.best["statement"]) or ["no ok cell"])]
         if self.crossing is not None and len(self.crossing):
             found.append(("speedup vs load (95 % intervals)", list(self.crossing["statement"])))

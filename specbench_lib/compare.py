@@ -1,26 +1,36 @@
-"""Two runs side by side (before/after an engine upgrade, two forks, two machines).
+"""Two runs side by side (before/after an engine upgrade, two forks, two machines): each matched
+row's B / A with its own 95 % interval, a difference called only where it excludes 1.
 
 Rows are matched by their spec (config × workload × context × concurrency). Per metric: both
-values, their ratio (B / A) and whether the two 95 % intervals overlap; a ratio whose intervals
-overlap is not a difference the data can show. Verdict changes (ok → crashed, …) are listed
-cell by cell, and what differs in the setup (engine, model, measuring code, host, params,
-server argv) is read from the two manifests. ``specbench compare A B`` prints it and writes an
-HTML page under ``outputs/compare/``.
+values and their ratio B / A. Output tok/s's B / A (``b_over_a``) carries its own 95 %
+interval (``b_over_a_lo/hi``) from both runs' bootstrap replicates (:mod:`.intervals`): the
+runs are independent, so B's replicates are shuffled by a fixed permutation before they are
+divided by A's (a ratio of independently drawn replicates, never paired by position), with the
+smaller run's independent units as the units; a row ``differs`` only when that interval excludes 1 (two
+overlapping intervals can still differ, and do not say "no difference"). The headline counts
+the rows where B is slower, faster or not shown to differ, with the geometric mean of B / A over
+the matched rows and its interval (from the same replicates: the mean of the rows' log ratios,
+replicate by replicate; units: the matched rows' units summed). Verdict changes (ok → crashed,
+…) are listed cell by cell, and what differs in the setup (engine, model, measuring code, host,
+params, server argv) is read from the two manifests. ``specbench compare A B`` prints it and
+writes an HTML page under ``outputs/compare/``.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from .display import Rendered, frame_table, html_page, html_text, image, png_data_uri
-from .metrics import PANEL
+from .intervals import group_replicates, independent_units, interval, key_value, ok_groups
+from .metrics import GROUP, PANEL
 from .results import SweepResult
 
 KEYS = ["config", *PANEL]
-METRICS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
-           "speedup": ("speedup_lo", "speedup_hi"), "ttft_p50_s": None, "itl_p50_s": None,
-           "acceptance_length": None}
+METRICS = ("output_tok_s", "speedup", "ttft_p50_s", "itl_p50_s", "acceptance_length")
+RATIO = ["b_over_a", "b_over_a_lo", "b_over_a_hi", "differs"]  # output tok/s, B / A
+_SHUFFLE = 20261202  # the seed of the permutation that makes B's draws independent of A's
 
 
 class RunComparison(Rendered):
@@ -29,20 +39,67 @@ class RunComparison(Rendered):
     def __init__(self, a: SweepResult, b: SweepResult) -> None:
         self.a, self.b = a, b
 
+    @cached_property
+    def _matched(self) -> tuple[Any, list[Any], list[int]]:
+        """The rows both runs have ok, and per row the replicates of B / A and their units."""
+        import numpy as np
+
+        merged = self.a.table().merge(self.b.table(), on=KEYS, suffixes=("_a", "_b"))
+        mine, theirs = _row_replicates(self.a), _row_replicates(self.b)
+        ratios, units = [], []
+        for row in merged[KEYS].itertuples(index=False, name=None):
+            key = tuple(key_value(v) for v in row)
+            (a, n_a), (b, n_b) = mine.get(key, (None, 0)), theirs.get(key, (None, 0))
+            if a is None or b is None:
+                ratios.append(None)
+            else:
+                shuffle = np.random.default_rng(_SHUFFLE).permutation(len(b))
+                ratios.append(b[shuffle] / a)
+            units.append(min(n_a, n_b))
+        return merged, ratios, units
+
     def metrics(self) -> Any:
-        """One row per spec both runs have ok: each metric's A and B values, B / A, and for
-        throughput and speedup whether their intervals overlap (``*_overlap``)."""
-        left, right = self.a.table(), self.b.table()
-        merged = left.merge(right, on=KEYS, suffixes=("_a", "_b"))
+        """One row per spec both runs have ok: each metric's A and B values and B / A
+        (``*_ratio``); for output tok/s, B / A with its 95 % interval (``b_over_a``,
+        ``b_over_a_lo/hi``) and ``differs``: the interval excludes 1 (see the module)."""
+        merged, ratios, units = self._matched
         out = merged[KEYS].copy()
-        for metric, bounds in METRICS.items():
+        for metric in METRICS:
             out[f"{metric}_a"], out[f"{metric}_b"] = merged[f"{metric}_a"], merged[f"{metric}_b"]
-            out[f"{metric}_ratio"] = merged[f"{metric}_b"] / merged[f"{metric}_a"]
-            if bounds is not None:
-                low, high = bounds
-                out[f"{metric}_overlap"] = ((merged[f"{low}_a"] <= merged[f"{high}_b"])
-                                            & (merged[f"{low}_b"] <= merged[f"{high}_a"]))
+            if metric != "output_tok_s":
+                out[f"{metric}_ratio"] = merged[f"{metric}_b"] / merged[f"{metric}_a"]
+        bounds = [interval(r, n) for r, n in zip(ratios, units, strict=True)]
+        out["b_over_a"] = merged["output_tok_s_b"] / merged["output_tok_s_a"]
+        out["b_over_a_lo"] = [low for low, _ in bounds]
+        out["b_over_a_hi"] = [high for _, high in bounds]
+        out["differs"] = (out["b_over_a_lo"] > 1) | (out["b_over_a_hi"] < 1)
         return out
+
+    def headline(self) -> str:
+        """The rows whose B / A interval is below 1, above 1, or holds it, and the geometric
+        mean of B / A with its interval: "output tok/s, B / A: B slower in 24/24 matched rows,
+        …; geometric mean 0.84 [0.80, 0.88] over 24 rows"."""
+        import numpy as np
+
+        rows = self.metrics()
+        if not len(rows):
+            return "output tok/s, B / A: no row is ok in both runs"
+        total = len(rows)
+        slower = int((rows["b_over_a_hi"] < 1).sum())
+        faster = int((rows["b_over_a_lo"] > 1).sum())
+        text = (f"output tok/s, B / A: B slower in {slower}/{total} matched rows, faster in "
+                f"{faster}/{total}, no difference shown in {total - slower - faster}/{total} "
+                f"(95 % intervals)")
+        _, ratios, units = self._matched
+        usable = [i for i, r in enumerate(ratios) if r is not None and bool((r > 0).all())
+                  and rows["b_over_a"].iloc[i] > 0]
+        if not usable:
+            return text
+        logs = np.vstack([np.log(ratios[i]) for i in usable]).mean(axis=0)
+        point = float(np.exp(np.log(rows["b_over_a"].iloc[usable]).mean()))
+        low, high = interval(np.exp(logs), sum(units[i] for i in usable))
+        return text + (f"; geometric mean {point:.2f} [{low:.2f}, {high:.2f}] over "
+                       f"{len(usable)} rows")
 
     def verdict_changes(self) -> Any:
         """Every cell whose verdict differs between the runs (or that only one run has)."""
@@ -62,20 +119,22 @@ class RunComparison(Rendered):
         return pd.DataFrame(rows, columns=["what", "a", "b"])
 
     def text(self) -> str:
-        shown = self.metrics()[[*KEYS, "output_tok_s_a", "output_tok_s_b", "output_tok_s_ratio",
-                                "output_tok_s_overlap"]].round(3)
+        shown = self.metrics()[[*KEYS, "output_tok_s_a", "output_tok_s_b", *RATIO]].round(3)
         return "\n\n".join([
-            f"run A {self.a.run_id} vs run B {self.b.run_id}",
+            f"run A {self.a.run_id} vs run B {self.b.run_id}", self.headline(),
             "setup differences:\n" + _or_none(self.setup()),
             "verdict changes:\n" + _or_none(self.verdict_changes()),
-            "output tok/s (B / A; overlap: the 95 % intervals overlap):\n" + _or_none(shown)])
+            "output tok/s (B / A with its 95 % interval; differs: the interval excludes 1):\n"
+            + _or_none(shown)])
 
     def html(self) -> str:
         return "".join([
             html_text(f"run A {self.a.run_id} vs run B {self.b.run_id}", bold=True),
+            html_text(self.headline()),
             html_text("Setup differences", bold=True), frame_table(self.setup()),
             html_text("Verdict changes", bold=True), frame_table(self.verdict_changes()),
-            html_text("Metrics (B / A; overlap: the 95 % intervals overlap)", bold=True),
+            html_text("Metrics (B / A; b_over_a: output tok/s with its 95 % interval; differs: "
+                      "the interval excludes 1)", bold=True),
             frame_table(self.metrics())])
 
     def figure(self) -> Any:
@@ -156,6 +215,16 @@ def _setup(manifest: dict[str, Any]) -> dict[str, Any]:
     found |= {f"argv.{label}": " ".join(map(str, s.get("argv") or []))
               for label, s in (manifest.get("servers") or {}).items()}
     return {k: str(v) for k, v in found.items()}
+
+
+def _row_replicates(result: SweepResult) -> dict[tuple[Any, ...], tuple[Any, int]]:
+    """Per table row (:data:`KEYS`) of ``result``: its throughput replicates and independent
+    units (:func:`~.intervals.independent_units`)."""
+    groups = ok_groups(result.cells, GROUP)
+    replicates = group_replicates(groups)
+    where = [GROUP.index(k) for k in KEYS]
+    return {tuple(k[i] for i in where): (replicates[k], independent_units(cells))
+            for k, cells in groups.items()}
 
 
 def _or_none(frame: Any) -> str:

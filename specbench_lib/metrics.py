@@ -7,12 +7,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from .latency import add_percentiles, deliveries, token_itls
+from .latency import quantile as _quantile
 from .params import SloParams
 from .records import CellRecord, RequestRecord
 
 _STATS = ("mean", "p50", "p90", "p99")
 _LATENCIES = ("ttft", "tpot", "itl", "e2e", "delivery_gap")
-DELIVERY_GAP_S = 0.0005  # tokens received closer together than this arrived as one delivery
 METRIC_COLUMNS = (
     "output_tok_s", "request_throughput_rps", "request_decode_tok_s",
     *(f"{m}_{s}_s" for m in _LATENCIES for s in _STATS),
@@ -48,8 +49,8 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
 
     ``output_tok_s`` is completion tokens over the measurement window, from the first request
     sent to the last token received. A *delivery* is the tokens that reached the client
-    together: one chunk, or a burst of events less than :data:`DELIVERY_GAP_S` apart (llama.cpp
-    sends each accepted draft token as its own event, microseconds apart). ``delivery_gap`` is
+    together: one chunk, or a burst of events less than :data:`~.latency.DELIVERY_GAP_S` apart
+    (llama.cpp sends each accepted draft token as its own event, microseconds apart). ``delivery_gap`` is
     the time between a request's deliveries, ``tokens_per_delivery`` their mean size; ITL is per
     token, a delivery's gap shared by its k tokens (gap / k each), so its percentiles are
     latencies a user waits per token; TPOT is a request's (last − first token) / (n − 1);
@@ -77,9 +78,9 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
             decode_rates.append((len(times) - 1) / (times[-1] - times[0]))
         found = deliveries(times)
         sizes.extend(k for _, k in found)
-        for (before, _), (when, k) in zip(found, found[1:], strict=False):
-            series["delivery_gap"].append(when - before)
-            series["itl"].extend([(when - before) / k] * k)
+        series["delivery_gap"].extend(b - a for (a, _), (b, _) in zip(found, found[1:],
+                                                                        strict=False))
+        series["itl"].extend(token_itls(found))
     finals = [r.final for r in recs if r.final]
     steps = sum((f.verify_steps or 0) for f in finals)
     accepted = sum(f.accepted_tokens if f.accepted_tokens is not None else
@@ -144,21 +145,6 @@ def spec_metrics(tokens: int, requests: int, *, accepted: float, drafted_tokens:
     }
 
 
-def deliveries(times: Sequence[float]) -> list[tuple[float, int]]:
-    """A request's token receive times as deliveries: (time of its last token, tokens), where a
-    delivery is the consecutive tokens received less than :data:`DELIVERY_GAP_S` after its
-    first (a burst, however many events, cannot chain into a long delivery)."""
-    firsts: list[float] = []
-    found: list[tuple[float, int]] = []
-    for when in times:
-        if found and when - firsts[-1] < DELIVERY_GAP_S:
-            found[-1] = (when, found[-1][1] + 1)
-        else:
-            firsts.append(when)
-            found.append((when, 1))
-    return found
-
-
 def _from_schedule(recs: Sequence[RequestRecord]) -> dict[str, Any]:
     """Open loop: TTFT and E2E timed from each request's *scheduled* arrival, so time spent
     waiting for a free slot counts (no coordinated omission); empty for a closed loop."""
@@ -217,8 +203,12 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     ``output_tok_s_lo/hi`` and ``speedup_lo/hi`` are 95 % bootstrap intervals over the row's
     independent units (repeats, requests, or blocks of requests in flight together),
     ``requests_n`` the requests and ``units_n`` the units behind them, ``interval_note`` why a
-    row has none (see :mod:`.intervals`). With an ``slo``,
-    the :data:`~.slo.SLO_COLUMNS` too (``meets_slo`` as the fraction of repeats that met it).
+    row has none (see :mod:`.intervals`). TTFT, ITL and E2E
+    percentiles are of the row's requests pooled over its repeats, with intervals
+    (``ttft_p50_s_lo/hi``, …); p99 (every ``*_p99_s``) only with at least 100 requests behind
+    it, else NaN, and ``*_max_s`` the maximum of ``max_n`` requests (see :mod:`.latency`).
+    With an ``slo``, the :data:`~.slo.SLO_COLUMNS` too (``meets_slo`` as the fraction of
+    repeats that met it).
     """
     import pandas as pd
 
@@ -255,6 +245,7 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
     means = means.drop(columns=["auto_tok_s", "linear_tok_s"])
     means = add_intervals(means, cells, keys, GROUP)
+    means = add_percentiles(means, cells, GROUP)
     # a rate profile's point k runs each config at its own rate: no like-for-like baseline
     profile = means["load"].str.startswith("p")
     means.loc[profile, ["speedup", "speedup_lo", "speedup_hi", "speedup_vs_linear"]] = float("nan")
@@ -271,13 +262,3 @@ def load_points(table: Any) -> Any:
 
 def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
-
-
-def _quantile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)

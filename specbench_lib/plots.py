@@ -36,24 +36,37 @@ def acceptance_vs_budget(result: SweepResult) -> Any:
                       unit_line=1.0)
 
 
+_TAIL = "p99 (max of n if n < 100)"  # a p99 needs 100 requests behind it (see .latency)
+
+
 def ttft_vs_budget(result: SweepResult) -> Any:
-    """Time to first token, p50 (solid) and p99 (dashed), vs budget."""
-    return _vs_budget(result, [("ttft_p50_s", "p50"), ("ttft_p99_s", "p99")], "TTFT (s)")
+    """Time to first token, p50 (solid) and p99 (dashed; the maximum, labelled so, where fewer
+    than 100 requests are behind it), vs budget."""
+    return _vs_budget(result, [("ttft_p50_s", "p50"), ("ttft_tail_s", _TAIL)], "TTFT (s)")
 
 
 def itl_vs_budget(result: SweepResult) -> Any:
-    """Inter-token latency per token, p50 (solid) and p99 (dashed), vs budget."""
-    return _vs_budget(result, [("itl_p50_s", "p50"), ("itl_p99_s", "p99")], "ITL (s)")
+    """Inter-token latency per token, p50 (solid) and p99 (dashed; the maximum where fewer than
+    100 requests are behind it), vs budget."""
+    return _vs_budget(result, [("itl_p50_s", "p50"), ("itl_tail_s", _TAIL)], "ITL (s)")
+
+
+def with_tails(table: Any) -> Any:
+    """``table`` with ``ttft_tail_s`` and ``itl_tail_s``: the p99 where it is given, else the
+    maximum of the row's requests (``*_max_s``)."""
+    return table.assign(**{f"{m}_tail_s": table[f"{m}_p99_s"].fillna(table[f"{m}_max_s"])
+                           for m in ("ttft", "itl")})
 
 
 def latency_throughput(result: SweepResult) -> Any:
     """Per workload × context, the load curve of each config: total output tok/s against
-    per-user tok/s (left) and against TTFT p99 (right), one point per concurrency (closed
-    loop), labelled with it; ``auto`` drawn thick and black. A load point that is not ok is
-    marked × on the x axis with its verdict, never drawn as a value."""
+    per-user tok/s (left) and against TTFT p99 (right; the maximum where fewer than 100
+    requests are behind it), one point per concurrency (closed loop), labelled with it;
+    ``auto`` drawn thick and black. A load point that is not ok is marked × on the x axis with
+    its verdict, never drawn as a value."""
     import matplotlib.pyplot as plt
 
-    verdicts, table = result.verdicts(), result.table()
+    verdicts, table = result.verdicts(), with_tails(result.table())
     verdicts, table = verdicts[verdicts["load"] == ""], table[table["load"] == ""]  # closed loop
     panels = sorted({(w, c) for w, c in zip(verdicts["workload"], verdicts["context"],
                                             strict=True)})
@@ -64,7 +77,7 @@ def latency_throughput(result: SweepResult) -> Any:
         failed = verdicts[(verdicts["workload"] == workload) & (verdicts["context"] == ctx)
                           & (verdicts["verdict"] != "ok")]
         for ax, x, xlabel in ((axes[r][0], "request_decode_tok_s", "per-user tok/s"),
-                              (axes[r][1], "ttft_p99_s", "TTFT p99 (s)")):
+                              (axes[r][1], "ttft_tail_s", f"TTFT {_TAIL} (s)")):
             for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
                 group = group.sort_values("concurrency")
                 auto = bool((group["method"] == "auto").all())
@@ -202,7 +215,7 @@ def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str,
     import matplotlib.pyplot as plt
 
     verdicts = result.verdicts()
-    table = result.table()
+    table = with_tails(result.table())
     contexts = sorted(verdicts["context"].unique())
     levels = sorted({tuple(v) for v in verdicts[_LEVEL].itertuples(index=False, name=None)},
                     key=lambda v: (v[0], v[1] != "", v[1], v[2]))
@@ -217,7 +230,7 @@ def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str,
             ax = axes[r][c]
             panel = table[(table["context"] == ctx) & _at(table, conc)]
             for column, label in metrics:
-                style = "--" if label == "p99" else "-"
+                style = "--" if label.startswith("p99") else "-"
                 _draw_series(ax, panel, column, label, style, colours, markers)
             if baselines:
                 _draw_baselines(ax, panel, colours)

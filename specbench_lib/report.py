@@ -210,16 +210,17 @@ class Comparison(Rendered):
         return self._table.copy()
 
     def best_budgets(self) -> Any:
-        """Per run's phase × workload × context × concurrency: the best config with its speedup
-        interval and the configs indistinguishable from it (:meth:`SweepResult.best`); when
-        ``auto`` is fastest the row says no config beats it, never ranks it as a budget."""
+        """Per run's phase × workload × context × concurrency: the best config with its
+        selection-aware speedup interval, the confidence set and its decision, and n
+        (:meth:`SweepResult.best`); when ``auto`` is fastest the row says no config beats it,
+        never ranks it as a budget."""
         import pandas as pd
 
         frames = [r.best().assign(phase=r.manifest.get("phase"), run_id=r.run_id)
                   for r in self.runs]
         table = pd.concat(frames, ignore_index=True)
         return table[["phase", "run_id", *PANEL, "best", "speedup", "speedup_lo", "speedup_hi",
-                      "indistinguishable", "unstable", "statement"]]
+                      "confidence_set", "decision", "requests_n", "unstable", "statement"]]
 
     def crossovers(self) -> Any:
         """Per run's phase: where each speculative config stops beating ``auto`` as the load

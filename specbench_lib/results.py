@@ -137,9 +137,9 @@ class SweepResult(Rendered):
         return self._table.copy()
 
     def best(self) -> Any:
-        """Per workload × context × concurrency: the best config, its speedup with its interval,
-        the configs indistinguishable from it, and the flags that limit the claim (see
-        :mod:`.best`)."""
+        """Per workload × context × concurrency: the best config, its speedup with an interval
+        that accounts for having picked it, the confidence set for the best and its decision
+        (decided / tie / undecided), and the flags that limit the claim (see :mod:`.best`)."""
         return self._best.copy()
 
     @cached_property

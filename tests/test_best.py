@@ -1,15 +1,21 @@
-"""The best-config statement: the fastest config per panel, its speedup interval, the configs the
-data cannot tell from it, and the flags that limit the claim."""
+"""The best-config statement: the fastest config per panel, the confidence set for the best
+(Holm), its decision (decided / tie / undecided), the selection-aware speedup interval, and the
+flags that limit the claim."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import replace
 
+import numpy as np
+import pytest
 from cellfactory import make_cell, spread_cell
 
 from specbench_lib.best import Summary, best_configs, crossovers
+from specbench_lib.errors import ParamsError
+from specbench_lib.intervals import group_replicates, interval, ok_groups
 from specbench_lib.metrics import GROUP, results_table
+from specbench_lib.selection import holm_excluded, select
 
 
 def rates(mean: float, n: int, seed: int, spread: float = 0.1) -> list[float]:
@@ -24,20 +30,84 @@ def best(cells: list) -> dict:
     return frame.iloc[0].to_dict()
 
 
-def test_a_clear_winner_with_a_tied_runner_up_and_a_slower_config() -> None:
+def test_a_clear_winner_is_a_set_of_one_decided() -> None:
     cells = [spread_cell("auto", "auto", None, rates(50, 24, 1)),
-             spread_cell("ng-b4", "ngram", 4, rates(75, 24, 2)),
-             spread_cell("ng-b8", "ngram", 8, rates(74, 24, 3)),  # within the noise of b4
-             spread_cell("ng-b16", "ngram", 16, rates(55, 24, 4))]
+             spread_cell("ng-b4", "ngram", 4, rates(90, 24, 2)),
+             spread_cell("ng-b16", "ngram", 16, rates(60, 24, 4))]
     row = best(cells)
-    assert row["best"] == "ng-b4"
-    assert row["speedup_lo"] < row["speedup"] < row["speedup_hi"]
-    assert row["speedup_lo"] > 1.3  # 75 vs 50 with ±10 % noise: clearly faster
-    assert row["indistinguishable"] == "ng-b8"  # b16 and auto are slower beyond the interval
+    assert row["best"] == "ng-b4" and row["confidence_set"] == "ng-b4"
+    assert row["decision"] == "decided"
+    assert row["speedup_lo"] < row["speedup"] < row["speedup_hi"] and row["speedup_lo"] > 1.5
     assert 0 < row["half_width_pct"] < 10 and row["requests_n"] == 24
-    assert row["statement"].startswith("code/ctx256/c1: best ng-b4, 1.")
-    assert "indistinguishable from it: ng-b8" in row["statement"]
+    assert row["statement"].startswith("code/ctx256/c1: ng-b4 best, 1.")
+    assert "vs auto (simultaneous 95 %, n=24 requests" in row["statement"]
+    assert row["statement"].endswith("; every other config excluded")
     assert "UNSTABLE" not in row["statement"]
+
+
+def close_pair() -> list:
+    return [spread_cell("auto", "auto", None, rates(50, 24, 1)),
+            spread_cell("ng-b4", "ngram", 4, rates(75, 24, 2)),
+            spread_cell("ng-b8", "ngram", 8, rates(74, 24, 3)),  # within the noise of b4
+            spread_cell("ng-b16", "ngram", 16, rates(55, 24, 4))]
+
+
+def test_two_close_configs_are_both_in_the_set_a_tie_or_undecided_by_the_margin() -> None:
+    cells = close_pair()
+    table = results_table(cells)
+    wide = best_configs(cells, table, GROUP, equivalence=0.5).iloc[0]
+    tiny = best_configs(cells, table, GROUP, equivalence=0.001).iloc[0]
+    for row in (wide, tiny):  # b16 and auto are excluded either way; the margin decides the rest
+        assert row["best"] == "ng-b4" and row["confidence_set"] == "ng-b4, ng-b8"
+    assert wide["decision"] == "tie" and tiny["decision"] == "undecided"
+    assert wide["statement"].startswith("code/ctx256/c1: tie within ±50 %: ng-b4, ng-b8: ng-b4 "
+                                        "fastest, 1.")
+    assert tiny["statement"].startswith("code/ctx256/c1: undecided between ng-b4, ng-b8: ng-b4 "
+                                        "fastest, 1.")
+    with pytest.raises(ParamsError, match="equivalence margin -0.1"):
+        best_configs(cells, table, GROUP, equivalence=-0.1)
+
+
+def test_the_best_speedup_interval_is_simultaneous_so_wider_than_the_tables() -> None:
+    cells = close_pair()
+    table = results_table(cells)
+    row = best(cells)
+    mine = table.set_index("config").loc["ng-b4"]
+    assert row["speedup"] == mine["speedup"]  # the point is the table's; its interval is not
+    assert row["speedup_lo"] < mine["speedup_lo"] and row["speedup_hi"] > mine["speedup_hi"]
+    level = 1 - 0.05 / 4  # Bonferroni over the panel's 4 configs
+    reps = group_replicates(ok_groups(cells, GROUP))
+    keys = {k[0]: k for k in reps}
+    assert (row["speedup_lo"], row["speedup_hi"]) == interval(
+        reps[keys["ng-b4"]] / reps[keys["auto"]], 24, level=level)
+
+
+def marginal(mu: float, seed: int) -> np.ndarray:
+    """Replicates of a ratio leader / config: log-normal around ``mu`` with sd 0.05."""
+    return np.exp(mu + 0.05 * np.random.default_rng(seed).standard_normal(2000))
+
+
+def test_holm_keeps_what_three_unadjusted_comparisons_would_exclude() -> None:
+    ratios = {c: marginal(0.05 * 2.15, seed) for seed, c in enumerate(("b", "c", "d"))}
+    units = dict.fromkeys(ratios, 1000)
+    # each alone: above 1 at 95 % (z 1.96), not at 1 - 0.05 / 3 (z 2.39)
+    assert all(interval(r, 1000)[0] > 1 for r in ratios.values())
+    assert holm_excluded(ratios, units) == set()
+    leader = np.full(2000, 100.0)
+    reps = {"a": leader, **{c: leader / r for c, r in ratios.items()}}
+    chosen = select(["a", "b", "c", "d"], reps, {"a": 1000, **units}, "a")
+    assert chosen.members == ("a", "b", "c", "d") and chosen.decision == "undecided"
+
+
+def test_holm_steps_down_after_a_clear_exclusion() -> None:
+    # 2 comparisons: the clear one goes at 1 - 0.05 / 2, then the marginal one is tested at
+    # 95 % and goes too (Bonferroni alone would keep it: not above 1 at 97.5 %)
+    ratios = {"clear": marginal(1.0, 1), "near": marginal(0.05 * 2.1, 2)}
+    units = dict.fromkeys(ratios, 1000)
+    assert interval(ratios["near"], 1000, level=0.975)[0] < 1 < interval(ratios["near"], 1000)[0]
+    assert holm_excluded(ratios, units) == {"clear", "near"}
+    assert holm_excluded({"near": ratios["near"], "x": marginal(0.0, 3)},
+                         dict.fromkeys(("near", "x"), 1000)) == set()  # no clear one first
 
 
 def test_when_auto_is_fastest_no_config_beats_it() -> None:
@@ -46,7 +116,7 @@ def test_when_auto_is_fastest_no_config_beats_it() -> None:
              spread_cell("ng-b4", "ngram", 4, [0.99 * r for r in reversed(auto)]),
              spread_cell("ng-b32", "ngram", 32, rates(30, 16, 3))]
     row = best(cells)
-    assert row["best"] == "auto" and row["indistinguishable"] == "ng-b4"
+    assert row["best"] == "auto" and row["confidence_set"] == "auto, ng-b4"
     assert "no config beats auto" in row["statement"]
 
 
@@ -72,8 +142,8 @@ def test_one_row_per_panel_and_the_summary_shows_the_statements() -> None:
     assert list(frame["context"]) == [256, 512] and list(frame["best"]) == ["ng-b4", "auto"]
     summary = Summary(frame, table)
     text, html = summary.text(), summary.html()
-    assert "code/ctx256/c1: best ng-b4" in text and "code/ctx512/c1: no config beats auto" in text
-    assert "<li>code/ctx256/c1: best ng-b4" in html and "<table" in html
+    assert "code/ctx256/c1: ng-b4 best" in text and "code/ctx512/c1: no config beats auto" in text
+    assert "<li>code/ctx256/c1: ng-b4 best" in html and "<table" in html
 
 
 def test_crossover_says_where_a_config_stops_beating_auto_as_the_load_grows() -> None:

@@ -1,12 +1,15 @@
-"""Two runs side by side: metrics matched by spec with their ratio and whether the intervals
-overlap, verdict changes, and what differs in the setup; `specbench compare A B`."""
+"""Two runs side by side: metrics matched by spec with their ratio B / A and its own interval
+(a difference only where it excludes 1), a headline with the geometric mean, verdict changes,
+and what differs in the setup; `specbench compare A B`."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cellfactory import make_cell, spread_cell
 
 from specbench_lib import SweepResult
@@ -38,9 +41,11 @@ def test_metrics_verdict_changes_and_setup_differences(tmp_path: Path) -> None:
         make_cell("ngram-b16", "ngram", 16, "crashed", None)])
     comparison = RunComparison(SweepResult(a), SweepResult(b))
     rows = comparison.metrics().set_index("config")
-    assert rows.loc["ngram-b8", "output_tok_s_ratio"] == 2.0
-    assert not rows.loc["ngram-b8", "output_tok_s_overlap"]  # beyond the noise
-    assert rows.loc["auto", "output_tok_s_ratio"] == 1.0 and rows.loc["auto", "output_tok_s_overlap"]
+    assert rows.loc["ngram-b8", "b_over_a"] == 2.0 and rows.loc["ngram-b8", "differs"]
+    assert rows.loc["ngram-b8", "b_over_a_lo"] > 1  # beyond the noise
+    # the same requests in both runs: B / A is 1, and its interval (independent draws) holds it
+    assert rows.loc["auto", "b_over_a"] == 1.0 and not rows.loc["auto", "differs"]
+    assert rows.loc["auto", "b_over_a_lo"] < 1 < rows.loc["auto", "b_over_a_hi"]
     assert "ngram-b16" not in rows.index  # ok in one run only: no ratio to give
     (change,) = comparison.verdict_changes().to_dict("records")
     assert (change["config"], change["verdict_a"], change["verdict_b"]) == ("ngram-b16", "ok",
@@ -53,6 +58,33 @@ def test_metrics_verdict_changes_and_setup_differences(tmp_path: Path) -> None:
     assert page.name == "a__vs__b.html" and "data:image/png;base64," in html
     assert "http://" not in html and "https://" not in html  # nothing fetched: works offline
     assert "<td>ngram-b16</td>" in html and "crashed" in html
+    assert "B slower in 0/2 matched rows, faster in 1/2, no difference shown in 1/2" in html
+
+
+def rates(mean: float, n: int, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [mean * rng.uniform(0.9, 1.1) for _ in range(n)]
+
+
+def test_a_clear_change_differs_and_noise_does_not(tmp_path: Path) -> None:
+    before = [spread_cell("auto", "auto", None, rates(50, 24, 1)),
+              spread_cell("ngram-b8", "ngram", 8, rates(70, 24, 2))]
+    after = [spread_cell("auto", "auto", None, rates(50, 24, 3)),  # new noise, the same speed
+             spread_cell("ngram-b8", "ngram", 8, rates(0.8 * 70, 24, 4))]  # 0.8x: slower
+    comparison = RunComparison(SweepResult(write_run(tmp_path, "a", "b1", before)),
+                               SweepResult(write_run(tmp_path, "b", "b2", after)))
+    rows = comparison.metrics().set_index("config")
+    slow, same = rows.loc["ngram-b8"], rows.loc["auto"]
+    assert slow["differs"] and slow["b_over_a_lo"] < 0.8 * 1.05 and slow["b_over_a_hi"] < 1
+    assert not same["differs"] and same["b_over_a_lo"] < 1 < same["b_over_a_hi"]
+    headline = comparison.headline()
+    assert headline.startswith("output tok/s, B / A: B slower in 1/2 matched rows, faster in "
+                               "0/2, no difference shown in 1/2")
+    geo = float(headline.split("geometric mean ")[1].split()[0])
+    assert geo == pytest.approx((slow["b_over_a"] * same["b_over_a"]) ** 0.5, abs=0.005)
+    low, high = (float(x) for x in headline.split("[")[1].split("]")[0].split(", "))
+    assert low < geo < high < 1  # the two rows together: slower, beyond the noise
+    assert headline in comparison.text()
 
 
 def test_the_cli_prints_the_comparison_and_writes_its_page(tmp_path: Path) -> None:

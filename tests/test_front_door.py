@@ -293,7 +293,8 @@ class _Run:
                               "concurrency": fastest["concurrency"], "load": fastest["load"],
                               "best": fastest["config"],
                               "speedup": fastest["speedup"], "speedup_lo": float("nan"),
-                              "speedup_hi": float("nan"), "indistinguishable": "",
+                              "speedup_hi": float("nan"), "confidence_set": fastest["config"],
+                              "decision": "decided", "requests_n": 1,
                               "unstable": False, "statement": "best " + fastest["config"]}])
 
 

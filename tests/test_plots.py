@@ -9,6 +9,8 @@ from cellfactory import make_cell
 
 matplotlib.use("Agg")
 
+import matplotlib.pyplot as plt  # noqa: E402
+
 from specbench_lib import SweepResult, plots  # noqa: E402
 from specbench_lib.runs import RunDir  # noqa: E402
 
@@ -52,6 +54,19 @@ def test_every_standard_figure_draws_only_ok_values(tmp_path: Path) -> None:
         for ax in fig.axes:
             for container in ax.containers:
                 assert 8 not in list(container.lines[0].get_xdata())
+
+
+def test_the_ttft_tail_is_the_maximum_of_n_below_100_requests_labelled_so(tmp_path: Path) -> None:
+    result = SweepResult(make_run(tmp_path))
+    table = result.table().set_index("config")
+    assert table["ttft_p99_s"].isna().all()  # one request a cell: no p99 to give
+    fig = plots.ttft_vs_budget(result)
+    series = {c.get_label(): c.lines[0] for c in fig.axes[0].containers}
+    tail = series["code · ngram · p99 (max of n if n < 100)"]
+    assert list(tail.get_ydata()) == [table.loc["ngram-b4", "ttft_max_s"],
+                                      table.loc["ngram-b16", "ttft_max_s"]]
+    assert tail.get_linestyle() == "--"
+    plt.close(fig)
 
 
 def test_load_curves_draw_one_line_per_config_over_concurrency_and_mark_failures(
