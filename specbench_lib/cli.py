@@ -286,7 +286,8 @@ def _share(notebook: Path, *, quiet: bool = False) -> None:
 def _report(runs: list[str], *, merge: bool = False) -> int:
     from .report import compare, write
 
-    for path in write(compare(",".join(runs) or None, merge=merge)):  # unreadable: warned, skipped
+    comparison = compare(",".join(runs) or None, merge=merge, merge_hint="--merge")
+    for path in write(comparison):  # unreadable runs: warned, skipped
         print(f"specbench: wrote {path}")
     return 0
 

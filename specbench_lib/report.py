@@ -181,7 +181,7 @@ class Comparison(Rendered):
     """
 
     def __init__(self, runs: list[SweepResult], *, skipped: list[str] | None = None,
-                 merge: bool = False) -> None:
+                 merge: bool = False, merge_hint: str = "merge=True") -> None:
         self.skipped = list(skipped or [])  # warnings: runs and cell files that could not be read
         if not runs:
             also = f" ({'; '.join(self.skipped)})" if self.skipped else ""
@@ -195,7 +195,7 @@ class Comparison(Rendered):
             named = "; ".join(f"{p}: {', '.join(ids)}" for p, ids in twice.items())
             raise ValidationFailed(f"two runs of one phase ({named}): a report would average "
                                    f"them; name one run per phase, use 'specbench compare A B' "
-                                   f"to put two side by side, or pass merge=True",
+                                   f"to put two side by side, or pass {merge_hint}",
                                    run_dir=str(runs_root()), counts={})
         self.runs = runs
 
@@ -398,9 +398,11 @@ def write_summary(comparison: Comparison, path: Path) -> Path:
 
 
 def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
-            notebook: str | Path | None = None, merge: bool = False) -> Comparison:
+            notebook: str | Path | None = None, merge: bool = False,
+            merge_hint: str = "merge=True") -> Comparison:
     """A :class:`Comparison` of run ids (comma-separated or a list), or the latest complete
-    full-plan run of each phase. Two runs of one phase are refused unless ``merge``.
+    full-plan run of each phase. Two runs of one phase are refused unless ``merge``; the
+    refusal names ``merge_hint`` as the way to average them (the CLI's is ``--merge``).
 
     A run that cannot be read is skipped with a warning naming it (``Comparison.skipped``).
     ``notebook``: papermill's ``PAPERMILL_OUTPUT_PATH``, to refuse a notebook parameter the
@@ -409,7 +411,8 @@ def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
     check_notebook_parameters(notebook)
     skipped: list[str] = []
     if runs is None or runs == "":
-        return Comparison(latest_runs(root, skipped=skipped), skipped=skipped, merge=merge)
+        return Comparison(latest_runs(root, skipped=skipped), skipped=skipped, merge=merge,
+                          merge_hint=merge_hint)
     ids = [r.strip() for r in runs.split(",")] if isinstance(runs, str) else list(runs)
     found = [RunDir.at(run_id, root=root) for run_id in ids if run_id]
     missing = [run.run_id for run in found if not run.manifest_path.is_file()]
@@ -417,4 +420,5 @@ def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
         raise StoreError(f"no such runs: {', '.join(missing)}; see 'specbench runs'",
                          path=runs_root(root))
     results = [_read(run.path, skipped) for run in found]
-    return Comparison([r for r in results if r is not None], skipped=skipped, merge=merge)
+    return Comparison([r for r in results if r is not None], skipped=skipped, merge=merge,
+                      merge_hint=merge_hint)
