@@ -9,11 +9,13 @@ import os
 import shlex
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .attempts import keep_attempt
 from .errors import ParamsError, SpecbenchError
 from .paths import outputs_dir, project_root
 from .runs import RunDir, list_runs, new_run_id, resumable_manifest
@@ -179,13 +181,17 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     if "PAPERMILL_OUTPUT_PATH" in declared:
         parameters["PAPERMILL_OUTPUT_PATH"] = str(output)  # what papermill --inject-paths sets
     print(f"specbench: running {notebook.name} into {output.parent}", flush=True)
+    before = len(run.manifest().get("attempts") or []) \
+        if run is not None and run.manifest_path.is_file() else 0
     _Interrupts.count = 0
     failed: BaseException | None = None
     try:
-        papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
-                                   cwd=str(root), progress_bar=False, stdout_file=sys.stdout,
-                                   stderr_file=sys.stderr,  # the sweep's lines, as they come
-                                   kernel_manager_class=_interrupting_kernel_manager())
+        with tempfile.TemporaryDirectory(prefix="specbench-kernel-") as sockets:
+            papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
+                                       cwd=str(root), progress_bar=False, stdout_file=sys.stdout,
+                                       stderr_file=sys.stderr,  # the sweep's lines, as they come
+                                       kernel_manager_class=_interrupting_kernel_manager(
+                                           Path(sockets)))
     except KeyboardInterrupt as exc:  # before the kernel ran (or after): nothing to forward
         failed = exc
     except Exception as exc:  # reported below, with the notebook kept
@@ -197,6 +203,8 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     recorded = run is None or run.manifest_path.is_file()
     if run is not None and not recorded:  # stopped before the sweep began (preflight, params)
         output = _set_aside_unrecorded(run, output)
+    elif run is not None:  # the complete attempt's notebook becomes the run's <phase>.ipynb
+        output = keep_attempt(run, output, attempts_before=before)
     _share(output, quiet=interrupted)
     if interrupted:
         if recorded and run is not None:
@@ -245,14 +253,27 @@ class _Interrupts:
     count = 0
 
 
-def _interrupting_kernel_manager() -> type:
+def _interrupting_kernel_manager(sockets: Path) -> type:
     """The kernel manager of ``specbench run``: Ctrl-C interrupts the kernel, as a notebook's
     interrupt button does, so the sweep cancels its cell, stops the server, marks the run
     ``interrupted`` and releases its lock (nbclient's own handler would shut the kernel down
-    and kill the sweep mid-way). A second Ctrl-C shuts the kernel down at once."""
+    and kill the sweep mid-way). A second Ctrl-C shuts the kernel down at once.
+
+    The kernel talks over Unix sockets in the private folder ``sockets`` (IPC transport), not
+    TCP: nothing listens on a port, and the kernel has no reason to warn that TCP is not
+    encrypted (ipykernel's "[IPKernelApp] WARNING | Kernel is running over TCP ...")."""
     from jupyter_client import AsyncKernelManager
+    from traitlets import default
 
     class InterruptingKernelManager(AsyncKernelManager):  # type: ignore[misc]
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
+
+        @default("ip")
+        def _ip_default(self) -> str:
+            return str(sockets / "kernel")
+
         async def start_kernel(self, **kw: Any) -> None:
             await super().start_kernel(**kw)
             try:  # replaces nbclient's handler on the loop that runs the notebook

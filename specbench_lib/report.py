@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .attempts import attempt_labels
 from .display import (
     Rendered,
     frame_table,
@@ -93,11 +94,14 @@ def build_index(root: Path | None = None) -> Path:
     out = root or outputs_dir()
     rows = []
     for run in reversed(list_runs(out)):
-        files = RunDir(Path(run["path"])).shared_files()
+        run_dir = RunDir(Path(run["path"]))
+        labels = attempt_labels(run_dir)  # which attempt a notebook shows, when there are several
         commit = f"{run['commit']}{' (dirty)' if run['dirty'] else ''}"
         rows.append([run["run_id"], run["phase"], run["started"], run["status"],
                      *_counts(run["counts"]), commit,
-                     join(link(str(p.relative_to(out)), p.name) for p in files)])
+                     join(link(str(p.relative_to(out)),
+                               f"{p.name}: {labels[p.name]}" if p.name in labels else p.name)
+                          for p in run_dir.shared_files())])
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     table = html_table(["run", "phase", "started", "status", "ok", "invalid", "crashed", "skipped",
                         "commit", "files"], rows)
