@@ -1,4 +1,4 @@
-"""``specbench run | runs | report | compare | doctor``: papermill underneath, outputs kept in run
+"""``specbench run | runs | report | compare | lab | doctor``: papermill underneath, outputs kept in run
 directories."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import yaml
 
 from .attempts import keep_attempt
 from .errors import ParamsError, SpecbenchError
+from .lab import open_lab
 from .paths import outputs_dir, project_root
 from .runs import RunDir, list_runs, new_run_id, resumable_manifest
 
@@ -41,6 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     pair = sub.add_parser("compare", help="two runs side by side: metrics, verdict changes, setup")
     pair.add_argument("run_a", help="the reference run id")
     pair.add_argument("run_b", help="the run compared with it")
+    lab = sub.add_parser("lab", help="copy a phase notebook into outputs/lab/ and open the copy "
+                                      "in JupyterLab (the committed notebooks stay clean)")
+    lab.add_argument("phase", nargs="?", default="tp1", help="a notebook name in notebooks/ "
+                     "(default tp1) or a path to one")
+    lab.add_argument("--fresh", action="store_true", help="a new copy (the old one is kept "
+                     "beside it as <phase>.<n>.ipynb)")
+    lab.add_argument("--jupyter", action="append", default=[], metavar="OPTION",
+                     help="an option for JupyterLab, repeatable: --jupyter=--no-browser")
     doctor = sub.add_parser("doctor", help="check what a sweep of PARAMS needs, start nothing")
     doctor.add_argument("params", help="params file")
     args = parser.parse_args(argv)
@@ -53,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args.runs, merge=args.merge)
         if args.command == "compare":
             return _compare(args.run_a, args.run_b)
+        if args.command == "lab":
+            notebook = _notebook(args.phase)
+            return 2 if notebook is None else open_lab(notebook, fresh=args.fresh,
+                                                       extra=args.jupyter)
         return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run)
     except SpecbenchError as exc:
         print(f"specbench: {exc}", file=sys.stderr)

@@ -267,3 +267,27 @@ def test_a_run_prints_no_kernel_transport_warning(tmp_path: Path, outputs: Path)
 def test_the_kernel_manager_asks_for_unix_sockets_in_its_folder(tmp_path: Path) -> None:
     manager = cli._interrupting_kernel_manager(tmp_path)()
     assert manager.transport == "ipc" and manager.ip == str(tmp_path / "kernel")
+
+
+def test_lab_opens_a_copy_of_the_phase_notebook_and_keeps_the_researchers_copy(
+        outputs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench_lib import lab
+
+    launched: list[list[str]] = []
+    monkeypatch.setattr(lab, "run_jupyter", lambda argv: launched.append(list(argv)) or 0)
+    committed = ROOT / "notebooks" / "tp1.ipynb"
+    before = committed.read_bytes()
+    assert cli.main(["lab"]) == 0  # tp1 by default
+    copy = outputs / "lab" / "tp1.ipynb"
+    assert copy.read_bytes() == before
+    assert launched == [[sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={outputs}",
+                         str(copy)]]
+    copy.write_text(copy.read_text().replace("Phase TP1", "Phase TP1 (my edit)"))
+    assert cli.main(["lab", "tp1"]) == 0  # the copy there is opened as it is
+    assert "(my edit)" in copy.read_text() and len(launched) == 2
+    assert cli.main(["lab", "tp1", "--fresh"]) == 0  # a new copy; the old one kept beside it
+    assert copy.read_bytes() == before and "(my edit)" in (outputs / "lab" / "tp1.1.ipynb").read_text()
+    assert committed.read_bytes() == before
+    assert cli.main(["lab", "tp4", "--jupyter=--no-browser", "--jupyter=--port=8899"]) == 0
+    assert launched[-1][4:] == ["--no-browser", "--port=8899", str(outputs / "lab" / "tp4.ipynb")]
+    assert cli.main(["lab", "nope"]) == 2 and len(launched) == 4  # no such phase: nothing starts
