@@ -1,7 +1,9 @@
-"""A run's notebooks, one per attempt: ``<stem>.ipynb`` (and its HTML) is the latest complete
-attempt's, or the first attempt's while none is complete; an earlier attempt's is
-``<stem>.attempt<n>.ipynb``. Each attempt in the manifest names its notebook (``notebook``),
-so a page can say which attempt a file shows and how it ended."""
+"""A run's notebooks, one per attempt: ``<stem>.ipynb`` is the latest complete attempt's, an
+earlier attempt's ``<stem>.attempt<n>.ipynb``.
+
+``<stem>.ipynb`` (and its HTML) is the first attempt's while none is complete. Each attempt in
+the manifest names its notebook (``notebook``), so a page can say which attempt a file shows and
+how it ended."""
 
 from __future__ import annotations
 

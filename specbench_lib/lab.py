@@ -1,6 +1,8 @@
-"""JupyterLab on a copy of a phase notebook (``specbench lab``), so that saving a run in
-JupyterLab never writes outputs into the committed ``notebooks/``: the copy lives in
-``outputs/lab/`` (git-ignored) and a run from it records it as its notebook as usual."""
+"""JupyterLab on a copy of a phase notebook (``specbench lab``): saving a run never writes
+outputs into the committed ``notebooks/``.
+
+The copy lives in ``outputs/lab/`` (git-ignored); a run from it records it as its notebook as a
+run from any JupyterLab notebook does (:mod:`.notebook_link`)."""
 
 from __future__ import annotations
 
