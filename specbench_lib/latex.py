@@ -72,7 +72,8 @@ def table_rows(comparison: Compared) -> Any:
     keys = ["phase", "workload", "context", "concurrency", "output_tokens", "load", "config",
             "series", "budget"]
     ok = comparison.table().assign(verdict="ok")
-    ok["ttft_p50_ms"] = pd.to_numeric(ok.get("ttft_p50_s"), errors="coerce") * 1000.0
+    ttft = ok["ttft_p50_s"] if "ttft_p50_s" in ok else pd.Series(float("nan"), index=ok.index)
+    ok["ttft_p50_ms"] = pd.to_numeric(ttft, errors="coerce") * 1000.0
     failed = pd.DataFrame(
         [{**{k: f.get(k) for k in keys},
           "verdict": f"{f['verdict']}: {f['first_reason']}" if f["first_reason"] else f["verdict"]}
