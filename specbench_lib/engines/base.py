@@ -66,7 +66,8 @@ class ServerInfo:
 @dataclass(frozen=True)
 class EngineIdentity:
     """What exactly the engine program is: its version and, where it can be had, its bytes'
-    sha256 (a native binary) or its Python distribution and the commit of a fork's checkout."""
+    sha256 (a native binary, with the source package it was built from where its build recorded
+    it) or its Python distribution and the commit of a fork's checkout."""
 
     kind: str
     version: str
@@ -74,9 +75,15 @@ class EngineIdentity:
     package: str | None = None
     package_version: str | None = None
     commit: str | None = None
+    source_sha256: str | None = None  # the sdist a native binary was built from
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The identity as stored (and fingerprinted); ``source_sha256`` only where known, so
+        an identity without it is the dict it always was."""
+        found = asdict(self)
+        if found["source_sha256"] is None:
+            del found["source_sha256"]
+        return found
 
 
 @dataclass(frozen=True)

