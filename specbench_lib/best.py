@@ -39,6 +39,9 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
     replicates = group_replicates(groups)
     rows = []
     for panel, rows_of in table.groupby(PANEL, sort=False):
+        if str(panel[PANEL.index("load")]).endswith("/s"):  # a fixed offered rate
+            rows.append(_at_rate(panel, rows_of))
+            continue
         keys = {str(r["config"]): tuple(key_value(r[g]) for g in group)
                 for _, r in rows_of.iterrows()}
         reps = {c: replicates.get(k) for c, k in keys.items()}
@@ -65,6 +68,22 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
         rows.append({**row, "statement": _statement(row, str(best["method"]), equivalence,
                                                     outputs=table["output_tokens"].nunique() > 1)})
     return pd.DataFrame(rows, columns=BEST_COLUMNS)
+
+
+def _at_rate(panel: tuple[Any, ...], rows_of: Any) -> dict[str, Any]:
+    """A fixed offered rate's panel: every config's throughput is the rate asked for, so the
+    configs are compared by E2E p50 at that load (the lowest leads); a point estimate, said so,
+    and never a decision."""
+    best = rows_of.sort_values("e2e_p50_s").iloc[0]
+    row = {**dict(zip(PANEL, panel, strict=True)), "best": str(best["config"]),
+           "speedup": float("nan"), "speedup_lo": float("nan"), "speedup_hi": float("nan"),
+           "half_width_pct": float("nan"), "confidence_set": ", ".join(map(str, rows_of["config"])),
+           "decision": "undecided", "unstable": bool(best["unstable"]), "lossless": None,
+           "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"])}
+    statement = (f"{where(row)}: lowest E2E p50 {row['best']} ({1000 * best['e2e_p50_s']:.0f} ms) "
+                 f"at this offered rate, where every config's throughput is the rate (point "
+                 f"estimates, not a decision)")
+    return {**row, "statement": statement}
 
 
 def where(row: Any, *, outputs: bool = False) -> str:

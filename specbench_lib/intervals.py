@@ -248,9 +248,9 @@ def sequential_level(look: int, looks: int, level: float = LEVEL, *,
 
 
 def row_bounds(by_group: dict[tuple[Any, ...], list[CellRecord]], keys: list[str],
-               group: list[str]) -> dict[tuple[Any, ...], Bounds]:
+               group: list[str], *, level: float = LEVEL) -> dict[tuple[Any, ...], Bounds]:
     """Per group of ok cells (a row key over ``group``): its throughput interval and its
-    speedup interval vs the ``auto`` group of the same ``keys`` (the panel)."""
+    speedup interval vs the ``auto`` group of the same ``keys`` (the panel), at ``level``."""
     replicates = group_replicates(by_group)
     units = {k: independent_units(v) for k, v in by_group.items()}
 
@@ -269,7 +269,8 @@ def row_bounds(by_group: dict[tuple[Any, ...], list[CellRecord]], keys: list[str
             "auto baseline: " + too_few_note(units[auto], slots)
             if auto is not None and units[auto] < 2 else "")
         drift = 0.0 if sum(_point(c) is not None for c in cells) >= 2 else DRIFT_CV
-        found[key] = Bounds(*interval(mine, n, drift=drift), *interval(ratio, s_units),
+        found[key] = Bounds(*interval(mine, n, level, drift=drift),
+                            *interval(ratio, s_units, level),
                             requests_n(cells), n, note)
     return found
 

@@ -75,7 +75,7 @@ def latency_throughput(result: SweepResult) -> Any:
     for r, (workload, ctx) in enumerate(panels):
         rows = table[(table["workload"] == workload) & (table["context"] == ctx)]
         failed = verdicts[(verdicts["workload"] == workload) & (verdicts["context"] == ctx)
-                          & (verdicts["verdict"] != "ok")]
+                          & verdicts["failed"]]
         for ax, x, xlabel in ((axes[r][0], "request_decode_tok_s", "per-user tok/s"),
                               (axes[r][1], "ttft_tail_s", f"TTFT {_TAIL} (s)")):
             for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
@@ -145,7 +145,7 @@ def _load_figure(result: SweepResult, table: Any, verdicts: Any,
                 & (table["output_tokens"] == out))
         here_v = ((verdicts["workload"] == workload) & (verdicts["context"] == ctx)
                   & (verdicts["output_tokens"] == out))
-        where = here_v & (verdicts["verdict"] != "ok")
+        where = here_v & verdicts["failed"]
         for c, (axis, column, ylabel, xlabel) in enumerate(columns):
             ax = axes[r][k * len(columns) + c]
             rows = table[here & (table["load_axis"] == axis) & table[column].notna()]
@@ -296,7 +296,7 @@ def _draw_baselines(ax: Any, panel: Any, colours: dict[str, str]) -> None:
 
 
 def _mark_failures(ax: Any, cells: Any) -> None:
-    for (budget, series), group in cells[cells["verdict"] != "ok"].groupby(["budget", "series"]):
+    for (budget, series), group in cells[cells["failed"]].groupby(["budget", "series"]):
         ax.plot(budget, 0, marker="x", color="red", markersize=9, clip_on=False,
                 transform=ax.get_xaxis_transform())
         verdicts = "/".join(sorted(group["verdict"].unique()))

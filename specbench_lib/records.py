@@ -21,6 +21,7 @@ from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_
 SCHEMA_VERSION = 2
 Status = Literal["ok", "invalid", "crashed", "skipped"]
 STATUSES: tuple[Status, ...] = ("ok", "invalid", "crashed", "skipped")
+BY_DESIGN = frozenset({"enough_repeats"})  # skipped reasons that are the plan's, not failures
 
 
 @dataclass
@@ -171,6 +172,13 @@ class Verdict(Rendered):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def by_design(self) -> bool:
+        """Skipped because the plan said so (adaptive repeats that were not needed): not a
+        failure, never marked on a figure or listed with the failed cells."""
+        return self.status == "skipped" and bool(self.reasons) and all(
+            r.code in BY_DESIGN for r in self.reasons)
 
     @property
     def codes(self) -> set[str]:

@@ -89,10 +89,11 @@ class SweepResult(Rendered):
                          "load": spec.load, "rate_rps": cell.target_rate or spec.rate,
                          "verdict": cell.status,
                          "output_tok_s": (cell.metrics or {}).get("output_tok_s"),
-                         "reasons": "; ".join(cell.verdict.reasons)})
+                         "reasons": "; ".join(cell.verdict.reasons),
+                         "failed": not cell.verdict.ok and not cell.verdict.by_design})
         frame = pd.DataFrame(rows, columns=["config", "series", "budget", "workload", "context",
                                             "output_tokens", "concurrency", "load", "rate_rps",
-                                            "verdict", "output_tok_s", "reasons"])
+                                            "verdict", "output_tok_s", "reasons", "failed"])
         frame["budget"] = frame["budget"].astype("Int64")
         return frame
 

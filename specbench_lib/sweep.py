@@ -25,7 +25,9 @@ from .engines import Adapter, Isolation, Launch, get_adapter, server_launch
 from .errors import ControlTimeout, EngineError, ServerError, StoreError
 from .fingerprint import Components, cell_fingerprints
 from .hostload import HostSampler, server_pids, usable_cpus
+from .intervals import ok_groups, row_bounds, sequential_level
 from .loadprofile import profile_rate
+from .metrics import GROUP, PANEL
 from .params import CellSpec, Plan, RequestRateParams, ServerConfig, SweepParams
 from .preflight import launches_servers, require
 from .preview import PlanPreview
@@ -106,7 +108,8 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
     print(f"run {run.dir.run_id}: {len(plan.cells) - len(kept)} cells to measure"
           f"{f', {len(kept)} kept' if kept else ''} → {run.dir.path}", flush=True)
     started = time.monotonic()
-    lines = Progress(len(plan.cells), done=len(kept), enabled=progress)
+    lines = Progress(len(plan.cells), done=len(kept), enabled=progress,
+                     cells=[c for c in plan.cells if c.cell_id not in kept])
     status = "failed"
     rounds = params.repeats if params.repeat_order == "rounds" else 1
     book = PromptBook(params, plan.cells)  # every cell's prompts, drawn once for the sweep
@@ -165,18 +168,26 @@ def _placer(plan: Plan, run: Run, lines: Progress) -> Placer | None:
 
 def _enough_repeats(run: Run, params: SweepParams, number: int) -> Reason | None:
     """Adaptive repeats: after round ``number`` (from the second), a reason to stop when every
-    speculative row's speedup interval is within ``repeat_until_half_width``; else None."""
+    speculative row's speedup interval is within ``repeat_until_half_width``; else None. Each
+    round from the second is a look, judged at its alpha-spending level
+    (:func:`~.intervals.sequential_level`), so stopping at a narrow look does not shrink the
+    coverage the look promised."""
     target = params.repeat_until_half_width
     if target is None or number < 1 or number + 1 >= params.repeats:
         return None
-    table = SweepResult(run.dir.path).table()
-    rows = table[table["method"] != "auto"]
-    half = (rows["speedup_hi"] - rows["speedup_lo"]) / 2 / rows["speedup"]
-    if rows.empty or half.isna().any() or (half > target).any():
+    level = sequential_level(number, params.repeats - 1)
+    cells = SweepResult(run.dir.path).cells
+    groups = ok_groups(cells, GROUP)
+    halves = [(b.speedup_hi - b.speedup_lo) / (b.speedup_hi + b.speedup_lo)
+              for key, b in row_bounds(groups, PANEL, GROUP, level=level).items()
+              if key[GROUP.index("method")] != "auto" and not key[GROUP.index("load")]]
+    # (open-loop rows are compared by latency at equal load, not by a speedup: not judged here)
+    if not halves or any(not h <= target for h in halves):  # NaN: no interval yet
         return None
     return Reason("enough_repeats", f"after {number + 1} of {params.repeats} rounds every "
-                  f"speedup interval was within ±{100 * half.max():.1f} % (repeat_until_half_width "
-                  f"{target:g}); this repeat was not needed")
+                  f"speedup interval at the look's level {100 * level:.2f} % was within "
+                  f"±{100 * max(halves):.1f} % (repeat_until_half_width {target:g}); this repeat "
+                  "was not needed")
 
 
 def _skip_rest(plan: Plan, launches: dict[str, Launch], run: Run, adapter: Adapter, lines: Progress,
