@@ -98,7 +98,9 @@ def test_adaptive_repeats_stop_when_the_interval_is_narrow_and_say_so(tmp_path: 
     rounds = int(skipped.verdict.reasons[0].split("after ")[1].split(" ")[0])
     assert rounds in (2, 3), skipped.verdict.reasons
     assert skipped.verdict.reasons[0].startswith(f"enough_repeats: after {rounds} of 4 rounds "
-                                                 "every speedup interval was within ±")
+                                                 "every speedup interval at the look's level ")
+    # the look's alpha-spending level (rounds - 1 of the 3 looks): above 95 % until the last
+    assert "level 9" in str(skipped.verdict.reasons[0])
     statuses = {(c.spec.config, c.spec.repeat): c.status for c in result.cells}
     assert [statuses[("ngram-b8", r)] for r in range(4)] == \
         ["ok"] * rounds + ["skipped"] * (4 - rounds)
