@@ -16,7 +16,7 @@ import yaml
 
 from .errors import ParamsError, SpecbenchError
 from .paths import outputs_dir, project_root
-from .runs import RunDir, list_runs, new_run_id, resumable_manifest
+from .runs import RunDir, check_run_id, list_runs, new_run_id, resumable_manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,7 +132,7 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
 
     if resume:
         _require_declared("resume", "--resume", declared, notebook)
-        run = RunDir.at(resume)
+        run = RunDir.at(check_run_id(resume, key="--resume"))
         if not run.manifest_path.is_file():
             print(f"specbench: no run {resume} under {run.path.parent}; see 'specbench runs'",
                   file=sys.stderr)
@@ -143,6 +143,8 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
             parameters["params_file"] = str(previous["params_file"])  # the run's own params
         return run, run.next_notebook(notebook.stem)
     if "run_id" in declared:
+        if parameters.get("run_id"):
+            check_run_id(parameters["run_id"], key="-p run_id")
         source = _params_file(notebook, params_file, parameters)
         run_phase = load_params(source).phase if source else notebook.stem
         run_id = parameters.setdefault("run_id", new_run_id(run_phase))

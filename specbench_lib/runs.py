@@ -12,14 +12,17 @@ Nothing else in specbench spells the layout::
         plots/               figures (PNG and SVG)
         results.csv, results.parquet, <notebook>.ipynb, <notebook>.html
                              (papermill's executed notebook, or JupyterLab's as last saved)
-        .lock                the pid of the process writing the run
+        .lock                the pid of the process writing the run, flock-ed while it writes
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import os
+import re
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,13 +31,29 @@ from typing import Any
 import yaml
 
 from .analysis import judge
-from .errors import SchemaError, StoreError
+from .errors import ParamsError, SchemaError, StoreError
 from .notebook_link import SAVED_STATE, keep_session, session_notebook
 from .params import Plan
 from .paths import outputs_dir
 from .provenance import environment_info
 from .records import SCHEMA_VERSION, CellRecord, Provenance
 from .store import read_json, redact, utc_now, write_json_atomic
+
+# a run id is a folder name under outputs/runs: no separator, no absolute path, no '.' or '..'
+RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+LOCK_WAIT_S = 0.2  # how long a busy lock is retried (a `specbench runs` probe holds it a moment)
+
+
+def check_run_id(run_id: object, *, key: str = "run_id") -> str:
+    """``run_id`` as a run directory's name; a :class:`ParamsError` naming ``key`` and the value
+    when it is not one (a path that would write outside ``outputs/runs``)."""
+    text = str(run_id)
+    if not RUN_ID.match(text):
+        raise ParamsError(f"{key} {text!r} is not a run id: use letters, digits, '_', '-' and '.' "
+                          f"(at most 128, not starting with '.'), with no '/' and no absolute "
+                          f"path; see 'specbench runs' for the ids of existing runs", key=key,
+                          value=text)
+    return text
 
 
 def new_run_id(phase: str) -> str:
@@ -60,6 +79,7 @@ class RunDir:
         self.results_csv = self.path / "results.csv"
         self.results_parquet = self.path / "results.parquet"
         self._lock = self.path / ".lock"
+        self._lock_fd: int | None = None
 
     @property
     def run_id(self) -> str:
@@ -72,8 +92,9 @@ class RunDir:
 
     @classmethod
     def at(cls, run_id: str, *, root: Path | None = None) -> RunDir:
-        """The run directory of ``run_id`` (not locked: for reading)."""
-        return cls(runs_root(root) / run_id)
+        """The run directory of ``run_id`` (not locked: for reading); a :class:`ParamsError` for
+        an id that is not a name (:func:`check_run_id`)."""
+        return cls(runs_root(root) / check_run_id(run_id))
 
     @classmethod
     def create(cls, run_id: str, *, root: Path | None = None) -> RunDir:
@@ -97,24 +118,60 @@ class RunDir:
         return run
 
     def acquire(self) -> None:
-        """Take the run's lock; a lock left by a process that no longer exists is taken over."""
-        for _ in range(2):
+        """Take the run's lock: an exclusive ``flock`` on ``.lock`` (which names this pid), held
+        until :meth:`release` or this process ends. The kernel drops the lock of a process that
+        dies, so a lock left by a killed writer is free, and of writers taking it at once
+        exactly one wins; a second writer is refused, naming the first."""
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
             try:
-                fd = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                owner = self._lock.read_text().strip()
-                if owner.isdigit() and not pid_alive(int(owner)):
-                    self._lock.unlink(missing_ok=True)
-                    continue
-                raise StoreError(f"run is being written by process {owner or '?'}; wait for it to "
-                                 f"finish or stop it, then resume", path=self._lock) from None
-            with os.fdopen(fd, "w") as fh:
-                fh.write(str(os.getpid()))
-            return
-        raise StoreError("could not take the run's lock", path=self._lock)
+                fd = os.open(self._lock, os.O_CREAT | os.O_RDWR, 0o644)
+            except OSError as exc:
+                raise StoreError(f"cannot create the run's lock ({exc.strerror or exc}); fix the "
+                                 f"outputs folder's permissions", path=self._lock) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if time.monotonic() > deadline:
+                    owner = self.lock_owner()
+                    raise StoreError(f"run is being written by process {owner or '?'}; wait for "
+                                     f"it to finish or stop it, then resume", path=self._lock) from None
+                time.sleep(0.01)
+                continue
+            if _names_open_file(self._lock, fd):
+                break
+            os.close(fd)  # its holder released it (and removed the file) meanwhile: again
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
 
     def release(self) -> None:
-        self._lock.unlink(missing_ok=True)
+        """Remove the lock this :class:`RunDir` holds and drop it (nothing when it holds none)."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is None:
+            return
+        if _names_open_file(self._lock, fd):
+            self._lock.unlink(missing_ok=True)
+        os.close(fd)
+
+    def lock_held(self) -> bool:
+        """Whether a living process holds the run's lock (it is writing the run)."""
+        if self._lock_fd is not None:
+            return True
+        try:
+            fd = os.open(self._lock, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True  # it cannot be probed: not to be called dead
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the probe's shared lock
+        return False
 
     def lock_owner(self) -> int | None:
         """The pid in the run's lock, or None when there is no lock (or it holds no pid)."""
@@ -228,6 +285,14 @@ class RunDir:
         self.params_path.write_text(yaml.safe_dump(resolved, sort_keys=False))
 
 
+def _names_open_file(path: Path, fd: int) -> bool:
+    """Whether ``path`` is still the file open as ``fd`` (not removed or replaced)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except OSError:
+        return False
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists (one we may not signal counts as alive)."""
     try:
@@ -249,7 +314,7 @@ def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
     """One summary per run directory under ``outputs/runs``, oldest first.
 
     ``status`` is the manifest's, except: ``died`` for a run the manifest says is running (or
-    never said) whose lock names no living process (its writer was killed: resume it), and
+    never said) whose lock no process holds (its writer was killed: resume it), and
     ``unreadable`` for a manifest that cannot be read (``error`` says why; nothing is changed).
     """
     runs = []
@@ -260,10 +325,8 @@ def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
         except StoreError as exc:
             data, error = {"status": "unreadable"}, str(exc)
         status = data.get("status")
-        if error is None and status in (None, "running"):
-            owner = run.lock_owner()
-            if owner is None or not pid_alive(owner):
-                status = "died"
+        if error is None and status in (None, "running") and not run.lock_held():
+            status = "died"
         git = data.get("environment") or {}
         git = (git.get("git") if isinstance(git, dict) else None) or {}
         runs.append({"run_id": run.run_id, "phase": data.get("phase"),
@@ -303,6 +366,9 @@ class Run:
         """
         if run_id and resume:
             raise StoreError("give run_id or resume, not both", path=str(run_id))
+        for key, value in (("run_id", run_id), ("resume", resume)):
+            if value:
+                check_run_id(value, key=key)
         if resume:
             run_dir = RunDir.open(resume, root=outputs)
         else:

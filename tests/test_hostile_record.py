@@ -1,0 +1,160 @@
+"""The run's record against a hostile hand: run ids that would escape ``outputs/runs``, YAML
+bombs, racing lock takeovers, cell files of another shape, unwritable outputs, absurd sizes,
+secrets in a server's log and a log without end. Each ends in a clear refusal, a set-aside file
+or a verdict: never a write outside ``outputs/``, a hang, a double lock or a traceback."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli import no_kernel  # noqa: F401  (a fixture: papermill replaced)
+from test_record_integrity import dead_pid, small_plan
+
+import specbench_lib as sb
+from specbench_lib import cli
+from specbench_lib.runs import Run, RunDir, list_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+EMBEDDED = ROOT / "params" / "embedded.yaml"
+ESCAPES = ["../../escaped", "../x", "/tmp/escaped-abs", "a/b", ".", "..", ".hidden", "", "x" * 129]
+
+
+def everything_under(folder: Path) -> set[Path]:
+    return set(folder.rglob("*")) if folder.exists() else set()
+
+
+# --- 1. run ids are names ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ESCAPES)
+def test_a_run_id_that_is_not_a_name_is_refused_by_the_library(tmp_path: Path, bad: str) -> None:
+    plan = small_plan(tmp_path)
+    before = everything_under(tmp_path)
+    for kw in ({"run_id": bad}, {"resume": bad}):
+        if not bad:  # an empty run_id mints a new id; an empty resume is no resume
+            continue
+        with pytest.raises(sb.ParamsError) as err:
+            Run.start(plan, {c.cell_id: "fp" for c in plan.cells}, outputs=tmp_path / "out", **kw)
+        assert err.value.key == next(iter(kw)) and err.value.value == bad
+        assert "not a run id" in str(err.value) and "no '/'" in str(err.value)
+    with pytest.raises(sb.ParamsError, match="not a run id"):
+        RunDir.at(bad, root=tmp_path / "out")
+    assert everything_under(tmp_path) == before  # nothing created, inside outputs or out
+
+
+def test_good_run_ids_still_work(tmp_path: Path) -> None:
+    plan = small_plan(tmp_path)
+    for good in ("r1", "20250101T000000Z_tp1_abc123", "my.run-2", "_x"):
+        run = Run.start(plan, {c.cell_id: "fp" for c in plan.cells}, run_id=good,
+                        outputs=tmp_path / "out")
+        run.finish("complete", elapsed_s=0.0, counts={})
+        assert run.dir.path == tmp_path / "out" / "runs" / good
+
+
+@pytest.mark.parametrize("bad", ["../../escaped", "/tmp/escaped-abs", ".."])
+def test_the_cli_refuses_an_escaping_run_id_with_one_line(
+        outputs: Path, no_kernel: list[dict[str, Any]], capsys: pytest.CaptureFixture[str],  # noqa: F811
+        tmp_path: Path, bad: str) -> None:
+    before = everything_under(tmp_path)
+    for args in (["-p", "run_id", bad], ["--resume", bad]):
+        assert cli.main(["run", "tp1", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("specbench: ") and "Traceback" not in err
+        assert repr(bad) in err and "not a run id" in err
+        assert ("--resume" if args[0] == "--resume" else "-p run_id") in err
+    assert cli.main(["report", bad]) == 2 and "not a run id" in capsys.readouterr().err
+    assert cli.main(["compare", "r1", bad]) == 2 and "not a run id" in capsys.readouterr().err
+    assert no_kernel == [] and everything_under(tmp_path) == before
+
+
+# --- 3. the lock: one winner ------------------------------------------------------------------
+
+def stale_run(root: Path) -> RunDir:
+    run = RunDir.at("r1", root=root)
+    run.path.mkdir(parents=True)
+    run.update_manifest(phase="p", status="running")
+    (run.path / ".lock").write_text(str(dead_pid()))
+    return run
+
+
+TRIALS = 100
+
+
+def _take_over(base: Path, barrier: Any, results: Any) -> None:
+    """One racer: at each trial, with the others at once, take over that trial's stale lock."""
+    for trial in range(TRIALS):
+        barrier.wait()
+        try:
+            run: RunDir | None = RunDir.open("r1", root=base / f"t{trial}")
+        except sb.StoreError as exc:
+            run = None
+            assert "being written by process" in str(exc)
+        results.put((trial, run is not None))
+        barrier.wait()  # every racer has tried before the winner lets go
+        if run is not None:
+            run.release()
+
+
+def test_a_hundred_racing_takeovers_of_a_stale_lock_have_one_winner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("specbench_lib.runs.LOCK_WAIT_S", 0.0)  # a loser gives up at once
+    for trial in range(TRIALS):
+        stale_run(tmp_path / f"t{trial}")
+    ctx = multiprocessing.get_context("fork")  # the racers inherit LOCK_WAIT_S
+    barrier, results = ctx.Barrier(4), ctx.Queue()
+    racers = [ctx.Process(target=_take_over, args=(tmp_path, barrier, results)) for _ in range(4)]
+    for racer in racers:
+        racer.start()
+    winners = dict.fromkeys(range(TRIALS), 0)
+    for _ in range(4 * TRIALS):
+        trial, won = results.get(timeout=60)
+        winners[trial] += won
+    for racer in racers:
+        racer.join(timeout=60)
+    assert [r.exitcode for r in racers] == [0] * 4
+    assert {t: n for t, n in winners.items() if n != 1} == {}  # one winner in every trial
+
+
+def test_racing_processes_have_one_winner_and_a_killed_winner_frees_the_lock(
+        tmp_path: Path) -> None:
+    run = stale_run(tmp_path)
+    script = ("import sys, time\nfrom pathlib import Path\nfrom specbench_lib.runs import RunDir\n"
+              "from specbench_lib.errors import StoreError\n"
+              "while not Path(sys.argv[2]).exists(): time.sleep(0.001)\n"
+              "try:\n    RunDir.open('r1', root=Path(sys.argv[1]))\nexcept StoreError:\n"
+              "    print('refused', flush=True); sys.exit(3)\n"
+              "print('won', flush=True)\ntime.sleep(60)\n")
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(go)],
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(4)]
+    go.touch()
+    lines = [p.stdout.readline().strip() for p in procs if p.stdout is not None]
+    try:
+        assert sorted(lines) == ["refused"] * 3 + ["won"]
+        assert [r["status"] for r in list_runs(tmp_path)] == ["running"]  # held: not died
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert [r["status"] for r in list_runs(tmp_path)] == ["died"]  # the kernel freed it
+    again = RunDir.open("r1", root=tmp_path)
+    assert run.lock_owner() is None or again.lock_held()
+    again.release()
+    assert not (run.path / ".lock").exists()
+
+
+def test_a_second_open_in_one_process_is_refused_and_release_is_its_own(tmp_path: Path) -> None:
+    first = RunDir.create("r1", root=tmp_path)
+    first.update_manifest(phase="p")
+    with pytest.raises(sb.StoreError, match="being written by process"):
+        RunDir.open("r1", root=tmp_path)
+    other = RunDir.at("r1", root=tmp_path)
+    other.release()  # it holds nothing: the writer's lock stays
+    assert (first.path / ".lock").exists() and other.lock_held()
+    first.release()
+    first.release()  # twice is nothing
+    assert not other.lock_held() and not (first.path / ".lock").exists()
