@@ -17,6 +17,7 @@ import yaml
 from .errors import ParamsError, SpecbenchError
 from .paths import outputs_dir, project_root
 from .runs import RunDir, check_run_id, list_runs, new_run_id, resumable_manifest
+from .store import load_yaml
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +87,7 @@ def _parameters(notebook: Path, pairs: list[list[str]]) -> tuple[list[str], dict
         if name not in declared:
             raise unknown_parameter(name, value, declared, notebook=notebook)
         try:
-            given[name] = yaml.safe_load(value)
+            given[name] = load_yaml(value)
         except yaml.YAMLError as exc:
             raise ParamsError(f"-p {name} {value!r} is not a YAML value ({exc})", file=notebook,
                               key=name, value=value) from None
@@ -108,7 +109,7 @@ def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any])
     if given.get("params_file"):
         return str(given["params_file"])
     default = papermill.inspect_notebook(str(notebook)).get("params_file")
-    return yaml.safe_load(default["default"]) if default else None
+    return load_yaml(default["default"]) if default else None
 
 
 def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> int:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ParamsError
 from .paths import resolve_project_path
+from .store import MAX_YAML_BYTES, load_yaml
 
 # auto: no speculation; ngram, draft: n-gram / draft-model drafting; linear: DFlash (a block of
 # draft tokens); tree: DDTree (a draft tree of `budget` nodes); eagle, eagle3, mtp: EAGLE-family
@@ -670,7 +671,7 @@ def _read_layered(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     if file in seen:
         raise ParamsError("'extends' forms a cycle", file=file, key="extends", value=str(file))
     try:
-        data = yaml.safe_load(_read_text(file)) or {}
+        data = load_yaml(_read_text(file)) or {}
     except yaml.YAMLError as exc:
         raise ParamsError(f"not valid YAML: {exc}", file=file) from None
     if not isinstance(data, dict):
@@ -690,10 +691,15 @@ def _read_text(file: Path) -> str:
     """The file's text; a :class:`ParamsError` naming the line, its key and the bytes when it is
     not UTF-8 (a file saved in Latin-1 or UTF-16 by an editor), or when it cannot be read."""
     try:
-        raw = file.read_bytes()
+        with open(file, "rb") as fh:
+            raw = fh.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
         raise ParamsError(f"cannot read the params file ({exc.strerror or exc})", file=file,
                           key="params_file", value=str(file)) from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ParamsError(f"the file is over {MAX_YAML_BYTES} bytes, far more than any params "
+                          f"file (a page of YAML); is it the right file?", file=file,
+                          key="params_file", value=str(file))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -158,3 +158,62 @@ def test_a_second_open_in_one_process_is_refused_and_release_is_its_own(tmp_path
     first.release()
     first.release()  # twice is nothing
     assert not other.lock_held() and not (first.path / ".lock").exists()
+
+
+# --- 2. YAML bombs ----------------------------------------------------------------------------
+
+LAUGHS = "".join(f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n"
+                 for a, b in zip("abcdefgh", "bcdefghi", strict=True))
+BILLION_LAUGHS = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + LAUGHS
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    (BILLION_LAUGHS, "more than 100000 nodes (an alias bomb?)"),
+    ("phase: x\nconfigs: &c [*c]\n", "alias *c names a node that contains it"),
+    ("phase: x\ndescription: " + "[" * 500 + "]" * 500 + "\n", "nested more than 100 deep"),
+])
+def test_a_yaml_bomb_is_refused_naming_the_file(tmp_path: Path, text: str, problem: str) -> None:
+    assert len(BILLION_LAUGHS) < 1400  # the 1.3 kB file that hung a sweep
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(text)
+    with pytest.raises(sb.ParamsError) as err:
+        sb.load_params(bomb)
+    assert err.value.file == str(bomb) and problem in str(err.value)
+    assert "\n" not in str(err.value) and ", column " in str(err.value)
+    phase = tmp_path / "phase.yaml"
+    phase.write_text(f"extends: {bomb.name}\nphase: y\n")
+    with pytest.raises(sb.ParamsError, match="alias|nested") as err:
+        sb.load_params(phase)  # as an extends: base
+    assert err.value.file == str(bomb)
+
+
+def test_a_params_file_over_a_mebibyte_is_refused_unread(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_text(f"extends: {EMBEDDED}\ndescription: '{'x' * (1 << 20)}'\n")
+    with pytest.raises(sb.ParamsError, match="over 1048576 bytes") as err:
+        sb.load_params(big)
+    assert err.value.file == str(big) and err.value.key == "params_file"
+    fits = tmp_path / "fits.yaml"
+    fits.write_text(f"extends: {EMBEDDED}\ndescription: '{'x' * 1000}'\n")
+    assert sb.load_params(fits).description == "x" * 1000
+
+
+def test_plain_aliases_and_merge_keys_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "aliases.yaml"
+    path.write_text(f"extends: {EMBEDDED}\nphase: al\ncontexts: &ctx [128, 256]\n"
+                    f"timeouts: &t {{first_token_s: 30}}\n"
+                    f"configs: [{{name: auto, method: auto}}, {{<<: {{method: ngram}}, name: ng, "
+                    f"budgets: *ctx}}]\n")
+    params = sb.load_params(path)
+    assert params.contexts == (128, 256) and params.configs[1].budgets == (128, 256)
+    assert params.configs[1].method == "ngram" and params.timeouts.first_token_s == 30
+
+
+def test_a_bomb_as_a_cli_value_is_one_line_and_exit_2(
+        outputs: Path, no_kernel: list[dict[str, Any]],  # noqa: F811
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "tp1", "-p", "budget", BILLION_LAUGHS.replace("\n", ", ")
+                     .join("{}")]) == 2
+    err = capsys.readouterr().err
+    assert "-p budget" in err and "alias bomb" in err and err.count("\n") == 1
+    assert no_kernel == []
