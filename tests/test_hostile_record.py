@@ -5,18 +5,26 @@ or a verdict: never a write outside ``outputs/``, a hang, a double lock or a tra
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cellfactory import make_cell
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cli import no_kernel  # noqa: F401  (a fixture: papermill replaced)
-from test_record_integrity import dead_pid, small_plan
+from test_fuzz import FUZZ
+from test_record_integrity import dead_pid, recorded_run, small_plan
 
 import specbench_lib as sb
-from specbench_lib import cli
+from specbench_lib import cli, report
+from specbench_lib.hostload import HostLoad, HostProcess
+from specbench_lib.records import CellFacts
 from specbench_lib.runs import Run, RunDir, list_runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,3 +225,124 @@ def test_a_bomb_as_a_cli_value_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert "-p budget" in err and "alias bomb" in err and err.count("\n") == 1
     assert no_kernel == []
+
+
+# --- 4. cell files of another shape -----------------------------------------------------------
+
+def a_cell_dict() -> dict[str, Any]:
+    """A valid cell's JSON, with facts of every kind filled (host, decided-free, counters)."""
+    cell = make_cell("ngram-b8", "ngram", 8, tok_s=12.0, fingerprint="fp", run_id="r1")
+    host = HostLoad(cpus=2, window_s=1.0, samples=3, loadavg=(0.5, 0.4, 0.3),
+                    top=(HostProcess(7, "python", 0.1),), gpu={"0": {"util": 3}})
+    facts = CellFacts(spec_counters={"accepted": 3}, host=host, log_excerpt="ok")
+    return json.loads(json.dumps(replace(cell, facts=facts).to_dict()))
+
+
+def reading_the_run_names_or_reads(run_dir: Path, name: str) -> str:
+    """Read the run as every reader does: the file is either a cell (analysed, tabled, shown)
+    or damaged, named by its path; never a traceback."""
+    result = sb.SweepResult(run_dir)
+    if result.damaged:
+        [error] = result.damaged
+        assert isinstance(error, sb.StoreError) and error.path.endswith(name)
+        return "damaged"
+    result.table()
+    result.verdicts()
+    result.text()
+    return "read"
+
+
+OTHER_SHAPES: list[tuple[str, Any]] = [
+    ("a list", [1, 2, 3]),
+    ("a string", "a cell"),
+    ("no spec", "del spec"),
+    ("facts a string", ("facts", "broken")),
+    ("requests a number", ("requests", 5)),
+    ("a request a string", ("requests", ["r"])),
+    ("token times a string", ("requests.0.token_times", "abc")),
+    ("a token time a string", ("requests.0.token_times.0", "x")),
+    ("verdict status unknown", ("verdict.status", "great")),
+    ("spec context a string", ("spec.context", "big")),
+    ("host a list", ("facts.host", [1])),
+    ("host top a string", ("facts.host.top", "x")),
+    ("judge planned a string", ("judge.planned", "eight")),
+    ("a reason a number", ("verdict.reasons", [3])),
+    ("final a list", ("requests.0.final", [1])),
+    ("timing a list", ("timing", [1, 2])),
+]
+
+
+def mutated(base: Any, change: Any) -> Any:
+    if not (isinstance(change, tuple) or change == "del spec"):
+        return change
+    data = json.loads(json.dumps(base))
+    if change == "del spec":
+        del data["spec"]
+        return data
+    path, value = change
+    *parents, last = path.split(".")
+    node = data
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    node[int(last) if isinstance(node, list) else last] = value
+    return data
+
+
+@pytest.mark.parametrize(("what", "change"), OTHER_SHAPES, ids=[w for w, _ in OTHER_SHAPES])
+def test_a_cell_file_of_another_shape_is_named_and_set_aside_by_resume(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], what: str, change: Any) -> None:
+    plan, fingerprints, run_dir = recorded_run(tmp_path)
+    bad = run_dir.cell_path("auto__code__ctx128__c1")
+    good = {**json.loads(bad.read_text()), "facts": BASE["facts"]}  # with a host
+    bad.write_text(json.dumps(mutated(good, change)))
+    assert reading_the_run_names_or_reads(run_dir.path, bad.name) == "damaged", what
+    assert bad.exists()  # readers name it and leave it; resume sets it aside
+    assert any(bad.name in note for note in report.compare("r1", root=tmp_path / "out").skipped)
+    assert bad.name in capsys.readouterr().err  # the report's warning
+    run = Run.start(plan, fingerprints, resume="r1", outputs=tmp_path / "out")
+    assert f"{bad.name}" in capsys.readouterr().out and not bad.exists()
+    assert (run_dir.cells_dir / "damaged" / bad.name).is_file()
+    assert run.kept == {"auto__code__ctx256__c1"}
+    run.finish("interrupted", elapsed_s=0.0, counts={})
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=5)
+
+
+def paths_of(data: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix] if prefix else []
+    if isinstance(data, dict):
+        return found + [p for k, v in data.items() for p in paths_of(v, (*prefix, k))]
+    if isinstance(data, list):
+        return found + [p for i, v in enumerate(data[:3]) for p in paths_of(v, (*prefix, i))]
+    return found
+
+
+BASE = a_cell_dict()
+PATHS = paths_of(BASE)
+
+
+@settings(FUZZ, max_examples=300)
+@given(picks=st.lists(st.tuples(st.sampled_from(PATHS), st.booleans(), JSON), min_size=1,
+                      max_size=3))
+def test_fuzz_a_mutated_cell_file_is_read_or_named_never_a_traceback(
+        tmp_path_factory: pytest.TempPathFactory, picks: list[tuple[Any, bool, Any]]) -> None:
+    data = json.loads(json.dumps(BASE))
+    for path, delete, value in picks:
+        node = data
+        try:
+            for part in path[:-1]:
+                node = node[part]
+            if delete and isinstance(node, dict):
+                node.pop(path[-1], None)
+            else:
+                node[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier pick changed the path away
+    run_dir = tmp_path_factory.mktemp("fuzz")
+    cell = run_dir / "cells" / "c.json"
+    cell.parent.mkdir()
+    cell.write_text(json.dumps(data))
+    reading_the_run_names_or_reads(run_dir, "c.json")
