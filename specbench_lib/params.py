@@ -35,6 +35,12 @@ _REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # cores, 2-5 ms stalls touch a token or two of every few hundred: not a reason to drop a cell)
 DEFAULT_MAX_COALESCED_FRACTION = 0.05
 DEFAULT_MAX_COALESCED_FIRST_FRACTION = 0.01
+# sizes no real study reaches: past them a typo (10^12 requests) would hang or exhaust memory
+MAX_REQUESTS_PER_CELL = 100_000
+MAX_WARMUP_REQUESTS = 10_000
+MAX_REPEATS = 1000
+MAX_PLAN_CELLS = 100_000
+MAX_LEVEL = {"contexts": 10_000_000, "concurrency": 100_000, "output_tokens": 1_000_000}
 
 
 class _Strict(BaseModel):
@@ -353,11 +359,11 @@ class SweepParams(_Strict):
     concurrency: tuple[int, ...] = Field(min_length=1)
     # tokens each request generates; a list makes output length an axis of the plan
     output_tokens: int | tuple[int, ...] = 128
-    requests_per_cell: int = Field(3, ge=1)
-    warmup_requests: int = Field(1, ge=0)
+    requests_per_cell: int = Field(3, ge=1, le=MAX_REQUESTS_PER_CELL)
+    warmup_requests: int = Field(1, ge=0, le=MAX_WARMUP_REQUESTS)
     # output tokens of each warmup request (None: output_tokens). A short one already does what
     # warmup is for (first-use allocations, weights paged in, threads started) at less cost.
-    warmup_output_tokens: int | None = Field(None, gt=0)
+    warmup_output_tokens: int | None = Field(None, gt=0, le=MAX_LEVEL["output_tokens"])
     request_timeout_s: float = Field(120.0, gt=0)
     seed: int = 0
     known_bad: tuple[KnownBad, ...] = ()
@@ -370,7 +376,7 @@ class SweepParams(_Strict):
     # fractions, above which a cell is invalid (coalesced_reads)
     max_coalesced_fraction: float = Field(DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)
     max_coalesced_first_fraction: float = Field(DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0, le=1)
-    repeats: int = Field(1, ge=1)  # measurements of each cell (mean and CV across them)
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS)  # measurements of each cell (mean and CV across them)
     # rounds: every config once per round, each round on a fresh server (drift lands on every
     # config alike); back_to_back: a config's repeats one after another on one server
     repeat_order: Literal["rounds", "back_to_back"] = "rounds"
@@ -397,10 +403,13 @@ class SweepParams(_Strict):
 
     @field_validator("contexts", "concurrency", "output_tokens")
     @classmethod
-    def _positive_levels(cls, values: int | tuple[int, ...]) -> int | tuple[int, ...]:
+    def _positive_levels(cls, values: int | tuple[int, ...], info: Any) -> int | tuple[int, ...]:
         listed = values if isinstance(values, tuple) else (values,)
         if not listed or any(v <= 0 for v in listed):
             raise ValueError(f"must be positive integers, got {list(listed)}")
+        bound = MAX_LEVEL[info.field_name]
+        if any(v > bound for v in listed):
+            raise ValueError(f"must be at most {bound} (no study needs more), got {list(listed)}")
         return values
 
     @field_validator("redact")
@@ -566,6 +575,11 @@ def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) 
             servers.append(ServerConfig(cfg.name, cfg.method, b, dict(cfg.options),
                                         cfg.draft_model, cfg.extra_args, cfg.spec_args, cfg.argv,
                                         cfg.attach))
+    count = _cell_count(params, len(servers))
+    if count > MAX_PLAN_CELLS:
+        raise ParamsError(f"the plan has {count} cells (configs × workloads × contexts × output "
+                          f"lengths × load points × repeats), more than {MAX_PLAN_CELLS}; "
+                          f"shorten a list or lower repeats", file=source, value=count)
     cells = tuple(_cells(params, servers))
     _require_context_room(params, servers, source)
     return Plan(params, source, tuple(servers), cells, budget)
@@ -593,6 +607,15 @@ def _cells(params: SweepParams, servers: list[ServerConfig]) -> list[CellSpec]:
                                profile_point=k, profile_points=load.profile)
                       for rep in range(params.repeats) for k in range(1, load.profile + 1)]
     return cells
+
+
+def _cell_count(params: SweepParams, servers: int) -> int:
+    """How many cells :func:`_cells` makes, counted without making them."""
+    load = params.request_rate
+    per_level = (load is None or load.profile is not None) + len(load.rates if load else ())
+    profile = load.profile if load is not None and load.profile is not None else 0
+    return (servers * len(params.workloads) * len(params.contexts) * len(params.output_lengths)
+            * params.repeats * (len(params.concurrency) * per_level + profile))
 
 
 def _require_context_room(params: SweepParams, servers: list[ServerConfig], source: Path) -> None:

@@ -346,3 +346,53 @@ def test_fuzz_a_mutated_cell_file_is_read_or_named_never_a_traceback(
     cell.parent.mkdir()
     cell.write_text(json.dumps(data))
     reading_the_run_names_or_reads(run_dir, "c.json")
+
+
+# --- 6. absurd sizes --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("line", "key", "bound"), [
+    ("requests_per_cell: 1000000000000", "requests_per_cell", "100000"),
+    ("warmup_requests: 1000000000", "warmup_requests", "10000"),
+    ("repeats: 1000000000", "repeats", "1000"),
+    ("output_tokens: 1000000000000", "output_tokens", "1000000"),
+    ("output_tokens: [64, 10000000]", "output_tokens", "1000000"),
+    ("warmup_output_tokens: 1000000000", "warmup_output_tokens", "1000000"),
+    ("contexts: [128, 100000000000]", "contexts", "10000000"),
+    ("concurrency: [1, 1000000000]", "concurrency", "100000"),
+])
+def test_an_absurd_size_is_refused_at_load_naming_key_value_and_bound(
+        tmp_path: Path, line: str, key: str, bound: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(f"extends: {EMBEDDED}\n{line}\n")
+    with pytest.raises(sb.ParamsError) as err:
+        sb.load_params(path)
+    value = line.split(": ", 1)[1]
+    assert err.value.key == key and err.value.file == str(path)
+    assert bound in str(err.value) and value.strip("[]").split(", ")[-1] in str(err.value)
+    at_bound = tmp_path / "ok.yaml"
+    listed = f"[{bound}]" if line.endswith("]") else bound
+    at_bound.write_text(f"extends: {EMBEDDED}\n{key}: {listed}\n")
+    if key not in ("output_tokens", "contexts"):  # these the context guard judges too
+        assert sb.load_params(at_bound) is not None
+
+
+def test_a_plan_of_too_many_cells_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    levels = list(range(1, 301))
+    path.write_text(f"extends: {EMBEDDED}\nconcurrency: {levels}\nrepeats: 1000\n")
+    with pytest.raises(sb.ParamsError, match="more than 100000") as err:
+        sb.load_plan(path)
+    assert err.value.file == str(path) and "repeats" in str(err.value)
+
+
+@pytest.mark.parametrize("extra", [
+    "", "repeats: 3", "output_tokens: [32, 64]\nconcurrency: [1, 2, 4]",
+    "request_rate: {per_s: [1.0, 2.0]}\nconcurrency: [1, 2]",
+    "request_rate: {profile: 3}\nconcurrency: [1, 4]\nrepeats: 2"])
+def test_the_cell_count_is_the_plans(tmp_path: Path, extra: str) -> None:
+    from specbench_lib.params import _cell_count
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f"extends: {EMBEDDED}\n{extra}\n")
+    plan = sb.load_plan(path)
+    assert _cell_count(plan.params, len(plan.servers)) == len(plan.cells) > 0
