@@ -16,7 +16,7 @@ import yaml
 
 from .errors import ParamsError, SpecbenchError
 from .paths import outputs_dir, project_root
-from .runs import RunDir, check_run_id, list_runs, new_run_id, resumable_manifest
+from .runs import RunDir, check_run_id, list_runs, make_folder, new_run_id, resumable_manifest
 from .store import load_yaml
 
 
@@ -154,10 +154,10 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
             print(f"specbench: run directory {run.path} exists; choose another run_id, or resume "
                   f"it with --resume {run_id}", file=sys.stderr)
             return 2
-        run.path.mkdir(parents=True)
+        make_folder(run.path)
         return run, run.path / notebook.name
     output = outputs_dir() / notebook.stem / notebook.name  # the report: beside what it writes
-    output.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(output.parent)
     return None, output
 
 
@@ -236,7 +236,7 @@ def _set_aside_unrecorded(run: RunDir, notebook: Path) -> Path:
     target = notebook
     if notebook.is_file():
         target = outputs_dir() / "failed" / f"{run.run_id}{notebook.suffix}"
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(target.parent)
         os.replace(notebook, target)
     run.discard_if_empty()
     return target

@@ -34,7 +34,7 @@ from .analysis import judge
 from .errors import ParamsError, SchemaError, StoreError
 from .notebook_link import SAVED_STATE, keep_session, session_notebook
 from .params import Plan
-from .paths import outputs_dir
+from .paths import folder_problem, outputs_dir
 from .provenance import environment_info
 from .records import SCHEMA_VERSION, CellRecord, Provenance
 from .store import read_json, redact, utc_now, write_json_atomic
@@ -103,7 +103,7 @@ class RunDir:
             raise StoreError("run directory holds a run already; choose another run_id",
                              path=run.path)
         for folder in (run.cells_dir, run.logs_dir, run.plots_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+            make_folder(folder)
         run.acquire()
         return run
 
@@ -283,6 +283,18 @@ class RunDir:
 
     def write_params(self, resolved: dict[str, Any]) -> None:
         self.params_path.write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+
+def make_folder(path: Path) -> Path:
+    """Create ``path`` and its parents; a :class:`StoreError` naming it and why when it cannot be
+    (a part of it is a file, a read-only disk), with the way out."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = folder_problem(path) or exc.strerror or str(exc)
+        raise StoreError(f"cannot create a folder here ({why}); set SPECBENCH_OUTPUTS (or "
+                         f"outputs=) to a folder you can write", path=path) from None
+    return path
 
 
 def _names_open_file(path: Path, fd: int) -> bool:

@@ -396,3 +396,45 @@ def test_the_cell_count_is_the_plans(tmp_path: Path, extra: str) -> None:
     path.write_text(f"extends: {EMBEDDED}\n{extra}\n")
     plan = sb.load_plan(path)
     assert _cell_count(plan.params, len(plan.servers)) == len(plan.cells) > 0
+
+
+# --- 5. unwritable outputs --------------------------------------------------------------------
+
+@pytest.fixture(params=["outputs a file", "parent a file"])
+def unwritable(request: pytest.FixtureRequest, tmp_path: Path,
+               monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """An outputs folder that cannot be made (root writes through chmod): it, or its parent,
+    is a regular file. Returns the outputs path and the file in the way."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    out = blocker if request.param == "outputs a file" else blocker / "outputs"
+    monkeypatch.setenv("SPECBENCH_OUTPUTS", str(out))
+    return out, blocker
+
+
+@pytest.mark.parametrize("args", [["run", "tp1"], ["run", "tp1", "-p", "run_id", "r1"],
+                                  ["run", "report"]])
+def test_unwritable_outputs_are_one_line_and_exit_2(
+        unwritable: tuple[Path, Path], no_kernel: list[dict[str, Any]],  # noqa: F811
+        capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    out, blocker = unwritable
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("specbench: ") and "Traceback" not in err
+    assert f"{blocker} is a file, not a folder" in err and "SPECBENCH_OUTPUTS" in err
+    assert no_kernel == [] and blocker.read_text() == "not a folder"
+
+
+def test_unwritable_outputs_stop_the_library_before_anything(
+        tmp_path: Path, unwritable: tuple[Path, Path]) -> None:
+    out, blocker = unwritable
+    plan = small_plan(tmp_path)
+    with pytest.raises(sb.StoreError, match="is a file, not a folder") as err:
+        Run.start(plan, {c.cell_id: "fp" for c in plan.cells}, run_id="r1", outputs=out)
+    assert err.value.path.startswith(str(blocker))
+    from specbench_lib.preflight import _disk
+
+    with pytest.raises(sb.PreflightError, match="cannot be written") as perr:
+        _disk(out)  # run_sweep's preflight names it before any server starts
+    assert perr.value.path == str(out)
+    assert _disk(tmp_path / "fresh" / "outputs").endswith(f"free under {tmp_path}")
