@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 from .errors import PreflightError, ServerError
 from .params import AttachParams
 from .paths import cache_dir
+from .serverlog import LogPump, argv_secrets
+from .store import redact
 
 # Fatal in any engine, and the most specific: a line naming the fault ranks before an adapter's
 # own, more generic signatures (SGLang's "Scheduler hit an exception" precedes the CUDA line that
@@ -88,29 +90,65 @@ class ServerProcess(_LogScan):
     """One engine server with its log file; a context manager that always stops it."""
 
     def __init__(self, *, name: str, argv: list[str], base_url: str, health_path: str,
-                 log_path: Path, signatures: tuple[re.Pattern[str], ...] = ()) -> None:
+                 log_path: Path, signatures: tuple[re.Pattern[str], ...] = (),
+                 redact_names: tuple[str, ...] = ()) -> None:
         self.name = name
         self.argv = argv
         self.base_url = base_url
         self.health_path = health_path
         self.log_path = log_path
         self.signatures = GENERIC_SIGNATURES + signatures
+        self.redact_names = tuple(redact_names)  # params `redact:`, besides the known secrets
         self._proc: subprocess.Popen[bytes] | None = None
+        self._pump: LogPump | None = None
+        self._drained = False
 
     def start(self) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            shown = " ".join(a.replace("\n", "\\n") for a in self.argv)  # one line, always
-            log.write(f"# argv: {shown}\n".encode())
-            log.flush()
-            try:
-                self._proc = subprocess.Popen(
-                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    preexec_fn=_die_with_parent if _PRCTL is not None else None)
-            except OSError as exc:
-                raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
-                                  log_path=self.log_path) from None
+        """Launch the server in its own process group, its output drained into its log (secrets
+        redacted, size capped: :mod:`.serverlog`)."""
+        shown = " ".join(a.replace("\n", "\\n") for a in redact(self.argv, self.redact_names))
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "ab") as log:
+                log.write(f"# argv: {shown}\n".encode())  # one line, always
+        except OSError as exc:
+            raise self._log_failed(exc) from None
+        try:
+            self._proc = subprocess.Popen(
+                self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_die_with_parent if _PRCTL is not None else None)
+        except OSError as exc:
+            raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
+                              log_path=self.log_path) from None
+        assert self._proc.stdout is not None
+        self._pump = LogPump(self.log_path, os.dup(self._proc.stdout.fileno()),
+                             secrets=argv_secrets(self.argv, self.redact_names),
+                             signatures=self.signatures)
+        self._proc.stdout.close()
+
+    def _log_failed(self, exc: OSError) -> ServerError:
+        return ServerError(f"cannot write the server's log ({exc.strerror or exc}); the config "
+                           f"ends here: free disk space, then resume the run", config=self.name,
+                           log_path=self.log_path)
+
+    def _refresh_log(self) -> None:
+        """The log holds what the server wrote so far (all of it, once the server is gone)."""
+        if self._pump is None:
+            return
+        if self._proc is not None and self._proc.poll() is not None and not self._drained:
+            self._pump.join(0.5)  # once: a child that outlives the leader may hold the pipe
+            self._drained = True
+        else:
+            self._pump.settle()
+
+    def log_size(self) -> int:
+        """The log's size; a :class:`ServerError` once a write to it failed (the sweep ends the
+        config with a verdict: its cells from here cannot be checked for crash lines)."""
+        size = super().log_size()
+        if self._pump is not None and self._pump.error is not None:
+            raise self._log_failed(self._pump.error)
+        return size
 
     def wait_ready(self, timeout_s: float) -> float:
         """Block until the health endpoint answers 200 from the process this server started;
@@ -187,6 +225,8 @@ class ServerProcess(_LogScan):
         finally:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
+            if self._pump is not None:
+                self._pump.join()  # the log's last lines (and a capped log's note) written
 
     def _stop_leader(self, proc: subprocess.Popen[bytes], grace_s: float) -> None:
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):

@@ -9,23 +9,26 @@ import json
 import multiprocessing
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cellfactory import make_cell
+from fakeparams import LENIENT_HOST, fake_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_cli import no_kernel  # noqa: F401  (a fixture: papermill replaced)
+from test_cli import free_port, no_kernel  # noqa: F401  (no_kernel: a fixture)
 from test_fuzz import FUZZ
 from test_record_integrity import dead_pid, recorded_run, small_plan
 
 import specbench_lib as sb
-from specbench_lib import cli, report
+from specbench_lib import cli, report, serverlog
 from specbench_lib.hostload import HostLoad, HostProcess
 from specbench_lib.records import CellFacts
 from specbench_lib.runs import Run, RunDir, list_runs
+from specbench_lib.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "params" / "embedded.yaml"
@@ -438,3 +441,98 @@ def test_unwritable_outputs_stop_the_library_before_anything(
         _disk(out)  # run_sweep's preflight names it before any server starts
     assert perr.value.path == str(out)
     assert _disk(tmp_path / "fresh" / "outputs").endswith(f"free under {tmp_path}")
+
+
+# --- 7. secrets in server logs; 8. server logs capped -----------------------------------------
+
+SECRET = "sk-SECRET-7f3a9"
+
+
+def secret_server_argv(mode: str) -> list[str]:
+    """The fake server behind a launcher that echoes its argv (with ``--api-key``) and a Bearer
+    header line to its log, as servers print their settings."""
+    script = (f"import sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\nimport fake_server\n"
+              f"print('launched with', sys.argv, flush=True)\n"
+              f"print('auth: Bearer abcdefgh12345678', flush=True)\n"
+              f"sys.argv = ['fake_server', '--port', sys.argv[1], '--mode', {mode!r}]\n"
+              f"fake_server.main()\n")
+    return ["{binary}", "-c", script, "{port}", "--api-key", SECRET]
+
+
+def fake_sweep(tmp_path: Path, argv: list[str]) -> sb.SweepResult:
+    path = tmp_path / "p.yaml"
+    path.write_text(fake_engine(free_port(), json.dumps(argv), ready_timeout_s=10) + LENIENT_HOST
+                    + "phase: hostile\nconfigs: [{name: auto, method: auto}]\n"
+                    "workloads: [{name: code, source: humaneval}]\ncontexts: [16, 32]\n"
+                    "concurrency: [1]\noutput_tokens: 4\nrequests_per_cell: 2\n"
+                    "warmup_requests: 1\ntimeouts: {first_token_s: 3, between_tokens_s: 2, "
+                    "request_s: 6}\n")
+    result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
+    assert isinstance(result, sb.SweepResult)
+    return result
+
+
+def test_secrets_in_the_servers_argv_never_reach_its_log_or_a_crashed_cell(tmp_path: Path) -> None:
+    result = fake_sweep(tmp_path, secret_server_argv("cuda_crash"))
+    log = (result.run_dir / "logs" / "auto.log").read_text()
+    assert "launched with" in log and "CUDA error" in log  # the log is kept, and scanned
+    assert SECRET not in log and "abcdefgh12345678" not in log and "***redacted***" in log
+    crashed = [c for c in result.cells if c.status == "crashed"]
+    assert crashed and all(SECRET not in c.facts.log_excerpt for c in crashed)
+    assert "launched with" in crashed[0].facts.log_excerpt
+    for path in result.run_dir.rglob("*"):
+        assert not path.is_file() or SECRET not in path.read_text(errors="replace"), path
+
+
+def test_a_log_write_failure_ends_the_config_with_a_verdict_and_closes_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_open = open
+
+    class FullDisk:
+        """The server's log file on a disk that fills after its first 40 bytes."""
+
+        def __init__(self, path: Path) -> None:
+            self._fh, self._room = real_open(path, "ab", buffering=0), 40
+
+        def write(self, data: bytes) -> int:
+            if len(data) > self._room:
+                raise OSError(28, "No space left on device")
+            self._room -= len(data)
+            return self._fh.write(data)
+
+        def close(self) -> None:
+            self._fh.close()
+
+    monkeypatch.setattr(serverlog, "open", lambda path, *a, **kw: FullDisk(path), raising=False)
+    result = fake_sweep(tmp_path, secret_server_argv("ok"))
+    assert [c.status for c in result.cells] == ["crashed", "crashed"]
+    for cell in result.cells:
+        assert "cannot write the server's log (No space left on device)" in cell.verdict.reasons[0]
+    assert result.manifest["status"] != "running" and result.manifest["ended"]
+    assert not (result.run_dir / ".lock").exists()
+
+
+def test_a_server_writing_without_end_is_capped_and_its_crash_line_still_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(serverlog, "LOG_CAP_BYTES", 1 << 20)
+    script = ("import sys, time\nline = 'x' * 99 + '\\n'\n"
+              "for _ in range(60000): sys.stdout.write(line)\n"  # 6 MB
+              "print('CUDA error: an illegal memory access was encountered', flush=True)\n"
+              "for _ in range(20000): sys.stdout.write(line)\n"
+              "print('the very last line', flush=True)\ntime.sleep(60)\n")
+    log = tmp_path / "logs" / "spew.log"
+    proc = ServerProcess(name="spew", argv=[sys.executable, "-c", script],
+                         base_url="http://127.0.0.1:1", health_path="/health", log_path=log)
+    proc.start()
+    try:
+        for _ in range(600):  # until the crash line is in (a hang guard, not a timing claim)
+            if proc.crash_signature() is not None:
+                break
+            threading.Event().wait(0.05)
+        assert proc.crash_signature() == "CUDA error: an illegal memory access was encountered"
+    finally:
+        proc.stop()
+    text = log.read_text()
+    assert log.stat().st_size < (1 << 20) + 64 * 1024  # the cap, a note and the last lines
+    assert "log capped at 1048576 bytes" in text and "bytes left out past the cap" in text
+    assert text.rstrip().endswith("the very last line") and text.startswith("# argv: ")
