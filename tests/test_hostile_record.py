@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 import subprocess
 import sys
 import threading
@@ -503,7 +504,10 @@ def test_a_log_write_failure_ends_the_config_with_a_verdict_and_closes_the_run(
         def close(self) -> None:
             self._fh.close()
 
-    monkeypatch.setattr(serverlog, "open", lambda path, *a, **kw: FullDisk(path), raising=False)
+    def opened(path: Path, mode: str = "r", *args: Any, **kw: Any) -> Any:
+        return FullDisk(path) if mode == "ab" else real_open(path, mode, *args, **kw)
+
+    monkeypatch.setattr(serverlog, "open", opened, raising=False)  # the pump's appends only
     result = fake_sweep(tmp_path, secret_server_argv("ok"))
     assert [c.status for c in result.cells] == ["crashed", "crashed"]
     for cell in result.cells:
@@ -536,3 +540,17 @@ def test_a_server_writing_without_end_is_capped_and_its_crash_line_still_found(
     assert log.stat().st_size < (1 << 20) + 64 * 1024  # the cap, a note and the last lines
     assert "log capped at 1048576 bytes" in text and "bytes left out past the cap" in text
     assert text.rstrip().endswith("the very last line") and text.startswith("# argv: ")
+
+
+def test_an_attached_servers_journal_copy_is_redacted_and_capped() -> None:
+    crash = re.compile("CUDA error")
+    body = b"".join(b"line %d uses %s\n" % (i, SECRET.encode()) for i in range(2000))
+    data = body + b"CUDA error: boom\n" + body + b"the end\n"
+    kept = serverlog.bounded_log(data, secrets=(SECRET,), signatures=(crash,), cap_bytes=4096)
+    assert SECRET.encode() not in kept and b"***redacted***" in kept
+    assert len(kept) < 4096 + 8192 and b"log capped at 4096 bytes" in kept
+    assert b"CUDA error: boom\n" in kept and kept.endswith(b"the end\n")
+    small = b"Authorization-free line\nsent Bearer abcdefghijkl\n"
+    assert serverlog.bounded_log(small) == b"Authorization-free line\nsent Bearer ***redacted***\n"
+    assert serverlog.argv_secrets(["srv", "--api-key", "k1", "--hf-token=t2", "--port", "8"]) == (
+        "k1", "t2")
