@@ -18,11 +18,9 @@ Nothing else in specbench spells the layout::
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import os
 import re
 import secrets
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,11 +35,11 @@ from .params import Plan
 from .paths import folder_problem, outputs_dir
 from .provenance import environment_info
 from .records import SCHEMA_VERSION, CellRecord, Provenance
+from .runlock import RunLock
 from .store import read_json, redact, utc_now, write_json_atomic
 
 # a run id is a folder name under outputs/runs: no separator, no absolute path, no '.' or '..'
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-LOCK_WAIT_S = 0.2  # how long a busy lock is retried (a `specbench runs` probe holds it a moment)
 
 
 def check_run_id(run_id: object, *, key: str = "run_id") -> str:
@@ -78,8 +76,7 @@ class RunDir:
         self.params_path = self.path / "params.yaml"
         self.results_csv = self.path / "results.csv"
         self.results_parquet = self.path / "results.parquet"
-        self._lock = self.path / ".lock"
-        self._lock_fd: int | None = None
+        self._lock = RunLock(self.path / ".lock")
 
     @property
     def run_id(self) -> str:
@@ -118,68 +115,21 @@ class RunDir:
         return run
 
     def acquire(self) -> None:
-        """Take the run's lock: an exclusive ``flock`` on ``.lock`` (which names this pid), held
-        until :meth:`release` or this process ends. The kernel drops the lock of a process that
-        dies, so a lock left by a killed writer is free, and of writers taking it at once
-        exactly one wins; a second writer is refused, naming the first."""
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fd = os.open(self._lock, os.O_CREAT | os.O_RDWR, 0o644)
-            except OSError as exc:
-                raise StoreError(f"cannot create the run's lock ({exc.strerror or exc}); fix the "
-                                 f"outputs folder's permissions", path=self._lock) from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                if time.monotonic() > deadline:
-                    owner = self.lock_owner()
-                    raise StoreError(f"run is being written by process {owner or '?'}; wait for "
-                                     f"it to finish or stop it, then resume", path=self._lock) from None
-                time.sleep(0.01)
-                continue
-            if _names_open_file(self._lock, fd):
-                break
-            os.close(fd)  # its holder released it (and removed the file) meanwhile: again
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._lock_fd = fd
+        """Take the run's lock for this process (:class:`~.runlock.RunLock`): a second writer is
+        refused, naming the first; a killed writer's lock is free."""
+        self._lock.acquire()
 
     def release(self) -> None:
-        """Remove the lock this :class:`RunDir` holds and drop it (nothing when it holds none)."""
-        fd, self._lock_fd = self._lock_fd, None
-        if fd is None:
-            return
-        if _names_open_file(self._lock, fd):
-            self._lock.unlink(missing_ok=True)
-        os.close(fd)
+        """Drop the lock this :class:`RunDir` holds (nothing when it holds none)."""
+        self._lock.release()
 
     def lock_held(self) -> bool:
         """Whether a living process holds the run's lock (it is writing the run)."""
-        if self._lock_fd is not None:
-            return True
-        try:
-            fd = os.open(self._lock, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        except OSError:
-            return True  # it cannot be probed: not to be called dead
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing drops the probe's shared lock
-        return False
+        return self._lock.held()
 
     def lock_owner(self) -> int | None:
         """The pid in the run's lock, or None when there is no lock (or it holds no pid)."""
-        try:
-            owner = self._lock.read_text().strip()
-        except OSError:
-            return None
-        return int(owner) if owner.isdigit() else None
+        return self._lock.owner()
 
     def set_aside(self, path: Path) -> Path:
         """Move a cell file that cannot be read into ``cells/damaged/``, keeping it (a name
@@ -295,14 +245,6 @@ def make_folder(path: Path) -> Path:
         raise StoreError(f"cannot create a folder here ({why}); set SPECBENCH_OUTPUTS (or "
                          f"outputs=) to a folder you can write", path=path) from None
     return path
-
-
-def _names_open_file(path: Path, fd: int) -> bool:
-    """Whether ``path`` is still the file open as ``fd`` (not removed or replaced)."""
-    try:
-        return os.stat(path).st_ino == os.fstat(fd).st_ino
-    except OSError:
-        return False
 
 
 def pid_alive(pid: int) -> bool:

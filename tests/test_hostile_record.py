@@ -113,7 +113,7 @@ def _take_over(base: Path, barrier: Any, results: Any) -> None:
 
 def test_a_hundred_racing_takeovers_of_a_stale_lock_have_one_winner(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("specbench_lib.runs.LOCK_WAIT_S", 0.0)  # a loser gives up at once
+    monkeypatch.setattr("specbench_lib.runlock.LOCK_WAIT_S", 0.0)  # a loser gives up at once
     for trial in range(TRIALS):
         stale_run(tmp_path / f"t{trial}")
     ctx = multiprocessing.get_context("fork")  # the racers inherit LOCK_WAIT_S
@@ -511,7 +511,9 @@ def test_a_log_write_failure_ends_the_config_with_a_verdict_and_closes_the_run(
     result = fake_sweep(tmp_path, secret_server_argv("ok"))
     assert [c.status for c in result.cells] == ["crashed", "crashed"]
     for cell in result.cells:
-        assert "cannot write the server's log (No space left on device)" in cell.verdict.reasons[0]
+        reason = cell.verdict.reasons[0]
+        assert reason.code == "server_failed"
+        assert "cannot write the server's log (No space left on device)" in reason.detail
     assert result.manifest["status"] != "running" and result.manifest["ended"]
     assert not (result.run_dir / ".lock").exists()
 
