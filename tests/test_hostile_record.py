@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from cellfactory import make_cell
-from fakeparams import LENIENT_HOST, fake_engine
+from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import free_port, no_kernel  # noqa: F401  (no_kernel: a fixture)
@@ -56,6 +56,20 @@ def test_a_run_id_that_is_not_a_name_is_refused_by_the_library(tmp_path: Path, b
     with pytest.raises(sb.ParamsError, match="not a run id"):
         RunDir.at(bad, root=tmp_path / "out")
     assert everything_under(tmp_path) == before  # nothing created, inside outputs or out
+
+
+def test_run_sweep_refuses_an_escaping_run_id_and_resume(tmp_path: Path) -> None:
+    params = tmp_path / "p.yaml"
+    params.write_text(fake_engine(free_port(), fake_argv()) + LENIENT_HOST + "phase: esc\n"
+                      "configs: [{name: auto, method: auto}]\nworkloads: [{name: code, source: "
+                      "humaneval}]\ncontexts: [16]\nconcurrency: [1]\noutput_tokens: 4\n")
+    plan = sb.load_plan(params)
+    outputs = tmp_path / "deep" / "er" / "out"
+    for kw in ({"run_id": "../../escaped"}, {"resume": "../../escaped"}, {"run_id": str(tmp_path)}):
+        with pytest.raises(sb.ParamsError, match="not a run id"):
+            sb.run_sweep(plan, outputs=outputs, progress=False, **kw)
+    assert not (tmp_path / "deep" / "escaped").exists() and not (tmp_path / "escaped").exists()
+    assert not (outputs / "runs").exists()
 
 
 def test_good_run_ids_still_work(tmp_path: Path) -> None:
