@@ -17,6 +17,7 @@ import collections
 import fcntl
 import os
 import re
+import select
 import termios
 import threading
 import time
@@ -64,7 +65,9 @@ class LogPump:
     def settle(self, timeout_s: float = 0.05) -> None:
         """Wait (briefly) until what the server wrote so far is in the file."""
         deadline = time.monotonic() + timeout_s
-        while self._thread.is_alive() and (self._busy or _pending(self._fd) > 0):
+        # pending first: bytes not yet read, or read and not yet written (busy from before the
+        # read, see _run) are all the pump has left to do
+        while self._thread.is_alive() and (_pending(self._fd) > 0 or self._busy):
             if time.monotonic() > deadline:
                 return
             time.sleep(0.001)
@@ -75,10 +78,13 @@ class LogPump:
 
     def _run(self) -> None:
         partial = b""
+        ready = select.poll()
+        ready.register(self._fd, select.POLLIN)
         try:
             while True:
-                chunk = os.read(self._fd, 1 << 16)
+                ready.poll()  # then busy, before the read takes the bytes out of the pipe
                 self._busy = True
+                chunk = os.read(self._fd, 1 << 16)
                 if not chunk:
                     break
                 block, _, partial = (partial + chunk).rpartition(b"\n")
@@ -96,11 +102,11 @@ class LogPump:
 
     def _write_lines(self, block: bytes) -> None:
         block = redact_lines(block, self._secrets)
-        if self.written + len(block) <= self.cap_bytes:
+        if not self.dropped and self.written + len(block) <= self.cap_bytes:  # not capped yet
             self._write(block)
             return
         lines = block.splitlines(keepends=True)
-        if self.dropped == 0 and self.written < self.cap_bytes:  # the first block past the cap
+        if not self.dropped:  # the first block past the cap
             self._write(_cap_note(self.cap_bytes))
         self.dropped += len(block)
         self._tail.extend(lines)
