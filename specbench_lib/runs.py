@@ -38,6 +38,11 @@ from .records import SCHEMA_VERSION, CellRecord, Provenance
 from .runlock import RunLock
 from .store import read_json, redact, utc_now, write_json_atomic
 
+# the manifest's sections that readers index, and their JSON types
+MANIFEST_SECTIONS: dict[str, type] = {
+    "params": dict, "plan_fingerprints": dict, "environment": dict, "servers": dict,
+    "verdict_counts": dict, "engine": dict, "model": dict, "fingerprint_components": dict,
+    "attempts": list}
 # a run id is a folder name under outputs/runs: no separator, no absolute path, no '.' or '..'
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
@@ -157,11 +162,19 @@ class RunDir:
         return True
 
     def manifest(self) -> dict[str, Any]:
+        """The manifest; a :class:`StoreError` naming it when it is not one (a JSON object whose
+        sections, where present, have their types: every reader relies on them)."""
         if not self.manifest_path.exists():
             return {}
         data = read_json(self.manifest_path)
         if not isinstance(data, dict):
             raise StoreError("manifest is not a JSON object", path=self.manifest_path)
+        wrong = [f"{key} is {type(data[key]).__name__}, not {kind.__name__}"
+                 for key, kind in MANIFEST_SECTIONS.items()
+                 if data.get(key) is not None and not isinstance(data[key], kind)]
+        if wrong:
+            raise StoreError(f"manifest is not of its shape ({'; '.join(wrong)}); restore it from "
+                             f"a copy", path=self.manifest_path)
         return data
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
@@ -281,8 +294,8 @@ def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
         status = data.get("status")
         if error is None and status in (None, "running") and not run.lock_held():
             status = "died"
-        git = data.get("environment") or {}
-        git = (git.get("git") if isinstance(git, dict) else None) or {}
+        git = (data.get("environment") or {}).get("git")
+        git = git if isinstance(git, dict) else {}
         runs.append({"run_id": run.run_id, "phase": data.get("phase"),
                      "started": data.get("started"), "status": status,
                      "counts": data.get("verdict_counts"), "commit": (git.get("commit") or "")[:10],

@@ -584,3 +584,23 @@ def test_past_the_cap_a_small_write_goes_to_the_tail_not_the_log(tmp_path: Path)
     assert text.startswith("y" * 99 + "\n# specbench: log capped at 1000 bytes")
     assert text.index("small") > text.index("bytes left out past the cap")
     assert text.endswith("z" * 1199 + "\nsmall\n") and pump.error is None
+
+
+@pytest.mark.parametrize("change", [{"plan_fingerprints": ["a"]}, {"params": "x"},
+                                    {"attempts": {"n": 1}}, {"environment": {"git": "x"}}])
+def test_a_manifest_of_another_shape_is_named_by_every_reader(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any]) -> None:
+    plan, fingerprints, run_dir = recorded_run(tmp_path)
+    run_dir.manifest_path.write_text(json.dumps({**run_dir.manifest(), **change}))
+    [listed] = list_runs(tmp_path / "out")
+    if "environment" in change:  # a section of the right type, odd inside: read around
+        assert listed["error"] is None and listed["commit"] == ""
+        sb.SweepResult(run_dir.path).text()
+        return
+    assert "manifest is not of its shape" in listed["error"] and listed["status"] == "unreadable"
+    with pytest.raises(sb.StoreError, match="manifest is not of its shape") as err:
+        sb.SweepResult(run_dir.path)
+    assert err.value.path == str(run_dir.manifest_path)
+    with pytest.raises(sb.StoreError, match="cannot resume run r1"):
+        Run.start(plan, fingerprints, resume="r1", outputs=tmp_path / "out")
+    assert not (run_dir.path / ".lock").exists()
