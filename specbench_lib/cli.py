@@ -19,7 +19,8 @@ from .attempts import keep_attempt
 from .errors import ParamsError, SpecbenchError
 from .lab import open_lab
 from .paths import outputs_dir, project_root
-from .runs import RunDir, list_runs, new_run_id, resumable_manifest
+from .runs import RunDir, check_run_id, list_runs, make_folder, new_run_id, resumable_manifest
+from .store import load_yaml
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +102,7 @@ def _parameters(notebook: Path, pairs: list[list[str]]) -> tuple[list[str], dict
         if name not in declared:
             raise unknown_parameter(name, value, declared, notebook=notebook)
         try:
-            given[name] = yaml.safe_load(value)
+            given[name] = load_yaml(value)
         except yaml.YAMLError as exc:
             raise ParamsError(f"-p {name} {value!r} is not a YAML value ({exc})", file=notebook,
                               key=name, value=value) from None
@@ -123,7 +124,7 @@ def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any])
     if given.get("params_file"):
         return str(given["params_file"])
     default = papermill.inspect_notebook(str(notebook)).get("params_file")
-    return yaml.safe_load(default["default"]) if default else None
+    return load_yaml(default["default"]) if default else None
 
 
 def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> int:
@@ -147,7 +148,7 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
 
     if resume:
         _require_declared("resume", "--resume", declared, notebook)
-        run = RunDir.at(resume)
+        run = RunDir.at(check_run_id(resume, key="--resume"))
         if not run.manifest_path.is_file():
             print(f"specbench: no run {resume} under {run.path.parent}; see 'specbench runs'",
                   file=sys.stderr)
@@ -158,6 +159,8 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
             parameters["params_file"] = str(previous["params_file"])  # the run's own params
         return run, run.next_notebook(notebook.stem)
     if "run_id" in declared:
+        if parameters.get("run_id"):
+            check_run_id(parameters["run_id"], key="-p run_id")
         source = _params_file(notebook, params_file, parameters)
         run_phase = load_params(source).phase if source else notebook.stem
         run_id = parameters.setdefault("run_id", new_run_id(run_phase))
@@ -166,10 +169,10 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
             print(f"specbench: run directory {run.path} exists; choose another run_id, or resume "
                   f"it with --resume {run_id}", file=sys.stderr)
             return 2
-        run.path.mkdir(parents=True)
+        make_folder(run.path)
         return run, run.path / notebook.name
     output = outputs_dir() / notebook.stem / notebook.name  # the report: beside what it writes
-    output.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(output.parent)
     return None, output
 
 
@@ -254,7 +257,7 @@ def _set_aside_unrecorded(run: RunDir, notebook: Path) -> Path:
     target = notebook
     if notebook.is_file():
         target = outputs_dir() / "failed" / f"{run.run_id}{notebook.suffix}"
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(target.parent)
         os.replace(notebook, target)
     run.discard_if_empty()
     return target

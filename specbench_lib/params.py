@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ParamsError
 from .paths import resolve_project_path
+from .store import MAX_YAML_BYTES, load_yaml
 
 # auto: no speculation; ngram, draft: n-gram / draft-model drafting; linear: DFlash (a block of
 # draft tokens); tree: DDTree (a draft tree of `budget` nodes); eagle, eagle3, mtp: EAGLE-family
@@ -34,6 +35,12 @@ _REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # cores, 2-5 ms stalls touch a token or two of every few hundred: not a reason to drop a cell)
 DEFAULT_MAX_COALESCED_FRACTION = 0.05
 DEFAULT_MAX_COALESCED_FIRST_FRACTION = 0.01
+# sizes no real study reaches: past them a typo (10^12 requests) would hang or exhaust memory
+MAX_REQUESTS_PER_CELL = 100_000
+MAX_WARMUP_REQUESTS = 10_000
+MAX_REPEATS = 1000
+MAX_PLAN_CELLS = 100_000
+MAX_LEVEL = {"contexts": 10_000_000, "concurrency": 100_000, "output_tokens": 1_000_000}
 
 
 class _Strict(BaseModel):
@@ -356,7 +363,7 @@ class SweepParams(_Strict):
     concurrency: tuple[int, ...] = Field(min_length=1)
     # tokens each request generates; a list makes output length an axis of the plan
     output_tokens: int | tuple[int, ...] = 128
-    requests_per_cell: int = Field(3, ge=1)
+    requests_per_cell: int = Field(3, ge=1, le=MAX_REQUESTS_PER_CELL)
     # per_concurrency: a closed-loop cell at concurrency c sends requests_per_cell x c requests,
     # so it has requests_per_cell waves of requests in flight together (its independent units);
     # fixed: requests_per_cell at every load point
@@ -369,10 +376,10 @@ class SweepParams(_Strict):
     cell_order: Literal["shuffled", "fixed"] = "shuffled"
     # speedups within this fraction of each other are a tie (a decided answer), in best configs
     equivalence: float = Field(0.03, ge=0, lt=1)
-    warmup_requests: int = Field(1, ge=0)
+    warmup_requests: int = Field(1, ge=0, le=MAX_WARMUP_REQUESTS)
     # output tokens of each warmup request (None: output_tokens). A short one already does what
     # warmup is for (first-use allocations, weights paged in, threads started) at less cost.
-    warmup_output_tokens: int | None = Field(None, gt=0)
+    warmup_output_tokens: int | None = Field(None, gt=0, le=MAX_LEVEL["output_tokens"])
     request_timeout_s: float = Field(120.0, gt=0)
     seed: int = 0
     known_bad: tuple[KnownBad, ...] = ()
@@ -385,7 +392,7 @@ class SweepParams(_Strict):
     # fractions, above which a cell is invalid (coalesced_reads)
     max_coalesced_fraction: float = Field(DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)
     max_coalesced_first_fraction: float = Field(DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0, le=1)
-    repeats: int = Field(1, ge=1)  # measurements of each cell (mean and CV across them)
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS)  # measurements of each cell (mean and CV across them)
     # rounds: every config once per round, each round on a fresh server (drift lands on every
     # config alike); back_to_back: a config's repeats one after another on one server
     repeat_order: Literal["rounds", "back_to_back"] = "rounds"
@@ -419,10 +426,13 @@ class SweepParams(_Strict):
 
     @field_validator("contexts", "concurrency", "output_tokens")
     @classmethod
-    def _positive_levels(cls, values: int | tuple[int, ...]) -> int | tuple[int, ...]:
+    def _positive_levels(cls, values: int | tuple[int, ...], info: Any) -> int | tuple[int, ...]:
         listed = values if isinstance(values, tuple) else (values,)
         if not listed or any(v <= 0 for v in listed):
             raise ValueError(f"must be positive integers, got {list(listed)}")
+        bound = MAX_LEVEL[info.field_name]
+        if any(v > bound for v in listed):
+            raise ValueError(f"must be at most {bound} (no study needs more), got {list(listed)}")
         return values
 
     @field_validator("redact")
@@ -588,6 +598,11 @@ def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) 
             servers.append(ServerConfig(cfg.name, cfg.method, b, dict(cfg.options),
                                         cfg.draft_model, cfg.extra_args, cfg.spec_args, cfg.argv,
                                         cfg.attach))
+    count = _cell_count(params, len(servers))
+    if count > MAX_PLAN_CELLS:
+        raise ParamsError(f"the plan has {count} cells (configs × workloads × contexts × output "
+                          f"lengths × load points × repeats), more than {MAX_PLAN_CELLS}; "
+                          f"shorten a list or lower repeats", file=source, value=count)
     cells = tuple(_cells(params, servers))
     _require_context_room(params, servers, source)
     return Plan(params, source, tuple(servers), cells, budget)
@@ -615,6 +630,15 @@ def _cells(params: SweepParams, servers: list[ServerConfig]) -> list[CellSpec]:
                                profile_point=k, profile_points=load.profile)
                       for rep in range(params.repeats) for k in range(1, load.profile + 1)]
     return cells
+
+
+def _cell_count(params: SweepParams, servers: int) -> int:
+    """How many cells :func:`_cells` makes, counted without making them."""
+    load = params.request_rate
+    per_level = (load is None or load.profile is not None) + len(load.rates if load else ())
+    profile = load.profile if load is not None and load.profile is not None else 0
+    return (servers * len(params.workloads) * len(params.contexts) * len(params.output_lengths)
+            * params.repeats * (len(params.concurrency) * per_level + profile))
 
 
 def _require_context_room(params: SweepParams, servers: list[ServerConfig], source: Path) -> None:
@@ -693,7 +717,7 @@ def _read_layered(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     if file in seen:
         raise ParamsError("'extends' forms a cycle", file=file, key="extends", value=str(file))
     try:
-        data = yaml.safe_load(_read_text(file)) or {}
+        data = load_yaml(_read_text(file)) or {}
     except yaml.YAMLError as exc:
         raise ParamsError(f"not valid YAML: {exc}", file=file) from None
     if not isinstance(data, dict):
@@ -713,10 +737,15 @@ def _read_text(file: Path) -> str:
     """The file's text; a :class:`ParamsError` naming the line, its key and the bytes when it is
     not UTF-8 (a file saved in Latin-1 or UTF-16 by an editor), or when it cannot be read."""
     try:
-        raw = file.read_bytes()
+        with open(file, "rb") as fh:
+            raw = fh.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
         raise ParamsError(f"cannot read the params file ({exc.strerror or exc})", file=file,
                           key="params_file", value=str(file)) from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ParamsError(f"the file is over {MAX_YAML_BYTES} bytes, far more than any params "
+                          f"file (a page of YAML); is it the right file?", file=file,
+                          key="params_file", value=str(file))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -32,6 +32,19 @@ def outputs_dir() -> Path:
     return Path(env).expanduser().resolve() if env else project_root() / "outputs"
 
 
+def folder_problem(path: Path) -> str | None:
+    """Why a folder cannot be made (or written) at ``path``: the nearest existing part of it is a
+    file, or not writable; None when it can."""
+    existing = Path(path)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None
+
+
 def cache_dir() -> Path:
     env = os.environ.get("SPECBENCH_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "specbench"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .errors import EngineError, PreflightError, SpecbenchError, StoreError
 from .hostload import sample_host, usable_cpus
 from .params import EngineParams, Plan
-from .paths import default_llama_server, default_model, outputs_dir
+from .paths import default_llama_server, default_model, folder_problem, outputs_dir
 
 if TYPE_CHECKING:
     from .engines import Adapter
@@ -372,7 +372,14 @@ def _present(path: Path) -> bool:
 
 def _disk(outputs: Path | None) -> str:
     out = outputs or outputs_dir()
-    probe = out if out.exists() else out.parent
+    problem = folder_problem(out)
+    if problem:
+        raise PreflightError(f"the outputs folder {out} cannot be written ({problem}); set "
+                             f"SPECBENCH_OUTPUTS (or outputs=) to a folder you can write",
+                             what="disk", path=out)
+    probe = out
+    while not probe.exists():
+        probe = probe.parent
     free = shutil.disk_usage(probe).free
     if free < _MIN_FREE_BYTES:
         raise PreflightError(f"only {free / 2**20:.0f} MiB free under {probe}; free some space",

@@ -17,6 +17,7 @@ from .display import Rendered, html_table, html_text
 from .errors import SchemaError
 from .hostload import HostLoad
 from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION, CellSpec
+from .shapes import shape_problem
 
 SCHEMA_VERSION = 2
 Status = Literal["ok", "invalid", "crashed", "skipped"]
@@ -84,7 +85,7 @@ class RequestRecord:
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
         values = _known(cls, data)
         final = values.get("final")
-        values["final"] = FinalStats.from_dict(final) if isinstance(final, dict) else None
+        values["final"] = FinalStats.from_dict(final) if final is not None else None
         for key in ("token_times", "chunk_sizes", "output_ids"):
             values[key] = list(values.get(key) or [])
         return cls(**values)
@@ -325,12 +326,11 @@ class CellFacts:
         decided = values.get("decided")
         values["decided"] = Verdict.from_dict(decided) if decided else None
         host = values.get("host")
-        values["host"] = HostLoad.from_dict(host) if isinstance(host, dict) else None
+        values["host"] = HostLoad.from_dict(host) if host is not None else None
         placement = values.get("placement")
-        values["placement"] = Placement.from_dict(placement) if isinstance(placement, dict) else None
+        values["placement"] = Placement.from_dict(placement) if placement is not None else None
         served = values.get("served_before")
-        values["served_before"] = (ServedBefore.from_dict(served) if isinstance(served, dict)
-                                   else None)
+        values["served_before"] = ServedBefore.from_dict(served) if served is not None else None
         return cls(**values)
 
 
@@ -422,7 +422,7 @@ class CellRecord:
             if not spec.output_tokens:  # written before output length was an axis: as asked
                 asked = {r.max_tokens for r in requests if not r.warmup}
                 spec = replace(spec, output_tokens=asked.pop() if len(asked) == 1 else 0)
-            return cls(
+            record = cls(
                 run_id=str(data["run_id"]), spec=spec,
                 fingerprint=str(data["fingerprint"]), server_label=str(server["label"]),
                 server_argv=tuple(server.get("argv") or ()),
@@ -434,10 +434,15 @@ class CellRecord:
                 prompts=tuple(PromptRecord.from_dict(p) for p in data.get("prompts") or ()),
                 target_rate=data.get("target_rate"), metrics=data.get("metrics"),
                 timing=dict(data.get("timing") or {}))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SchemaError(f"cell file is not a schema {SCHEMA_VERSION} cell record "
                               f"({type(exc).__name__}: {exc})", path=path,
                               version=version) from None
+        problem = shape_problem(record)  # JSON of another shape: named while its file is known
+        if problem:
+            raise SchemaError(f"cell file is not a schema {SCHEMA_VERSION} cell record "
+                              f"({problem})", path=path, version=version)
+        return record
 
 
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:

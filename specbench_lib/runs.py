@@ -12,13 +12,14 @@ Nothing else in specbench spells the layout::
         plots/               figures (PNG and SVG)
         results.csv, results.parquet, <notebook>.ipynb, <notebook>.html
                              (papermill's executed notebook, or JupyterLab's as last saved)
-        .lock                the pid of the process writing the run
+        .lock                the pid of the process writing the run, flock-ed while it writes
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -28,13 +29,34 @@ from typing import Any
 import yaml
 
 from .analysis import judge
-from .errors import SchemaError, StoreError
+from .errors import ParamsError, SchemaError, StoreError
 from .notebook_link import SAVED_STATE, keep_session, session_notebook
 from .params import Plan
-from .paths import outputs_dir
+from .paths import folder_problem, outputs_dir
 from .provenance import environment_info
 from .records import SCHEMA_VERSION, CellRecord, Provenance
+from .runlock import RunLock
 from .store import read_json, redact, utc_now, write_json_atomic
+
+# the manifest's sections that readers index, and their JSON types
+MANIFEST_SECTIONS: dict[str, type] = {
+    "params": dict, "plan_fingerprints": dict, "environment": dict, "servers": dict,
+    "verdict_counts": dict, "engine": dict, "model": dict, "fingerprint_components": dict,
+    "attempts": list}
+# a run id is a folder name under outputs/runs: no separator, no absolute path, no '.' or '..'
+RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+def check_run_id(run_id: object, *, key: str = "run_id") -> str:
+    """``run_id`` as a run directory's name; a :class:`ParamsError` naming ``key`` and the value
+    when it is not one (a path that would write outside ``outputs/runs``)."""
+    text = str(run_id)
+    if not RUN_ID.match(text):
+        raise ParamsError(f"{key} {text!r} is not a run id: use letters, digits, '_', '-' and '.' "
+                          f"(at most 128, not starting with '.'), with no '/' and no absolute "
+                          f"path; see 'specbench runs' for the ids of existing runs", key=key,
+                          value=text)
+    return text
 
 
 def new_run_id(phase: str) -> str:
@@ -59,7 +81,7 @@ class RunDir:
         self.params_path = self.path / "params.yaml"
         self.results_csv = self.path / "results.csv"
         self.results_parquet = self.path / "results.parquet"
-        self._lock = self.path / ".lock"
+        self._lock = RunLock(self.path / ".lock")
 
     @property
     def run_id(self) -> str:
@@ -72,8 +94,9 @@ class RunDir:
 
     @classmethod
     def at(cls, run_id: str, *, root: Path | None = None) -> RunDir:
-        """The run directory of ``run_id`` (not locked: for reading)."""
-        return cls(runs_root(root) / run_id)
+        """The run directory of ``run_id`` (not locked: for reading); a :class:`ParamsError` for
+        an id that is not a name (:func:`check_run_id`)."""
+        return cls(runs_root(root) / check_run_id(run_id))
 
     @classmethod
     def create(cls, run_id: str, *, root: Path | None = None) -> RunDir:
@@ -82,7 +105,7 @@ class RunDir:
             raise StoreError("run directory holds a run already; choose another run_id",
                              path=run.path)
         for folder in (run.cells_dir, run.logs_dir, run.plots_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+            make_folder(folder)
         run.acquire()
         return run
 
@@ -97,32 +120,21 @@ class RunDir:
         return run
 
     def acquire(self) -> None:
-        """Take the run's lock; a lock left by a process that no longer exists is taken over."""
-        for _ in range(2):
-            try:
-                fd = os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                owner = self._lock.read_text().strip()
-                if owner.isdigit() and not pid_alive(int(owner)):
-                    self._lock.unlink(missing_ok=True)
-                    continue
-                raise StoreError(f"run is being written by process {owner or '?'}; wait for it to "
-                                 f"finish or stop it, then resume", path=self._lock) from None
-            with os.fdopen(fd, "w") as fh:
-                fh.write(str(os.getpid()))
-            return
-        raise StoreError("could not take the run's lock", path=self._lock)
+        """Take the run's lock for this process (:class:`~.runlock.RunLock`): a second writer is
+        refused, naming the first; a killed writer's lock is free."""
+        self._lock.acquire()
 
     def release(self) -> None:
-        self._lock.unlink(missing_ok=True)
+        """Drop the lock this :class:`RunDir` holds (nothing when it holds none)."""
+        self._lock.release()
+
+    def lock_held(self) -> bool:
+        """Whether a living process holds the run's lock (it is writing the run)."""
+        return self._lock.held()
 
     def lock_owner(self) -> int | None:
         """The pid in the run's lock, or None when there is no lock (or it holds no pid)."""
-        try:
-            owner = self._lock.read_text().strip()
-        except OSError:
-            return None
-        return int(owner) if owner.isdigit() else None
+        return self._lock.owner()
 
     def set_aside(self, path: Path) -> Path:
         """Move a cell file that cannot be read into ``cells/damaged/``, keeping it (a name
@@ -150,11 +162,19 @@ class RunDir:
         return True
 
     def manifest(self) -> dict[str, Any]:
+        """The manifest; a :class:`StoreError` naming it when it is not one (a JSON object whose
+        sections, where present, have their types: every reader relies on them)."""
         if not self.manifest_path.exists():
             return {}
         data = read_json(self.manifest_path)
         if not isinstance(data, dict):
             raise StoreError("manifest is not a JSON object", path=self.manifest_path)
+        wrong = [f"{key} is {type(data[key]).__name__}, not {kind.__name__}"
+                 for key, kind in MANIFEST_SECTIONS.items()
+                 if data.get(key) is not None and not isinstance(data[key], kind)]
+        if wrong:
+            raise StoreError(f"manifest is not of its shape ({'; '.join(wrong)}); restore it from "
+                             f"a copy", path=self.manifest_path)
         return data
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
@@ -228,6 +248,18 @@ class RunDir:
         self.params_path.write_text(yaml.safe_dump(resolved, sort_keys=False))
 
 
+def make_folder(path: Path) -> Path:
+    """Create ``path`` and its parents; a :class:`StoreError` naming it and why when it cannot be
+    (a part of it is a file, a read-only disk), with the way out."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = folder_problem(path) or exc.strerror or str(exc)
+        raise StoreError(f"cannot create a folder here ({why}); set SPECBENCH_OUTPUTS (or "
+                         f"outputs=) to a folder you can write", path=path) from None
+    return path
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists (one we may not signal counts as alive)."""
     try:
@@ -249,7 +281,7 @@ def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
     """One summary per run directory under ``outputs/runs``, oldest first.
 
     ``status`` is the manifest's, except: ``died`` for a run the manifest says is running (or
-    never said) whose lock names no living process (its writer was killed: resume it), and
+    never said) whose lock no process holds (its writer was killed: resume it), and
     ``unreadable`` for a manifest that cannot be read (``error`` says why; nothing is changed).
     """
     runs = []
@@ -260,12 +292,10 @@ def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
         except StoreError as exc:
             data, error = {"status": "unreadable"}, str(exc)
         status = data.get("status")
-        if error is None and status in (None, "running"):
-            owner = run.lock_owner()
-            if owner is None or not pid_alive(owner):
-                status = "died"
-        git = data.get("environment") or {}
-        git = (git.get("git") if isinstance(git, dict) else None) or {}
+        if error is None and status in (None, "running") and not run.lock_held():
+            status = "died"
+        git = (data.get("environment") or {}).get("git")
+        git = git if isinstance(git, dict) else {}
         runs.append({"run_id": run.run_id, "phase": data.get("phase"),
                      "started": data.get("started"), "status": status,
                      "counts": data.get("verdict_counts"), "commit": (git.get("commit") or "")[:10],
@@ -303,6 +333,9 @@ class Run:
         """
         if run_id and resume:
             raise StoreError("give run_id or resume, not both", path=str(run_id))
+        for key, value in (("run_id", run_id), ("resume", resume)):
+            if value:
+                check_run_id(value, key=key)
         if resume:
             run_dir = RunDir.open(resume, root=outputs)
         else:

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 from .errors import PreflightError, ServerError
 from .params import AttachParams
 from .paths import cache_dir
+from .serverlog import LogPump, LogScan, argv_secrets, bounded_log
+from .store import redact
 
 # Fatal in any engine, and the most specific: a line naming the fault ranks before an adapter's
 # own, more generic signatures (SGLang's "Scheduler hit an exception" precedes the CUDA line that
@@ -39,78 +41,57 @@ GENERIC_SIGNATURES = tuple(re.compile(p) for p in (
 EXIT_WAIT_S = 5.0  # a server found dead: the longest wait for its exit status
 
 
-class _LogScan:
-    """Reading a server's log file: its tail, its size, crash signatures after an offset."""
-
-    log_path: Path
-    signatures: tuple[re.Pattern[str], ...]
-
-    def _refresh_log(self) -> None:
-        """Bring the log file up to date (a process writes its own; a journal is copied)."""
-
-    def log_tail(self, lines: int = 30) -> str:
-        self._refresh_log()
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def log_size(self) -> int:
-        self._refresh_log()
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return 0
-
-    def crash_signature(self, since: int = 0, until: int | None = None) -> str | None:
-        """The most specific log line between bytes ``since`` and ``until`` that matches a crash
-        signature: a line naming the fault (CUDA error, out of memory, assertion…) over a generic
-        one (``Scheduler hit an exception``), the first of its kind."""
-        self._refresh_log()
-        try:
-            with open(self.log_path, "rb") as fh:
-                fh.seek(since)
-                data = fh.read() if until is None else fh.read(max(until - since, 0))
-        except OSError:
-            return None
-        best: tuple[int, str] | None = None
-        for line in data.decode(errors="replace").splitlines():
-            if line.startswith(("# argv:", "# attached:")):
-                continue
-            rank = next((i for i, sig in enumerate(self.signatures) if sig.search(line)), None)
-            if rank is not None and (best is None or rank < best[0]):
-                best = (rank, line.strip()[:300])
-        return best[1] if best else None
-
-
-class ServerProcess(_LogScan):
+class ServerProcess(LogScan):
     """One engine server with its log file; a context manager that always stops it."""
 
     def __init__(self, *, name: str, argv: list[str], base_url: str, health_path: str,
-                 log_path: Path, signatures: tuple[re.Pattern[str], ...] = ()) -> None:
+                 log_path: Path, signatures: tuple[re.Pattern[str], ...] = (),
+                 redact_names: tuple[str, ...] = ()) -> None:
         self.name = name
         self.argv = argv
         self.base_url = base_url
         self.health_path = health_path
         self.log_path = log_path
         self.signatures = GENERIC_SIGNATURES + signatures
+        self.redact_names = tuple(redact_names)  # params `redact:`, besides the known secrets
         self._proc: subprocess.Popen[bytes] | None = None
+        self._pump: LogPump | None = None
+        self._drained = False
 
     def start(self) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            shown = " ".join(a.replace("\n", "\\n") for a in self.argv)  # one line, always
-            log.write(f"# argv: {shown}\n".encode())
-            log.flush()
-            try:
-                self._proc = subprocess.Popen(
-                    self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    preexec_fn=_die_with_parent if _PRCTL is not None else None)
-            except OSError as exc:
-                raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
-                                  log_path=self.log_path) from None
+        """Launch the server in its own process group, its output drained into its log (secrets
+        redacted, size capped: :mod:`.serverlog`)."""
+        shown = " ".join(a.replace("\n", "\\n") for a in redact(self.argv, self.redact_names))
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "ab") as log:
+                log.write(f"# argv: {shown}\n".encode())  # one line, always
+        except OSError as exc:
+            raise self._log_failed(exc) from None
+        try:
+            self._proc = subprocess.Popen(
+                self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_die_with_parent if _PRCTL is not None else None)
+        except OSError as exc:
+            raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
+                              log_path=self.log_path) from None
+        assert self._proc.stdout is not None
+        self._pump = LogPump(self.log_path, os.dup(self._proc.stdout.fileno()),
+                             secrets=argv_secrets(self.argv, self.redact_names),
+                             signatures=self.signatures)
+        self._proc.stdout.close()
+
+    def _refresh_log(self) -> None:
+        """The log holds what the server wrote so far (all of it, once the server is gone)."""
+        if self._pump is None:
+            return
+        if self._proc is not None and self._proc.poll() is not None and not self._drained:
+            self._pump.join(0.5)  # once: a child that outlives the leader may hold the pipe
+            self._drained = True
+        else:
+            self._pump.settle()
+        self._log_error = self._pump.error
 
     def wait_ready(self, timeout_s: float) -> float:
         """Block until the health endpoint answers 200 from the process this server started;
@@ -187,6 +168,8 @@ class ServerProcess(_LogScan):
         finally:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
+            if self._pump is not None:
+                self._pump.join()  # the log's last lines (and a capped log's note) written
 
     def _stop_leader(self, proc: subprocess.Popen[bytes], grace_s: float) -> None:
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
@@ -216,7 +199,7 @@ class ServerProcess(_LogScan):
         self.stop()
 
 
-class AttachedServer(_LogScan):
+class AttachedServer(LogScan):
     """A server that is already running, behind the interface the sweep uses on :class:`ServerProcess`.
 
     Alive means its health endpoint answers 200 and, with a systemd unit, ``systemctl is-active``
@@ -242,8 +225,11 @@ class AttachedServer(_LogScan):
         self._since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
         unit = f" unit {self.unit}, journal since {self._since}" if self.unit else " (no unit: no log)"
         self._header = f"# attached: {self.base_url}{unit}\n"
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_text(self._header)
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self.log_path.write_text(self._header)
+        except OSError as exc:
+            raise self._log_failed(exc) from None
         self._refresh_log()
 
     def wait_ready(self, timeout_s: float) -> float:
@@ -312,8 +298,15 @@ class AttachedServer(_LogScan):
             done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return
-        if done.returncode == 0:
-            self.log_path.write_text(self._header + done.stdout)
+        if done.returncode != 0:
+            return
+        token = os.environ.get(self.attach.api_key_env or "", "")
+        text = bounded_log((self._header + done.stdout).encode(errors="replace"),
+                           secrets=(token,), signatures=self.signatures)
+        try:
+            self.log_path.write_bytes(text)
+        except OSError as exc:
+            self._log_error = exc
 
     def __enter__(self) -> AttachedServer:
         self.start()

@@ -1,4 +1,5 @@
-"""Files that never corrupt and never leak: atomic JSON writes, checked reads, redaction."""
+"""Files that never corrupt and never leak: atomic JSON writes, checked reads (bounded YAML),
+redaction."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from .errors import StoreError
 
@@ -34,6 +37,66 @@ def read_json(path: Path) -> Any:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StoreError(f"cannot read JSON ({type(exc).__name__}: {exc}); a damaged file: move "
                          f"it away or restore it", path=path) from None
+
+
+MAX_YAML_BYTES = 1 << 20  # a params file (or a -p value) is text a person wrote: 1 MiB at most
+MAX_YAML_NODES = 100_000  # its nodes with every alias expanded (a "billion laughs" has 10^9)
+MAX_YAML_DEPTH = 100  # nested collections
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that counts every node as if each alias were a copy of what it names
+    and refuses a document past :data:`MAX_YAML_NODES`, nesting past :data:`MAX_YAML_DEPTH` or
+    an alias to a node that contains it: an alias bomb is refused before anything expands it."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._sizes: dict[int, int] = {}  # id(node) → its node count, aliases expanded
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            target = self.anchors.get(event.anchor)
+            if target is not None and id(target) not in self._sizes:
+                raise self._refused(f"alias *{event.anchor} names a node that contains it",
+                                    event.start_mark)
+            return super().compose_node(parent, index)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise self._refused(f"collections nested more than {MAX_YAML_DEPTH} deep",
+                                    self.peek_event().start_mark)
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        children = node.value if isinstance(node, yaml.CollectionNode) else ()
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in children for n in pair]
+        size = 1 + sum(self._sizes.get(id(child), 1) for child in children)
+        self._sizes[id(node)] = size
+        if size > MAX_YAML_NODES:
+            raise self._refused(f"with its aliases expanded it has more than {MAX_YAML_NODES} "
+                                f"nodes (an alias bomb?); write the values out", node.start_mark)
+        return node
+
+    @staticmethod
+    def _refused(problem: str, mark: Any) -> yaml.YAMLError:
+        return yaml.YAMLError(f"line {mark.line + 1}, column {mark.column + 1}: {problem}")
+
+
+def load_yaml(text: str) -> Any:
+    """YAML's safe load, bounded: a :class:`yaml.YAMLError` (as for any bad YAML) for text over
+    :data:`MAX_YAML_BYTES`, or whose aliases would expand it past :data:`MAX_YAML_NODES` nodes,
+    or nested past :data:`MAX_YAML_DEPTH`."""
+    if len(text) > MAX_YAML_BYTES:
+        raise yaml.YAMLError(f"{len(text)} characters, over the {MAX_YAML_BYTES} a params text "
+                             f"may have")
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 REDACTED = "***redacted***"

@@ -46,7 +46,7 @@ from .records import (
     Verdict,
 )
 from .results import Outcome, SweepResult
-from .runs import Run
+from .runs import Run, check_run_id
 from .server import AttachedServer, Server, ServerProcess, port_lease
 from .store import redact, utc_now
 from .validate import context_guard
@@ -77,6 +77,9 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     """
     if dry_run:
         return PlanPreview(plan)
+    for key, value in (("run_id", run_id), ("resume", resume)):
+        if value is not None:  # a name, never a path out of outputs/runs: refused before anything
+            check_run_id(value, key=key)
     engine = plan.params.engine
     lease = (port_lease(engine.host, engine.port) if launches_servers(plan)
              else contextlib.nullcontext())
@@ -309,7 +312,7 @@ class _ServerSweep:
         config (a crash, a server that failed or answers what its adapter cannot read)."""
         params, server, launch = self.plan.params, self.server, self.launch
         log_path = self.run.dir.log_path(self.key)
-        proc = _server(server, launch, log_path, self.adapter)
+        proc = _server(server, launch, log_path, self.adapter, params.redact)
         record = self.record
         record.update({"controlled": True, "argv": list(self.argv)} if server.attach is None
                       else {"controlled": False, "url": server.attach.url,
@@ -564,11 +567,13 @@ def _isolation(adapter: Adapter, server: ServerConfig, launch: Launch) -> Isolat
     return chosen
 
 
-def _server(server: ServerConfig, launch: Launch, log_path: Path, adapter: Adapter) -> Server:
-    """The process (or attached unit) of one server start."""
+def _server(server: ServerConfig, launch: Launch, log_path: Path, adapter: Adapter,
+            redact_names: tuple[str, ...]) -> Server:
+    """The process (or attached unit) of one server start; its log hides the argv's secrets
+    (and the values of ``redact_names``)."""
     if server.attach is None:
         return ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
                              health_path=launch.health_path, log_path=log_path,
-                             signatures=adapter.crash_signatures)
+                             signatures=adapter.crash_signatures, redact_names=redact_names)
     return AttachedServer(name=server.label, attach=server.attach, health_path=launch.health_path,
                           log_path=log_path, signatures=adapter.crash_signatures)

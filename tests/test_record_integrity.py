@@ -215,16 +215,22 @@ def dead_pid() -> int:
 def test_a_killed_run_is_listed_as_died_without_rewriting_its_manifest(tmp_path: Path) -> None:
     root = tmp_path / "out"
     for run_id, lock in (("a_dead_lock", str(dead_pid())), ("b_no_lock", None),
-                         ("c_alive", str(os.getpid()))):
+                         ("c_unheld_live_pid", str(os.getpid()))):
         run = RunDir.at(run_id, root=root)
         run.path.mkdir(parents=True)
         run.update_manifest(phase="p", status="running")
-        if lock is not None:
+        if lock is not None:  # a lock file no process holds: its writer was killed
             (run.path / ".lock").write_text(lock)
+    alive = RunDir.at("d_alive", root=root)
+    alive.path.mkdir(parents=True)
+    alive.update_manifest(phase="p", status="running")
+    alive.acquire()  # held by a living writer (this process)
     before = {p: p.read_bytes() for p in root.rglob("manifest.json")}
     assert {r["run_id"]: r["status"] for r in list_runs(root)} == {
-        "a_dead_lock": "died", "b_no_lock": "died", "c_alive": "running"}
+        "a_dead_lock": "died", "b_no_lock": "died", "c_unheld_live_pid": "died",
+        "d_alive": "running"}
     assert {p: p.read_bytes() for p in root.rglob("manifest.json")} == before
+    alive.release()
 
 
 def comparable_run(root: Path, run_id: str, *, phase: str = "tp1", damaged_cell: bool = False) -> RunDir:
