@@ -4,7 +4,7 @@ gives it; the driver writes what the tasks return into the one run directory.
 A task (:func:`_place`, a Ray streaming generator) asks for ``placement.gpus_per_server`` GPUs
 and ``cpus_per_server`` CPUs; Ray sets its ``CUDA_VISIBLE_DEVICES``. On its node it leases a
 free port of ``engine.port + 1 … engine.port + port_span``, starts the server with the driver's
-argv on that port and measures its cells with the sweep's own code (``sweep._ServerSweep``) into
+argv on that port and measures its cells with the sweep's own code (``serversweep.ServerSweep``) into
 a private folder. It yields each event as it happens: ``started`` (node, GPUs, port), ``server``
 (the manifest entry), ``cell`` (an analysed record as a dict) and ``done``, each with the bytes
 its server's log grew by. The driver writes every cell through :class:`~.runs.Run` (atomically,
@@ -31,7 +31,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .engines import Launch, get_adapter
 from .errors import ParamsError, PreflightError
@@ -42,9 +42,7 @@ from .progress import Progress
 from .records import CellFacts, CellRecord, CoTenant, Placement, Provenance, Reason, Verdict
 from .runs import Run, RunDir
 from .server import port_lease
-
-if TYPE_CHECKING:
-    from .sweep import _ServerSweep
+from .serversweep import ServerSweep
 
 # in a placed server's environment: its run and config (for _reap; the host check's co-tenants)
 _MARK = PLACED_MARK.decode().rstrip("=")
@@ -73,7 +71,7 @@ class _Payload:
 
 
 class WorkerRun:
-    """What ``_ServerSweep`` writes to, on a worker: a private folder for the server's log, and
+    """What ``ServerSweep`` writes to, on a worker: a private folder for the server's log, and
     a queue of events for the driver in place of the run directory's files."""
 
     def __init__(self, path: Path, fingerprints: dict[str, str], provenance: Provenance,
@@ -125,8 +123,6 @@ def _place(payload: _Payload) -> Iterator[dict[str, Any]]:
     """The task: one server config on this worker's GPUs; yields events (see the module)."""
     import ray
 
-    from .sweep import _ServerSweep
-
     plan, params = payload.plan, payload.plan.params
     server = next(s for s in plan.servers if s.label == payload.label)
     context = ray.get_runtime_context()
@@ -138,7 +134,7 @@ def _place(payload: _Payload) -> Iterator[dict[str, Any]]:
         folder.mkdir()
         launch = _moved_launch(payload.launch, params.engine.port, port)
         run = WorkerRun(folder, payload.fingerprints, payload.provenance, events)
-        sweeper = _ServerSweep(plan, server, launch, run,
+        sweeper = ServerSweep(plan, server, launch, run,
                                get_adapter(params.engine), Progress(len(payload.cells),
                                                                     enabled=False),
                                round_number=payload.round_number)
@@ -227,7 +223,7 @@ class _Tenancy:
 class _Job:
     """One config of the round, from submission to its last cell."""
 
-    sweeper: _ServerSweep
+    sweeper: ServerSweep
     cells: list[CellSpec]
     round_number: int = 0
     ref: Any = None  # its ObjectRefGenerator once submitted
@@ -321,7 +317,7 @@ class Placer:
                                  f"--num-gpus", what="ray")
         return fit
 
-    def add(self, sweeper: _ServerSweep, cells: list[CellSpec], round_number: int = 0) -> None:
+    def add(self, sweeper: ServerSweep, cells: list[CellSpec], round_number: int = 0) -> None:
         """A config of this round to place (an attached server is measured here, now)."""
         if sweeper.server.attach is not None:
             sweeper.measure_all(cells)

@@ -8,27 +8,17 @@ and requests and turns what it saw into :class:`~.records.CellRecord` facts.
 from __future__ import annotations
 
 import contextlib
-import random
 import sys
 import time
-import zlib
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import httpx
-
-from .analysis import analyse
-from .dispatch import dispatch_cell
-from .engines import Adapter, Isolation, Launch, get_adapter, server_launch
-from .errors import ControlTimeout, EngineError, ServerError, StoreError
+from .engines import Adapter, Launch, get_adapter, server_launch
+from .errors import StoreError
 from .fingerprint import Components, cell_fingerprints
-from .hostload import HostSampler, server_pids, usable_cpus
 from .intervals import ok_groups, row_bounds, sequential_level
-from .loadprofile import profile_rate
 from .metrics import GROUP, PANEL
-from .params import CellSpec, Plan, RequestRateParams, ServerConfig, SweepParams
+from .params import Plan, SweepParams
 from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress
@@ -36,24 +26,16 @@ from .promptbook import PromptBook
 from .provenance import file_identity, measurement_code_hash
 from .records import (
     CellFacts,
-    CellRecord,
-    JudgeInputs,
-    PromptRecord,
-    Provenance,
     Reason,
-    RequestRecord,
-    ServedBefore,
     Verdict,
 )
 from .results import Outcome, SweepResult
 from .runs import Run, check_run_id
-from .server import AttachedServer, Server, ServerProcess, port_lease
-from .store import redact, utc_now
-from .validate import context_guard
-from .workload import Prompt
+from .server import port_lease
+from .serversweep import ServerSweep
 
 if TYPE_CHECKING:
-    from .placement import Placer, WorkerRun
+    from .placement import Placer
 
 
 def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = None,
@@ -125,7 +107,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
                         and (rounds == 1 or c.repeat == number)]
                 if not todo:
                     continue
-                sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, lines,
+                sweeper = ServerSweep(plan, server, launches[server.label], run, adapter, lines,
                                        round_number=number, book=book)
                 bad = None if retry_known_bad else next(
                     (kb for kb in params.known_bad
@@ -198,7 +180,7 @@ def _skip_rest(plan: Plan, launches: dict[str, Launch], run: Run, adapter: Adapt
     """The repeats after round ``number``: skipped with the reason, never measured."""
     verdict = Verdict("skipped", (reason,))
     for server in plan.servers:
-        sweeper = _ServerSweep(plan, server, launches[server.label], run, adapter, lines)
+        sweeper = ServerSweep(plan, server, launches[server.label], run, adapter, lines)
         for cell in plan.cells_for(server):
             if cell.repeat > number and cell.cell_id not in run.kept:
                 sweeper.write(cell, CellFacts(decided=verdict))
@@ -223,357 +205,3 @@ def _close(run: Run, status: str, elapsed_s: float) -> SweepResult | None:
     print(f"run {run.dir.run_id}: {status}, {text} in {elapsed_s:.0f} s\nrun directory: "
           f"{run.dir.path}", flush=True)
     return result
-
-
-@dataclass
-class _Measured:
-    """What one cell's requests produced, before it becomes a record."""
-
-    facts: CellFacts
-    requests: tuple[Any, ...] = ()
-    prompts: tuple[PromptRecord, ...] = ()
-    target_rate: float | None = None
-    started: str | None = None
-    timing: dict[str, Any] | None = None
-
-
-class _ServerSweep:
-    """One server config: start it, warm it up, measure its cells, stop it; with isolation
-    ``restart``, a fresh server (and warmup) for every cell."""
-
-    def __init__(self, plan: Plan, server: ServerConfig, launch: Launch, run: Run | WorkerRun,
-                 adapter: Adapter, progress: Progress, *, round_number: int = 0,
-                 book: PromptBook | None = None) -> None:
-        self.plan, self.server, self.launch, self.run = plan, server, launch, run
-        # a server of a later round of repeats has its own manifest entry and log
-        self.key = server.label if round_number == 0 else f"{server.label}.r{round_number}"
-        self.round_number = round_number
-        self.adapter, self.progress = adapter, progress
-        self.book = book or PromptBook(plan.params, plan.cells)
-        self.isolation = _isolation(adapter, server, launch)
-        self.argv = tuple(redact(launch.argv, extra=plan.params.redact))
-        self.written: set[str] = set()
-        self.done: dict[str, CellRecord] = {}  # this sweeper's cells, as analysed
-        self.tokens: dict[str, list[int]] = {}
-        self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
-        self.record: dict[str, Any] = {"isolation": self.isolation.to_dict(), "starts": 0,
-                                       "order": []}
-
-    def judge(self, cell: CellSpec) -> JudgeInputs:
-        params = self.plan.params
-        return JudgeInputs(
-            planned=params.requests_for(cell), speculative=self.server.method != "auto",
-            spec_stats="per_request" if self.adapter.spec_stats_per_request else "counters",
-            max_failed_fraction=params.max_failed_fraction,
-            max_coalesced_fraction=params.max_coalesced_fraction,
-            max_coalesced_first_fraction=params.max_coalesced_first_fraction,
-            prefix_cache=params.engine.prefix_cache,
-            max_other_cpu_cores=params.host.cpu_limit(usable_cpus()),
-            prompt_reuse=params.prompt_reuse)
-
-    def write(self, cell: CellSpec, facts: CellFacts, measured: _Measured | None = None) -> Verdict:
-        began = time.perf_counter()
-        m = measured or _Measured(facts)
-        record = CellRecord(
-            run_id=self.run.dir.run_id, spec=cell, fingerprint=self.run.fingerprints[cell.cell_id],
-            server_label=self.server.label, server_argv=self.argv,
-            verdict=Verdict("invalid"), judge=self.judge(cell), facts=facts,
-            provenance=Provenance(**{**asdict(self.run.provenance()), "started": m.started,
-                                     "ended": utc_now()}),
-            requests=tuple(m.requests), prompts=m.prompts, target_rate=m.target_rate,
-            timing=m.timing or {})
-        analysed = analyse(record)
-        self.run.write_cell(analysed)
-        self.done[cell.cell_id] = analysed
-        self.timing["cells"][cell.cell_id] = {**(m.timing or {}),
-                                              "store_s": round(time.perf_counter() - began, 4)}
-        self.written.add(cell.cell_id)
-        self.progress.cell(analysed)
-        return analysed.verdict
-
-    def measure_all(self, cells: list[CellSpec]) -> None:
-        """Measure ``cells`` in the seeded order (:func:`cell_order`), on one server or, with
-        isolation ``restart``, each on its own; after a crash (or a config-level failure) the
-        rest of the config's cells keep that verdict without a server."""
-        order = cell_order(cells, self.plan.params, f"{self.server.label}:{self.round_number}")
-        self.record["order"] += [c.cell_id for c in order]
-        if self.isolation.mode != "restart":
-            self._serve(order)
-            return
-        dead: Verdict | None = None
-        for cell in order:
-            if dead is not None:
-                self.write(cell, CellFacts(decided=dead))
-                continue
-            dead = self._serve([cell])
-
-    def _serve(self, cells: list[CellSpec]) -> Verdict | None:
-        """One server's life: start, warm up, measure ``cells``; the verdict that ends the
-        config (a crash, a server that failed or answers what its adapter cannot read)."""
-        params, server, launch = self.plan.params, self.server, self.launch
-        log_path = self.run.dir.log_path(self.key)
-        proc = _server(server, launch, log_path, self.adapter, params.redact)
-        record = self.record
-        record.update({"controlled": True, "argv": list(self.argv)} if server.attach is None
-                      else {"controlled": False, "url": server.attach.url,
-                            "unit": server.attach.unit})
-        record["log"] = str(log_path.relative_to(self.run.dir.path))
-        record["timing"] = self.timing
-        base = proc.log_size()  # this server's log starts here (a config's servers share one)
-        try:
-            began = time.perf_counter()
-            self.progress.server(self.key, f"starting, waiting up to {params.engine.ready_timeout_s:.0f} "
-                            "s for it to be ready")
-            proc.start()
-            record["pid"], record["starts"] = proc.pid, record["starts"] + 1
-            record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
-            self.progress.server(self.key, f"ready in {record['ready_s']} s")
-            self.timing["start_s"] = round(time.perf_counter() - began, 4)
-            with httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s,
-                              headers=proc.headers) as client:
-                return self._cells(proc, client, cells, base)
-        except (ServerError, EngineError) as exc:
-            record["error"] = f"{type(exc).__name__}: {exc}"
-            record["returncode"] = proc.returncode
-            self.run.store_server(self.key, record)
-            facts = self._failed(proc, exc, base)
-            for cell in cells:
-                if cell.cell_id not in self.written:
-                    self.write(cell, facts)
-            return facts.decided
-        finally:
-            began = time.perf_counter()
-            proc.stop()
-            self.timing["stop_s"] = round(time.perf_counter() - began, 4)
-
-    def _cells(self, proc: Server, client: httpx.Client, cells: list[CellSpec],
-               base: int) -> Verdict | None:
-        """The started server: its info, warmup and cells (see :meth:`_serve`)."""
-        record, ready_at = self.record, proc.log_size()
-        info = self.adapter.server_info(client)
-        adapter = self.adapter.for_server(info)
-        record["context_per_request"] = info.context_per_request
-        record["reported_version"] = info.version
-        record["effective"] = redact(info.raw, extra=self.plan.params.redact)
-        began = time.perf_counter()
-        tokenize = self._tokenizer(adapter, client)
-        self.book.check(tokenize)
-        record["warmup"], warmup, history = _warmup(self.plan, proc, client, adapter,
-                                                    self.book.warmup(tokenize))
-        self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
-        self.run.store_server(self.key, record)
-        offset = proc.log_size()
-        early = self._before_cells(proc, base, ready_at, offset)
-        if early is not None:
-            for cell in cells:
-                self.write(cell, early, _Measured(early, warmup))
-            return Verdict("crashed", (Reason("server_died_earlier", "the server crashed in an "
-                                              "earlier cell of this config"),))
-        dead: Verdict | None = None
-        for cell in cells:
-            if dead is not None:
-                self.write(cell, self._dead_facts(proc, dead, base))
-                continue
-            if self.isolation.mode == "flush":  # the engine's own reset, before every cell
-                adapter.reset(client)
-                history = _History()
-                history.add("flush", ())
-            measured = self._measure(cell, proc, client, adapter, info.context_per_request,
-                                     warmup, offset, history)
-            offset = proc.log_size()
-            verdict = self.write(cell, measured.facts, measured)
-            history.add(cell.cell_id, measured.prompts)
-            if verdict.status == "crashed":
-                dead = Verdict("crashed", (
-                    Reason("server_died_earlier", "the server crashed in an earlier "
-                           "cell of this config"), *verdict.reasons))
-        self.run.store_server(self.key, record)
-        return dead
-
-    @staticmethod
-    def _dead_facts(proc: Server, verdict: Verdict, base: int) -> CellFacts:
-        return CellFacts(decided=verdict, server_alive=False, returncode=proc.returncode,
-                         crash_line=proc.crash_signature(base), log_excerpt=proc.log_tail(40))
-
-    @staticmethod
-    def _before_cells(proc: Server, base: int, ready_at: int, offset: int) -> CellFacts | None:
-        """Crash evidence from start-up or warmup, which taints every cell of the config (the
-        cells keep the warmup requests, so their verdict also names what those met)."""
-        line = proc.crash_signature(base, offset)
-        alive = proc.healthy()
-        if line is None and alive:
-            return None
-        if line is not None:
-            phase = "start-up" if proc.crash_signature(base, ready_at) else "warmup"
-            line = f"{line} (in the server log during {phase})"
-        return CellFacts(server_alive=alive, crash_line=line,
-                         returncode=proc.returncode if alive else proc.exit_status(),
-                         log_excerpt=proc.log_tail(40))
-
-    @staticmethod
-    def _failed(proc: Server, exc: ServerError | EngineError, base: int) -> CellFacts:
-        """The config's cells when its server could not be started or answered what its adapter
-        cannot read: ``invalid`` with the fix while the server is up, else ``crashed``."""
-        signature = proc.crash_signature(base)
-        if isinstance(exc, EngineError) and proc.healthy() and signature is None:
-            if isinstance(exc, ControlTimeout):
-                reason = Reason("control_timeout", f"{exc}: the server is up but answers too "
-                                "slowly; raise engine.control_timeout_s if it is just busy")
-            elif exc.status == 404:
-                reason = Reason("missing_endpoint", f"{exc}: the server does not offer an "
-                                "endpoint specbench needs; for /tokenize set engine.tokenizer to "
-                                "the model's tokenizer.json (pip install tokenizers), otherwise "
-                                "use a server version that has it")
-            else:
-                reason = Reason("bad_answer", f"{exc}: the server answered what its adapter "
-                                "cannot read; the server's words are in the detail")
-            return CellFacts(decided=Verdict("invalid", (reason,)), log_excerpt=proc.log_tail(40))
-        verdict = Verdict("crashed", (
-            Reason("server_failed", str(exc)), Reason("returncode", str(proc.returncode)),
-            *((Reason("log", signature),) if signature else ())))
-        return CellFacts(decided=verdict, server_alive=False, crash_line=signature,
-                         returncode=proc.returncode, log_excerpt=proc.log_tail(40))
-
-    def _tokenizer(self, adapter: Adapter, client: httpx.Client) -> Callable[[str], list[int]]:
-        """The server's tokenizer, each document tokenized once per server (prompts of many
-        requests reuse the same documents, and a server's tokens do not change while it runs)."""
-        def tokenize(text: str) -> list[int]:
-            if text not in self.tokens:
-                self.tokens[text] = adapter.tokenize(client, text)
-            return list(self.tokens[text])
-        return tokenize
-
-    def _measure(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
-                 context: int, warmup: tuple[RequestRecord, ...], since: int,
-                 history: _History) -> _Measured:
-        params = self.plan.params
-        refused = context_guard(prompt_tokens=cell.context, output_tokens=cell.output_tokens,
-                                reserve=adapter.speculative_reserve(self.server), context=context)
-        if refused is not None:
-            return _Measured(CellFacts(decided=refused))
-        rate = self._rate(cell)
-        if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
-            return _Measured(CellFacts(decided=rate))
-        began = time.perf_counter()
-        prompts = self.book.for_cell(cell, self._tokenizer(adapter, client))
-        started = utc_now()
-        counters = adapter.metrics_snapshot(client)
-        timing = {"prompts_s": round(time.perf_counter() - began, 4)}
-        began = time.perf_counter()
-        with HostSampler(server=server_pids(proc.pid, proc.base_url),
-                         interval_s=params.host.sample_interval_s) as host:  # what else ran
-            dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
-                                     concurrency=cell.concurrency, max_tokens=cell.output_tokens,
-                                     timeouts=params.request_timeouts(),
-                                     request_rate=rate, seed=params.seed,
-                                     headers=proc.headers)
-        timing["dispatch_s"] = round(time.perf_counter() - began, 4)
-        timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
-        # the client did not run on time (its reads may have coalesced: coalesced_reads)
-        timing["client_stall_s"] = round(sum(b - a for a, b in dispatch.stalls), 4)
-        alive = proc.healthy()
-        line = proc.crash_signature(since)
-        counted = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
-        facts = (CellFacts(server_alive=alive, crash_line=line, spec_counters=counted,
-                           host=host.load, served_before=history.before())
-                 if alive and line is None else
-                 CellFacts(server_alive=alive, crash_line=line,
-                           returncode=proc.returncode if alive else proc.exit_status(),
-                           log_excerpt=proc.log_tail(40), spec_counters=counted, host=host.load,
-                           served_before=history.before()))
-        return _Measured(facts, (*warmup, *dispatch.records),
-                         tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources))
-                               for p in prompts),
-                         dispatch.target_rate, started, timing)
-
-    def _rate(self, cell: CellSpec) -> RequestRateParams | Verdict | None:
-        """An open-loop cell's arrival schedule (None: closed loop); a rate profile's point gets
-        its rate from the config's closed-loop cells (:mod:`.loadprofile`)."""
-        load = self.plan.params.request_rate
-        if load is None or not cell.load:
-            return None
-        if cell.rate is not None:
-            return load.at(cell.rate)
-        found = profile_rate(cell, self.plan.params.concurrency, self._cell)
-        return found if isinstance(found, Verdict) else load.at(found)
-
-    def _cell(self, cell_id: str) -> CellRecord | None:
-        """A cell of this run: measured by this sweeper, or kept from an earlier attempt."""
-        if cell_id not in self.done:
-            cells, _ = self.run.dir.read_cells()
-            self.done.update((c.cell_id, analyse(c)) for c in cells if c.cell_id == cell_id)
-        return self.done.get(cell_id)
-
-
-def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
-            prompts: list[Prompt]) -> tuple[dict[str, Any], tuple[RequestRecord, ...], _History]:
-    """Requests sent once per server before its first cell, excluded from every statistic; their
-    records go into each cell of the server, whose verdict a failed warmup makes invalid. The
-    history starts with them: a cell must not send what the warmup sent (``seen_prompt``)."""
-    params = plan.params
-    history = _History()
-    if not prompts:
-        return {"requests": 0}, (), history
-    dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],
-                             warmup=len(prompts), concurrency=1,
-                             max_tokens=params.warmup_output_tokens or min(params.output_lengths),
-                             timeouts=params.request_timeouts(), headers=proc.headers)
-    errors = [r.error for r in dispatch.records if r.error]
-    summary = {"requests": len(prompts), "seconds": round(dispatch.window_start, 2),
-               "errors": errors}
-    history.add("warmup", _prompt_records(prompts))
-    return summary, tuple(dispatch.records), history
-
-
-class _History:
-    """What one server has answered so far: the cells, and the prompts and documents sent."""
-
-    def __init__(self) -> None:
-        self.cells: list[str] = []
-        self.prompts: list[PromptRecord] = []
-
-    def add(self, name: str, prompts: Sequence[PromptRecord]) -> None:
-        self.cells.append(name)
-        self.prompts += prompts
-
-    def before(self) -> ServedBefore:
-        docs = sorted({d for p in self.prompts for d in p.sources if not d.startswith("copyedit:")})
-        return ServedBefore(cells=tuple(self.cells), requests=len(self.prompts),
-                            prompts=tuple(p.sha for p in self.prompts), documents=tuple(docs))
-
-
-def _prompt_records(prompts: Sequence[Prompt]) -> tuple[PromptRecord, ...]:
-    return tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources)) for p in prompts)
-
-
-def cell_order(cells: Sequence[CellSpec], params: SweepParams, salt: str) -> list[CellSpec]:
-    """The order a server measures its cells in: shuffled by the seed and ``salt`` (the config
-    and round) unless ``cell_order`` is ``fixed``; a rate profile's points always come after the
-    closed-loop cells they are spread between."""
-    anchors = [c for c in cells if c.profile_point is None]
-    points = [c for c in cells if c.profile_point is not None]
-    if params.cell_order == "shuffled":
-        random.Random(zlib.crc32(f"{params.seed}:{salt}".encode())).shuffle(anchors)
-    return [*anchors, *points]
-
-
-def _isolation(adapter: Adapter, server: ServerConfig, launch: Launch) -> Isolation:
-    """The adapter's isolation for a launched config; an attached server cannot be restarted,
-    so its cells rely on fresh prompts alone (and ``seen_prompt`` says when that failed)."""
-    chosen = adapter.isolation(server, launch.argv)
-    if server.attach is not None and chosen.mode == "restart":
-        return Isolation("none", f"{chosen.why}; but an attached server cannot be restarted, "
-                         "so only fresh prompts keep its cells apart")
-    return chosen
-
-
-def _server(server: ServerConfig, launch: Launch, log_path: Path, adapter: Adapter,
-            redact_names: tuple[str, ...]) -> Server:
-    """The process (or attached unit) of one server start; its log hides the argv's secrets
-    (and the values of ``redact_names``)."""
-    if server.attach is None:
-        return ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
-                             health_path=launch.health_path, log_path=log_path,
-                             signatures=adapter.crash_signatures, redact_names=redact_names)
-    return AttachedServer(name=server.label, attach=server.attach, health_path=launch.health_path,
-                          log_path=log_path, signatures=adapter.crash_signatures)

@@ -22,7 +22,7 @@ from specbench_lib.errors import PreflightError
 from specbench_lib.params import EngineParams, ServerConfig
 from specbench_lib.promptbook import PromptBook
 from specbench_lib.records import PromptRecord, ServedBefore
-from specbench_lib.sweep import cell_order
+from specbench_lib.serversweep import cell_order
 from specbench_lib.workload import build_prompts
 
 PORT = 8231
