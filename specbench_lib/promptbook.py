@@ -68,7 +68,7 @@ class PromptBook:
                                  tokenize=tokenize)
         return self._book(tokenize)[cell_key(cell)]
 
-    def check(self, tokenize: Tokenize) -> None:
+    def check(self, tokenize: Tokenize, *, url: str) -> None:
         """Make sure a server tokenizes as the one the prompts were built with did (every server
         of a plan serves one model): a server's first control call, built or not; a mismatch is
         an :class:`EngineError`, a config-level ``bad_answer``."""
@@ -81,7 +81,7 @@ class PromptBook:
         if tokenize(text) != ids:
             raise EngineError("the server tokenizes differently from the server the run's prompts "
                               "were built with (another model or tokenizer?): its prompts would "
-                              "not be the planned token counts")
+                              "not be the planned token counts", url=url)
 
     def _book(self, tokenize: Tokenize) -> dict[tuple[Any, ...], list[Prompt]]:
         if self._built is None:

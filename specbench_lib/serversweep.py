@@ -191,7 +191,7 @@ class ServerSweep:
         record["effective"] = redact(info.raw, extra=self.plan.params.redact)
         began = time.perf_counter()
         tokenize = self._tokenizer(adapter, client)
-        self.book.check(tokenize)
+        self.book.check(tokenize, url=self.launch.base_url)
         record["warmup"], warmup, history = _warmup(self.plan, proc, client, adapter,
                                                     self.book.warmup(tokenize))
         self.timing["warmup_s"] = round(time.perf_counter() - began, 4)

@@ -22,7 +22,8 @@ escape ``\\ud800``, then a normal end), ``bad_length`` (``Content-Length: many``
 ``bad_chunk`` (a chunk size that is not hex); ``no_final`` (every token, then the body ends
 without the final ``stop`` event).
 
-``learns`` is a confound with a known truth: like llama.cpp's ngram-mod it remembers the 12-grams
+``overclaim`` streams half the tokens, then a final event that claims all of them (as a server
+that lost events would). ``learns`` is a confound with a known truth: like llama.cpp's ngram-mod it remembers the 12-grams
 of every prompt it was sent, and a prompt whose 12-grams it has seen before is "drafted": the
 fraction f seen makes f x 90 % of its tokens accepted drafts and each token (1 - 0.75 f) of
 ``--interval``. A fresh server sent fresh prompts has f = 0: no accepted draft, full interval.
@@ -43,7 +44,7 @@ from typing import Any
 
 MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chunky",
          "done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length", "bad_chunk",
-         "no_final", "learns")
+         "no_final", "learns", "overclaim")
 PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie",
                  "warmup_crash", "slow_death")
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
@@ -115,7 +116,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({"error": {"code": 500, "message": "slot failed", "type": "server_error"}})
             self._end()
             return
-        produced = {"empty": 0, "short": n_predict // 2, "crash": 3}.get(mode, n_predict)
+        produced = {"empty": 0, "short": n_predict // 2, "crash": 3,
+                    "overclaim": n_predict // 2}.get(mode, n_predict)
         step = 4 if mode == "chunky" else 1
         seen = self.server.remember(body["prompt"]) if mode == "learns" else 0.0
         for i in range(0, produced, step):
@@ -129,10 +131,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         accepted = produced - produced // step if mode == "chunky" else int(0.9 * seen * produced)
-        self._event({"content": "", "tokens": [], "stop": True, "tokens_predicted": produced,
+        claimed = n_predict if mode == "overclaim" else produced
+        self._event({"content": "", "tokens": [], "stop": True, "tokens_predicted": claimed,
                      "tokens_evaluated": n_prompt, "truncated": mode == "short",
                      "stop_type": "limit", "timings": {
-                         "prompt_n": n_prompt, "predicted_n": produced,
+                         "prompt_n": n_prompt, "predicted_n": claimed,
                          "draft_n": accepted + 2, "draft_n_accepted": accepted}})
         self._end()
 

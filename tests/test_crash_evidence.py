@@ -177,3 +177,20 @@ def test_a_second_run_on_the_same_port_is_refused_before_it_starts(tmp_path: Pat
     with socket.socket() as probe:  # the lease holds no socket: the servers can bind
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(("127.0.0.1", PORT))
+
+
+def test_a_resume_is_not_marked_crashed_by_an_earlier_attempts_log(tmp_path: Path) -> None:
+    """A config's log is appended to across attempts (and, with a fresh server per cell, across
+    server starts); each server is scanned from where its own lines begin, so a crash line an
+    earlier attempt left cannot mark a healthy retry crashed (issue 24's hidden probe)."""
+    argv = ["{binary}", str(FAKE), "--port", "{port}"]
+    first = sweep(tmp_path, argv)
+    assert first.counts()["ok"] == 2
+    run = first.run_dir
+    (run / "cells" / "auto__code__ctx32__c1.json").unlink()  # measured again on resume
+    with open(run / first.manifest["servers"]["auto"]["log"], "a") as log:
+        log.write("CUDA error: an illegal instruction was encountered\n")  # the old attempt's
+    again = sb.run_sweep(sb.load_plan(params(tmp_path, argv)), resume=first.run_id,
+                         outputs=tmp_path / "out", progress=False)
+    assert again.counts() == {"ok": 2, "invalid": 0, "crashed": 0, "skipped": 0}, [
+        c.verdict for c in again.cells]

@@ -18,7 +18,7 @@ import specbench_lib as sb
 from specbench_lib import preflight
 from specbench_lib.analysis import analyse
 from specbench_lib.engines import get_adapter
-from specbench_lib.errors import PreflightError
+from specbench_lib.errors import EngineError, PreflightError
 from specbench_lib.params import EngineParams, ServerConfig
 from specbench_lib.promptbook import PromptBook
 from specbench_lib.records import PromptRecord, ServedBefore
@@ -242,3 +242,12 @@ def test_sglang_ngram_cells_are_kept_apart_by_flush_cache(
         if cell.spec.config == "ngram-b4":
             assert cell.status == "invalid" and cell.verdict.reasons[0].code == "bad_answer"
             assert "pending requests" in str(cell.verdict.reasons[0])
+
+
+def test_a_server_that_tokenizes_differently_is_refused(tmp_path: Path) -> None:
+    plan = sb.load_plan(params(tmp_path))
+    book = PromptBook(plan.params, plan.cells)
+    book.check(words, url="http://a")  # the first server builds the prompts
+    book.check(words, url="http://b")  # the same tokenizer: fine
+    with pytest.raises(EngineError, match="tokenizes differently"):
+        book.check(lambda text: [1, *words(text)], url="http://c")

@@ -111,6 +111,11 @@ class LlamaCppAdapter(BaseAdapter):
         return _Stream()
 
 
+# tokens a final event may carry without text: llama-server holds back the tokens of one
+# unfinished UTF-8 character (at most 4 bytes) and counts them in the final tokens_predicted
+_HELD_BACK = 4
+
+
 class _Stream(StreamParser):
     """One ``/completion`` stream. An event's token count is the step of the cumulative
     ``tokens_predicted``, not the length of its ``tokens``: llama-server holds back a token that
@@ -130,6 +135,8 @@ class _Stream(StreamParser):
         predicted = opt_int(data.get("tokens_predicted"))
         if predicted is not None:
             n_tokens = max(predicted - self.predicted, 0)
+            if data.get("stop") and not ids and not text and n_tokens > _HELD_BACK:
+                n_tokens = 0  # claimed, never sent: the tokens received are the truth
         self.predicted += n_tokens
         event = StreamEvent(n_tokens=n_tokens, text=text, token_ids=ids or [])
         if data.get("stop"):
