@@ -25,8 +25,9 @@ without the final ``stop`` event).
 ``overclaim`` streams half the tokens, then a final event that claims all of them (as a server
 that lost events would). ``learns`` is a confound with a known truth: like llama.cpp's ngram-mod
 it remembers the 12-grams of every prompt it was sent, and a prompt whose 12-grams it has seen
-before is "drafted": the fraction f seen makes f x 90 % of its tokens accepted drafts and each token (1 - 0.75 f) of
-``--interval``. A fresh server sent fresh prompts has f = 0: no accepted draft, full interval.
+before is "drafted": the fraction f seen makes f x 90 % of its tokens accepted drafts and each
+token take (1 - 0.75 f) of ``--interval``. A fresh server sent fresh prompts has f = 0: no
+accepted draft, the full interval.
 """
 
 from __future__ import annotations
