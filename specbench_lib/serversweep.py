@@ -44,6 +44,8 @@ from .store import redact, utc_now
 from .validate import context_guard
 from .workload import Prompt
 
+_DIED_EARLIER = Reason("server_died_earlier", "the server crashed in an earlier cell of this config")
+
 
 class RunWriter(Protocol):
     """Where a :class:`ServerSweep` writes: :class:`~.runs.Run` here, a Ray worker's queue
@@ -134,16 +136,16 @@ class ServerSweep:
         if self.isolation.mode != "restart":
             self._serve(order)
             return
-        dead: Verdict | None = None
+        dead: CellFacts | None = None
         for cell in order:
             if dead is not None:
-                self.write(cell, CellFacts(decided=dead))
+                self.write(cell, dead)
                 continue
             dead = self._serve([cell])
 
-    def _serve(self, cells: list[CellSpec]) -> Verdict | None:
-        """One server's life: start, warm up, measure ``cells``; the verdict that ends the
-        config (a crash, a server that failed or answers what its adapter cannot read)."""
+    def _serve(self, cells: list[CellSpec]) -> CellFacts | None:
+        """One server's life: start, warm up, measure ``cells``; the facts that end the config
+        (a crash, a server that failed or answers what its adapter cannot read), None if none."""
         params, server, launch = self.plan.params, self.server, self.launch
         log_path = self.run.dir.log_path(self.key)
         proc = _server(server, launch, log_path, self.adapter, params.redact)
@@ -174,14 +176,14 @@ class ServerSweep:
             for cell in cells:
                 if cell.cell_id not in self.written:
                     self.write(cell, facts)
-            return facts.decided
+            return facts
         finally:
             began = time.perf_counter()
             proc.stop()
             self.timing["stop_s"] = round(time.perf_counter() - began, 4)
 
     def _cells(self, proc: Server, client: httpx.Client, cells: list[CellSpec],
-               base: int) -> Verdict | None:
+               base: int) -> CellFacts | None:
         """The started server: its info, warmup and cells (see :meth:`_serve`)."""
         record, ready_at = self.record, proc.log_size()
         info = self.adapter.server_info(client)
@@ -201,8 +203,7 @@ class ServerSweep:
         if early is not None:
             for cell in cells:
                 self.write(cell, early, _Measured(early, warmup))
-            return Verdict("crashed", (Reason("server_died_earlier", "the server crashed in an "
-                                              "earlier cell of this config"),))
+            return self._dead_facts(proc, Verdict("crashed", (_DIED_EARLIER,)), base)
         dead: Verdict | None = None
         for cell in cells:
             if dead is not None:
@@ -218,11 +219,9 @@ class ServerSweep:
             verdict = self.write(cell, measured.facts, measured)
             history.add(cell.cell_id, measured.prompts)
             if verdict.status == "crashed":
-                dead = Verdict("crashed", (
-                    Reason("server_died_earlier", "the server crashed in an earlier "
-                           "cell of this config"), *verdict.reasons))
+                dead = Verdict("crashed", (_DIED_EARLIER, *verdict.reasons))
         self.run.store_server(self.key, record)
-        return dead
+        return None if dead is None else self._dead_facts(proc, dead, base)
 
     @staticmethod
     def _dead_facts(proc: Server, verdict: Verdict, base: int) -> CellFacts:

@@ -22,7 +22,7 @@ escape ``\\ud800``, then a normal end), ``bad_length`` (``Content-Length: many``
 ``bad_chunk`` (a chunk size that is not hex); ``no_final`` (every token, then the body ends
 without the final ``stop`` event).
 
-``overclaim`` streams half the tokens, then a final event that claims all of them (as a server
+``overclaim`` streams a quarter of the tokens, then a final event that claims all of them (as a server
 that lost events would). ``learns`` is a confound with a known truth: like llama.cpp's ngram-mod
 it remembers the 12-grams of every prompt it was sent, and a prompt whose 12-grams it has seen
 before is "drafted": the fraction f seen makes f x 90 % of its tokens accepted drafts and each
@@ -118,7 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._end()
             return
         produced = {"empty": 0, "short": n_predict // 2, "crash": 3,
-                    "overclaim": n_predict // 2}.get(mode, n_predict)
+                    "overclaim": n_predict // 4}.get(mode, n_predict)
         step = 4 if mode == "chunky" else 1
         seen = self.server.remember(body["prompt"]) if mode == "learns" else 0.0
         for i in range(0, produced, step):

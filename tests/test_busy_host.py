@@ -18,7 +18,7 @@ from hogs import child_hog, cpu_rate, other_hog
 from procs import pids_with
 
 import specbench_lib as sb
-from specbench_lib import hostload, preflight, sweep
+from specbench_lib import hostload, preflight, serversweep
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
@@ -82,7 +82,7 @@ def test_the_servers_own_cpu_and_the_sweeps_own_are_not_counted(
     with child_hog() as own_child:
         watched = functools.partial(hostload.HostSampler,
                                     watch=lambda: [os.getpid(), own_child, *servers(8222)])
-        monkeypatch.setattr(sweep, "HostSampler", watched)
+        monkeypatch.setattr(serversweep, "HostSampler", watched)
         result = sb.run_sweep(sb.load_plan(params(tmp_path, 8222, max_cores=0.1, burn=True)),
                               outputs=tmp_path / "out", progress=False)
     cell = result.cells[0]

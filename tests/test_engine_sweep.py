@@ -311,9 +311,9 @@ def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
         engine, outputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import specbench_lib as sb
     from specbench_lib import params as params_module
-    from specbench_lib import sweep
+    from specbench_lib import serversweep
 
-    monkeypatch.setattr(sweep, "context_guard", lambda **_: None)
+    monkeypatch.setattr(serversweep, "context_guard", lambda **_: None)
     monkeypatch.setattr(params_module, "_require_context_room", lambda *_: None)  # both guards
     params = tmp_path / "p.yaml"
     params.write_text(f"extends: {TINY}\ncontexts: [2048]\nconcurrency: [1]\nwarmup_requests: 0\n")

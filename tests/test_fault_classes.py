@@ -47,7 +47,7 @@ STREAM_FAULTS = {
     "doneonly": ("done_only", "invalid", "empty_output", "0 completion tokens"),
     "noevents": ("no_events", "invalid", "empty_output", "0 completion tokens"),
     "nofinal": ("no_final", "invalid", "incomplete_stream", "without final statistics"),
-    # half the tokens streamed, all of them claimed: the tokens received are the truth
+    # a quarter of the tokens streamed, all claimed: the tokens received are the truth
     "overclaim": ("overclaim", "invalid", "token_count_mismatch", "server reported"),
     "warmcrash": ("warmup_crash", "crashed", "server_died", "during its warmup"),
 }

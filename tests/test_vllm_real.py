@@ -110,6 +110,7 @@ contexts: [128, 256, 2000]
 concurrency: [1]
 output_tokens: {OUTPUT_TOKENS}
 requests_per_cell: 3
+cell_order: fixed  # the kill below waits for the ctx128 cell, then kills the ctx256 one's server
 max_coalesced_first_fraction: 0.34  # these three as tests/data/tiny.yaml says why
 max_coalesced_fraction: 0.5
 host: {{max_other_cpu_cores: null}}
