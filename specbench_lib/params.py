@@ -546,10 +546,12 @@ class Plan:
 
     def __repr__(self) -> str:
         p = self.params
+        each = "per wave (x concurrency)" if p.requests_scale == "per_concurrency" else "each"
         lines = [f"Plan {p.phase} ({self.source.name}): {len(self.servers)} server configs x "
                  f"{len(p.workloads)} workloads x contexts {list(p.contexts)} x concurrency "
                  f"{list(p.concurrency)} = {len(self.cells)} cells, {p.requests_per_cell} "
-                 f"requests each ({p.warmup_requests} warmup per server), "
+                 f"requests {each} "
+                 f"({p.warmup_requests} warmup per server), "
                  f"{'/'.join(map(str, p.output_lengths))} output tokens"]
         lines += [f"  {s.label}: method {s.method}, budget {s.budget}"
                   + (f", attached to {s.attach.url}" if s.attach else "") for s in self.servers]
