@@ -24,8 +24,11 @@ def fake_argv(*extra: str, interval: float | None = None, budget: bool = False) 
                        *extra, *(["--budget", "{budget}"] if budget else [])])
 
 
-def fake_engine(port: int, argv: str, *, ready_timeout_s: float = 20) -> str:
-    """The ``engine:`` block of a params file whose servers are fake servers on ``port``."""
-    return (f"engine:\n  kind: template\n  api: llamacpp\n  binary: {sys.executable}\n"
-            f"  model: {FAKE}\n  port: {port}\n  context: 2048\n"
-            f"  ready_timeout_s: {ready_timeout_s:g}\n  argv_template: {argv}\n")
+def fake_engine(port: int, argv: str, *, ready_timeout_s: float = 20, api: str = "llamacpp",
+                model: Path | str = FAKE, extra: str = "") -> str:
+    """The ``engine:`` block of a params file whose servers are fake servers on ``port`` (or
+    another stand-in ``model`` speaking ``api``); ``extra``: more engine keys, one per line."""
+    more = "".join(f"  {line}\n" for line in extra.splitlines() if line.strip())
+    return (f"engine:\n  kind: template\n  api: {api}\n  binary: {sys.executable}\n"
+            f"  model: {model}\n  port: {port}\n  context: 2048\n"
+            f"  ready_timeout_s: {ready_timeout_s:g}\n{more}  argv_template: {argv}\n")

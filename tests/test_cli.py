@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeparams import LENIENT_HOST
+from fakeparams import FAKE, LENIENT_HOST, fake_engine
 from procs import pids_with
 
 from specbench_lib import cli
@@ -23,7 +23,6 @@ from specbench_lib.runs import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "params" / "embedded.yaml"
-FAKE = ROOT / "tests" / "fake_server.py"
 
 
 @pytest.fixture
@@ -124,16 +123,7 @@ def slow_params(tmp_path: Path, port: int) -> Path:
                            "--hang-s", "30", *budget])
     path = tmp_path / "slow.yaml"
     path.write_text(f"""phase: slow
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {FAKE}
-  port: {port}
-  context: 2048
-  ready_timeout_s: 10
-  argv_template: {argv('ok')}
-configs:
+{fake_engine(port, argv('ok'), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
   - {{name: slow, method: ngram, budgets: [4], argv: {argv('hang', '--budget', '{budget}')}}}
 workloads:

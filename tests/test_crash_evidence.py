@@ -16,28 +16,19 @@ import time
 from pathlib import Path
 
 import pytest
+from fakeparams import FAKE, fake_engine
 
 import specbench_lib as sb
 from specbench_lib.server import ServerProcess, http_status, listener_pids, port_lease
 
 ROOT = Path(__file__).resolve().parent.parent
-FAKE = ROOT / "tests" / "fake_server.py"
 PORT = 8198
 
 
 def params(tmp_path: Path, argv: list[str], *, contexts: str = "[16, 32]") -> Path:
     path = tmp_path / "p.yaml"
     path.write_text(f"""phase: evidence
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {FAKE}
-  port: {PORT}
-  context: 2048
-  ready_timeout_s: 5
-  argv_template: {json.dumps(argv)}
-configs:
+{fake_engine(PORT, json.dumps(argv), ready_timeout_s=5)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: code, source: humaneval}}

@@ -21,12 +21,12 @@ import csv
 import datetime as dt
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakeparams import fake_engine
 
 import specbench_lib as sb
 from specbench_lib import preflight, report
@@ -78,18 +78,10 @@ def _params(tmp: Path, *, name: str, api: str, port: int, program: list[str],
                         f"argv: {argv(mode)}}}"
                         for i, (config, (mode, *_)) in enumerate(faults.items()))
     path = tmp / f"{name}.yaml"
+    engine = fake_engine(port, argv('ok', budget=False), ready_timeout_s=5, api=api,
+                         model=program[0], extra="control_timeout_s: 1\n" + extra)
     path.write_text(f"""phase: {name}
-engine:
-  kind: template
-  api: {api}
-  binary: {sys.executable}
-  model: {program[0]}
-  port: {port}
-  context: 2048
-  ready_timeout_s: 5
-  control_timeout_s: 1
-{extra}  argv_template: {argv('ok', budget=False)}
-configs:
+{engine}configs:
 {configs}
   - {{name: auto, method: auto}}
 workloads:
@@ -145,7 +137,7 @@ def sglang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sb.SweepResult]
     tmp = tmp_path_factory.mktemp("sglang_faults")
     params = _params(tmp, name="sglangfaults", api="sglang", port=SGLANG_PORT,
                      program=[str(PROTOCOL), "sglang"], faults=SGLANG_FAULTS,
-                     extra="  tokenizer: server\n")
+                     extra="tokenizer: server")
     with pytest.MonkeyPatch.context() as patch:  # SGLang is a GPU engine; these servers need none
         patch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
         yield _sweep(params, tmp / "outputs")

@@ -11,10 +11,10 @@ from __future__ import annotations
 import csv
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from fakeparams import fake_engine
 from procs import pids_with
 
 import specbench_lib as sb
@@ -47,16 +47,7 @@ def fault_params(tmp_path: Path) -> Path:
                         for name, (budget, mode, _, _) in FAULTS.items())
     path = tmp_path / "faults.yaml"
     path.write_text(f"""phase: faults
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {ROOT / 'tests' / 'fake_server.py'}
-  port: {PORT}
-  context: 2048
-  ready_timeout_s: 4
-  argv_template: {argv('ok', budget=False)}
-configs:
+{fake_engine(PORT, argv('ok', budget=False), ready_timeout_s=4)}configs:
   - {{name: auto, method: auto}}
 {configs}
 workloads:

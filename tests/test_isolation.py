@@ -7,7 +7,6 @@ and drafts what it has seen, as llama.cpp's ngram-mod does."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -202,10 +201,9 @@ def sglang_params(tmp_path: Path, mode: str) -> Path:
     program = [str(Path(__file__).resolve().parent / "protocol_servers.py"), "sglang"]
     argv = json.dumps(["{binary}", *program, "--port", "{port}", "--mode", mode, "{spec_args}"])
     path = tmp_path / f"sglang-{mode}.yaml"
+    engine = fake_engine(PORT + 1, argv, ready_timeout_s=10, api="sglang", model=program[0])
     path.write_text(f"""phase: isosglang
-engine: {{kind: template, api: sglang, binary: {sys.executable}, model: {program[0]},
-         port: {PORT + 1}, context: 2048, ready_timeout_s: 10, argv_template: {argv}}}
-configs:
+{engine}configs:
   - {{name: auto, method: auto}}
   - {{name: ngram, method: ngram, budgets: [4], spec_args: [--speculative-algorithm, NGRAM,
                                                       --budget, "{{budget}}"]}}

@@ -8,11 +8,11 @@ through the argv-template engine, so the whole sweep machinery runs.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from cellfactory import not_ok
+from fakeparams import fake_engine
 
 import specbench_lib as sb
 
@@ -28,16 +28,7 @@ def argv(interval: float, *, budget: bool = True) -> str:
 def params(tmp_path: Path, extra: str) -> Path:
     path = tmp_path / "repeats.yaml"
     path.write_text(f"""phase: repeats
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {ROOT / 'tests' / 'fake_server.py'}
-  port: {PORT}
-  context: 2048
-  ready_timeout_s: 10
-  argv_template: {argv(0.004, budget=False)}
-configs:
+{fake_engine(PORT, argv(0.004, budget=False), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
   - {{name: ngram, method: ngram, budgets: [8], argv: {argv(0.002)}}}
 workloads:

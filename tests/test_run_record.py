@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fakeparams import FAKE, fake_argv, fake_engine
 
 import specbench_lib as sb
 from specbench_lib import provenance
@@ -88,7 +88,6 @@ def test_the_measurement_code_hash_follows_the_modules_that_send_and_time(tmp_pa
         target.write_text(original)
 
 
-FAKE = ROOT / "tests" / "fake_server.py"
 
 
 def fake_params(tmp_path: Path) -> Path:
@@ -97,16 +96,7 @@ def fake_params(tmp_path: Path) -> Path:
                            "--hang-s", "5", "--budget", "{budget}"])
     path = tmp_path / "resume.yaml"
     path.write_text(f"""phase: resume
-engine:
-  kind: template
-  api: llamacpp
-  binary: {sys.executable}
-  model: {FAKE}
-  port: 8197
-  context: 2048
-  ready_timeout_s: 4
-  argv_template: {json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", "ok"])}
-configs:
+{fake_engine(8197, fake_argv("--mode", "ok"), ready_timeout_s=4)}configs:
   - {{name: auto, method: auto}}
   - {{name: fine, method: ngram, budgets: [4], argv: {argv('ok')}}}
   - {{name: empty, method: ngram, budgets: [2], argv: {argv('empty')}}}
