@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParamsError
+from .kinds import APIS, DEFAULT_KIND, KINDS
 from .paths import resolve_project_path
 from .store import MAX_YAML_BYTES, load_yaml
 
@@ -47,14 +48,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _engine_kinds() -> Any:
-    """The engines package, for its KINDS, APIS and DEFAULT_KIND (imported here, not at the top:
-    the engine adapters import this module)."""
-    from . import engines
-
-    return engines
-
-
 class EngineParams(_Strict):
     """The server program and how to start it; flags per method live in ``engines/``.
 
@@ -66,7 +59,7 @@ class EngineParams(_Strict):
     ``{draft_model}`` and a config's options; values are inserted literally (never a shell).
     """
 
-    kind: str = Field(default_factory=lambda: _engine_kinds().DEFAULT_KIND)  # see engines.KINDS
+    kind: str = DEFAULT_KIND  # see kinds.KINDS
     binary: str | None = None
     model: str | None = None
     model_cache: str | None = None  # a persistent copy to restage `model` from (tmpfs is wiped)
@@ -92,35 +85,32 @@ class EngineParams(_Strict):
     # e.g. a fresh llama-server per cell for ngram-mod, whose n-gram pool outlives requests),
     # restart (a fresh server for every cell) or none (one server per config)
     isolation: Literal["auto", "restart", "none"] = "auto"
-    api: str | None = None  # the protocol of a template server (engines.APIS)
+    api: str | None = None  # the protocol of a template server (kinds.APIS)
     argv_template: tuple[str, ...] = ()  # a whole argv, for kind template (or any kind)
     spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags
 
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:
-        kinds = _engine_kinds().KINDS
-        if kind not in kinds:
-            raise ValueError(f"unknown engine kind {kind!r}; known: {', '.join(kinds)}")
+        if kind not in KINDS:
+            raise ValueError(f"unknown engine kind {kind!r}; known: {', '.join(KINDS)}")
         return kind
 
     @field_validator("api")
     @classmethod
     def _known_api(cls, api: str | None) -> str | None:
-        apis = _engine_kinds().APIS
-        if api is not None and api not in apis:
-            raise ValueError(f"unknown api {api!r}; known: {', '.join(apis)}")
+        if api is not None and api not in APIS:
+            raise ValueError(f"unknown api {api!r}; known: {', '.join(APIS)}")
         return api
 
     @model_validator(mode="after")
     def _kind_needs(self) -> EngineParams:
-        engines = _engine_kinds()
         if self.kind == "template" and (self.api is None or not self.argv_template):
-            raise ValueError(f"kind 'template' needs 'api' ({', '.join(engines.APIS)}: the protocol "
+            raise ValueError(f"kind 'template' needs 'api' ({', '.join(APIS)}: the protocol "
                              f"the server speaks) and 'argv_template' (its whole argv)")
         if self.kind != "template" and self.api is not None:
             raise ValueError(f"'api' is only for kind 'template'; kind {self.kind!r} speaks its own")
-        if self.kind != engines.DEFAULT_KIND and (self.binary is None or self.model is None):
+        if self.kind != DEFAULT_KIND and (self.binary is None or self.model is None):
             raise ValueError(f"kind {self.kind!r} needs 'binary' (the program: for sglang the "
                              f"Python of its environment, for vllm the vllm executable) and 'model'")
         return self

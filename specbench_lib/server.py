@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import PreflightError, ServerError
+from .hostsources import listener_pids
 from .params import AttachParams
 from .paths import cache_dir
 from .serverlog import LogPump, LogScan, argv_secrets, bounded_log
@@ -354,33 +355,6 @@ def http_status(base_url: str, path: str, *, headers: dict[str, str] | None = No
     if len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1].isdigit():
         return int(parts[1])
     return None
-
-
-def listener_pids(port: int) -> set[int] | None:
-    """The pids holding a listening TCP socket on ``port`` (Linux ``/proc``); None if unknowable."""
-    inodes: set[str] = set()
-    try:
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            with contextlib.suppress(FileNotFoundError):
-                for row in Path(table).read_text().splitlines()[1:]:
-                    cols = row.split()
-                    if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(cols[9])
-    except OSError:
-        return None
-    if not inodes:
-        return None
-    wanted = {f"socket:[{inode}]" for inode in inodes}
-    pids: set[int] = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in (proc / "fd").iterdir():
-                if os.readlink(fd) in wanted:
-                    pids.add(int(proc.name))
-                    break
-    return pids or None
 
 
 def _pgid(pid: int) -> int | None:

@@ -22,7 +22,8 @@ from .analysis import analyse
 from .dispatch import dispatch_cell
 from .engines import Adapter, Isolation, Launch
 from .errors import ControlTimeout, EngineError, ServerError
-from .hostload import HostSampler, server_pids, usable_cpus
+from .hostload import HostSampler, server_pids
+from .hostsources import usable_cpus
 from .loadprofile import profile_rate
 from .params import CellSpec, Plan, RequestRateParams, ServerConfig, SweepParams
 from .progress import Progress

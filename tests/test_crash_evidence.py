@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 import specbench_lib as sb
-from specbench_lib.server import ServerProcess, http_status, listener_pids, port_lease
+from specbench_lib.hostsources import listener_pids
+from specbench_lib.server import ServerProcess, http_status, port_lease
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = ROOT / "tests" / "fake_server.py"

@@ -26,7 +26,7 @@ from test_record_integrity import dead_pid, recorded_run, small_plan
 
 import specbench_lib as sb
 from specbench_lib import cli, report, serverlog
-from specbench_lib.hostload import HostLoad, HostProcess
+from specbench_lib.hostfacts import HostLoad, HostProcess
 from specbench_lib.records import CellFacts
 from specbench_lib.runs import Run, RunDir, list_runs
 from specbench_lib.server import ServerProcess

@@ -10,7 +10,7 @@ import pytest
 from cellfactory import make_cell
 
 from specbench_lib import SchemaError, SweepResult, analysis, validate
-from specbench_lib.hostload import HostLoad, HostProcess
+from specbench_lib.hostfacts import HostLoad, HostProcess
 from specbench_lib.records import (
     CellFacts,
     CellRecord,

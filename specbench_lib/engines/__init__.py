@@ -1,18 +1,15 @@
 """Engine adapters; :func:`get_adapter` maps an engine kind to its adapter (imported lazily).
 
-Everything engine-specific lives in this package, the kind names included: params validates
-``engine.kind`` and ``engine.api`` against :data:`KINDS` and :data:`APIS`. This module imports
-nothing of specbench at its top (params imports it while it is being defined); the types are
-loaded on first use.
+Everything engine-specific lives in this package but the kind names, which params validates
+``engine.kind`` and ``engine.api`` against: they are :mod:`..kinds`'s (:data:`KINDS`,
+:data:`APIS`), re-exported here. The types are loaded on first use.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-KINDS = ("llamacpp", "sglang", "vllm", "template")
-APIS = ("llamacpp", "sglang", "vllm")  # the protocols a kind-template server may speak
-DEFAULT_KIND = "llamacpp"  # the embedded engine: its binary and model have defaults
+from ..kinds import APIS, DEFAULT_KIND, KINDS
 
 if TYPE_CHECKING:
     from pathlib import Path
