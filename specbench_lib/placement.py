@@ -37,7 +37,8 @@ from .engines import Launch, get_adapter
 from .errors import ParamsError, PreflightError
 from .hostfacts import CoTenant, Placement
 from .hostsources import PLACED_MARK, placed_marker
-from .params import CellSpec, Plan
+from .params import CellSpec
+from .plan import Plan
 from .preflight import check_port_free
 from .progress import Progress
 from .records import CellFacts, CellRecord, Provenance, Reason, Verdict

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .errors import EngineError, PreflightError, SpecbenchError, StoreError
 from .hostload import sample_host
 from .hostsources import usable_cpus
-from .params import EngineParams, Plan
 from .paths import default_llama_server, default_model, folder_problem, outputs_dir
+from .plan import Plan
+from .sections import EngineParams
 
 if TYPE_CHECKING:
     from .engines import Adapter

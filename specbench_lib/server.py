@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 
 from .errors import PreflightError, ServerError
 from .hostsources import listener_pids
-from .params import AttachParams
 from .paths import cache_dir
+from .sections import AttachParams
 from .serverlog import LogPump, LogScan, argv_secrets, bounded_log
 from .store import redact
 

@@ -25,7 +25,8 @@ from .errors import ControlTimeout, EngineError, ServerError
 from .hostload import HostSampler, server_pids
 from .hostsources import usable_cpus
 from .loadprofile import profile_rate
-from .params import CellSpec, Plan, RequestRateParams, ServerConfig, SweepParams
+from .params import CellSpec, ServerConfig, SweepParams
+from .plan import Plan
 from .progress import Progress
 from .promptbook import PromptBook
 from .records import (
@@ -40,6 +41,7 @@ from .records import (
     Verdict,
 )
 from .runs import RunDir
+from .sections import RequestRateParams
 from .server import AttachedServer, Server, ServerProcess
 from .store import redact, utc_now
 from .validate import context_guard

@@ -18,8 +18,9 @@ from specbench_lib.errors import ParamsError
 from specbench_lib.hostfacts import HostLoad, HostProcess
 from specbench_lib.hostload import HostSampler, sample_host
 from specbench_lib.hostsources import CpuTimes, parse_stat
-from specbench_lib.params import HostParams, load_plan
+from specbench_lib.plan import load_plan
 from specbench_lib.records import CellFacts, CellRecord
+from specbench_lib.sections import HostParams
 from specbench_lib.validate import judge_host
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,8 +14,9 @@ from ..kinds import APIS, DEFAULT_KIND, KINDS
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..params import EngineParams, ServerConfig
+    from ..params import ServerConfig
     from ..records import FinalStats
+    from ..sections import EngineParams
     from .adapter import BaseAdapter
     from .base import Adapter, EngineIdentity, Isolation, Launch, ServerInfo, StreamEvent
 
@@ -40,7 +41,7 @@ def get_adapter(engine: EngineParams | str) -> Adapter:
     Kind ``template`` starts a server from ``engine.argv_template`` and speaks ``engine.api``.
     """
     from ..errors import ParamsError
-    from ..params import EngineParams
+    from ..sections import EngineParams
 
     params = engine if isinstance(engine, EngineParams) else None
     kind = params.kind if params is not None else str(engine)
