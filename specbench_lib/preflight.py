@@ -197,7 +197,7 @@ def check_attached(plan: Plan, adapter: Adapter) -> dict[str, dict[str, Any]]:
     """
     import httpx
 
-    from .server import auth_headers
+    from .health import auth_headers
     from .store import redact
 
     found: dict[str, dict[str, Any]] = {}

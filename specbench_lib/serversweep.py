@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import httpx
 
 from .analysis import analyse
+from .attached import AttachedServer
 from .dispatch import dispatch_cell
 from .engines import Adapter, Isolation, Launch
 from .errors import ControlTimeout, EngineError, ServerError
@@ -42,7 +43,7 @@ from .records import (
 )
 from .runs import RunDir
 from .sections import RequestRateParams
-from .server import AttachedServer, Server, ServerProcess
+from .server import Server, ServerProcess
 from .store import redact, utc_now
 from .validate import context_guard
 from .workload import Prompt

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 import specbench_lib as sb
+from specbench_lib.health import http_status
 from specbench_lib.hostsources import listener_pids
-from specbench_lib.server import ServerProcess, http_status, port_lease
+from specbench_lib.server import ServerProcess, port_lease
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = ROOT / "tests" / "fake_server.py"
