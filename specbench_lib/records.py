@@ -17,6 +17,7 @@ from .display import Rendered, html_table, html_text
 from .errors import SchemaError
 from .hostfacts import HostLoad, Placement
 from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION, CellSpec
+from .served import PromptRecord, ServedBefore
 from .shapes import known_fields as _known
 from .shapes import shape_problem
 
@@ -208,19 +209,6 @@ class Verdict(Rendered):
 
 
 @dataclass(frozen=True)
-class PromptRecord:
-    """A prompt as sent: the sha of its token ids, its length and where its text came from."""
-
-    sha: str
-    tokens: int
-    sources: tuple[str, ...] = ()
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PromptRecord:
-        return cls(str(data["sha"]), int(data["tokens"]), tuple(data.get("sources") or ()))
-
-
-@dataclass(frozen=True)
 class JudgeInputs:
     """What the analysis-time rules need besides the requests, fixed when the cell was measured."""
 
@@ -233,24 +221,6 @@ class JudgeInputs:
     max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION
     max_other_cpu_cores: float | None = None  # busy_host's threshold (None: not judged)
     prompt_reuse: bool = False  # the plan asks for prompts a server already answered (seen_prompt)
-
-
-@dataclass(frozen=True)
-class ServedBefore:
-    """What the cell's server had answered before the cell (its warmup included): the earlier
-    cells, how many requests, and the prompts (token-id shas) and documents they carried."""
-
-    cells: tuple[str, ...] = ()
-    requests: int = 0
-    prompts: tuple[str, ...] = ()
-    documents: tuple[str, ...] = ()
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ServedBefore:
-        values = _known(cls, data)
-        return cls(tuple(str(c) for c in values.get("cells") or ()), int(values.get("requests", 0)),
-                   tuple(str(p) for p in values.get("prompts") or ()),
-                   tuple(str(d) for d in values.get("documents") or ()))
 
 
 @dataclass(frozen=True)

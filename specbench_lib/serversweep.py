@@ -34,15 +34,14 @@ from .records import (
     CellFacts,
     CellRecord,
     JudgeInputs,
-    PromptRecord,
     Provenance,
     Reason,
     RequestRecord,
-    ServedBefore,
     Verdict,
 )
 from .runs import RunDir
 from .sections import RequestRateParams
+from .served import PromptRecord, ServedBefore
 from .server import Server, ServerProcess
 from .store import redact, utc_now
 from .validate import context_guard

@@ -16,13 +16,13 @@ from specbench_lib.records import (
     CellRecord,
     FinalStats,
     JudgeInputs,
-    PromptRecord,
     Provenance,
     Reason,
     RequestRecord,
     Verdict,
 )
 from specbench_lib.runs import RunDir
+from specbench_lib.served import PromptRecord
 
 
 def through_json(data: dict) -> dict:
