@@ -18,6 +18,8 @@ Method = Literal["auto", "ngram", "draft", "linear", "tree", "eagle", "eagle3", 
 
 
 class Strict(BaseModel):
+    """A params model: unknown keys are refused, values cannot change once validated."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
