@@ -30,7 +30,7 @@ from sglang_refserver import RefServerProcess
 from specbench_lib.dispatch import dispatch_cell
 from specbench_lib.engines.sglang import SGLangAdapter
 from specbench_lib.metrics import cell_metrics
-from specbench_lib.params import RequestRateParams
+from specbench_lib.sections import RequestRateParams
 
 TOKENS = 4
 CONCURRENCY = (1, 8, 32, 64)

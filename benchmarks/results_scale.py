@@ -33,10 +33,10 @@ from specbench_lib.records import (
     CellRecord,
     FinalStats,
     JudgeInputs,
-    PromptRecord,
     RequestRecord,
     Verdict,
 )
+from specbench_lib.served import PromptRecord
 
 SERIES = (
     [("auto", "auto", None)] + [("ngram", "ngram", b) for b in (4, 8, 16, 32, 64)] + [("draft", "draft", 4)]

@@ -28,7 +28,8 @@ from .errors import (
     TransportError,
     ValidationFailed,
 )
-from .params import Plan, build_plan, load_params, load_plan
+from .layering import load_params
+from .plan import Plan, build_plan, load_plan
 from .records import CellRecord, Reason, RequestRecord, Verdict
 
 if TYPE_CHECKING:

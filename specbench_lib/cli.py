@@ -94,7 +94,7 @@ def _parameters(notebook: Path, pairs: list[list[str]]) -> tuple[list[str], dict
     a name the notebook does not declare is refused with its closest match."""
     import papermill
 
-    from .params import unknown_parameter
+    from .nbparams import unknown_parameter
 
     declared = list(papermill.inspect_notebook(str(notebook)))
     given: dict[str, Any] = {}
@@ -128,7 +128,7 @@ def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any])
 
 
 def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> int:
-    from .params import load_plan
+    from .plan import load_plan
     from .preview import PlanPreview
 
     params = _params_file(notebook, params_file, given)
@@ -144,7 +144,7 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
                  params_file: str | None, resume: str | None) -> tuple[RunDir | None, Path] | int:
     """The run directory (None for the report notebook) and the executed notebook's path; an
     exit status when the run cannot go there. Sets ``resume``/``run_id``/``params_file``."""
-    from .params import load_params
+    from .layering import load_params
 
     if resume:
         _require_declared("resume", "--resume", declared, notebook)
@@ -368,7 +368,7 @@ def _runs() -> int:
 
 
 def _doctor(params_file: str) -> int:
-    from .params import load_plan
+    from .plan import load_plan
     from .preflight import doctor
 
     checks = doctor(load_plan(params_file))

@@ -46,8 +46,8 @@ from typing import Any, TypeVar
 from .engines import Adapter, StreamEvent
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
 from .metrics import deliveries
-from .params import RequestRateParams, TimeoutParams
 from .records import CellDispatch, FinalStats, RequestRecord
+from .sections import RequestRateParams, TimeoutParams
 from .stalls import StallWatch
 
 T = TypeVar("T")
@@ -100,7 +100,7 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
     Args:
         timeout_s: a shorthand that sets the first-token, between-tokens and whole-request
             limits at once (tests and warmup); ``timeouts`` overrides it.
-        timeouts: per-request limits (see :class:`~specbench_lib.params.TimeoutParams`).
+        timeouts: per-request limits (see :class:`~specbench_lib.sections.TimeoutParams`).
         request_rate: arrivals per second; None keeps ``concurrency`` requests in flight.
         seed: seeds the open-loop arrival times.
         headers: sent with every request (e.g. an attached server's bearer token).

@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .params import Plan
+from .plan import Plan
 
 # analysis settings and plan shape, not what a cell measures (host: how the host is watched)
 # placement: where a config ran is not what it measured (a placed cell is the same measurement

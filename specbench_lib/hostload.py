@@ -18,145 +18,29 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-MIN_JUDGED_WINDOW_S = 0.5  # shorter windows: a 10 ms clock tick is too coarse to judge them
+from .hostfacts import HostLoad, HostProcess
+from .hostsources import (
+    CpuTimes,
+    ProcStat,
+    csv_number,
+    listener_pids,
+    nvidia_smi_csv,
+    parse_stat,
+    placed_marker,
+    usable_cpus,
+)
+
 GPU_INTERVAL_S = 5.0  # nvidia-smi costs tens of ms of CPU: queried this often at most
 TOP = 5  # other processes named in a load
-_GPU_TIMEOUT_S = 5.0
 _LOOPBACK = ("localhost", "::1", "0.0.0.0")  # and 127.*
-
-
-@dataclass(frozen=True)
-class ProcStat:
-    """The fields of one ``/proc/[pid]/stat`` a sample needs."""
-
-    pid: int
-    comm: str
-    ppid: int
-    pgrp: int
-    session: int
-    ticks: int  # utime + stime, clock ticks, all threads
-    start: int  # starttime: clock ticks after boot
-
-
-def parse_stat(text: str) -> ProcStat:
-    """One ``/proc/[pid]/stat`` line; ``comm`` may hold spaces and parentheses (it ends at the
-    last ``)``). ValueError or IndexError for anything else."""
-    head, _, rest = text.partition(" (")
-    comm, _, tail = rest.rpartition(") ")
-    f = tail.split()
-    return ProcStat(int(head), comm, int(f[1]), int(f[2]), int(f[3]), int(f[11]) + int(f[12]),
-                    int(f[19]))
-
-
-@dataclass(frozen=True)
-class CpuTimes:
-    """The ``cpu`` line of ``/proc/stat`` (clock ticks over all CPUs)."""
-
-    busy: int  # user + nice + system + irq + softirq (guest time is inside user)
-    steal: int
-    total: int  # every state up to steal
-
-    @classmethod
-    def parse(cls, text: str) -> CpuTimes | None:
-        for line in text.splitlines():
-            if line.startswith("cpu "):
-                v = [int(x) for x in line.split()[1:9]]
-                v += [0] * (8 - len(v))
-                user, nice, system, _idle, _iowait, irq, softirq, steal = v
-                return cls(user + nice + system + irq + softirq, steal, sum(v))
-        return None
-
-
-@dataclass(frozen=True)
-class HostProcess:
-    """Another process and the CPU it used during the window."""
-
-    pid: int
-    comm: str
-    cores: float
-
-    def __str__(self) -> str:
-        return f"{self.comm} (pid {self.pid}) {self.cores:.2f}"
-
-
-@dataclass(frozen=True)
-class HostLoad:
-    """What the host did besides the measurement, over one window (a cell's requests).
-
-    ``other_cpu_cores`` is the CPU time of every process that is neither this sweep's nor the
-    server's, over the window's wall time (1.0 = one core kept busy); ``top`` names the largest.
-    ``server_separated`` is False when the server's processes could not be told apart (an
-    attached server on this host whose listening process is not visible): then nothing is judged.
-    """
-
-    available: bool = True
-    note: str = ""  # why it was not sampled, or what is missing
-    cpus: int = 0  # CPUs this process may run on
-    window_s: float = 0.0
-    interval_s: float = 0.0
-    samples: int = 0  # reads of /proc, the two at the window's ends included
-    other_cpu_cores: float = 0.0
-    other_cpu_cores_peak: float = 0.0  # the most over one sampling interval
-    own_cpu_cores: float = 0.0  # this sweep's process and its child processes
-    server_cpu_cores: float = 0.0  # the server's process group
-    # other configs' servers placed on this node (:mod:`.placement`): named in the cell's
-    # placement facts as co-tenants, so not counted as other load
-    co_tenant_cpu_cores: float = 0.0
-    server_separated: bool = True
-    host_busy_cores: float | None = None  # every CPU's busy time (/proc/stat), all processes
-    steal_fraction: float | None = None  # of all CPU time: taken by the hypervisor
-    loadavg: tuple[float, ...] | None = None  # at the end
-    loadavg_1m_max: float | None = None
-    top: tuple[HostProcess, ...] = ()
-    gpu: dict[str, Any] | None = None  # nvidia-smi: per GPU utilisation, other compute processes
-    sampler_cpu_s: float = 0.0  # what sampling itself cost (its thread, its reads, nvidia-smi)
-
-    def unjudged(self) -> str | None:
-        """Why the load cannot say whether the host was busy, or None when it can."""
-        if not self.available:
-            return self.note or "the host was not sampled"
-        if not self.server_separated:
-            return "the server's processes could not be told apart from others"
-        if self.window_s < MIN_JUDGED_WINDOW_S:
-            return f"a window of {self.window_s:.2f} s is too short to judge"
-        return None
-
-    def busy(self, max_other_cpu_cores: float | None) -> bool:
-        return (max_other_cpu_cores is not None and self.unjudged() is None
-                and self.other_cpu_cores > max_other_cpu_cores)
-
-    def top_text(self) -> str:
-        return ", ".join(map(str, self.top)) or "no single process stands out"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HostLoad:
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
-        values["top"] = tuple(HostProcess(int(p["pid"]), str(p["comm"]), float(p["cores"]))
-                              for p in values.get("top") or ())
-        if values.get("loadavg") is not None:
-            values["loadavg"] = tuple(values["loadavg"])
-        return cls(**values)
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity: a cpuset or ``taskset``), else all."""
-    with contextlib.suppress(AttributeError, OSError):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def server_pids(pid: int | None, base_url: str) -> tuple[int, ...] | None:
@@ -169,8 +53,6 @@ def server_pids(pid: int | None, base_url: str) -> tuple[int, ...] | None:
     host = url.hostname or ""
     if not (host in _LOOPBACK or host.startswith("127.")):
         return ()
-    from .server import listener_pids
-
     port = url.port or (443 if url.scheme == "https" else 80)
     found = listener_pids(port)
     return tuple(sorted(found)) if found else None
@@ -336,10 +218,10 @@ class HostSampler:
 
     def _query_gpu(self) -> None:
         assert self.nvidia_smi is not None
-        gpus = _nvidia_smi([self.nvidia_smi, "--query-gpu=index,utilization.gpu,memory.used",
-                            "--format=csv,noheader,nounits"])
-        apps = _nvidia_smi([self.nvidia_smi, "--query-compute-apps=pid,process_name,used_memory",
-                            "--format=csv,noheader,nounits"])
+        gpus = nvidia_smi_csv([self.nvidia_smi, "--query-gpu=index,utilization.gpu,memory.used",
+                               "--format=csv,noheader,nounits"])
+        apps = nvidia_smi_csv([self.nvidia_smi, "--query-compute-apps=pid,process_name,used_memory",
+                               "--format=csv,noheader,nounits"])
         self._cost_s += gpus[1] + apps[1]
         if gpus[0] is None or apps[0] is None:
             self._gpu_note = "nvidia-smi did not answer"
@@ -348,12 +230,12 @@ class HostSampler:
         for row in gpus[0]:
             if len(row) >= 3:
                 stats = self._gpus.setdefault(row[0], {"index": row[0], "util": [], "mem_mib": 0})
-                stats["util"].append(_number(row[1]))
-                stats["mem_mib"] = max(stats["mem_mib"], _number(row[2]))
+                stats["util"].append(csv_number(row[1]))
+                stats["mem_mib"] = max(stats["mem_mib"], csv_number(row[2]))
         for row in apps[0]:
             if len(row) >= 3 and row[0].isdigit():
                 self._gpu_apps[int(row[0])] = {"pid": int(row[0]), "name": row[1],
-                                               "used_mib": _number(row[2])}
+                                               "used_mib": csv_number(row[2])}
 
     def _gpu_summary(self) -> dict[str, Any] | None:
         if not self._gpus and not self._gpu_note:
@@ -401,54 +283,8 @@ class HostSampler:
                  "visible here: its CPU cannot be told from others'")
 
 
-PLACED_MARK = b"SPECBENCH_PLACED="  # in the environment of a server placed by :mod:`.placement`
-
-
-def placed_marker(environ: Path) -> bytes | None:
-    """The ``SPECBENCH_PLACED`` value in a process's ``/proc/[pid]/environ`` (its run and config,
-    set by :mod:`.placement`), or None when the process was not placed, is gone or is another
-    user's."""
-    try:
-        entries = environ.read_bytes().split(b"\0")
-    except OSError:
-        return None
-    return next((v[len(PLACED_MARK):] for v in entries if v.startswith(PLACED_MARK)), None)
-
-
 def sample_host(seconds: float, *, interval_s: float = 0.25, **kwargs: Any) -> HostLoad:
     """The host's load over the next ``seconds`` (preflight: no server yet)."""
     sampler = HostSampler(interval_s=interval_s, **kwargs).start()
     time.sleep(seconds)
     return sampler.stop()
-
-
-def _nvidia_smi(argv: list[str]) -> tuple[list[list[str]] | None, float]:
-    """nvidia-smi's CSV rows (None when it fails) and the CPU seconds it used (its rusage)."""
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL)
-    except OSError:
-        return None, 0.0
-    timer = threading.Timer(_GPU_TIMEOUT_S, proc.kill)
-    timer.start()
-    assert proc.stdout is not None
-    with proc.stdout:
-        out = proc.stdout.read().decode("utf-8", "replace")
-    timer.cancel()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    except ChildProcessError:
-        proc.wait()
-        return None, 0.0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    cost = usage.ru_utime + usage.ru_stime
-    if proc.returncode != 0:
-        return None, cost
-    return [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()], cost
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return 0.0  # "[N/A]", "[Not Supported]"

@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from .latency import add_percentiles, deliveries, token_itls
 from .latency import quantile as _quantile
-from .params import SloParams
 from .records import CellRecord, RequestRecord
+from .sections import SloParams
 
 _STATS = ("mean", "p50", "p90", "p99")
 _LATENCIES = ("ttft", "tpot", "itl", "e2e", "delivery_gap")

@@ -35,11 +35,13 @@ from typing import Any
 
 from .engines import Launch, get_adapter
 from .errors import ParamsError, PreflightError
-from .hostload import PLACED_MARK, placed_marker
-from .params import CellSpec, Plan
+from .hostfacts import CoTenant, Placement
+from .hostsources import PLACED_MARK, placed_marker
+from .params import CellSpec
+from .plan import Plan
 from .preflight import check_port_free
 from .progress import Progress
-from .records import CellFacts, CellRecord, CoTenant, Placement, Provenance, Reason, Verdict
+from .records import CellFacts, CellRecord, Provenance, Reason, Verdict
 from .runs import Run, RunDir
 from .server import port_lease
 from .serversweep import ServerSweep

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import EngineError, PreflightError, SpecbenchError, StoreError
-from .hostload import sample_host, usable_cpus
-from .params import EngineParams, Plan
+from .hostload import sample_host
+from .hostsources import usable_cpus
 from .paths import default_llama_server, default_model, folder_problem, outputs_dir
+from .plan import Plan
+from .sections import EngineParams
 
 if TYPE_CHECKING:
     from .engines import Adapter
@@ -195,7 +197,7 @@ def check_attached(plan: Plan, adapter: Adapter) -> dict[str, dict[str, Any]]:
     """
     import httpx
 
-    from .server import auth_headers
+    from .health import auth_headers
     from .store import redact
 
     found: dict[str, dict[str, Any]] = {}

@@ -12,8 +12,8 @@ from typing import Any
 
 from .display import Rendered, html_table, html_text
 from .engines import get_adapter, server_launch
-from .params import Plan
 from .paths import default_llama_server, default_model
+from .plan import Plan
 from .validate import context_guard
 
 _CELL_COLUMNS = ("cell", "config", "budget", "workload", "context", "output_tokens", "concurrency",

@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import EngineError, PreflightError
-from .params import CellSpec, SweepParams, WorkloadParams
+from .params import CellSpec, SweepParams
+from .sections import WorkloadParams
 from .workload import COPYEDIT, MIN_MATERIAL, Prompt, build_prompts, corpus_documents, documents
 
 Tokenize = Callable[[str], list[int]]

@@ -9,14 +9,16 @@ server died, a log signature, the server's spec counters) is stored as a fact, n
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from .display import Rendered, html_table, html_text
 from .errors import SchemaError
-from .hostload import HostLoad
+from .hostfacts import HostLoad, Placement
 from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION, CellSpec
+from .served import PromptRecord, ServedBefore
+from .shapes import known_fields as _known
 from .shapes import shape_problem
 
 SCHEMA_VERSION = 2
@@ -207,19 +209,6 @@ class Verdict(Rendered):
 
 
 @dataclass(frozen=True)
-class PromptRecord:
-    """A prompt as sent: the sha of its token ids, its length and where its text came from."""
-
-    sha: str
-    tokens: int
-    sources: tuple[str, ...] = ()
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PromptRecord:
-        return cls(str(data["sha"]), int(data["tokens"]), tuple(data.get("sources") or ()))
-
-
-@dataclass(frozen=True)
 class JudgeInputs:
     """What the analysis-time rules need besides the requests, fixed when the cell was measured."""
 
@@ -232,65 +221,6 @@ class JudgeInputs:
     max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION
     max_other_cpu_cores: float | None = None  # busy_host's threshold (None: not judged)
     prompt_reuse: bool = False  # the plan asks for prompts a server already answered (seen_prompt)
-
-
-@dataclass(frozen=True)
-class CoTenant:
-    """Another config's server that ran on the same node while a cell's requests ran."""
-
-    config: str  # its server key (label, with ``.r<n>`` for a later round)
-    gpus: tuple[str, ...] = ()  # its CUDA_VISIBLE_DEVICES
-    started: str | None = None  # when it was placed (UTC)
-    ended: str | None = None  # when it ended (None: still running when the cell was written)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CoTenant:
-        values = _known(cls, data)
-        values["gpus"] = tuple(str(g) for g in values.get("gpus") or ())
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a placed cell ran (:mod:`.placement`): the node, its GPUs, and who shared them.
-
-    ``co_tenants`` are the other configs whose placement on the same node overlapped the cell's
-    time window (known to the driver when it wrote the cell: a config placed within Ray's message
-    latency of the cell's end may be missing).
-    """
-
-    engine: str = "ray"
-    mode: str = "packed"  # exclusive | packed
-    node: str = ""  # the node's id
-    node_ip: str = ""
-    gpus: tuple[str, ...] = ()  # CUDA_VISIBLE_DEVICES of the cell's server
-    port: int | None = None
-    co_tenants: tuple[CoTenant, ...] = ()
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Placement:
-        values = _known(cls, data)
-        values["gpus"] = tuple(str(g) for g in values.get("gpus") or ())
-        values["co_tenants"] = tuple(CoTenant.from_dict(c) for c in values.get("co_tenants") or ())
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class ServedBefore:
-    """What the cell's server had answered before the cell (its warmup included): the earlier
-    cells, how many requests, and the prompts (token-id shas) and documents they carried."""
-
-    cells: tuple[str, ...] = ()
-    requests: int = 0
-    prompts: tuple[str, ...] = ()
-    documents: tuple[str, ...] = ()
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ServedBefore:
-        values = _known(cls, data)
-        return cls(tuple(str(c) for c in values.get("cells") or ()), int(values.get("requests", 0)),
-                   tuple(str(p) for p in values.get("prompts") or ()),
-                   tuple(str(d) for d in values.get("documents") or ()))
 
 
 @dataclass(frozen=True)
@@ -443,9 +373,3 @@ class CellRecord:
             raise SchemaError(f"cell file is not a schema {SCHEMA_VERSION} cell record "
                               f"({problem})", path=path, version=version)
         return record
-
-
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    """The entries of ``data`` that are fields of the dataclass ``cls`` (derived keys dropped)."""
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in data.items() if k in names}

@@ -35,7 +35,7 @@ from .display import (
 from .errors import StoreError, ValidationFailed
 from .latex import write_latex
 from .metrics import PANEL
-from .params import check_notebook_parameters
+from .nbparams import check_notebook_parameters
 from .paths import outputs_dir
 from .results import SweepResult
 from .runs import RunDir, list_runs, runs_root
@@ -411,7 +411,7 @@ def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
 
     A run that cannot be read is skipped with a warning naming it (``Comparison.skipped``).
     ``notebook``: papermill's ``PAPERMILL_OUTPUT_PATH``, to refuse a notebook parameter the
-    report notebook does not declare (see :func:`~.params.check_notebook_parameters`).
+    report notebook does not declare (see :func:`~.nbparams.check_notebook_parameters`).
     """
     check_notebook_parameters(notebook)
     skipped: list[str] = []

@@ -115,7 +115,7 @@ class SweepResult(Rendered):
         another one: ``result.slo = SloParams(ttft_s=0.5)`` (tables are then made again)."""
         if "_slo" not in self.__dict__:
             found = (self.manifest.get("params") or {}).get("slo")
-            from .params import SloParams
+            from .sections import SloParams
 
             self.__dict__["_slo"] = SloParams.model_validate(found) if found else None
         return self.__dict__["_slo"]

@@ -31,8 +31,8 @@ import yaml
 from .analysis import judge
 from .errors import ParamsError, SchemaError, StoreError
 from .notebook_link import SAVED_STATE, keep_session, session_notebook
-from .params import Plan
 from .paths import folder_problem, outputs_dir
+from .plan import Plan
 from .provenance import environment_info
 from .records import SCHEMA_VERSION, CellRecord, Provenance
 from .runlock import RunLock

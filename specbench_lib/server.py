@@ -1,7 +1,7 @@
 """A server as its own process group: start, wait ready, watch, scan its log, stop.
 
-:class:`AttachedServer` offers the same interface for a server that is already running (e.g. a
-systemd unit): it is watched and measured, never started or stopped.
+:class:`~.attached.AttachedServer` offers the same interface for a server that is already
+running (e.g. a systemd unit): it is watched and measured, never started or stopped.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import fcntl
 import os
 import re
 import signal
-import socket
-import ssl
 import subprocess
 import sys
 import time
@@ -23,20 +21,13 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from .attached import AttachedServer
 from .errors import PreflightError, ServerError
-from .params import AttachParams
+from .health import HEALTH_LIMIT_S, http_status
+from .hostsources import listener_pids
 from .paths import cache_dir
-from .serverlog import LogPump, LogScan, argv_secrets, bounded_log
+from .serverlog import GENERIC_SIGNATURES, LogPump, LogScan, argv_secrets
 from .store import redact
-
-# Fatal in any engine, and the most specific: a line naming the fault ranks before an adapter's
-# own, more generic signatures (SGLang's "Scheduler hit an exception" precedes the CUDA line that
-# explains it). A bare Python traceback is not here: servers log handled request errors that way
-# and stay up.
-GENERIC_SIGNATURES = tuple(re.compile(p) for p in (
-    r"CUDA error", r"illegal (instruction|memory access)", r"out of memory", r"OutOfMemory",
-    r"Segmentation fault", r"[Aa]ssertion .*failed|GGML_ASSERT", r"terminate called after throwing",
-))
 
 EXIT_WAIT_S = 5.0  # a server found dead: the longest wait for its exit status
 
@@ -199,189 +190,7 @@ class ServerProcess(LogScan):
         self.stop()
 
 
-class AttachedServer(LogScan):
-    """A server that is already running, behind the interface the sweep uses on :class:`ServerProcess`.
-
-    Alive means its health endpoint answers 200 and, with a systemd unit, ``systemctl is-active``
-    says ``active``. Its log is the unit's journal since :meth:`start`, copied into ``log_path``
-    (``journalctl -u UNIT --since ...``) whenever the log is read and at :meth:`stop`, so crash
-    signatures are found there. :meth:`stop` never stops the server.
-    """
-
-    def __init__(self, *, name: str, attach: AttachParams, health_path: str, log_path: Path,
-                 signatures: tuple[re.Pattern[str], ...] = ()) -> None:
-        self.name = name
-        self.attach = attach
-        self.unit = attach.unit
-        self.base_url = attach.url
-        self.health_path = health_path
-        self.log_path = log_path
-        self.signatures = GENERIC_SIGNATURES + signatures
-        self._since: str | None = None
-        self._header = ""
-
-    def start(self) -> None:
-        """Open the journal window (a second back) and write the log's header; starts nothing."""
-        self._since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 1))
-        unit = f" unit {self.unit}, journal since {self._since}" if self.unit else " (no unit: no log)"
-        self._header = f"# attached: {self.base_url}{unit}\n"
-        try:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self.log_path.write_text(self._header)
-        except OSError as exc:
-            raise self._log_failed(exc) from None
-        self._refresh_log()
-
-    def wait_ready(self, timeout_s: float) -> float:
-        """Block until the health endpoint answers 200; returns the seconds it took."""
-        start = time.monotonic()
-        while time.monotonic() - start < timeout_s:
-            state = self.unit_state()
-            if state not in (None, "active", "activating", "reloading"):
-                raise ServerError(f"unit {self.unit} of attached server {self.name} is {state}; "
-                                  f"see its journal", config=self.name, log_path=self.log_path,
-                                  log_excerpt=self.log_tail())
-            if self._health_ok():
-                return time.monotonic() - start
-            time.sleep(0.2)
-        raise ServerError(f"attached server {self.name} at {self.base_url} not ready within "
-                          f"{timeout_s:.0f} s", config=self.name, log_path=self.log_path,
-                          log_excerpt=self.log_tail())
-
-    def unit_state(self) -> str | None:
-        """``systemctl is-active UNIT`` (``active``, ``failed``…); None without a unit."""
-        if self.unit is None:
-            return None
-        try:
-            done = subprocess.run(["systemctl", "is-active", self.unit], capture_output=True,
-                                  text=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"unknown (systemctl: {exc})"
-        return done.stdout.strip() or "unknown"
-
-    def alive(self) -> bool:
-        return self._health_ok() and self.unit_state() in (None, "active")
-
-    def healthy(self) -> bool:
-        """Health endpoint answering 200 and, with a unit, the unit active."""
-        return self.alive()
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """The bearer token header, read from ``attach.api_key_env`` at each use (never stored)."""
-        return auth_headers(self.attach, config=self.name)
-
-    @property
-    def returncode(self) -> int | None:
-        return None
-
-    def exit_status(self, wait_s: float = 0.0) -> int | None:
-        return None
-
-    @property
-    def pid(self) -> int | None:
-        return None
-
-    def stop(self, grace_s: float = 3.0) -> None:
-        """Copy the journal one last time; the server keeps running (it is not ours)."""
-        self._refresh_log()
-
-    def _health_ok(self) -> bool:
-        return http_status(self.base_url, self.health_path, headers=self.headers,
-                           limit_s=HEALTH_LIMIT_S) == 200
-
-    def _refresh_log(self) -> None:
-        if self.unit is None or self._since is None:
-            return
-        argv = ["journalctl", "-u", self.unit, "--since", self._since, "--no-pager", "-o", "short-iso"]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return
-        if done.returncode != 0:
-            return
-        token = os.environ.get(self.attach.api_key_env or "", "")
-        text = bounded_log((self._header + done.stdout).encode(errors="replace"),
-                           secrets=(token,), signatures=self.signatures)
-        try:
-            self.log_path.write_bytes(text)
-        except OSError as exc:
-            self._log_error = exc
-
-    def __enter__(self) -> AttachedServer:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-
 Server = ServerProcess | AttachedServer
-
-HEALTH_LIMIT_S = 5.0  # one health probe, connect to status line
-
-
-def http_status(base_url: str, path: str, *, headers: dict[str, str] | None = None,
-                limit_s: float = HEALTH_LIMIT_S) -> int | None:
-    """The status code of ``GET path`` read within ``limit_s`` in all (None when the server is
-    unreachable, too slow or answers something else than HTTP): a trickling endpoint cannot
-    hold the caller past the limit, as a per-read timeout would."""
-    deadline = time.monotonic() + max(limit_s, 0.01)
-    url = urlsplit(base_url)
-    host, port = url.hostname or "127.0.0.1", url.port or (443 if url.scheme == "https" else 80)
-    lines = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
-               f"{lines}\r\n").encode()
-    try:
-        with socket.create_connection((host, port), timeout=limit_s) as raw:
-            sock = ssl.create_default_context().wrap_socket(raw, server_hostname=host) \
-                if url.scheme == "https" else raw
-            sock.sendall(request)
-            head = b""
-            while b"\r\n" not in head and len(head) < 1024:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                sock.settimeout(left)
-                piece = sock.recv(1024)
-                if not piece:
-                    break
-                head += piece
-    except (OSError, ValueError):
-        return None
-    parts = head.split(b"\r\n", 1)[0].split()
-    if len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1].isdigit():
-        return int(parts[1])
-    return None
-
-
-def listener_pids(port: int) -> set[int] | None:
-    """The pids holding a listening TCP socket on ``port`` (Linux ``/proc``); None if unknowable."""
-    inodes: set[str] = set()
-    try:
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            with contextlib.suppress(FileNotFoundError):
-                for row in Path(table).read_text().splitlines()[1:]:
-                    cols = row.split()
-                    if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(cols[9])
-    except OSError:
-        return None
-    if not inodes:
-        return None
-    wanted = {f"socket:[{inode}]" for inode in inodes}
-    pids: set[int] = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in (proc / "fd").iterdir():
-                if os.readlink(fd) in wanted:
-                    pids.add(int(proc.name))
-                    break
-    return pids or None
-
 
 def _pgid(pid: int) -> int | None:
     try:
@@ -414,18 +223,6 @@ def port_lease(host: str, port: int) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def auth_headers(attach: AttachParams | None, *, config: str) -> dict[str, str]:
-    """The ``Authorization`` header of an attached server, read from its environment variable now."""
-    if attach is None or attach.api_key_env is None:
-        return {}
-    token = os.environ.get(attach.api_key_env, "")
-    if not token:
-        raise PreflightError(f"config {config!r}: environment variable {attach.api_key_env} "
-                             f"(attach.api_key_env) is empty or not set; export the server's API "
-                             f"key there", what="api_key")
-    return {"Authorization": f"Bearer {token}"}
 
 
 def _load_prctl() -> Any:

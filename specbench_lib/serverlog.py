@@ -28,6 +28,14 @@ from .store import REDACTED, redact
 
 LOG_CAP_BYTES = 64 << 20  # a server's log past this keeps only crash lines and its last lines
 CRASH_LINES_PAST_CAP = 1000
+# Fatal in any engine, and the most specific: a line naming the fault ranks before an adapter's
+# own, more generic signatures (SGLang's "Scheduler hit an exception" precedes the CUDA line that
+# explains it). A bare Python traceback is not here: servers log handled request errors that way
+# and stay up.
+GENERIC_SIGNATURES = tuple(re.compile(p) for p in (
+    r"CUDA error", r"illegal (instruction|memory access)", r"out of memory", r"OutOfMemory",
+    r"Segmentation fault", r"[Aa]ssertion .*failed|GGML_ASSERT", r"terminate called after throwing",
+))
 TAIL_LINES = 40
 MAX_LINE_BYTES = 64 << 10  # a "line" with no newline is cut here
 _BEARER = re.compile(rb"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}")

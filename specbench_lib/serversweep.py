@@ -19,27 +19,30 @@ from typing import Any, Protocol
 import httpx
 
 from .analysis import analyse
+from .attached import AttachedServer
 from .dispatch import dispatch_cell
 from .engines import Adapter, Isolation, Launch
 from .errors import ControlTimeout, EngineError, ServerError
-from .hostload import HostSampler, server_pids, usable_cpus
+from .hostload import HostSampler, server_pids
+from .hostsources import usable_cpus
 from .loadprofile import profile_rate
-from .params import CellSpec, Plan, RequestRateParams, ServerConfig, SweepParams
+from .params import CellSpec, ServerConfig, SweepParams
+from .plan import Plan
 from .progress import Progress
 from .promptbook import PromptBook
 from .records import (
     CellFacts,
     CellRecord,
     JudgeInputs,
-    PromptRecord,
     Provenance,
     Reason,
     RequestRecord,
-    ServedBefore,
     Verdict,
 )
 from .runs import RunDir
-from .server import AttachedServer, Server, ServerProcess
+from .sections import RequestRateParams
+from .served import PromptRecord, ServedBefore
+from .server import Server, ServerProcess
 from .store import redact, utc_now
 from .validate import context_guard
 from .workload import Prompt

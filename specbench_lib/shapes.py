@@ -89,3 +89,9 @@ def _wrong(value: Any, hint: Any, where: str) -> str:
     name = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
     shown = repr(value)
     return f"{where or 'the record'}: {shown[:60]}{'…' if len(shown) > 60 else ''} is not {name}"
+
+
+def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that are fields of the dataclass ``cls`` (derived keys dropped)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}

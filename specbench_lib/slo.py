@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .params import SloParams
 from .records import CellRecord, RequestRecord
+from .sections import SloParams
 
 SLO_COLUMNS = ("goodput_rps", "goodput_tok_s", "slo_met", "meets_slo")
 

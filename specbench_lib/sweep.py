@@ -18,7 +18,8 @@ from .errors import StoreError
 from .fingerprint import Components, cell_fingerprints
 from .intervals import ok_groups, row_bounds, sequential_level
 from .metrics import GROUP, PANEL
-from .params import Plan, SweepParams
+from .params import SweepParams
+from .plan import Plan
 from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress

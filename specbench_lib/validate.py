@@ -11,17 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .hostload import HostLoad
+from .hostfacts import HostLoad
 from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION
 from .records import (
     STATUSES,
-    PromptRecord,
     Reason,
     RequestRecord,
-    ServedBefore,
     Status,
     Verdict,
 )
+from .served import PromptRecord, ServedBefore
 
 __all__ = ["RULES", "STATUSES", "Reason", "Rule", "Status", "Verdict", "coalesced_reads",
            "context_guard", "judge_cell", "judge_counters", "judge_history", "judge_host",

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PreflightError
-from .params import WorkloadParams
 from .paths import resolve_project_path
+from .sections import WorkloadParams
 
 _SHAREGPT_DOCS = 3000
 MIN_MATERIAL = 16

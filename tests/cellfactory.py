@@ -17,11 +17,11 @@ from specbench_lib.records import (
     CellRecord,
     FinalStats,
     JudgeInputs,
-    PromptRecord,
     Reason,
     RequestRecord,
     Verdict,
 )
+from specbench_lib.served import PromptRecord
 
 
 def request(index: int, *, tokens: int, last: float, outputs: list[int] | None = None,

@@ -38,10 +38,10 @@ from specbench_lib.records import (
     CellRecord,
     FinalStats,
     JudgeInputs,
-    PromptRecord,
     RequestRecord,
     Verdict,
 )
+from specbench_lib.served import PromptRecord
 
 BURST_S = 1e-6  # tokens of one step reach the client this far apart (one delivery)
 

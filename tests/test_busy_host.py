@@ -18,7 +18,7 @@ from hogs import child_hog, cpu_rate, other_hog
 from procs import pids_with
 
 import specbench_lib as sb
-from specbench_lib import hostload, preflight, serversweep
+from specbench_lib import hostfacts, hostload, preflight, serversweep
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
@@ -62,7 +62,7 @@ def test_another_process_burning_a_core_makes_the_cell_invalid(tmp_path: Path) -
     detail = next(r.detail for r in cell.verdict.reasons if r.code == "busy_host")
     assert f"(pid {hog})" in detail and "host.max_other_cpu_cores 0.5" in detail
     host = cell.facts.host
-    assert host is not None and host.window_s >= hostload.MIN_JUDGED_WINDOW_S and host.samples >= 3
+    assert host is not None and host.window_s >= hostfacts.MIN_JUDGED_WINDOW_S and host.samples >= 3
     seen = {p.pid: p.cores for p in host.top}
     assert seen[hog] == pytest.approx(reference, abs=0.25) and seen[hog] <= 1.05, (host, reference)
     assert host.other_cpu_cores >= seen[hog] - 0.01
@@ -87,7 +87,7 @@ def test_the_servers_own_cpu_and_the_sweeps_own_are_not_counted(
                               outputs=tmp_path / "out", progress=False)
     cell = result.cells[0]
     host = cell.facts.host
-    assert host is not None and host.window_s >= hostload.MIN_JUDGED_WINDOW_S
+    assert host is not None and host.window_s >= hostfacts.MIN_JUDGED_WINDOW_S
     # each would be over the threshold if it were counted (their share depends on the machine's
     # other work: a spinning thread and child in the server, a spinning child of this process)
     assert host.server_cpu_cores > 0.2, host

@@ -19,7 +19,9 @@ import pytest
 from fakeparams import FAKE, fake_engine
 
 import specbench_lib as sb
-from specbench_lib.server import ServerProcess, http_status, listener_pids, port_lease
+from specbench_lib.health import http_status
+from specbench_lib.hostsources import listener_pids
+from specbench_lib.server import ServerProcess, port_lease
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 8198

@@ -8,7 +8,7 @@ from reference_server import ReferenceServer
 
 from specbench_lib.dispatch import arrival_offsets, dispatch_cell
 from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.params import RequestRateParams, TimeoutParams
+from specbench_lib.sections import RequestRateParams, TimeoutParams
 from specbench_lib.validate import judge_cell
 
 ADAPTER = LlamaCppAdapter()

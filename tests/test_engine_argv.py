@@ -15,7 +15,8 @@ from specbench_lib.engines.prometheus import parse_counters, spec_deltas
 from specbench_lib.engines.sglang import TREE_TEMPLATES, SGLangAdapter
 from specbench_lib.engines.vllm import VllmAdapter
 from specbench_lib.errors import ParamsError
-from specbench_lib.params import EngineParams, ServerConfig
+from specbench_lib.params import ServerConfig
+from specbench_lib.sections import EngineParams
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = Path("/venv/bin/python")

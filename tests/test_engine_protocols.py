@@ -18,7 +18,8 @@ from specbench_lib.engines import get_adapter
 from specbench_lib.engines.sglang import SGLangAdapter
 from specbench_lib.engines.vllm import VllmAdapter
 from specbench_lib.errors import EngineError
-from specbench_lib.params import EngineParams, ServerConfig
+from specbench_lib.params import ServerConfig
+from specbench_lib.sections import EngineParams
 from specbench_lib.server import ServerProcess
 from specbench_lib.validate import judge_cell
 

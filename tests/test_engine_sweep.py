@@ -310,11 +310,11 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
 def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
         engine, outputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import specbench_lib as sb
-    from specbench_lib import params as params_module
+    from specbench_lib import plan as plan_module
     from specbench_lib import serversweep
 
     monkeypatch.setattr(serversweep, "context_guard", lambda **_: None)
-    monkeypatch.setattr(params_module, "_require_context_room", lambda *_: None)  # both guards
+    monkeypatch.setattr(plan_module, "_require_context_room", lambda *_: None)  # both guards
     params = tmp_path / "p.yaml"
     params.write_text(f"extends: {TINY}\ncontexts: [2048]\nconcurrency: [1]\nwarmup_requests: 0\n")
     result = sb.run_sweep(sb.load_plan(params, budget=8), progress=False)
@@ -331,7 +331,7 @@ def test_llama_server_prefix_cache_is_off_unless_allowed_and_a_hit_is_caught(
         engine, tmp_path: Path) -> None:
     from specbench_lib.dispatch import dispatch_cell
     from specbench_lib.engines.llamacpp import LlamaCppAdapter
-    from specbench_lib.params import EngineParams
+    from specbench_lib.sections import EngineParams
     from specbench_lib.server import ServerProcess
     from specbench_lib.validate import judge_cell
 

@@ -26,7 +26,7 @@ from test_record_integrity import dead_pid, recorded_run, small_plan
 
 import specbench_lib as sb
 from specbench_lib import cli, report, serverlog
-from specbench_lib.hostload import HostLoad, HostProcess
+from specbench_lib.hostfacts import HostLoad, HostProcess
 from specbench_lib.records import CellFacts
 from specbench_lib.runs import Run, RunDir, list_runs
 from specbench_lib.server import ServerProcess
@@ -408,7 +408,7 @@ def test_a_plan_of_too_many_cells_is_refused_before_it_is_built(tmp_path: Path) 
     "request_rate: {per_s: [1.0, 2.0]}\nconcurrency: [1, 2]",
     "request_rate: {profile: 3}\nconcurrency: [1, 4]\nrepeats: 2"])
 def test_the_cell_count_is_the_plans(tmp_path: Path, extra: str) -> None:
-    from specbench_lib.params import _cell_count
+    from specbench_lib.plan import _cell_count
 
     path = tmp_path / "p.yaml"
     path.write_text(f"extends: {EMBEDDED}\n{extra}\n")

@@ -15,16 +15,12 @@ from hogs import child_hog, cpu_rate, other_hog
 
 from specbench_lib import analysis
 from specbench_lib.errors import ParamsError
-from specbench_lib.hostload import (
-    CpuTimes,
-    HostLoad,
-    HostProcess,
-    HostSampler,
-    parse_stat,
-    sample_host,
-)
-from specbench_lib.params import HostParams, load_plan
+from specbench_lib.hostfacts import HostLoad, HostProcess
+from specbench_lib.hostload import HostSampler, sample_host
+from specbench_lib.hostsources import CpuTimes, parse_stat
+from specbench_lib.plan import load_plan
 from specbench_lib.records import CellFacts, CellRecord
+from specbench_lib.sections import HostParams
 from specbench_lib.validate import judge_host
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,9 +18,10 @@ from specbench_lib import preflight
 from specbench_lib.analysis import analyse
 from specbench_lib.engines import get_adapter
 from specbench_lib.errors import EngineError, PreflightError
-from specbench_lib.params import EngineParams, ServerConfig
+from specbench_lib.params import ServerConfig
 from specbench_lib.promptbook import PromptBook
-from specbench_lib.records import PromptRecord, ServedBefore
+from specbench_lib.sections import EngineParams
+from specbench_lib.served import PromptRecord, ServedBefore
 from specbench_lib.serversweep import cell_order
 from specbench_lib.workload import build_prompts
 

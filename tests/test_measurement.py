@@ -12,8 +12,9 @@ from specbench_lib.engines import FinalStats
 from specbench_lib.errors import ParamsError
 from specbench_lib.lossless import common_prefix, losslessness
 from specbench_lib.metrics import cell_metrics, results_table
-from specbench_lib.params import WorkloadParams, load_plan
+from specbench_lib.plan import load_plan
 from specbench_lib.records import CellDispatch, CellRecord, RequestRecord
+from specbench_lib.sections import WorkloadParams
 from specbench_lib.workload import build_prompts
 
 TINY = Path(__file__).resolve().parent / "data" / "tiny.yaml"

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 import specbench_lib as sb
-from specbench_lib.params import check_notebook_parameters, load_params, load_plan
+from specbench_lib.layering import load_params
+from specbench_lib.nbparams import check_notebook_parameters
+from specbench_lib.plan import load_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "params" / "embedded.yaml"

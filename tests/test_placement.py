@@ -23,7 +23,8 @@ from fakeparams import FAKE, LENIENT_HOST, fake_argv, fake_engine
 
 import specbench_lib as sb
 from specbench_lib.errors import ParamsError, PreflightError
-from specbench_lib.records import CellFacts, CoTenant, Placement
+from specbench_lib.hostfacts import CoTenant, Placement
+from specbench_lib.records import CellFacts
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 8240  # the driver leases it; placed servers take 8241-8259

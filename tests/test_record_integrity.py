@@ -16,7 +16,9 @@ from cellfactory import make_cell
 
 import specbench_lib as sb
 from specbench_lib import cli, report
-from specbench_lib.params import CellSpec, build_plan, load_params
+from specbench_lib.layering import load_params
+from specbench_lib.params import CellSpec
+from specbench_lib.plan import build_plan
 from specbench_lib.records import CellFacts, CellRecord, JudgeInputs, Reason, Verdict
 from specbench_lib.runs import Run, RunDir, list_runs
 from specbench_lib.store import REDACTED, is_secret_name, redact

@@ -10,19 +10,19 @@ import pytest
 from cellfactory import make_cell
 
 from specbench_lib import SchemaError, SweepResult, analysis, validate
-from specbench_lib.hostload import HostLoad, HostProcess
+from specbench_lib.hostfacts import HostLoad, HostProcess
 from specbench_lib.records import (
     CellFacts,
     CellRecord,
     FinalStats,
     JudgeInputs,
-    PromptRecord,
     Provenance,
     Reason,
     RequestRecord,
     Verdict,
 )
 from specbench_lib.runs import RunDir
+from specbench_lib.served import PromptRecord
 
 
 def through_json(data: dict) -> dict:

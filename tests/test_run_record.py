@@ -13,7 +13,7 @@ from fakeparams import FAKE, fake_argv, fake_engine
 import specbench_lib as sb
 from specbench_lib import provenance
 from specbench_lib.fingerprint import Components, cell_fingerprints
-from specbench_lib.params import build_plan, load_plan
+from specbench_lib.plan import build_plan, load_plan
 from specbench_lib.records import CellRecord
 
 ROOT = Path(__file__).resolve().parent.parent

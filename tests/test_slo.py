@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from cellfactory import spread_cell
 
+from specbench_lib.errors import ParamsError
 from specbench_lib.metrics import results_table
-from specbench_lib.params import ParamsError, SloParams, load_plan
+from specbench_lib.plan import load_plan
+from specbench_lib.sections import SloParams
 from specbench_lib.slo import capacity, goodput
 
 

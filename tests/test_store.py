@@ -12,11 +12,12 @@ import pytest
 from cellfactory import make_cell
 
 from specbench_lib import PreflightError, StoreError, SweepResult
-from specbench_lib.params import EngineParams, KnownBad, ServerConfig
+from specbench_lib.params import KnownBad, ServerConfig
 from specbench_lib.preflight import engine_files
 from specbench_lib.provenance import file_identity
 from specbench_lib.records import CellRecord
 from specbench_lib.runs import RunDir, list_runs
+from specbench_lib.sections import EngineParams
 from specbench_lib.store import write_json_atomic
 
 

@@ -1,24 +1,22 @@
 """Engine adapters; :func:`get_adapter` maps an engine kind to its adapter (imported lazily).
 
-Everything engine-specific lives in this package, the kind names included: params validates
-``engine.kind`` and ``engine.api`` against :data:`KINDS` and :data:`APIS`. This module imports
-nothing of specbench at its top (params imports it while it is being defined); the types are
-loaded on first use.
+Everything engine-specific lives in this package but the kind names, which params validates
+``engine.kind`` and ``engine.api`` against: they are :mod:`..kinds`'s (:data:`KINDS`,
+:data:`APIS`), re-exported here. The types are loaded on first use.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-KINDS = ("llamacpp", "sglang", "vllm", "template")
-APIS = ("llamacpp", "sglang", "vllm")  # the protocols a kind-template server may speak
-DEFAULT_KIND = "llamacpp"  # the embedded engine: its binary and model have defaults
+from ..kinds import APIS, DEFAULT_KIND, KINDS
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..params import EngineParams, ServerConfig
+    from ..params import ServerConfig
     from ..records import FinalStats
+    from ..sections import EngineParams
     from .adapter import BaseAdapter
     from .base import Adapter, EngineIdentity, Isolation, Launch, ServerInfo, StreamEvent
 
@@ -43,7 +41,7 @@ def get_adapter(engine: EngineParams | str) -> Adapter:
     Kind ``template`` starts a server from ``engine.argv_template`` and speaks ``engine.api``.
     """
     from ..errors import ParamsError
-    from ..params import EngineParams
+    from ..sections import EngineParams
 
     params = engine if isinstance(engine, EngineParams) else None
     kind = params.kind if params is not None else str(engine)

@@ -12,20 +12,12 @@ from typing import Any, ClassVar
 import httpx
 
 from ..errors import EngineError, ParamsError
-from ..params import EngineParams, ServerConfig
+from ..params import ServerConfig
+from ..sections import EngineParams
 from . import prometheus
 from .argv import spec_override, template_launch, template_values
-from .base import (
-    EngineIdentity,
-    Isolation,
-    Launch,
-    ServerInfo,
-    StreamEvent,
-    control_limit,
-    excerpt,
-    request,
-    url_of,
-)
+from .base import EngineIdentity, Isolation, Launch, ServerInfo, StreamEvent
+from .control import control_limit, excerpt, request, url_of
 from .identity import identify
 
 

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import ParamsError
-from ..params import EngineParams, ServerConfig
+from ..params import ServerConfig
+from ..sections import EngineParams
 from .base import Launch
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:([+-])(\d+))?\}")

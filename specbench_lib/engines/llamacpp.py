@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 
 from ..errors import EngineError, ParamsError
-from ..params import EngineParams, ServerConfig
+from ..params import ServerConfig
 from ..records import FinalStats
+from ..sections import EngineParams
 from .adapter import BaseAdapter, int_option
 from .base import (
     BadLine,
@@ -21,12 +22,10 @@ from .base import (
     StreamParser,
     field_dict,
     field_ids,
-    get_json,
     opt_int,
     opt_str,
-    post_tokens,
-    url_of,
 )
+from .control import get_json, post_tokens, url_of
 
 _NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
 # speculative state that outlives a request (shared/ENGINE.md): ngram-mod's one hash pool for

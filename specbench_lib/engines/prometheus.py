@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from .base import DEFAULT_CONTROL_TIMEOUT_S, request
+from .control import DEFAULT_CONTROL_TIMEOUT_S, request
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 SPEC_COUNTERS = ("spec_decode_num_drafts_total", "spec_decode_num_draft_tokens_total",

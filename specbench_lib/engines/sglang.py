@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 
 from ..errors import EngineError, ParamsError
-from ..params import EngineParams, ServerConfig
+from ..params import ServerConfig
 from ..records import FinalStats
+from ..sections import EngineParams
 from . import tokenizer
 from .adapter import BaseAdapter, int_option
 from .base import (
@@ -27,15 +28,12 @@ from .base import (
     ServerInfo,
     StreamEvent,
     StreamParser,
-    excerpt,
     field_dict,
     field_ids,
-    json_object,
     opt_int,
     opt_str,
-    request,
-    url_of,
 )
+from .control import excerpt, json_object, request, url_of
 
 DEFAULT_LAUNCHER = ("-m", "sglang.launch_server")
 _EAGLE_FAMILY = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft": "STANDALONE"}

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from ..errors import PreflightError
-from .base import DEFAULT_CONTROL_TIMEOUT_S, post_tokens
+from .control import DEFAULT_CONTROL_TIMEOUT_S, post_tokens
 
 
 def tokenizer_file(path: str | Path) -> Path | None:

@@ -25,23 +25,13 @@ from typing import Any
 import httpx
 
 from ..errors import EngineError, ParamsError
-from ..params import EngineParams, ServerConfig
+from ..params import ServerConfig
 from ..records import FinalStats
+from ..sections import EngineParams
 from . import prometheus, tokenizer
 from .adapter import BaseAdapter
-from .base import (
-    BadLine,
-    ServerInfo,
-    StreamEvent,
-    StreamParser,
-    field_ids,
-    get_json,
-    opt_int,
-    opt_str,
-    request,
-    try_get_json,
-    url_of,
-)
+from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_ids, opt_int, opt_str
+from .control import get_json, request, try_get_json, url_of
 from .identity import python_interpreter
 
 DEFAULT_LAUNCHER = ("serve",)  # after the vllm executable
