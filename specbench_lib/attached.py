@@ -13,6 +13,7 @@ from types import TracebackType
 
 from .errors import ServerError
 from .health import HEALTH_LIMIT_S, auth_headers, http_status
+from .reaper import Ended
 from .sections import AttachParams
 from .serverlog import GENERIC_SIGNATURES, LogScan, bounded_log
 
@@ -99,6 +100,11 @@ class AttachedServer(LogScan):
     @property
     def pid(self) -> int | None:
         return None
+
+    @property
+    def ended(self) -> list[Ended]:
+        """Nothing: an attached server's processes are not ours to end."""
+        return []
 
     def stop(self, grace_s: float = 3.0) -> None:
         """Copy the journal one last time; the server keeps running (it is not ours)."""

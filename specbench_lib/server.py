@@ -26,6 +26,7 @@ from .errors import PreflightError, ServerError
 from .health import HEALTH_LIMIT_S, http_status
 from .hostsources import listener_pids
 from .paths import cache_dir
+from .reaper import Ended, end_marked, marked, marked_env, new_mark
 from .serverlog import GENERIC_SIGNATURES, LogPump, LogScan, argv_secrets
 from .store import redact
 
@@ -48,6 +49,8 @@ class ServerProcess(LogScan):
         self._proc: subprocess.Popen[bytes] | None = None
         self._pump: LogPump | None = None
         self._drained = False
+        self._mark = new_mark()  # in every process it starts (:mod:`.reaper`)
+        self.ended: list[Ended] = []  # what was still running after its group was killed
 
     def start(self) -> None:
         """Launch the server in its own process group, its output drained into its log (secrets
@@ -62,7 +65,7 @@ class ServerProcess(LogScan):
         try:
             self._proc = subprocess.Popen(
                 self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                stdin=subprocess.DEVNULL, start_new_session=True, env=marked_env(self._mark),
                 preexec_fn=_die_with_parent if _PRCTL is not None else None)
         except OSError as exc:
             raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
@@ -105,13 +108,14 @@ class ServerProcess(LogScan):
                           config=self.name, log_path=self.log_path, log_excerpt=self.log_tail())
 
     def _check_owner(self) -> None:
-        """The answering socket must belong to this server's process group (another program on
-        the port would otherwise be measured in its place)."""
+        """The answering socket must belong to this server's process group, or carry its mark
+        (another program on the port would otherwise be measured in its place)."""
         port = urlsplit(self.base_url).port
         owners = listener_pids(port) if port is not None else None
         if not owners or self._proc is None:
             return  # not knowable here (not Linux, or no permission): trust the port check
-        ours = [pid for pid in owners if _pgid(pid) == self._proc.pid]
+        mine = set(marked(self._mark))  # a server that left the group is still this one's
+        ours = [pid for pid in owners if _pgid(pid) == self._proc.pid or pid in mine]
         if not ours:
             raise ServerError(
                 f"port {port} answers, but from process {', '.join(map(str, sorted(owners)))}, "
@@ -150,7 +154,9 @@ class ServerProcess(LogScan):
     def stop(self, grace_s: float = 3.0) -> None:
         """TERM the process group, then KILL it after ``grace_s`` (llama.cpp can hang on TERM);
         the group is KILLed at the end in any case, since children can outlive their leader (a
-        SIGKILLed vLLM API server leaves its engine core and worker running)."""
+        SIGKILLed vLLM API server leaves its engine core and worker running). What still runs
+        with this server's mark after that (a process that called ``setsid()``) is ended too and
+        named in :attr:`ended`."""
         if self._proc is None:
             return
         try:
@@ -159,6 +165,7 @@ class ServerProcess(LogScan):
         finally:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
+            self.ended += end_marked(self._mark)
             if self._pump is not None:
                 self._pump.join()  # the log's last lines (and a capped log's note) written
 

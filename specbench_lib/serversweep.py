@@ -184,6 +184,14 @@ class ServerSweep:
             began = time.perf_counter()
             proc.stop()
             self.timing["stop_s"] = round(time.perf_counter() - began, 4)
+            self._ended(proc)
+
+    def _ended(self, proc: Server) -> None:
+        """Name in the manifest what had left the server's process group and had to be ended."""
+        if proc.ended:
+            self.record["ended_after_stop"] = [*self.record.get("ended_after_stop", []),
+                                               *(asdict(e) for e in proc.ended)]
+            self.run.store_server(self.key, self.record)
 
     def _cells(self, proc: Server, client: httpx.Client, cells: list[CellSpec],
                base: int) -> CellFacts | None:

@@ -47,7 +47,7 @@ MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chun
          "done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length", "bad_chunk",
          "no_final", "learns", "overclaim")
 PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie",
-                 "warmup_crash", "slow_death")
+                 "warmup_crash", "slow_death", "setsid")
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
 
 
@@ -252,7 +252,14 @@ def main() -> None:
     if args.mode == "startup_crash":
         print(f"Capture cuda graph failed: {CUDA_ERROR}", file=sys.stderr, flush=True)
         sys.exit(1)
-    server = FakeLlamaServer(args.mode, hang_s=args.hang_s, port=args.port, interval=args.interval)
+    if args.mode == "setsid":  # a launcher whose server leaves the process group
+        child = os.fork()
+        if child:
+            os.waitpid(child, 0)
+            return
+        os.setsid()
+    mode = "ok" if args.mode == "setsid" else args.mode
+    server = FakeLlamaServer(mode, hang_s=args.hang_s, port=args.port, interval=args.interval)
     server.serve_forever()
 
 

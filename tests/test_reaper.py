@@ -7,8 +7,16 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+from cellfactory import not_ok
+from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from procs import pids_with
+
+import specbench_lib as sb
 from specbench_lib import reaper
+
+PORT = 8236
 
 # a launcher whose child calls setsid() (as a daemonizing server does) and lives on; the
 # child ignores SIGTERM when asked to, as a hung server would
@@ -83,3 +91,29 @@ def test_other_marks_and_unmarked_processes_are_left_alone() -> None:
     finally:
         kill_group(proc)
         reaper.end_marked(other)
+
+
+def test_a_sweep_ends_the_server_that_left_its_group_and_names_it(tmp_path: Path) -> None:
+    """``--mode setsid``: the launcher's server calls setsid() and keeps the port. Without the
+    mark it would outlive the sweep and hold the port against the next config's server."""
+    path = tmp_path / "escape.yaml"
+    path.write_text(f"""phase: escape
+{fake_engine(PORT, fake_argv("--mode", "ok"), ready_timeout_s=10)}configs:
+  - {{name: escape, method: ngram, budgets: [4], argv: {fake_argv("--mode", "setsid", budget=True)}}}
+  - {{name: auto, method: auto}}
+workloads:
+  - {{name: code, source: humaneval}}
+contexts: [32]
+concurrency: [1]
+output_tokens: 4
+requests_per_cell: 2
+warmup_requests: 1
+{LENIENT_HOST}""")
+    run = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
+    assert run.counts()["ok"] == 2, not_ok(run)
+    servers = run.manifest["servers"]
+    ended = servers["escape-b4"]["ended_after_stop"]
+    assert len(ended) == 1 and "--mode setsid" in ended[0]["argv"]
+    assert ended[0]["signal"] == "SIGTERM"
+    assert "ended_after_stop" not in servers["auto"]
+    assert pids_with("fake_server.py", "--port\0" + str(PORT)) == []
