@@ -74,7 +74,7 @@ def model_matches_last_run(model: Path, *, root: Path | None = None) -> str:
     now = file_identity(model)
     for run_dir in reversed(list(iter_runs(root))):
         try:
-            before = run_dir.manifest().get("model") or {}
+            before = run_dir.read_manifest().model
         except StoreError:
             continue
         if before.get("path") != str(model):
