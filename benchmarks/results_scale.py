@@ -145,7 +145,7 @@ def measure(run: Path) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
     import specbench_lib as sb
-    from specbench_lib.results import SweepResult
+    from specbench_lib.outcome import SweepResult
 
     steps: list[dict[str, Any]] = [{"step": "python + imports", "seconds": 0.0, "maxrss_mb": _maxrss_mb()}]
 
@@ -171,7 +171,7 @@ def measure(run: Path) -> dict[str, Any]:
 
 
 def measure_tracemalloc(run: Path) -> dict[str, Any]:
-    from specbench_lib.results import SweepResult
+    from specbench_lib.outcome import SweepResult
 
     tracemalloc.start()
     began = time.perf_counter()

@@ -34,14 +34,14 @@ from .records import CellRecord, Reason, RequestRecord, Verdict
 
 if TYPE_CHECKING:
     from . import plots, report
-    from .results import Outcome, SweepResult
-    from .sweep import run_sweep
+    from .notebook import keep_notebook, run_sweep
+    from .outcome import Outcome, SweepResult
 
 __version__ = "0.1.0"
 
 _LAZY = {"plots": (".plots", None), "report": (".report", None),
-         "Outcome": (".results", "Outcome"), "SweepResult": (".results", "SweepResult"),
-         "run_sweep": (".sweep", "run_sweep")}
+         "Outcome": (".outcome", "Outcome"), "SweepResult": (".outcome", "SweepResult"),
+         "run_sweep": (".notebook", "run_sweep"), "keep_notebook": (".notebook", "keep_notebook")}
 
 
 def __getattr__(name: str) -> Any:
@@ -52,21 +52,6 @@ def __getattr__(name: str) -> Any:
     value = found if attribute is None else getattr(found, attribute)
     globals()[name] = value
     return value
-
-
-def keep_notebook(result: Outcome, output_path: str | None) -> str | None:
-    """Keep the executed notebook (papermill's ``PAPERMILL_OUTPUT_PATH``) in the run directory
-    and name it in the manifest; returns its name there (None for a dry run or no path)."""
-    from .notebook_link import keep
-    from .results import SweepResult
-
-    if not isinstance(result, SweepResult) or not output_path:
-        return None
-    name = keep(result.run_dir, output_path)
-    if name is not None:
-        result.dir.update_manifest(notebook=name)
-        result.manifest["notebook"] = name
-    return name
 
 
 __all__ = [

@@ -33,21 +33,23 @@ def keep_attempt(run: RunDir, notebook: Path, *, attempts_before: int) -> Path:
     execution recorded no attempt (it stopped before the sweep began) and nothing changes.
     Returns where the notebook is now.
     """
-    manifest = run.manifest()
-    attempts: list[dict[str, Any]] = [dict(a) for a in manifest.get("attempts") or []]
+    manifest = run.read_manifest()
+    attempts: list[dict[str, Any]] = [dict(a) for a in manifest.raw.get("attempts") or []]
     if len(attempts) <= attempts_before or not notebook.is_file():
         return notebook
     main = run.path / f"{stem_of(notebook)}{notebook.suffix}"
-    if manifest.get("status") == "complete" and notebook != main:
+    if manifest.status == "complete" and notebook != main:
         if main.exists():
-            owner = next((a for a in attempts[:-1] if a.get("notebook") == main.name), None)
-            number = int(owner["n"]) if owner else 1  # an older run: the first attempt's
+            owner = next((i for i, a in enumerate(manifest.attempts[:-1])
+                          if a.notebook == main.name), None)
+            # an older run: the first attempt's
+            number = manifest.attempts[owner].n if owner is not None else 1
             earlier = run.path / f"{main.stem}.attempt{number}{main.suffix}"
             if earlier.exists():
                 earlier = run.next_notebook(main.stem)
             _move(main, earlier)
             if owner is not None:
-                owner["notebook"] = earlier.name
+                attempts[owner]["notebook"] = earlier.name
         _move(notebook, main)
         notebook = main
     attempts[-1]["notebook"] = notebook.name
@@ -70,15 +72,13 @@ def attempt_labels(run: RunDir) -> dict[str, str]:
     An attempt that names no notebook (a run from before attempts did) is matched by file name:
     ``<stem>.attempt<n>`` is attempt n, ``<stem>`` the first."""
     try:
-        attempts = run.manifest().get("attempts") or []
+        attempts = run.read_manifest().attempts
     except StoreError:  # an unreadable manifest: the index says so in its row
         return {}
     if len(attempts) < 2:
         return {}
-    status = {int(a.get("n", i + 1)): str(a.get("status") or "running")
-              for i, a in enumerate(attempts)}
-    named = {a["notebook"]: int(a.get("n", i + 1)) for i, a in enumerate(attempts)
-             if a.get("notebook")}
+    status = {a.n: a.status or "running" for a in attempts}
+    named = {a.notebook: a.n for a in attempts if a.notebook}
     labels = {}
     for notebook in run.notebooks():
         found = _ATTEMPT.match(notebook.stem)

@@ -18,6 +18,7 @@ import yaml
 from .attempts import keep_attempt
 from .errors import ParamsError, SpecbenchError
 from .lab import open_lab
+from .manifest import Manifest
 from .paths import outputs_dir, project_root
 from .runs import RunDir, check_run_id, list_runs, make_folder, new_run_id, resumable_manifest
 from .store import load_yaml
@@ -153,10 +154,10 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
             print(f"specbench: no run {resume} under {run.path.parent}; see 'specbench runs'",
                   file=sys.stderr)
             return 2
-        previous = resumable_manifest(run)  # damaged: a StoreError naming it and the way out
+        previous = Manifest.from_dict(resumable_manifest(run))  # damaged: a StoreError naming it
         parameters["resume"] = resume
-        if "params_file" in declared and "params_file" not in parameters and previous.get("params_file"):
-            parameters["params_file"] = str(previous["params_file"])  # the run's own params
+        if "params_file" in declared and "params_file" not in parameters and previous.params_file:
+            parameters["params_file"] = previous.params_file  # the run's own params
         return run, run.next_notebook(notebook.stem)
     if "run_id" in declared:
         if parameters.get("run_id"):
@@ -197,21 +198,9 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     if "PAPERMILL_OUTPUT_PATH" in declared:
         parameters["PAPERMILL_OUTPUT_PATH"] = str(output)  # what papermill --inject-paths sets
     print(f"specbench: running {notebook.name} into {output.parent}", flush=True)
-    before = len(run.manifest().get("attempts") or []) \
+    before = len(run.read_manifest().attempts) \
         if run is not None and run.manifest_path.is_file() else 0
-    _Interrupts.count = 0
-    failed: BaseException | None = None
-    try:
-        with tempfile.TemporaryDirectory(prefix="specbench-kernel-") as sockets:
-            papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
-                                       cwd=str(root), progress_bar=False, stdout_file=sys.stdout,
-                                       stderr_file=sys.stderr,  # the sweep's lines, as they come
-                                       kernel_manager_class=_interrupting_kernel_manager(
-                                           Path(sockets)))
-    except KeyboardInterrupt as exc:  # before the kernel ran (or after): nothing to forward
-        failed = exc
-    except Exception as exc:  # reported below, with the notebook kept
-        failed = exc
+    failed = _execute(notebook, output, parameters, root)
     interrupted = (isinstance(failed, KeyboardInterrupt) or _Interrupts.count > 0
                    or getattr(failed, "ename", None) == "KeyboardInterrupt")
     if failed is not None and not interrupted and not isinstance(failed, papermill.PapermillExecutionError):
@@ -223,17 +212,7 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
         output = keep_attempt(run, output, attempts_before=before)
     _share(output, quiet=interrupted)
     if interrupted:
-        if recorded and run is not None:
-            command = shlex.join(["specbench", "run", phase, "--resume", run.run_id, *(
-                ["--params", params_file] if params_file else []), *(
-                    a for name, value in pairs if name not in ("run_id", "resume")
-                    for a in ("-p", name, value))])
-            print(f"specbench: run {run.run_id} interrupted; resume with: {command}",
-                  file=sys.stderr, flush=True)
-        else:
-            where = f"run {run.run_id}" if run is not None else notebook.name
-            print(f"specbench: {where} interrupted before it recorded anything (nothing to "
-                  f"resume); executed notebook: {output}", file=sys.stderr, flush=True)
+        _say_interrupted(phase, params_file, pairs, run, recorded, notebook, output)
         return INTERRUPTED
     if isinstance(failed, papermill.PapermillExecutionError):
         where = f"run directory: {run.path}" if run is not None and recorded else \
@@ -248,6 +227,43 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     else:
         print(f"specbench: no run was recorded; executed notebook: {output}")
     return 0
+
+
+def _execute(notebook: Path, output: Path, parameters: dict[str, Any],
+             root: Path) -> BaseException | None:
+    """Execute the notebook with papermill into ``output``; what stopped it, or None."""
+    import papermill
+
+    _Interrupts.count = 0
+    failed: BaseException | None = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="specbench-kernel-") as sockets:
+            papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
+                                       cwd=str(root), progress_bar=False, stdout_file=sys.stdout,
+                                       stderr_file=sys.stderr,  # the sweep's lines, as they come
+                                       kernel_manager_class=_interrupting_kernel_manager(
+                                           Path(sockets)))
+    except KeyboardInterrupt as exc:  # before the kernel ran (or after): nothing to forward
+        failed = exc
+    except Exception as exc:  # reported below, with the notebook kept
+        failed = exc
+    return failed
+
+
+def _say_interrupted(phase: str, params_file: str | None, pairs: list[list[str]],
+                     run: RunDir | None, recorded: bool, notebook: Path, output: Path) -> None:
+    """How to resume an interrupted run, or that it recorded nothing to resume."""
+    if recorded and run is not None:
+        command = shlex.join(["specbench", "run", phase, "--resume", run.run_id, *(
+            ["--params", params_file] if params_file else []), *(
+                a for name, value in pairs if name not in ("run_id", "resume")
+                for a in ("-p", name, value))])
+        print(f"specbench: run {run.run_id} interrupted; resume with: {command}",
+              file=sys.stderr, flush=True)
+    else:
+        where = f"run {run.run_id}" if run is not None else notebook.name
+        print(f"specbench: {where} interrupted before it recorded anything (nothing to "
+              f"resume); executed notebook: {output}", file=sys.stderr, flush=True)
 
 
 def _set_aside_unrecorded(run: RunDir, notebook: Path) -> Path:
@@ -309,7 +325,7 @@ def _interrupting_kernel_manager(sockets: Path) -> type:
 
 def _share(notebook: Path, *, quiet: bool = False) -> None:
     """Render the executed notebook to HTML and refresh outputs/index.html."""
-    from .report import build_index, render_html
+    from .pages import build_index, render_html
 
     if notebook.is_file():
         html = render_html(notebook)
@@ -332,14 +348,14 @@ def _report(runs: list[str], *, merge: bool = False) -> int:
 def _compare(run_a: str, run_b: str) -> int:
     from .compare import RunComparison, write_comparison
     from .errors import StoreError
-    from .results import SweepResult
+    from .results import RunResult
 
     found = [RunDir.at(run_id) for run_id in (run_a, run_b)]
     missing = [run.run_id for run in found if not run.manifest_path.is_file()]
     if missing:
         raise StoreError(f"no such runs: {', '.join(missing)}; see 'specbench runs'",
                          path=outputs_dir() / "runs")
-    comparison = RunComparison(*(SweepResult(run.path) for run in found))
+    comparison = RunComparison(*(RunResult(run.path) for run in found))
     print(comparison.text())
     print(f"specbench: wrote {write_comparison(comparison, outputs_dir() / 'compare')}")
     return 0

@@ -24,8 +24,9 @@ from typing import Any
 
 from .display import Rendered, frame_table, html_page, html_text, image, png_data_uri
 from .intervals import group_replicates, independent_units, interval, key_value, ok_groups
+from .manifest import Manifest
 from .metrics import GROUP, PANEL
-from .results import SweepResult
+from .results import RunResult
 
 KEYS = ["config", *PANEL]
 METRICS = ("output_tok_s", "speedup", "ttft_p50_s", "itl_p50_s", "acceptance_length")
@@ -36,7 +37,7 @@ _SHUFFLE = 20261202  # the seed of the permutation that makes B's draws independ
 class RunComparison(Rendered):
     """Run ``a`` (the reference) against run ``b``."""
 
-    def __init__(self, a: SweepResult, b: SweepResult) -> None:
+    def __init__(self, a: RunResult, b: RunResult) -> None:
         self.a, self.b = a, b
 
     @cached_property
@@ -204,20 +205,18 @@ def write_comparison(comparison: RunComparison, folder: Path) -> Path:
 
 
 def _setup(manifest: dict[str, Any]) -> dict[str, Any]:
-    attempts = manifest.get("attempts") or [{}]
-    environment = attempts[-1].get("environment") or {}
-    found = {f"engine.{k}": v for k, v in (manifest.get("engine") or {}).items()}
-    found |= {f"model.{k}": v for k, v in (manifest.get("model") or {}).items()}
-    found |= {f"code.{k}": v for k, v in (manifest.get("fingerprint_components") or {}).items()
-              if k == "code"}
+    run = Manifest.from_dict(manifest)
+    environment = run.last_attempt.environment if run.last_attempt else {}
+    found = {f"engine.{k}": v for k, v in run.engine.items()}
+    found |= {f"model.{k}": v for k, v in run.model.items()}
+    found |= {f"code.{k}": v for k, v in run.fingerprint_components.items() if k == "code"}
     found |= {f"host.{k}": v for k, v in environment.items()}
-    found |= {f"params.{k}": v for k, v in (manifest.get("params") or {}).items()}
-    found |= {f"argv.{label}": " ".join(map(str, s.get("argv") or []))
-              for label, s in (manifest.get("servers") or {}).items()}
+    found |= {f"params.{k}": v for k, v in run.params.items()}
+    found |= {f"argv.{label}": " ".join(s.argv) for label, s in run.servers.items()}
     return {k: str(v) for k, v in found.items()}
 
 
-def _row_replicates(result: SweepResult) -> dict[tuple[Any, ...], tuple[Any, int]]:
+def _row_replicates(result: RunResult) -> dict[tuple[Any, ...], tuple[Any, int]]:
     """Per table row (:data:`KEYS`) of ``result``: its throughput replicates and independent
     units (:func:`~.intervals.independent_units`)."""
     groups = ok_groups(result.cells, GROUP)

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from .manifest import Manifest
+
 # the values of a row, each with its header lines and how a number is written
 _VALUES: list[tuple[str, tuple[str, ...]]] = [
     ("output_tok_s", ("output", "tok/s")), ("speedup", ("speedup", "{[}95\\,\\% CI{]}")),
@@ -100,10 +102,10 @@ def plan_ranks(runs: Iterable[Any]) -> dict[tuple[str, str], int]:
     """(phase, series) → its place in the run's params ``configs`` (plan order)."""
     ranks: dict[tuple[str, str], int] = {}
     for run in runs:
-        manifest = getattr(run, "manifest", None) or {}
-        configs = (manifest.get("params") or {}).get("configs") or []
+        manifest = Manifest.from_dict(getattr(run, "manifest", None) or {})
+        configs = manifest.params.get("configs") or []
         for index, config in enumerate(configs):
-            ranks.setdefault((str(manifest.get("phase")), str(config.get("name"))), index)
+            ranks.setdefault((str(manifest.phase), str(config.get("name"))), index)
     return ranks
 
 

@@ -23,14 +23,17 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .session import SESSION_ENV, session_notebook
 
 if TYPE_CHECKING:
     from .runs import RunDir
 
-SESSION_ENV = "JPY_SESSION_NAME"
+__all__ = ["SAVED_STATE", "SESSION_ENV", "keep", "keep_session", "keep_session_notebook",
+           "session_notebook"]
+
 SAVED_STATE = ("the notebook as JupyterLab last saved it (a kernel cannot make the frontend save): "
                "copied when the sweep ended, refreshed while its kernel lives each time the saved "
                "notebook shows this run (JupyterLab autosaves every 120 s; Ctrl-S saves at once)")
@@ -59,33 +62,6 @@ def keep(run_dir: Path, output_path: str | None) -> str | None:
     return target.name
 
 
-def session_notebook(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The notebook jupyter-server started this kernel for, or None outside such a kernel.
-
-    None too when the path is not an existing ``.ipynb`` file, or when the process that launched
-    this kernel has the same ``JPY_SESSION_NAME`` (it was inherited, not set for this kernel: a
-    papermill started from a notebook's cell).
-    """
-    environ = os.environ if environ is None else environ
-    found = environ.get(SESSION_ENV)
-    if not found or not found.endswith(".ipynb"):
-        return None
-    path = Path(found).expanduser()
-    if not path.is_file() or _inherited(found, environ.get("JPY_PARENT_PID")):
-        return None
-    return path.resolve()
-
-
-def _inherited(value: str, parent_pid: str | None) -> bool:
-    if not parent_pid or not parent_pid.isdigit():
-        return False
-    try:
-        parent_env = Path(f"/proc/{parent_pid}/environ").read_bytes().split(b"\0")
-    except OSError:  # not Linux, or the launcher is gone: nothing says it was inherited
-        return False
-    return f"{SESSION_ENV}={value}".encode() in parent_env
-
-
 def keep_session(run_dir: RunDir, source: Path, marker: str, *,
                  kernel_pid: int | None = None) -> str:
     """Copy the session's notebook ``source`` (as last saved) into ``run_dir`` and start the
@@ -98,6 +74,25 @@ def keep_session(run_dir: RunDir, source: Path, marker: str, *,
     _copy(source, target)
     _detach("follow", str(kernel_pid or os.getpid()), str(source), str(target), marker)
     return target.name
+
+
+def keep_session_notebook(run_dir: RunDir) -> str | None:
+    """Copy the JupyterLab notebook that ran the run's last attempt into the run directory (as
+    last saved; see :func:`keep_session`) and name it in the manifest; the copy's name, or None.
+    A notebook that cannot be copied is reported, never a reason to lose the run."""
+    attempts = run_dir.manifest().get("attempts", [])
+    source = attempts[-1].get("notebook_source") if attempts else None
+    if not source:
+        return None
+    try:
+        name = keep_session(run_dir, Path(source), run_dir.run_id)
+    except OSError as exc:
+        print(f"run {run_dir.run_id}: could not copy the notebook {source} into the run "
+              f"directory ({exc}); it is named in the manifest (notebook_source)", flush=True)
+        return None
+    attempts[-1]["notebook"] = name
+    run_dir.update_manifest(notebook=name, notebook_state=SAVED_STATE, attempts=attempts)
+    return name
 
 
 def _detach(*argv: str) -> None:
@@ -114,7 +109,7 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def _publish(target: Path) -> None:
-    from .report import build_index, render_html
+    from .pages import build_index, render_html
     from .runs import RunDir
 
     render_html(target)

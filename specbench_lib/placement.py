@@ -1,7 +1,7 @@
 """Server configs placed on Ray: each config (one server and its cells) a task on the GPUs Ray
 gives it; the driver writes what the tasks return into the one run directory.
 
-A task (:func:`_place`, a Ray streaming generator) asks for ``placement.gpus_per_server`` GPUs
+A task (:func:`~.placed._place`, a Ray streaming generator) asks for ``placement.gpus_per_server`` GPUs
 and ``cpus_per_server`` CPUs; Ray sets its ``CUDA_VISIBLE_DEVICES``. On its node it leases a
 free port of ``engine.port + 1 … engine.port + port_span``, starts the server with the driver's
 argv on that port and measures its cells with the sweep's own code (``serversweep.ServerSweep``) into
@@ -21,193 +21,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
-import os
-import queue
-import signal
-import socket
-import tempfile
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from .engines import Launch, get_adapter
 from .errors import ParamsError, PreflightError
 from .hostfacts import CoTenant, Placement
-from .hostsources import PLACED_MARK, placed_marker
 from .params import CellSpec
+from .placed import PlacementEvent, _now, _Payload, _place, _reap
 from .plan import Plan
-from .preflight import check_port_free
 from .progress import Progress
-from .records import CellFacts, CellRecord, Provenance, Reason, Verdict
-from .runs import Run, RunDir
-from .server import port_lease
+from .raycluster import _connect
+from .records import CellFacts, CellRecord, Reason, Verdict
+from .runs import Run
 from .serversweep import ServerSweep
 
-# in a placed server's environment: its run and config (for _reap; the host check's co-tenants)
-_MARK = PLACED_MARK.decode().rstrip("=")
-PROBE_TIMEOUT_S = 3.0  # a Ray address that does not accept a connection by then is not there
 REAP_TIMEOUT_S = 15.0  # the longest wait for the tasks that kill a lost server's group
-_LOG_CHUNK = 4 * 2**20  # log bytes sent with one event at most (the rest follow with the next)
-
-
-@dataclass(frozen=True)
-class _Payload:
-    """What a task needs: the plan, its config and cells, and the run's identity."""
-
-    plan: Plan
-    label: str  # the server config's label
-    key: str  # its key in the manifest and logs (``<label>.r<n>`` for a later round)
-    round_number: int
-    cells: tuple[CellSpec, ...]
-    fingerprints: dict[str, str]
-    run_id: str
-    provenance: Provenance
-    launch: Launch  # the driver's launch, on engine.port (the task moves it to its own port)
-
-    @property
-    def marker(self) -> str:
-        return f"{self.run_id}/{self.key}"
-
-
-class WorkerRun:
-    """What ``ServerSweep`` writes to, on a worker: a private folder for the server's log, and
-    a queue of events for the driver in place of the run directory's files."""
-
-    def __init__(self, path: Path, fingerprints: dict[str, str], provenance: Provenance,
-                 events: queue.Queue[dict[str, Any] | BaseException | None]) -> None:
-        self.dir = RunDir(path)  # named as the run: records carry its id, logs its layout
-        self.fingerprints = fingerprints
-        self._provenance = provenance
-        self._events = events
-
-    def provenance(self) -> Provenance:
-        return self._provenance
-
-    def write_cell(self, record: CellRecord) -> None:
-        self._events.put({"kind": "cell", "record": record.to_dict(), "at": _now()})
-
-    def store_server(self, label: str, record: dict[str, Any]) -> None:
-        # a copy now: the sweep keeps adding to its record (timing) after storing it
-        self._events.put({"kind": "server", "key": label,
-                          "record": json.loads(json.dumps(record, default=str))})
-
-
-def _moved_launch(launch: Launch, port: int, to: int) -> Launch:
-    """The launch on port ``to`` instead of ``port`` (the argument the fingerprint normalises)."""
-    argv = [str(to) if a == str(port) else a for a in launch.argv]
-    base = launch.base_url
-    if base.endswith(f":{port}"):
-        base = f"{base[:-len(str(port))]}{to}"
-    return replace(launch, argv=argv, base_url=base)
-
-
-@contextlib.contextmanager
-def _node_port(host: str, first: int, span: int) -> Iterator[int]:
-    """Lease the first free port after ``first`` on this node for as long as the server runs."""
-    for port in range(first + 1, min(first + span, 65535) + 1):
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(port_lease(host, port))
-                check_port_free(host, port)
-            except PreflightError:
-                continue
-            yield port
-            return
-    raise PreflightError(f"no free port in {first + 1}-{first + span} on {host} of node "
-                         f"{os.uname().nodename}: other servers hold them; raise "
-                         f"placement.port_span or set engine.port", what="port")
-
-
-def _place(payload: _Payload) -> Iterator[dict[str, Any]]:
-    """The task: one server config on this worker's GPUs; yields events (see the module)."""
-    import ray
-
-    plan, params = payload.plan, payload.plan.params
-    server = next(s for s in plan.servers if s.label == payload.label)
-    context = ray.get_runtime_context()
-    events: queue.Queue[dict[str, Any] | BaseException | None] = queue.Queue()
-    with tempfile.TemporaryDirectory(prefix="specbench-") as tmp, \
-            _node_port(params.engine.host, params.engine.port,
-                       params.placement.port_span) as port:
-        folder = Path(tmp) / payload.run_id
-        folder.mkdir()
-        launch = _moved_launch(payload.launch, params.engine.port, port)
-        run = WorkerRun(folder, payload.fingerprints, payload.provenance, events)
-        sweeper = ServerSweep(plan, server, launch, run,
-                               get_adapter(params.engine), Progress(len(payload.cells),
-                                                                    enabled=False),
-                               round_number=payload.round_number)
-        log = run.dir.log_path(sweeper.key)
-        offset = 0
-
-        def with_log(event: dict[str, Any]) -> dict[str, Any]:
-            nonlocal offset
-            try:
-                with open(log, "rb") as fh:
-                    fh.seek(offset)
-                    grown = fh.read(_LOG_CHUNK)
-            except OSError:
-                grown = b""
-            offset += len(grown)
-            return {**event, "log": grown}
-
-        yield {"kind": "started", "node": context.get_node_id(),
-               "node_ip": ray.util.get_node_ip_address(), "pid": os.getpid(), "port": port,
-               "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "at": _now()}
-
-        def measure() -> None:  # the server's parent thread: it lives until the server stops
-            try:
-                sweeper.measure_all(list(payload.cells))
-            except BaseException as exc:  # noqa: BLE001  (handed to the task, which raises it)
-                events.put(exc)
-            finally:
-                events.put(None)
-
-        thread = threading.Thread(target=measure, name=f"specbench {sweeper.key}", daemon=True)
-        os.environ[_MARK] = payload.marker  # the server inherits it (a worker runs one task)
-        try:
-            thread.start()
-            while (event := events.get()) is not None:
-                if isinstance(event, BaseException):
-                    thread.join()
-                    raise event
-                yield with_log(event)
-            thread.join()
-        finally:
-            os.environ.pop(_MARK, None)
-        yield with_log({"kind": "done", "at": _now()})
-        while True:  # what the log still holds
-            rest = with_log({"kind": "log"})
-            if not rest["log"]:
-                break
-            yield rest
-
-
-def _marked(pid: int, marker: bytes) -> bool:
-    return placed_marker(Path(f"/proc/{pid}/environ")) == marker
-
-
-def _reap(marker: str) -> int:
-    """On a lost server's node: SIGKILL the process groups of the server its task started
-    (every process carries the task's ``SPECBENCH_PLACED`` marker in its environment): a group
-    whose leader is marked or gone. Returns the groups killed."""
-    mark = marker.encode()
-    groups = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid() and _marked(int(entry.name),
-                                                                               mark):
-            with contextlib.suppress(OSError):
-                groups.add(os.getpgid(int(entry.name)))
-    killed = 0
-    for group in groups - {os.getpgid(0)}:
-        if _marked(group, mark) or not Path(f"/proc/{group}").exists():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(group, signal.SIGKILL)
-                killed += 1
-    return killed
 
 
 @dataclass
@@ -237,43 +65,6 @@ class _Job:
     log_tail: bytes = b""
     last_at: str | None = None  # the worker's time of its last event (a cell's window opens)
     submitted: str | None = None  # the driver's time it asked Ray for the task
-
-
-def _probe(address: str) -> None:
-    """A :class:`PreflightError` at once when nothing listens at a ``host:port`` or
-    ``ray://host:port`` address (Ray itself waits minutes for a cluster that is not there)."""
-    if address in ("auto", "local"):
-        return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
-    except (OSError, ValueError) as exc:
-        raise PreflightError(f"no Ray cluster answers at placement.address {address!r} ({exc}); "
-                             f"start one (ray start --head, or inside a Slurm allocation as the "
-                             f"README shows) or set placement.address", what="ray") from None
-
-
-def _connect(address: str) -> None:
-    """Connect this process to the Ray at ``address`` (``local``: start one here)."""
-    import ray
-
-    _probe(address)
-    try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 logging_level="WARNING")
-    except Exception as exc:  # noqa: BLE001  (Ray raises many kinds; all mean: not there)
-        auth = ("" if address in ("auto", "local") else "; a cluster started with token "
-                "authentication (Ray's default) also needs RAY_AUTH_MODE=token here and its "
-                "token (~/.ray/auth_token or RAY_AUTH_TOKEN) when named by address")
-        raise PreflightError(f"no Ray cluster answers at placement.address {address!r} "
-                             f"({type(exc).__name__}: {exc}); start one (ray start --head, or "
-                             f"inside a Slurm allocation as the README shows) or set "
-                             f"placement.address{auth}", what="ray") from None
-
-
-def _now() -> str:
-    """UTC now to the microsecond: co-tenancy compares these (cell files keep seconds)."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
 def _parse_time(text: str | None) -> dt.datetime | None:
@@ -382,38 +173,38 @@ class Placer:
         """Handle the job's next event; False once it has ended (done or lost)."""
         ray = self.ray
         try:
-            event = ray.get(next(job.ref))
+            event = PlacementEvent.from_dict(ray.get(next(job.ref)))
         except StopIteration:
             self._ended(job, None)
             return False
         except ray.exceptions.RayError as exc:
             self._ended(job, exc)
             return False
-        if event.get("log"):
+        if event.log:
             with open(self.run.dir.log_path(job.sweeper.key), "ab") as fh:
-                fh.write(event["log"])
-            job.log_tail = (job.log_tail + event["log"])[-8192:]
-        kind, since = event["kind"], job.last_at
-        job.last_at = event.get("at") or job.last_at
+                fh.write(event.log)
+            job.log_tail = (job.log_tail + event.log)[-8192:]
+        kind, since = event.kind, job.last_at
+        job.last_at = event.at or job.last_at
         if kind == "started":
-            job.node, job.port = event["node"], event["port"]
-            job.node_ip = self.node_ips.get(job.node) or event["node_ip"]
-            job.gpus = tuple(g for g in event["gpus"].split(",") if g)
-            self.tenancy[job.sweeper.key] = _Tenancy(job.sweeper.key, job.node, job.gpus,
-                                                     event["at"])
+            job.node, job.port = event.node, event.port
+            job.node_ip = self.node_ips.get(job.node or "") or event.node_ip
+            job.gpus = event.gpus
+            self.tenancy[job.sweeper.key] = _Tenancy(job.sweeper.key, job.node or "", job.gpus,
+                                                     event.at or _now())
             self.progress.server(job.sweeper.key, f"on node {job.node_ip}, GPUs "
                                  f"{','.join(job.gpus) or 'none'}, port {job.port}")
         elif kind == "server":
-            record = dict(event["record"])
+            record = dict(event.record or {})
             record["placement"] = {"engine": "ray", "mode": self.options.mode, "node": job.node,
                                    "node_ip": job.node_ip, "gpus": list(job.gpus),
                                    "port": job.port, "submitted": job.submitted,
                                    "started": self.tenancy[job.sweeper.key].started}
-            self.run.store_server(event["key"], record)
+            self.run.store_server(str(event.key), record)
         elif kind == "cell":  # its window: from the task's previous event to this one
-            self._write(job, CellRecord.from_dict(event["record"]), since, event["at"])
+            self._write(job, CellRecord.from_dict(event.record or {}), since, event.at or _now())
         elif kind == "done" and job.sweeper.key in self.tenancy:
-            self.tenancy[job.sweeper.key].ended = event["at"]
+            self.tenancy[job.sweeper.key].ended = event.at
         return True
 
     def _placement(self, job: _Job, started: str | None, ended: str | None) -> Placement:
@@ -494,40 +285,4 @@ class Placer:
             self.ray.shutdown()
 
 
-def ray_check(plan: Plan) -> str:
-    """``specbench doctor``'s check: Ray answers at ``placement.address`` and offers the GPUs the
-    plan needs per server; returns what it offers, or raises :class:`PreflightError` with the fix."""
-    options = plan.params.placement
-    gpus = options.gpus(plan.params.engine)
-    try:
-        import ray
-    except ImportError:
-        raise PreflightError("placement.engine is ray but Ray is not installed: pip install "
-                             "'specbench[ray]' (or pip install ray)", what="ray") from None
-    if options.address == "local" and not ray.is_initialized():
-        return (f"a local Ray instance will be started on this machine; each server asks for "
-                f"{gpus} GPUs and {options.cpus_per_server:g} CPUs ({options.mode})")
-    owned = not ray.is_initialized()
-    if owned:
-        _connect(options.address)
-    try:
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-    finally:
-        if owned:
-            ray.shutdown()
-    slots = [min(int(n["Resources"].get("GPU", 0) // gpus) if gpus else len(plan.servers),
-                 int(n["Resources"].get("CPU", 0) // options.cpus_per_server)
-                 if options.cpus_per_server else len(plan.servers)) for n in nodes]
-    offered = "; ".join(f"{n.get('NodeManagerAddress')}: {n['Resources'].get('GPU', 0):g} GPUs, "
-                        f"{n['Resources'].get('CPU', 0):g} CPUs" for n in nodes)
-    if not any(slots):
-        raise PreflightError(f"the Ray cluster at {options.address!r} has no node with {gpus} "
-                             f"GPUs and {options.cpus_per_server:g} CPUs for one server (nodes: "
-                             f"{offered or 'none'}); lower placement.gpus_per_server or add GPUs",
-                             what="ray")
-    at_once = sum(1 for s in slots if s) if options.mode == "exclusive" else sum(slots)
-    return (f"{len(nodes)} node(s): {offered}; {at_once} of {len(plan.servers)} servers at once "
-            f"({gpus} GPUs each, {options.mode})")
-
-
-__all__ = ["Placer", "WorkerRun", "ray_check"]
+__all__ = ["Placer"]

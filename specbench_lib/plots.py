@@ -13,24 +13,25 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .results import SweepResult
+from .manifest import Manifest
+from .results import RunResult
 
 _MARKERS = "osD^v<>p*h"
 _INTERVALS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
               "speedup": ("speedup_lo", "speedup_hi")}  # drawn as 95 % error bars
 
 
-def throughput_vs_budget(result: SweepResult) -> Any:
+def throughput_vs_budget(result: RunResult) -> Any:
     """Output tok/s vs budget, with ``auto`` (dashed) and ``linear`` (dotted) reference lines."""
     return _vs_budget(result, [("output_tok_s", "")], "output tok/s", baselines=True)
 
 
-def speedup_vs_budget(result: SweepResult) -> Any:
+def speedup_vs_budget(result: RunResult) -> Any:
     """Output tok/s relative to ``auto`` of the same workload, context and concurrency."""
     return _vs_budget(result, [("speedup", "")], "speedup vs auto", unit_line=1.0)
 
 
-def acceptance_vs_budget(result: SweepResult) -> Any:
+def acceptance_vs_budget(result: RunResult) -> Any:
     """Mean acceptance length (tokens per verify step, weighted by tokens) vs budget."""
     return _vs_budget(result, [("acceptance_length", "")], "acceptance length (tokens/step)",
                       unit_line=1.0)
@@ -39,13 +40,13 @@ def acceptance_vs_budget(result: SweepResult) -> Any:
 _TAIL = "p99 (max of n if n < 100)"  # a p99 needs 100 requests behind it (see .latency)
 
 
-def ttft_vs_budget(result: SweepResult) -> Any:
+def ttft_vs_budget(result: RunResult) -> Any:
     """Time to first token, p50 (solid) and p99 (dashed; the maximum, labelled so, where fewer
     than 100 requests are behind it), vs budget."""
     return _vs_budget(result, [("ttft_p50_s", "p50"), ("ttft_tail_s", _TAIL)], "TTFT (s)")
 
 
-def itl_vs_budget(result: SweepResult) -> Any:
+def itl_vs_budget(result: RunResult) -> Any:
     """Inter-token latency per token, p50 (solid) and p99 (dashed; the maximum where fewer than
     100 requests are behind it), vs budget."""
     return _vs_budget(result, [("itl_p50_s", "p50"), ("itl_tail_s", _TAIL)], "ITL (s)")
@@ -58,7 +59,7 @@ def with_tails(table: Any) -> Any:
                            for m in ("ttft", "itl")})
 
 
-def latency_throughput(result: SweepResult) -> Any:
+def latency_throughput(result: RunResult) -> Any:
     """Per workload × context, the load curve of each config: total output tok/s against
     per-user tok/s (left) and against TTFT p99 (right; the maximum where fewer than 100
     requests are behind it), one point per concurrency (closed loop), labelled with it;
@@ -104,7 +105,7 @@ def latency_throughput(result: SweepResult) -> Any:
     return fig
 
 
-def speedup_vs_load(result: SweepResult) -> Any:
+def speedup_vs_load(result: RunResult) -> Any:
     """Where speculation stops paying: per workload × context × output length, each speculative
     config's speedup vs ``auto`` (95 % intervals) against concurrency (closed loop), a dotted
     line where it starts to lose (its interval below 1: the crossover), and, for
@@ -124,7 +125,7 @@ def speedup_vs_load(result: SweepResult) -> Any:
     return _load_figure(result, table, verdicts, columns, "load: where speculation stops paying")
 
 
-def _load_figure(result: SweepResult, table: Any, verdicts: Any,
+def _load_figure(result: RunResult, table: Any, verdicts: Any,
                  columns: list[tuple[str, str, str, str]], title: str) -> Any:
     import matplotlib.pyplot as plt
 
@@ -173,17 +174,7 @@ def _load_figure(result: SweepResult, table: Any, verdicts: Any,
                 levels = sorted({int(c) for c in verdicts.loc[here_v, "concurrency"]})
                 ax.set_xticks(levels, [str(c) for c in levels])
             failed = verdicts[where & ((verdicts["load"].astype(str) != "") == (axis == "rate"))]
-            for n, (_, row) in enumerate(failed.iterrows()):
-                x = row["concurrency"] if axis == "concurrency" else row["rate_rps"]
-                if x is None or x != x:  # a profile point that never got its rate
-                    ax.annotate(f"{row['config']} {row['load']} {row['verdict']}",
-                                (0.01, 0.04 + 0.06 * n), xycoords="axes fraction", color="red",
-                                fontsize=7)
-                    continue
-                ax.plot(x, 0, marker="x", color="red", markersize=9, clip_on=False,
-                        transform=ax.get_xaxis_transform())
-                ax.annotate(f"{row['config']} {row['verdict']}", (x, 0.04 + 0.06 * n),
-                            xycoords=("data", "axes fraction"), color="red", fontsize=7)
+            _mark_load_failures(ax, failed, axis)
             ax.set_title(f"{workload} · context {ctx} · {out} output tokens", fontsize=10)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
@@ -195,7 +186,22 @@ def _load_figure(result: SweepResult, table: Any, verdicts: Any,
     return fig
 
 
-def standard(result: SweepResult) -> dict[str, Any]:
+def _mark_load_failures(ax: Any, failed: Any, axis: str) -> None:
+    """Each load point that is not ok: × on the x axis with its config and verdict."""
+    for n, (_, row) in enumerate(failed.iterrows()):
+        x = row["concurrency"] if axis == "concurrency" else row["rate_rps"]
+        if x is None or x != x:  # a profile point that never got its rate
+            ax.annotate(f"{row['config']} {row['load']} {row['verdict']}",
+                        (0.01, 0.04 + 0.06 * n), xycoords="axes fraction", color="red",
+                        fontsize=7)
+            continue
+        ax.plot(x, 0, marker="x", color="red", markersize=9, clip_on=False,
+                transform=ax.get_xaxis_transform())
+        ax.annotate(f"{row['config']} {row['verdict']}", (x, 0.04 + 0.06 * n),
+                    xycoords=("data", "axes fraction"), color="red", fontsize=7)
+
+
+def standard(result: RunResult) -> dict[str, Any]:
     """Every figure of a phase notebook by file name (the load figures when the run has several
     concurrency levels or open-loop rates)."""
     figures = {"throughput_vs_budget": throughput_vs_budget(result),
@@ -210,7 +216,7 @@ def standard(result: SweepResult) -> dict[str, Any]:
     return figures
 
 
-def _vs_budget(result: SweepResult, metrics: list[tuple[str, str]], ylabel: str, *,
+def _vs_budget(result: RunResult, metrics: list[tuple[str, str]], ylabel: str, *,
                baselines: bool = False, unit_line: float | None = None) -> Any:
     import matplotlib.pyplot as plt
 
@@ -304,12 +310,12 @@ def _mark_failures(ax: Any, cells: Any) -> None:
                     color="red", fontsize=7, ha="center")
 
 
-def _title(result: SweepResult, what: str) -> str:
-    manifest = result.manifest
-    model = (manifest.get("model") or {}).get("path", "?").rstrip("/").rsplit("/", 1)[-1]
-    engine = manifest.get("engine") or {}
+def _title(result: RunResult, what: str) -> str:
+    manifest = Manifest.from_dict(result.manifest)
+    model = manifest.model.get("path", "?").rstrip("/").rsplit("/", 1)[-1]
+    engine = manifest.engine
     name = "" if engine.get("package") else f"{engine.get('kind', '?')} "  # a package names it
-    return (f"{what} · {manifest.get('phase', '?')} · {model} · {name}"
+    return (f"{what} · {manifest.phase or '?'} · {model} · {name}"
             f"{engine.get('version', '')}\nrun {result.run_id}")
 
 
@@ -325,14 +331,14 @@ def _legend(fig: Any, axes: Any) -> None:
 
 # --- the report's figures (specbench report, notebooks/report.ipynb) --------------------------
 
-def report_figures(results: list[SweepResult]) -> dict[str, Any]:
+def report_figures(results: list[RunResult]) -> dict[str, Any]:
     """The report's figures by file stem: per compared run, speedup vs ``auto`` and output tok/s
     against budget (``speedup_vs_budget_<phase>``, ``throughput_vs_budget_<phase>``); the run id
     joins the stem when two runs of one phase are merged. As in every figure here, a budget whose
     cells are not ok is a red × labelled with its verdict, never a value."""
     import re
 
-    phases = [str(r.manifest.get("phase") or "run") for r in results]
+    phases = [str(Manifest.from_dict(r.manifest).phase or "run") for r in results]
     figures: dict[str, Any] = {}
     for result, phase in zip(results, phases, strict=True):
         label = phase if phases.count(phase) == 1 else f"{phase}_{result.run_id}"

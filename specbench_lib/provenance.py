@@ -15,8 +15,8 @@ from typing import Any
 from .paths import project_root
 
 # the modules that build, send and time requests: a change to any makes earlier cells stale
-MEASUREMENT_MODULES = ("dispatch.py", "http1.py", "stalls.py", "workload.py", "promptbook.py",
-                       "engines")
+MEASUREMENT_MODULES = ("dispatch.py", "http1.py", "wire.py", "stalls.py", "workload.py",
+                       "promptbook.py", "engines")
 PACKAGE = Path(__file__).resolve().parent
 
 

@@ -1,39 +1,28 @@
 """A run's results as a value: its cells analysed now, verdicts, the ok-only table, checks.
 
-A :class:`SweepResult` reads a run directory once (manifest and cell records), analyses every
-cell from its stored requests (:func:`~.analysis.analyse`), and caches its tables; writing
-files is :mod:`.writers`' job.
+A :class:`RunResult` reads a run directory once (manifest and cell records), analyses every
+cell from its stored requests (:func:`~.analysis.analyse`), and caches its tables. It is the
+read model: drawing is :mod:`.plots`', writing files :mod:`.writers`', and the value a sweep
+returns, with both, :class:`~.outcome.SweepResult`.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from .analysis import analyse
 from .display import Rendered, html_table, html_text
 from .errors import StoreError, ValidationFailed
+from .manifest import Manifest
 from .records import STATUSES, CellRecord
 from .runs import RunDir
 
 _COLOURS = {"ok": "#d8f3dc", "invalid": "#ffe5b4", "crashed": "#ffccd5", "skipped": "#e9ecef"}
 
 
-class Outcome(Protocol):
-    """What a phase notebook does with the value :func:`~.sweep.run_sweep` returns: a measured
-    :class:`SweepResult`, or a dry run's :class:`~.preview.PlanPreview`."""
-
-    def require_valid(self) -> None: ...
-
-    def figures(self) -> dict[str, Any]: ...
-
-    def save_figures(self, figures: dict[str, Any]) -> list[Path]: ...
-
-    def summary(self) -> Any: ...
-
-
-class SweepResult(Rendered):
+class RunResult(Rendered):
     """The cells of one run directory; shows itself as a verdict table in JupyterLab.
 
     Only cells whose fingerprint matches the run's plan are read (``cells``); any other cell file
@@ -48,7 +37,7 @@ class SweepResult(Rendered):
         self.manifest: dict[str, Any] = self.dir.manifest()
         records, self.damaged = self.dir.read_cells()
         every = [analyse(c) for c in records]
-        expected = self.manifest.get("plan_fingerprints")
+        expected = self.info.plan_fingerprints
         if expected is None:
             self.cells, self.stale = every, []
         else:
@@ -61,8 +50,13 @@ class SweepResult(Rendered):
         return self.run_dir.name
 
     @property
+    def info(self) -> Manifest:
+        """The manifest as its read model (``manifest`` is the JSON object it was read from)."""
+        return Manifest.from_dict(self.manifest)
+
+    @property
     def phase(self) -> str | None:
-        return self.manifest.get("phase")
+        return self.info.phase
 
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUSES, 0)
@@ -105,7 +99,7 @@ class SweepResult(Rendered):
     def _table(self) -> Any:
         from .metrics import results_table
 
-        params = self.manifest.get("params") or {}
+        params = self.info.params
         return results_table(self.cells, unstable_cv=params.get("unstable_cv", 0.10),
                              slo=self.slo)
 
@@ -114,7 +108,7 @@ class SweepResult(Rendered):
         """The run's SLO (``slo`` in its params), or None; set it to read the run against
         another one: ``result.slo = SloParams(ttft_s=0.5)`` (tables are then made again)."""
         if "_slo" not in self.__dict__:
-            found = (self.manifest.get("params") or {}).get("slo")
+            found = self.info.params.get("slo")
             from .sections import SloParams
 
             self.__dict__["_slo"] = SloParams.model_validate(found) if found else None
@@ -175,35 +169,14 @@ class SweepResult(Rendered):
                                    f"speedup can be computed: {counts}", run_dir=self.run_dir,
                                    counts=counts)
 
-    def figures(self) -> dict[str, Any]:
-        """Every standard figure of a phase notebook by file name (see :mod:`.plots`)."""
-        from .plots import standard
-
-        return standard(self)
-
-    def write_results(self) -> Path:
-        """Write ``results.csv`` and ``results.parquet`` (ok, current cells only)."""
-        from .writers import write_tables
-
-        return write_tables(self)
-
-    def save_figure(self, fig: Any, name: str) -> Path:
-        """Save a figure as PNG and SVG under ``plots/``; returns the PNG's path."""
-        from .writers import save_figure
-
-        return save_figure(self.dir, fig, name)
-
-    def save_figures(self, figures: dict[str, Any]) -> list[Path]:
-        """Save each figure of :meth:`figures` under ``plots/``; returns the PNG paths."""
-        return [self.save_figure(fig, name) for name, fig in figures.items()]
-
     def text(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
         extra = "".join(f", {len(v)} {k}" for k, v in (("stale", self.stale),
                                                        ("missing", self.missing),
                                                        ("damaged", self.damaged)) if v)
-        lines = [f"run {self.run_id} · {self.manifest.get('status')} · {counts}{extra} · "
-                 f"{self.manifest.get('elapsed_s', '?')} s"]
+        info = self.info
+        elapsed = "?" if info.elapsed_s is None else info.elapsed_s
+        lines = [f"run {self.run_id} · {info.status} · {counts}{extra} · {elapsed} s"]
         for cell in self.cells:
             tok_s = (cell.metrics or {}).get("output_tok_s")
             lines.append(f"  {cell.cell_id}: {cell.status}"
@@ -225,4 +198,4 @@ class SweepResult(Rendered):
         return f"{head}{table}{damaged}"
 
     def __repr__(self) -> str:
-        return f"SweepResult({self.run_id!r}, {self.counts()})"
+        return f"{type(self).__name__}({self.run_id!r}, {self.counts()})"

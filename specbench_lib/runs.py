@@ -1,307 +1,39 @@
-"""The run directory, end to end: create, open, resume, reuse, manifest, attempts, cells.
+"""A run open for writing: create, open, resume, reuse, record each attempt and its cells.
 
-Nothing else in specbench spells the layout::
-
-    outputs/runs/<run id>/
-        manifest.json        params, plan fingerprints, engine, model, servers, attempts, counts
-        params.yaml          the resolved params (secrets redacted)
-        cells/<cell id>.json one CellRecord per cell, written atomically
-        cells/history/       earlier files of cells measured again
-        cells/damaged/       cell files that could not be read, set aside by a resume (kept)
-        logs/<config>.log    each server's log
-        plots/               figures (PNG and SVG)
-        results.csv, results.parquet, <notebook>.ipynb, <notebook>.html
-                             (papermill's executed notebook, or JupyterLab's as last saved)
-        .lock                the pid of the process writing the run, flock-ed while it writes
+The run directory's layout and files are :mod:`.rundir`'s (re-exported here); this module is
+what writes a run: :class:`Run` starts or resumes one (keeping its ok cells whose fingerprint
+matches, reusing other runs' on request), records each attempt and closes it. The manifest's
+read model is :mod:`.manifest`'s.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import re
-import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .analysis import judge
-from .errors import ParamsError, SchemaError, StoreError
-from .notebook_link import SAVED_STATE, keep_session, session_notebook
-from .paths import folder_problem, outputs_dir
+from .errors import SchemaError, StoreError
 from .plan import Plan
 from .provenance import environment_info
 from .records import SCHEMA_VERSION, CellRecord, Provenance
-from .runlock import RunLock
-from .store import read_json, redact, utc_now, write_json_atomic
+from .rundir import (
+    RUN_ID,
+    RunDir,
+    check_run_id,
+    iter_runs,
+    list_runs,
+    make_folder,
+    new_run_id,
+    pid_alive,
+    runs_root,
+)
+from .session import session_notebook
+from .store import redact, utc_now
 
-# the manifest's sections that readers index, and their JSON types
-MANIFEST_SECTIONS: dict[str, type] = {
-    "params": dict, "plan_fingerprints": dict, "environment": dict, "servers": dict,
-    "verdict_counts": dict, "engine": dict, "model": dict, "fingerprint_components": dict,
-    "attempts": list}
-# a run id is a folder name under outputs/runs: no separator, no absolute path, no '.' or '..'
-RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-
-
-def check_run_id(run_id: object, *, key: str = "run_id") -> str:
-    """``run_id`` as a run directory's name; a :class:`ParamsError` naming ``key`` and the value
-    when it is not one (a path that would write outside ``outputs/runs``)."""
-    text = str(run_id)
-    if not RUN_ID.match(text):
-        raise ParamsError(f"{key} {text!r} is not a run id: use letters, digits, '_', '-' and '.' "
-                          f"(at most 128, not starting with '.'), with no '/' and no absolute "
-                          f"path; see 'specbench runs' for the ids of existing runs", key=key,
-                          value=text)
-    return text
-
-
-def new_run_id(phase: str) -> str:
-    """``<UTC time>_<phase>_<6 hex>``: the one way a run id is made."""
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}_{phase}_{secrets.token_hex(3)}"
-
-
-def runs_root(root: Path | None = None) -> Path:
-    return (root or outputs_dir()) / "runs"
-
-
-class RunDir:
-    """A run directory's files; :meth:`create` and :meth:`open` take its lock for writing."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.cells_dir = self.path / "cells"
-        self.logs_dir = self.path / "logs"
-        self.plots_dir = self.path / "plots"
-        self.manifest_path = self.path / "manifest.json"
-        self.params_path = self.path / "params.yaml"
-        self.results_csv = self.path / "results.csv"
-        self.results_parquet = self.path / "results.parquet"
-        self._lock = RunLock(self.path / ".lock")
-
-    @property
-    def run_id(self) -> str:
-        return self.path.name
-
-    @property
-    def outputs_root(self) -> Path:
-        """The outputs folder this run directory lives in (``<outputs>/runs/<run id>``)."""
-        return self.path.parent.parent
-
-    @classmethod
-    def at(cls, run_id: str, *, root: Path | None = None) -> RunDir:
-        """The run directory of ``run_id`` (not locked: for reading); a :class:`ParamsError` for
-        an id that is not a name (:func:`check_run_id`)."""
-        return cls(runs_root(root) / check_run_id(run_id))
-
-    @classmethod
-    def create(cls, run_id: str, *, root: Path | None = None) -> RunDir:
-        run = cls.at(run_id, root=root)
-        if run.manifest_path.exists() or run.cells_dir.exists():
-            raise StoreError("run directory holds a run already; choose another run_id",
-                             path=run.path)
-        for folder in (run.cells_dir, run.logs_dir, run.plots_dir):
-            make_folder(folder)
-        run.acquire()
-        return run
-
-    @classmethod
-    def open(cls, run_id: str, *, root: Path | None = None) -> RunDir:
-        """An existing run directory, locked for this process (to resume it)."""
-        run = cls.at(run_id, root=root)
-        if not run.manifest_path.is_file():
-            raise StoreError("no run to resume here (no manifest.json); give the id of a run "
-                             "under outputs/runs", path=run.path)
-        run.acquire()
-        return run
-
-    def acquire(self) -> None:
-        """Take the run's lock for this process (:class:`~.runlock.RunLock`): a second writer is
-        refused, naming the first; a killed writer's lock is free."""
-        self._lock.acquire()
-
-    def release(self) -> None:
-        """Drop the lock this :class:`RunDir` holds (nothing when it holds none)."""
-        self._lock.release()
-
-    def lock_held(self) -> bool:
-        """Whether a living process holds the run's lock (it is writing the run)."""
-        return self._lock.held()
-
-    def lock_owner(self) -> int | None:
-        """The pid in the run's lock, or None when there is no lock (or it holds no pid)."""
-        return self._lock.owner()
-
-    def set_aside(self, path: Path) -> Path:
-        """Move a cell file that cannot be read into ``cells/damaged/``, keeping it (a name
-        already there gets a number). Returns where it went."""
-        path = Path(path)
-        folder = self.cells_dir / "damaged"
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / path.name
-        n = 1
-        while target.exists():
-            target = folder / f"{path.stem}.{n}{path.suffix}"
-            n += 1
-        os.replace(path, target)
-        return target
-
-    def discard_if_empty(self) -> bool:
-        """Remove the run directory when it holds no file at all (only empty folders), as a run
-        that failed before writing anything leaves it; True when it was removed. Never deletes
-        a file."""
-        if not self.path.is_dir() or any(p.is_file() or p.is_symlink() for p in self.path.rglob("*")):
-            return False
-        for folder in sorted(self.path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-            folder.rmdir()
-        self.path.rmdir()
-        return True
-
-    def manifest(self) -> dict[str, Any]:
-        """The manifest; a :class:`StoreError` naming it when it is not one (a JSON object whose
-        sections, where present, have their types: every reader relies on them)."""
-        if not self.manifest_path.exists():
-            return {}
-        data = read_json(self.manifest_path)
-        if not isinstance(data, dict):
-            raise StoreError("manifest is not a JSON object", path=self.manifest_path)
-        wrong = [f"{key} is {type(data[key]).__name__}, not {kind.__name__}"
-                 for key, kind in MANIFEST_SECTIONS.items()
-                 if data.get(key) is not None and not isinstance(data[key], kind)]
-        if wrong:
-            raise StoreError(f"manifest is not of its shape ({'; '.join(wrong)}); restore it from "
-                             f"a copy", path=self.manifest_path)
-        return data
-
-    def update_manifest(self, **fields: Any) -> dict[str, Any]:
-        data = self.manifest()
-        data.update(fields)
-        write_json_atomic(self.manifest_path, data)
-        return data
-
-    def cell_path(self, cell_id: str) -> Path:
-        return self.cells_dir / f"{cell_id}.json"
-
-    def log_path(self, label: str) -> Path:
-        return self.logs_dir / f"{label}.log"
-
-    def write_cell(self, record: CellRecord) -> Path:
-        path = self.cell_path(record.cell_id)
-        try:
-            write_json_atomic(path, record.to_dict())
-        except OSError as exc:
-            raise StoreError(f"cannot write cell {record.cell_id} ({exc.strerror or exc}); the "
-                             f"cells written before are intact: free disk space or fix "
-                             f"permissions, then resume this run", path=path) from exc
-        return path
-
-    def cell_files(self) -> list[Path]:
-        return sorted(self.cells_dir.glob("*.json"))
-
-    def read_cells(self) -> tuple[list[CellRecord], list[StoreError]]:
-        """Every current cell file as a record, and a :class:`StoreError` per unreadable file."""
-        cells: list[CellRecord] = []
-        damaged: list[StoreError] = []
-        for path in self.cell_files():
-            try:
-                cells.append(CellRecord.from_dict(read_json(path), path=path))
-            except StoreError as exc:
-                damaged.append(exc)
-        return cells, damaged
-
-    def archive_cell(self, cell_id: str) -> Path | None:
-        """Move a cell file into ``cells/history/`` before it is measured again (nothing is lost)."""
-        path = self.cell_path(cell_id)
-        if not path.exists():
-            return None
-        history = self.cells_dir / "history"
-        history.mkdir(exist_ok=True)
-        n = len(list(history.glob(f"{cell_id}.*.json"))) + 1
-        target = history / f"{cell_id}.{n}.json"
-        os.replace(path, target)
-        return target
-
-    def notebooks(self) -> list[Path]:
-        return sorted(self.path.glob("*.ipynb"))
-
-    def next_notebook(self, stem: str) -> Path:
-        """Where a resumed attempt's executed notebook goes (``<stem>.attempt<n>.ipynb``)."""
-        n = len(list(self.path.glob(f"{stem}*.ipynb"))) + 1
-        return self.path / f"{stem}.attempt{n}.ipynb"
-
-    def notebook_target(self, name: str) -> Path:
-        """Where a copy of the notebook ``name`` goes: ``<name>``, or the next
-        ``<stem>.attempt<n>.ipynb`` when an earlier attempt's notebook is there."""
-        target = self.path / name
-        return target if not target.exists() else self.next_notebook(Path(name).stem)
-
-    def shared_files(self) -> list[Path]:
-        """What an index links to: rendered notebooks, notebooks and PNG figures."""
-        return sorted([*self.path.glob("*.html"), *self.notebooks(),
-                       *self.plots_dir.glob("*.png")])
-
-    def write_params(self, resolved: dict[str, Any]) -> None:
-        self.params_path.write_text(yaml.safe_dump(resolved, sort_keys=False))
-
-
-def make_folder(path: Path) -> Path:
-    """Create ``path`` and its parents; a :class:`StoreError` naming it and why when it cannot be
-    (a part of it is a file, a read-only disk), with the way out."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        why = folder_problem(path) or exc.strerror or str(exc)
-        raise StoreError(f"cannot create a folder here ({why}); set SPECBENCH_OUTPUTS (or "
-                         f"outputs=) to a folder you can write", path=path) from None
-    return path
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (one we may not signal counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def iter_runs(root: Path | None = None) -> Iterator[RunDir]:
-    """Every run directory with a manifest, oldest first."""
-    for manifest in sorted(runs_root(root).glob("*/manifest.json")):
-        yield RunDir(manifest.parent)
-
-
-def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
-    """One summary per run directory under ``outputs/runs``, oldest first.
-
-    ``status`` is the manifest's, except: ``died`` for a run the manifest says is running (or
-    never said) whose lock no process holds (its writer was killed: resume it), and
-    ``unreadable`` for a manifest that cannot be read (``error`` says why; nothing is changed).
-    """
-    runs = []
-    for run in iter_runs(root):
-        error = None
-        try:
-            data = run.manifest()
-        except StoreError as exc:
-            data, error = {"status": "unreadable"}, str(exc)
-        status = data.get("status")
-        if error is None and status in (None, "running") and not run.lock_held():
-            status = "died"
-        git = (data.get("environment") or {}).get("git")
-        git = git if isinstance(git, dict) else {}
-        runs.append({"run_id": run.run_id, "phase": data.get("phase"),
-                     "started": data.get("started"), "status": status,
-                     "counts": data.get("verdict_counts"), "commit": (git.get("commit") or "")[:10],
-                     "dirty": git.get("dirty"), "path": str(run.path), "error": error,
-                     "budget": data.get("budget")})  # a one-budget run covers part of its plan
-    return runs
+__all__ = ["RUN_ID", "Run", "RunDir", "check_run_id", "is_old_schema", "iter_runs", "list_runs",
+           "make_folder", "new_run_id", "pid_alive", "resumable_manifest", "runs_root"]
 
 
 @dataclass
@@ -402,8 +134,8 @@ class Run:
         self.dir.update_manifest(servers=servers)
 
     def finish(self, status: str, *, elapsed_s: float, counts: dict[str, int]) -> None:
-        """Close this attempt in the manifest (keeping a JupyterLab session's notebook) and
-        release the lock."""
+        """Close this attempt in the manifest and release the lock (the front door,
+        :func:`~.notebook.run_sweep`, then keeps a JupyterLab session's notebook)."""
         try:
             self.attempt.update(ended=utc_now(), status=status)
             attempts = self.dir.manifest().get("attempts", [])
@@ -411,27 +143,8 @@ class Run:
             self.dir.update_manifest(status=status, ended=self.attempt["ended"],
                                      attempts=attempts, elapsed_s=round(elapsed_s, 1),
                                      verdict_counts=counts)
-            self._keep_session_notebook()
         finally:
             self.dir.release()
-
-    def _keep_session_notebook(self) -> None:
-        """Copy the JupyterLab notebook that ran this attempt into the run directory (as last
-        saved; see :mod:`.notebook_link`) and name it in the manifest. A notebook that cannot be
-        copied is reported, never a reason to lose the run."""
-        source = self.attempt.get("notebook_source")
-        if not source:
-            return
-        try:
-            name = keep_session(self.dir, Path(source), self.dir.run_id)
-        except OSError as exc:
-            print(f"run {self.dir.run_id}: could not copy the notebook {source} into the run "
-                  f"directory ({exc}); it is named in the manifest (notebook_source)", flush=True)
-            return
-        self.attempt["notebook"] = name
-        attempts = self.dir.manifest().get("attempts", [])
-        attempts[-1] = self.attempt
-        self.dir.update_manifest(notebook=name, notebook_state=SAVED_STATE, attempts=attempts)
 
     def _reuse_cells(self) -> dict[str, str]:
         """Copy ok cells whose fingerprint matches from other runs; returns {cell id: source run}."""

@@ -18,6 +18,7 @@ from .errors import StoreError
 from .fingerprint import Components, cell_fingerprints
 from .intervals import ok_groups, row_bounds, sequential_level
 from .metrics import GROUP, PANEL
+from .outcome import Outcome, SweepResult
 from .params import SweepParams
 from .plan import Plan
 from .preflight import launches_servers, require
@@ -30,7 +31,6 @@ from .records import (
     Reason,
     Verdict,
 )
-from .results import Outcome, SweepResult
 from .runs import Run, check_run_id
 from .server import port_lease
 from .serversweep import ServerSweep

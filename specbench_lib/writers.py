@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .results import SweepResult
+    from .results import RunResult
     from .runs import RunDir
 
 
-def write_tables(result: SweepResult) -> Path:
+def write_tables(result: RunResult) -> Path:
     """``results.csv`` and ``results.parquet`` of the run's ok, current cells; the CSV's path."""
     table = result.table()
     table.to_csv(result.dir.results_csv, index=False)

@@ -133,9 +133,9 @@ def test_disk_write_failure_is_a_clear_error_and_keeps_earlier_cells(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from specbench_lib import runs
+    from specbench_lib import rundir
 
-    real = runs.write_json_atomic
+    real = rundir.write_json_atomic
     written: list[Path] = []
 
     def full_disk(path: Path, data: object) -> None:
@@ -145,7 +145,7 @@ def test_disk_write_failure_is_a_clear_error_and_keeps_earlier_cells(
         if path.parent.name == "cells":
             written.append(path)
 
-    monkeypatch.setattr(runs, "write_json_atomic", full_disk)
+    monkeypatch.setattr(rundir, "write_json_atomic", full_disk)
     plan = sb.load_plan(fault_params(tmp_path), budget=2)
     with pytest.raises(sb.StoreError) as err:
         sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)

@@ -288,7 +288,7 @@ def test_doctor_checks_the_ray_cluster_against_the_plan(tmp_path: Path, ray_head
 
 
 def test_an_address_where_no_ray_answers_is_named_at_once() -> None:
-    from specbench_lib.placement import _connect
+    from specbench_lib.raycluster import _connect
 
     began = time.monotonic()
     with pytest.raises(PreflightError, match="no Ray cluster answers at placement.address "
@@ -353,7 +353,7 @@ placement: {{engine: ray, gpus_per_server: 1, port_span: 9}}
 
 
 def test_reap_kills_the_marked_server_groups_and_nothing_else() -> None:
-    from specbench_lib.placement import _MARK, _reap
+    from specbench_lib.placed import _MARK, _reap
 
     sleep = [sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable,"
              " '-c', 'import time; time.sleep(60)']); time.sleep(60)"]

@@ -80,7 +80,8 @@ def test_the_measurement_code_hash_follows_the_modules_that_send_and_time(tmp_pa
     assert base == provenance.measurement_code_hash(package)
     (copy / "analysis.py").write_text((copy / "analysis.py").read_text() + "\n# analysis only\n")
     assert provenance.measurement_code_hash.__wrapped__(copy) == base
-    for module in ("dispatch.py", "http1.py", "stalls.py", "workload.py", "engines/llamacpp.py"):
+    for module in ("dispatch.py", "http1.py", "wire.py", "stalls.py", "workload.py",
+                   "engines/llamacpp.py"):
         target = copy / module
         original = target.read_text()
         target.write_text(original + "\n# how requests are sent or timed\n")

@@ -12,8 +12,8 @@ import pytest
 from cellfactory import make_cell
 
 from specbench_lib import PreflightError, StoreError, SweepResult
+from specbench_lib.enginefiles import engine_files
 from specbench_lib.params import KnownBad, ServerConfig
-from specbench_lib.preflight import engine_files
 from specbench_lib.provenance import file_identity
 from specbench_lib.records import CellRecord
 from specbench_lib.runs import RunDir, list_runs

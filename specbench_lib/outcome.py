@@ -1,0 +1,53 @@
+"""What a phase notebook gets back from a sweep: the run's results, with its figures and files.
+
+:class:`SweepResult` is the read model :class:`~.results.RunResult` plus what draws it
+(:mod:`.plots`) and what writes its files (:mod:`.writers`); :class:`Outcome` is what a notebook
+does with it, or with a dry run's :class:`~.preview.PlanPreview`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from .results import RunResult
+
+
+class Outcome(Protocol):
+    """What a phase notebook does with the value :func:`~.sweep.run_sweep` returns: a measured
+    :class:`SweepResult`, or a dry run's :class:`~.preview.PlanPreview`."""
+
+    def require_valid(self) -> None: ...
+
+    def figures(self) -> dict[str, Any]: ...
+
+    def save_figures(self, figures: dict[str, Any]) -> list[Path]: ...
+
+    def summary(self) -> Any: ...
+
+
+class SweepResult(RunResult):
+    """The cells of one run directory (:class:`~.results.RunResult`), with its standard figures
+    and the files written from it; shows itself as a verdict table in JupyterLab."""
+
+    def figures(self) -> dict[str, Any]:
+        """Every standard figure of a phase notebook by file name (see :mod:`.plots`)."""
+        from .plots import standard
+
+        return standard(self)
+
+    def write_results(self) -> Path:
+        """Write ``results.csv`` and ``results.parquet`` (ok, current cells only)."""
+        from .writers import write_tables
+
+        return write_tables(self)
+
+    def save_figure(self, fig: Any, name: str) -> Path:
+        """Save a figure as PNG and SVG under ``plots/``; returns the PNG's path."""
+        from .writers import save_figure
+
+        return save_figure(self.dir, fig, name)
+
+    def save_figures(self, figures: dict[str, Any]) -> list[Path]:
+        """Save each figure of :meth:`figures` under ``plots/``; returns the PNG paths."""
+        return [self.save_figure(fig, name) for name, fig in figures.items()]
