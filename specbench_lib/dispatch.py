@@ -43,9 +43,10 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from .catalogue import C, http_status
 from .engines import Adapter, StreamEvent
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
-from .metrics import deliveries
+from .latency import deliveries
 from .params import RequestRateParams, TimeoutParams
 from .records import CellDispatch, FinalStats, RequestRecord
 from .stalls import StallWatch
@@ -325,7 +326,7 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
             rec.status = resp.status_code
             if resp.status_code != 200:
                 text = (await _read_some(resp, _MAX_ERROR_BODY)).decode(errors="replace")
-                rec.error, rec.error_kind = text[:500], f"http_{resp.status_code}"
+                rec.error, rec.error_kind = text[:500], http_status(resp.status_code)
                 return
             pending = b""
             # closed here, not by the garbage collector: its end would close a later connection
@@ -353,7 +354,7 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
                         pending = b""  # the rest of the body is only read to its end
                     elif len(pending) > _MAX_LINE:
                         rec.error, rec.error_kind = (f"a stream line over {_MAX_LINE >> 20} MiB without "
-                                                     f"a line break: {pending[:200]!r}", "error_in_stream")
+                                                     f"a line break: {pending[:200]!r}", C.error_in_stream)
                         return
                     deadline.arm(timeout)
             if ended is None and pending.strip():
@@ -365,14 +366,14 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
                 rec.final = FinalStats(completion_tokens=0)  # an empty stream: empty_output
     except TimeoutError:
         limit = _RequestTimeout(deadline.which, deadline.gap)
-        rec.error, rec.error_kind = f"{limit} after {len(rec.token_times)} tokens", "timeout"
+        rec.error, rec.error_kind = f"{limit} after {len(rec.token_times)} tokens", C.timeout
     except ConnectTimeout as exc:
-        rec.error, rec.error_kind = str(exc), "timeout"
+        rec.error, rec.error_kind = str(exc), C.timeout
     except HTTPError as exc:
-        rec.error, rec.error_kind = str(exc), "connection_error"
+        rec.error, rec.error_kind = str(exc), C.connection_error
     except Exception as exc:  # the last guard: nothing a server sends may end the sweep
         rec.error = f"{type(exc).__name__} while reading the answer: {exc}"[:500]
-        rec.error_kind = "connection_error"
+        rec.error_kind = C.connection_error
     finally:
         rec.end = send.clock() if ended is None else ended
         rec.text_sha = digest.hexdigest()[:16]
@@ -411,13 +412,13 @@ def _take(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: float
     if event is None:
         return False
     if event.error is not None:
-        rec.error, rec.error_kind = event.error, "error_in_stream"
+        rec.error, rec.error_kind = event.error, C.error_in_stream
         return True
     if event.n_tokens:
         if len(rec.token_times) + event.n_tokens > 2 * rec.max_tokens + 64:  # not long_output: bogus
             rec.error = (f"a stream event claims {event.n_tokens} tokens after "
                          f"{len(rec.token_times)}, for a limit of {rec.max_tokens}")
-            rec.error_kind = "error_in_stream"
+            rec.error_kind = C.error_in_stream
             return True
         rec.token_times.extend([now] * event.n_tokens)
         rec.chunk_sizes.append(event.n_tokens)

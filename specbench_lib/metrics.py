@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from .catalogue import RATE_TOLERANCE
 from .latency import add_percentiles, deliveries, token_itls
 from .latency import quantile as _quantile
 from .params import SloParams
@@ -162,7 +163,6 @@ def _from_schedule(recs: Sequence[RequestRecord]) -> dict[str, Any]:
     return found
 
 
-RATE_TOLERANCE = 0.05  # achieved send rate may fall this fraction below the schedule's
 
 
 def rate_shortfall(records: list[RequestRecord], target_rate: float | None) -> dict[str, Any]:

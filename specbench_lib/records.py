@@ -13,16 +13,22 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .catalogue import (
+    BY_DESIGN,
+    DEFAULT_MAX_COALESCED_FIRST_FRACTION,
+    DEFAULT_MAX_COALESCED_FRACTION,
+    DEFAULT_MAX_FAILED_FRACTION,
+    check,
+)
 from .display import Rendered, html_table, html_text
 from .errors import SchemaError
 from .hostload import HostLoad
-from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION, CellSpec
+from .params import CellSpec
 from .shapes import shape_problem
 
 SCHEMA_VERSION = 2
 Status = Literal["ok", "invalid", "crashed", "skipped"]
 STATUSES: tuple[Status, ...] = ("ok", "invalid", "crashed", "skipped")
-BY_DESIGN = frozenset({"enough_repeats"})  # skipped reasons that are the plan's, not failures
 
 
 @dataclass
@@ -84,6 +90,8 @@ class RequestRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
         values = _known(cls, data)
+        if values.get("error_kind") is not None:
+            check(values["error_kind"])  # a reason code: UnknownReason (a ValueError) if not
         final = values.get("final")
         values["final"] = FinalStats.from_dict(final) if final is not None else None
         for key in ("token_times", "chunk_sizes", "output_ids"):
@@ -113,7 +121,8 @@ class Reason(str):
 
     It reads as text (``"http_400: {...} (x3)"``, with a ``tolerated: `` prefix when a tolerant
     verdict let it through), so a reason can be shown and searched as it is, and its parts are
-    fields, never parsed back out of the text.
+    fields, never parsed back out of the text. ``code`` is an entry of :mod:`.catalogue`
+    (another is :class:`~.errors.UnknownReason`).
     """
 
     code: str
@@ -123,7 +132,7 @@ class Reason(str):
 
     def __new__(cls, code: str, detail: str = "", *, count: int = 1,
                 tolerated: bool = False) -> Reason:
-        text = f"{code}: {detail}" if detail else code
+        text = f"{check(code)}: {detail}" if detail else check(code)
         if count > 1:
             text += f" (x{count})"
         self = super().__new__(cls, f"tolerated: {text}" if tolerated else text)
@@ -226,7 +235,7 @@ class JudgeInputs:
     planned: int  # measured requests planned
     speculative: bool = False  # the config drafts (every method but auto)
     spec_stats: Literal["per_request", "counters"] = "per_request"  # where its spec stats come from
-    max_failed_fraction: float = 0.0
+    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
     prefix_cache: bool = False
     max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION
     max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION

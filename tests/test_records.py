@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cellfactory import make_cell
 
-from specbench_lib import SchemaError, SweepResult, analysis, validate
+from specbench_lib import SchemaError, SweepResult, analysis, catalogue, validate
 from specbench_lib.hostload import HostLoad, HostProcess
 from specbench_lib.records import (
     CellFacts,
@@ -154,6 +154,8 @@ def test_a_changed_rule_changes_an_existing_runs_verdicts_on_read(
         return found
 
     monkeypatch.setattr(validate, "request_problems", stricter)
+    monkeypatch.setitem(catalogue.BY_CODE, "too_slow", catalogue.Code(  # a new rule: its entry
+        "too_slow", "request", "a request slower than the test allows"))
     result = SweepResult(path)
     assert result.counts() == {"ok": 1, "invalid": 1, "crashed": 0, "skipped": 0}
     slow = result.cell("auto__code__ctx256__c1")
