@@ -26,7 +26,10 @@ from .hostload import HostLoad
 from .params import CellSpec
 from .shapes import shape_problem
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# versions read by migrating on read (never a reason to measure a cell again): 2 lacks the
+# requests' multi_reads and stalls, so coalescing keeps the counts decided while measuring
+MIGRATES_FROM = frozenset({2})
 Status = Literal["ok", "invalid", "crashed", "skipped"]
 STATUSES: tuple[Status, ...] = ("ok", "invalid", "crashed", "skipped")
 
@@ -68,8 +71,14 @@ class RequestRecord:
     text_sha: str = ""
     output_ids: list[int] = field(default_factory=list)
     scheduled: float | None = None  # open loop: when the schedule said to send it
-    # tokens whose receive time is a later event's: read together with it right after the client
-    # stalled (see dispatch's stall watch); first_token_coalesced: the TTFT is late too
+    # the raw reads coalescing is decided from on read (:mod:`.coalescing`), seconds from the
+    # cell's start: each read that carried several token events (its time, the tokens of all but
+    # its last event, whether the first token was among them), and the client stalls (dispatch's
+    # stall watch) that overlap the request; None: not recorded (a cell from before schema 3)
+    multi_reads: list[tuple[float, int, bool]] | None = None
+    stalls: list[tuple[float, float]] | None = None
+    # schema 2 (decided while measuring): tokens whose receive time is a later event's, and
+    # whether the TTFT is late too; read only where multi_reads and stalls are None
     coalesced_tokens: int = 0
     first_token_coalesced: bool = False
 
@@ -96,6 +105,9 @@ class RequestRecord:
         values["final"] = FinalStats.from_dict(final) if final is not None else None
         for key in ("token_times", "chunk_sizes", "output_ids"):
             values[key] = list(values.get(key) or [])
+        for key in ("multi_reads", "stalls"):
+            if values.get(key) is not None:
+                values[key] = [tuple(item) for item in values[key]]
         return cls(**values)
 
 
@@ -418,10 +430,13 @@ class CellRecord:
     def from_dict(cls, data: dict[str, Any], *, path: Path | str = "<cell>") -> CellRecord:
         """The record of a cell file's JSON; :class:`SchemaError` for another schema version."""
         version = data.get("schema_version") if isinstance(data, dict) else None
-        if version != SCHEMA_VERSION:
+        if version in MIGRATES_FROM:  # migrated on read: its absent fields read as not recorded
+            data = {**data, "schema_version": SCHEMA_VERSION}
+        if version != SCHEMA_VERSION and version not in MIGRATES_FROM:
             raise SchemaError(
                 f"cell file has schema_version {version!r}, this specbench reads "
-                f"{SCHEMA_VERSION} (version 1 was written before typed records, which its "
+                f"{SCHEMA_VERSION} (and migrates {sorted(MIGRATES_FROM)}; version 1 was written "
+                f"before typed records, which its "
                 f"numbers cannot be re-analysed from): resume the run to measure it again",
                 path=path, version=version)
         try:

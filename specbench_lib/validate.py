@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .catalogue import DEFAULT_MAX_COALESCED_FIRST_FRACTION, C
+from .coalescing import coalesced
 from .hostload import HostLoad
 from .metrics import rate_shortfall
 from .records import (
@@ -171,8 +172,10 @@ def coalesced_reads(records: list[RequestRecord], limit: float,
     the TTFT) holds the stall."""
     tokens = sum(len(r.token_times) for r in records)
     firsts = sum(1 for r in records if r.token_times)
-    lost = sum(min(r.coalesced_tokens, len(r.token_times)) for r in records)
-    lost_first = sum(1 for r in records if r.first_token_coalesced and r.token_times)
+    decided = [coalesced(r) for r in records]  # from the stored reads and stalls (coalescing.py)
+    lost = sum(n for n, _ in decided)
+    lost_first = sum(1 for r, (_, first) in zip(records, decided, strict=True)
+                     if first and r.token_times)
     if not tokens or (lost <= limit * tokens and lost_first <= first_limit * firsts):
         return None
     return Reason(C.coalesced_reads, (

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specbench_lib.catalogue import CODES
-from specbench_lib.dispatch import _parse, dispatch_cell
+from specbench_lib.dispatch import dispatch_cell
 from specbench_lib.engines import BaseAdapter, StreamEvent
 from specbench_lib.engines.llamacpp import LlamaCppAdapter
 from specbench_lib.engines.sglang import SGLangAdapter
@@ -40,6 +40,7 @@ from specbench_lib.engines.vllm import VllmAdapter
 from specbench_lib.errors import TransportError
 from specbench_lib.http1 import Connection
 from specbench_lib.records import FinalStats, RequestRecord
+from specbench_lib.streamread import parse_line
 from specbench_lib.validate import request_problems
 
 ADAPTERS = [LlamaCppAdapter(), SGLangAdapter(), VllmAdapter()]
@@ -362,7 +363,7 @@ def test_raw_stream_bytes_give_only_stream_events(adapter: BaseAdapter) -> None:
         counted(f"bytes_{adapter.name}")
         parse = adapter.stream_parser()
         for line in lines:
-            check_event(_parse(parse, line))
+            check_event(parse_line(parse, line))
 
     run()
 

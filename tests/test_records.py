@@ -95,7 +95,7 @@ def test_a_cell_written_before_typed_records_is_refused_by_its_schema_version(
     v1 = {"schema_version": 1, "run_id": "r", "cell_id": "auto__code__ctx128__c1",
           "fingerprint": "x", "spec": {"config": "auto"},
           "verdict": {"status": "ok", "reasons": []}, "metrics": {"output_tok_s": 3.0}}
-    with pytest.raises(SchemaError, match="schema_version 1.*reads 2") as err:
+    with pytest.raises(SchemaError, match="schema_version 1.*reads 3") as err:
         CellRecord.from_dict(v1, path="c.json")
     assert err.value.version == 1 and err.value.path == "c.json"
 
