@@ -8,9 +8,7 @@ reached before any request) comes from the cell's :class:`~.records.CellFacts` a
 
 from __future__ import annotations
 
-from typing import Any
-
-from .metrics import cell_metrics, spec_metrics
+from .metrics import CellMetrics, cell_metrics, spec_metrics
 from .records import CellRecord, Verdict
 from .validate import judge as judge_all
 
@@ -21,7 +19,7 @@ def judge(cell: CellRecord) -> Verdict:
                      prompts=cell.prompts)
 
 
-def measure(cell: CellRecord, verdict: Verdict) -> dict[str, Any] | None:
+def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
     """The metrics of an ok cell (None otherwise); the speculative statistics from the server's
     counters when the requests carry none, by the same definitions (:func:`.metrics.spec_metrics`)."""
     if not verdict.ok:

@@ -14,6 +14,7 @@ import pytest
 
 from specbench_lib import SweepResult
 from specbench_lib.coalescing import coalesced
+from specbench_lib.metrics import CellMetrics
 from specbench_lib.records import SCHEMA_VERSION, CellRecord
 from specbench_lib.runs import RunDir, _matching_ok
 
@@ -43,6 +44,8 @@ def test_an_old_run_loads_with_its_verdicts_derived_again(run: Path) -> None:
     assert ok.metrics is not None and ok.metrics["n_requests"] == 3
     stored = json.loads((run / "cells" / f"{OK}.json").read_text())["metrics"]
     assert ok.metrics["output_tok_s"] == pytest.approx(stored["output_tok_s"])
+    counters_only = {"position_acceptance_rate", "acceptance_histogram"}  # vLLM's counters
+    assert set(ok.metrics) == set(CellMetrics.__annotations__) - counters_only  # typed, whole
     table = result.table()
     assert len(table) == 1  # the one ok cell's row
     written = CellRecord.from_dict(json.loads((run / "cells" / f"{OK}.json").read_text()))
