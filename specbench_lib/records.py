@@ -430,9 +430,9 @@ class CellRecord:
     def from_dict(cls, data: dict[str, Any], *, path: Path | str = "<cell>") -> CellRecord:
         """The record of a cell file's JSON; :class:`SchemaError` for another schema version."""
         version = data.get("schema_version") if isinstance(data, dict) else None
-        if version in MIGRATES_FROM:  # migrated on read: its absent fields read as not recorded
+        if isinstance(version, int) and version in MIGRATES_FROM:  # absent fields: not recorded
             data = {**data, "schema_version": SCHEMA_VERSION}
-        if version != SCHEMA_VERSION and version not in MIGRATES_FROM:
+        elif version != SCHEMA_VERSION:
             raise SchemaError(
                 f"cell file has schema_version {version!r}, this specbench reads "
                 f"{SCHEMA_VERSION} (and migrates {sorted(MIGRATES_FROM)}; version 1 was written "
