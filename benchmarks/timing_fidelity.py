@@ -41,6 +41,7 @@ from typing import Any
 from _common import err_pct, load_note, mean, quantile, spread, table, write_results
 from sglang_refserver import RefServerProcess, check_shared_clock
 
+from specbench_lib.coalescing import coalesced
 from specbench_lib.dispatch import CellDispatch, dispatch_cell
 from specbench_lib.engines.sglang import SGLangAdapter
 from specbench_lib.metrics import cell_metrics
@@ -128,8 +129,8 @@ def analyse(result: CellDispatch, log: dict[str, Any]) -> dict[str, Any]:
         "ok": verdict.ok,
         "verdict": verdict.status,
         "reasons": [r.code for r in verdict.reasons],
-        "coalesced_tokens": sum(r.coalesced_tokens for r in recs),
-        "first_tokens_coalesced": sum(r.first_token_coalesced for r in recs),
+        "coalesced_tokens": sum(coalesced(r)[0] for r in recs),  # decided from the stored reads
+        "first_tokens_coalesced": sum(coalesced(r)[1] for r in recs),
         "tokens": sum(len(r.token_times) for r in recs),
         "stalls": len(result.stalls),
         "stall_s": sum(b - a for a, b in result.stalls),

@@ -20,19 +20,16 @@ no final statistics stays incomplete.
 Coalesced reads: a read's kernel stamp is its last segment's arrival, so events that queued in
 the socket while the client was not running (a busy loop, a descheduled process) all carry the
 last one's time. A :class:`~.stalls.StallWatch` ticks every 2 ms and keeps the intervals in
-which it could not run on time; a read that carried several token events and was made inside
-such an interval marks the tokens of all its token events but the last as coalesced
-(``RequestRecord.coalesced_tokens``, and ``first_token_coalesced`` when the first token was
-one: the TTFT is then late). A server's genuine burst read promptly (llama.cpp sends each
-accepted draft token as its own event, microseconds apart) is not marked; the rule
-``coalesced_reads`` (:mod:`.validate`) judges the fraction.
+which it could not run on time. Each request stores its reads that carried several token events
+(``RequestRecord.multi_reads``) and the stalls that overlap it (``RequestRecord.stalls``); which
+tokens they made late is decided on read (:mod:`.coalescing`), and the rule ``coalesced_reads``
+(:mod:`.validate`) judges the fraction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import random
 import signal
@@ -43,12 +40,13 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .engines import Adapter, StreamEvent
+from .catalogue import C, http_status
+from .engines import Adapter
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
-from .metrics import deliveries
-from .records import CellDispatch, FinalStats, RequestRecord
+from .records import CellDispatch, RequestRecord
 from .sections import RequestRateParams, TimeoutParams
 from .stalls import StallWatch
+from .streamread import MAX_LINE, Stream
 
 T = TypeVar("T")
 
@@ -134,7 +132,8 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
                     concurrency: int, max_tokens: int, limits: TimeoutParams,
                     rate: RequestRateParams | None, seed: int,
                     headers: dict[str, str] | None = None) -> CellDispatch:
-    records = [RequestRecord(i, i < warmup, len(p), max_tokens) for i, p in enumerate(prompts)]
+    records = [RequestRecord(i, i < warmup, len(p), max_tokens, multi_reads=[], stalls=[])
+               for i, p in enumerate(prompts)]
     tls = ssl.create_default_context() if base_url.startswith("https:") else None
     conns = [Connection(base_url, headers=headers, connect_timeout_s=limits.connect_s,
                         keepalive_s=_KEEPALIVE_S, ssl_context=tls)
@@ -156,26 +155,15 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
             await _open_loop(send, records[warmup:], concurrency, rate, seed)
         window_end = send.clock()
         watch.stop()
-        send.mark_coalesced()
     finally:
         watch.stop()
         for conn in conns:
             conn.close()
+    stalls = tuple((a - t0, b - t0) for a, b in watch.stalls)
+    for rec in records:  # the stalls a read of the request could have come right after
+        rec.stalls = [(a, b) for a, b in stalls if b > rec.start and a < rec.end]
     return CellDispatch(records, window_start, window_end, origin=t0,
-                        target_rate=rate.per_s if rate is not None else None,
-                        stalls=tuple((a - t0, b - t0) for a, b in watch.stalls))
-
-
-COALESCED_ERROR = 0.10  # a stamp that may be late by more than this fraction of what it times
-
-
-def _delivery_shape(times: list[float]) -> tuple[float, int]:
-    """A request's median gap between deliveries (0 with fewer than two) and its median tokens
-    per delivery, deliveries as :func:`~.metrics.deliveries` defines them."""
-    found = deliveries(times) or [(0.0, 1)]
-    gaps = sorted(b - a for (a, _), (b, _) in zip(found, found[1:], strict=False))
-    sizes = sorted(k for _, k in found)
-    return (gaps[len(gaps) // 2] if gaps else 0.0), sizes[len(sizes) // 2]
+                        target_rate=rate.per_s if rate is not None else None, stalls=stalls)
 
 
 _KEEPALIVE_S = 4.0  # idle connections are dropped before servers' own 5 s idle timeouts
@@ -207,32 +195,9 @@ class _Sender:
     origin: float  # time.perf_counter() at the cell's time 0
     limits: TimeoutParams
     watch: StallWatch = field(default_factory=StallWatch)
-    # reads that carried several token events: (request, read time, tokens of all but the
-    # last event, whether the request's first token was among them); judged at the cell's end
-    multi_reads: list[tuple[RequestRecord, float, int, bool]] = field(default_factory=list)
 
     def clock(self) -> float:
         return time.perf_counter() - self.origin
-
-    def mark_coalesced(self) -> None:
-        """Count the tokens of reads made right after a client stall as coalesced, when the stall
-        could make their times late by more than :data:`COALESCED_ERROR` of what they time: the
-        request's TTFT for a first token, its median gap between deliveries for the others (a
-        2 ms stall does not spoil a 300 ms TTFT, and it would be counted against 5 ms tokens).
-        A stall can only have hidden as many of the request's deliveries as fit in it (at least
-        one): a 3 ms stall over a 32-token burst of an n-gram draft counts one delivery's worth
-        of tokens, not the burst, whose events the server sent together."""
-        for rec, read_at, tokens, first in self.multi_reads:
-            waited = self.watch.waited(read_at)
-            if waited is None:
-                continue
-            gap, size = _delivery_shape(rec.token_times)
-            if tokens and waited > COALESCED_ERROR * gap:
-                hidden = max(1, int(waited / gap + 1e-9)) if gap > 0 else tokens
-                rec.coalesced_tokens += min(tokens, hidden * size)
-            ttft = rec.ttft
-            if first and ttft is not None and waited > COALESCED_ERROR * ttft:
-                rec.first_token_coalesced = True
 
     async def __call__(self, rec: RequestRecord) -> None:
         conn = self.conns.get_nowait()  # never empty: at most one request per slot in flight
@@ -297,18 +262,14 @@ class _Deadline:
         timeout.reschedule(asyncio.get_running_loop().time() + since + gap - self.send.clock())
 
 
-_MAX_LINE = 16 * 1024 * 1024  # a stream line longer than this is not a stream line
 _MAX_ERROR_BODY = 1024 * 1024  # of an error answer's body, read for its text
-_EMPTY_TEXT_SHA = hashlib.sha256().hexdigest()[:16]
-_SSE_FIELDS = (b"data:", b":", b"event:", b"id:", b"retry:")
 
 
 async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> None:
     adapter, origin = send.adapter, send.origin
     path, body = adapter.generation_request(send.prompts[rec.index], max_tokens=send.max_tokens)
     payload = json.dumps(body, separators=(",", ":")).encode()
-    parse = adapter.stream_parser()  # per stream: some engines send cumulative counts
-    digest = hashlib.sha256()
+    stream = Stream(adapter.stream_parser())
     deadline = _Deadline(rec, send)
 
     def starting() -> None:
@@ -316,8 +277,6 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
 
     rec.start = send.clock()
     resp: Response | None = None
-    ended: float | None = None
-    sse_only = True  # every non-blank line so far was a server-sent-events line
     try:
         async with asyncio.timeout(None) as timeout:
             deadline.arm(timeout)
@@ -325,57 +284,37 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
             rec.status = resp.status_code
             if resp.status_code != 200:
                 text = (await _read_some(resp, _MAX_ERROR_BODY)).decode(errors="replace")
-                rec.error, rec.error_kind = text[:500], f"http_{resp.status_code}"
+                rec.error, rec.error_kind = text[:500], http_status(resp.status_code)
                 return
             pending = b""
             # closed here, not by the garbage collector: its end would close a later connection
             async with contextlib.aclosing(resp.stream()) as pieces:
                 async for data, arrived in pieces:
-                    now = arrived - origin  # when the bytes were received, before any parsing
                     *lines, pending = (pending + data).split(b"\n")
-                    events = []  # (tokens before, tokens) of each token event in this read
-                    for line in lines:
-                        if ended is None:
-                            if sse_only and not rec.token_times:
-                                sse_only = _is_sse(line)
-                            before = len(rec.token_times)
-                            done = _take(_parse(parse, line), rec, digest, now)
-                            if len(rec.token_times) > before:
-                                events.append((before, len(rec.token_times) - before))
-                            if done:
-                                if rec.error_kind is not None:
-                                    return
-                                ended = now  # read on to the body's end, so the connection is reused
-                    if len(events) > 1:  # one stamp for several events: coalesced after a stall?
-                        send.multi_reads.append((rec, resp.read_at, sum(n for _, n in events[:-1]),
-                                                 events[0][0] == 0))
-                    if ended is not None:
+                    # arrived: when the bytes were received, before any parsing
+                    if stream.take_read(rec, lines, arrived - origin, resp.read_at - origin):
+                        return
+                    if stream.ended is not None:
                         pending = b""  # the rest of the body is only read to its end
-                    elif len(pending) > _MAX_LINE:
-                        rec.error, rec.error_kind = (f"a stream line over {_MAX_LINE >> 20} MiB without "
-                                                     f"a line break: {pending[:200]!r}", "error_in_stream")
+                    elif len(pending) > MAX_LINE:
+                        rec.error, rec.error_kind = (f"a stream line over {MAX_LINE >> 20} MiB without "
+                                                     f"a line break: {pending[:200]!r}", C.error_in_stream)
                         return
                     deadline.arm(timeout)
-            if ended is None and pending.strip():
-                sse_only = sse_only and _is_sse(pending)
-                if _take(_parse(parse, pending), rec, digest, send.clock()) and rec.error_kind:
-                    return
-            if (rec.error_kind is None and rec.final is None and not rec.token_times and sse_only
-                    and digest.hexdigest()[:16] == _EMPTY_TEXT_SHA):
-                rec.final = FinalStats(completion_tokens=0)  # an empty stream: empty_output
+            stream.take_rest(rec, pending, send.clock())
     except TimeoutError:
         limit = _RequestTimeout(deadline.which, deadline.gap)
-        rec.error, rec.error_kind = f"{limit} after {len(rec.token_times)} tokens", "timeout"
+        rec.error, rec.error_kind = f"{limit} after {len(rec.token_times)} tokens", C.timeout
     except ConnectTimeout as exc:
-        rec.error, rec.error_kind = str(exc), "timeout"
+        rec.error, rec.error_kind = str(exc), C.timeout
     except HTTPError as exc:
-        rec.error, rec.error_kind = str(exc), "connection_error"
+        rec.error, rec.error_kind = str(exc), C.connection_error
     except Exception as exc:  # the last guard: nothing a server sends may end the sweep
         rec.error = f"{type(exc).__name__} while reading the answer: {exc}"[:500]
-        rec.error_kind = "connection_error"
+        rec.error_kind = C.connection_error
     finally:
-        rec.end = send.clock() if ended is None else ended
-        rec.text_sha = digest.hexdigest()[:16]
+        rec.end = send.clock() if stream.ended is None else stream.ended
+        rec.text_sha = stream.digest.hexdigest()[:16]
         if resp is None or not resp.complete:
             conn.close()  # a response not read to its end leaves the connection unusable
 
@@ -389,40 +328,3 @@ async def _read_some(resp: Response, limit: int) -> bytes:
             if len(out) >= limit:
                 break
     return out[:limit]
-
-
-def _is_sse(line: bytes) -> bool:
-    line = line.strip()
-    return not line or line.startswith(_SSE_FIELDS)
-
-
-def _parse(parse: Any, line: bytes) -> StreamEvent | None:
-    """One stream line through the adapter's parser; a line that is not UTF-8 is an error event."""
-    try:
-        text = line.rstrip(b"\r").decode()
-    except UnicodeDecodeError as exc:
-        return StreamEvent(error=f"stream line is not UTF-8 ({exc.reason} at byte {exc.start}): "
-                                 f"{line[:200]!r}")
-    return parse(text)
-
-
-def _take(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: float) -> bool:
-    """Record one parsed stream line received at ``now``; True when the stream is over."""
-    if event is None:
-        return False
-    if event.error is not None:
-        rec.error, rec.error_kind = event.error, "error_in_stream"
-        return True
-    if event.n_tokens:
-        if len(rec.token_times) + event.n_tokens > 2 * rec.max_tokens + 64:  # not long_output: bogus
-            rec.error = (f"a stream event claims {event.n_tokens} tokens after "
-                         f"{len(rec.token_times)}, for a limit of {rec.max_tokens}")
-            rec.error_kind = "error_in_stream"
-            return True
-        rec.token_times.extend([now] * event.n_tokens)
-        rec.chunk_sizes.append(event.n_tokens)
-        rec.output_ids.extend(event.token_ids)
-    digest.update(event.text.encode("utf-8", "surrogatepass"))  # JSON escapes lone surrogates
-    if event.final is not None:
-        rec.final = event.final
-    return event.done

@@ -11,7 +11,8 @@
      │    └── StaleConnection   a kept-alive connection closed before the response began
      ├── StoreError         a run directory cannot be created, read or locked (path)
      │    └── SchemaError       a record was written in a schema this version cannot read
-     └── ValidationFailed   a finished run is not usable (no ok cell, no baseline)
+     ├── ValidationFailed   a finished run is not usable (no ok cell, no baseline)
+ └── UnknownReason      a verdict reason with a code the catalogue lacks (a programming error)
 
 Every error carries structured fields besides its message, so a notebook or the CLI can show
 what failed and where without parsing text.
@@ -107,3 +108,12 @@ class ValidationFailed(SpecbenchError):
         self.run_dir = str(run_dir)
         self.counts = counts
         super().__init__(message)
+
+
+class UnknownReason(SpecbenchError, ValueError):
+    """A verdict reason built with a code that :mod:`.catalogue` does not list: a programming
+    error where it is minted, a malformed record where it is read (a ``ValueError`` there)."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        super().__init__(f"reason code {code!r} is not in the catalogue (specbench_lib/catalogue.py)")

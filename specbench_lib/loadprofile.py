@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from .catalogue import C
 from .params import CellSpec
 from .records import CellRecord, Reason, Verdict
 
@@ -36,7 +37,7 @@ def profile_rate(spec: CellSpec, levels: tuple[int, ...],
         if found is None or not found.verdict.ok or not rps:
             state = "not measured" if found is None else found.status
             return Verdict("skipped", (Reason(
-                "no_profile_rate", f"the {role} cell {cell_id} is {state}, so point "
+                C.no_profile_rate, f"the {role} cell {cell_id} is {state}, so point "
                 f"{spec.profile_point} of the rate profile has no rate to run at; resume the run "
                 f"once it is ok"),))
         rates.append(float(rps))

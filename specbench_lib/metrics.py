@@ -5,12 +5,16 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, cast
 
+from .catalogue import RATE_TOLERANCE
 from .latency import add_percentiles, deliveries, token_itls
 from .latency import quantile as _quantile
 from .records import CellRecord, RequestRecord
 from .sections import SloParams
+from .tablekeys import GROUP as GROUP
+from .tablekeys import PANEL as PANEL
+from .tablekeys import load_points as load_points
 
 _STATS = ("mean", "p50", "p90", "p99")
 _LATENCIES = ("ttft", "tpot", "itl", "e2e", "delivery_gap")
@@ -25,10 +29,66 @@ METRIC_COLUMNS = (
 )
 LOSSLESS_COLUMNS = ("lossless_identical", "lossless_prefix_tokens", "lossless_n")
 REPEAT_COLUMNS = ("repeats_n", "repeats_failed", "output_tok_s_cv", "unstable")
-# a panel: the cells every config is compared within (``load``: an open-loop load point, "" for
-# a closed loop); a table row: a config in a panel
-PANEL = ["workload", "context", "output_tokens", "concurrency", "load"]
-GROUP = ["config", "series", "method", "budget", *PANEL]
+
+
+class CellMetrics(TypedDict, total=False):
+    """The metrics of one ok cell, as :func:`cell_metrics` gives them and a cell file stores
+    them (``CellRecord.metrics``); times in seconds, rates per second. The open-loop keys
+    (``target_rate_rps`` … ``*_sched_*``) only for a cell with a request rate, the position and
+    histogram keys only from a server's spec counters (:func:`~.analysis.measure`)."""
+
+    output_tok_s: float | None
+    request_throughput_rps: float | None
+    request_decode_tok_s: float | None
+    ttft_mean_s: float | None
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    tpot_mean_s: float | None
+    tpot_p50_s: float | None
+    tpot_p90_s: float | None
+    tpot_p99_s: float | None
+    itl_mean_s: float | None
+    itl_p50_s: float | None
+    itl_p90_s: float | None
+    itl_p99_s: float | None
+    e2e_mean_s: float | None
+    e2e_p50_s: float | None
+    e2e_p90_s: float | None
+    e2e_p99_s: float | None
+    delivery_gap_mean_s: float | None
+    delivery_gap_p50_s: float | None
+    delivery_gap_p90_s: float | None
+    delivery_gap_p99_s: float | None
+    acceptance_length: float | None
+    tokens_per_step: float | None
+    acceptance_length_drafted: float | None
+    draft_acceptance_rate: float | None
+    verify_steps: int | None
+    accepted_tokens: int | None
+    position_acceptance_rate: list[float] | None
+    acceptance_histogram: list[int] | None
+    tokens_per_chunk: float | None
+    tokens_per_delivery: float | None
+    chunk_size_counts: dict[str, int]
+    n_requests: int
+    n_failed: int
+    completion_tokens: int
+    window_s: float
+    target_rate_rps: float
+    scheduled_rate_rps: float | None
+    achieved_rate_rps: float | None
+    max_send_lag_s: float
+    rate_not_reached: bool
+    rate_note: str | None
+    ttft_sched_mean_s: float | None
+    ttft_sched_p50_s: float | None
+    ttft_sched_p90_s: float | None
+    ttft_sched_p99_s: float | None
+    e2e_sched_mean_s: float | None
+    e2e_sched_p50_s: float | None
+    e2e_sched_p90_s: float | None
+    e2e_sched_p99_s: float | None
 
 
 class Measured(Protocol):
@@ -44,7 +104,7 @@ class Measured(Protocol):
     def target_rate(self) -> float | None: ...
 
 
-def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str, Any]:
+def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> CellMetrics:
     """Metrics of one cell's measured requests, with token counts as the server reported them.
 
     ``output_tok_s`` is completion tokens over the measurement window, from the first request
@@ -60,11 +120,40 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
     """
     skip = set(exclude)
     recs = [r for r in dispatch.measured if r.index not in skip]
-    completion = [r.final.completion_tokens or 0 for r in recs if r.final]
-    total = sum(completion)
+    total = sum(r.final.completion_tokens or 0 for r in recs if r.final)
     starts = [r.start for r in recs]
     lasts = [r.token_times[-1] for r in recs if r.token_times]
     window = (max(lasts) - min(starts)) if starts and lasts else 0.0
+    series, decode_rates, sizes = _latency_series(recs)
+    chunks = [size for r in recs for size in r.chunk_sizes]
+    metrics: dict[str, Any] = {
+        "output_tok_s": total / window if window > 0 else None,
+        "request_throughput_rps": len(recs) / window if window > 0 else None,
+        "request_decode_tok_s": _mean(decode_rates),
+    }
+    for name, values in series.items():
+        metrics[f"{name}_mean_s"] = _mean(values)
+        for q in (50, 90, 99):
+            metrics[f"{name}_p{q}_s"] = _quantile(values, q / 100)
+    metrics.update(_request_spec_metrics(recs, total))
+    metrics.update({
+        "tokens_per_chunk": total / len(chunks) if chunks else None,
+        "tokens_per_delivery": _mean([float(k) for k in sizes]),
+        "chunk_size_counts": {str(k): v for k, v in sorted(Counter(chunks).items())},
+        "n_requests": len(recs),
+        "n_failed": len(dispatch.measured) - len(recs),
+        "completion_tokens": total,
+        "window_s": window,
+    })
+    metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
+    metrics.update(_from_schedule(recs))
+    return cast(CellMetrics, metrics)
+
+
+def _latency_series(recs: Sequence[RequestRecord]) -> tuple[dict[str, list[float]], list[float],
+                                                             list[int]]:
+    """Each latency's values over ``recs`` (TTFT, E2E, TPOT, ITL, delivery gap), the requests'
+    decode rates and the sizes of their deliveries."""
     decode_rates: list[float] = []
     series: dict[str, list[float]] = {name: [] for name in _LATENCIES}
     sizes: list[int] = []
@@ -81,38 +170,21 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> dict[str
         series["delivery_gap"].extend(b - a for (a, _), (b, _) in zip(found, found[1:],
                                                                         strict=False))
         series["itl"].extend(token_itls(found))
+    return series, decode_rates, sizes
+
+
+def _request_spec_metrics(recs: Sequence[RequestRecord], total: int) -> dict[str, Any]:
+    """The speculative statistics from the requests' own counts (None each when the server
+    counted no verify steps)."""
     finals = [r.final for r in recs if r.final]
     steps = sum((f.verify_steps or 0) for f in finals)
+    if not steps:
+        return {k: None for k in SPEC_METRICS}
     accepted = sum(f.accepted_tokens if f.accepted_tokens is not None else
                    max((f.completion_tokens or 0) - (f.verify_steps or 0), 0) if f.verify_steps
                    else 0 for f in finals)
     drafted = sum((f.draft_tokens or 0) for f in finals)
-    chunks = [size for r in recs for size in r.chunk_sizes]
-    metrics: dict[str, Any] = {
-        "output_tok_s": total / window if window > 0 else None,
-        "request_throughput_rps": len(recs) / window if window > 0 else None,
-        "request_decode_tok_s": _mean(decode_rates),
-    }
-    for name, values in series.items():
-        metrics[f"{name}_mean_s"] = _mean(values)
-        for q in (50, 90, 99):
-            metrics[f"{name}_p{q}_s"] = _quantile(values, q / 100)
-    if steps:  # the server counted its steps: speculative statistics per request
-        metrics.update(spec_metrics(total, len(recs), accepted=accepted, drafted_tokens=drafted))
-    else:
-        metrics.update({k: None for k in SPEC_METRICS})
-    metrics.update({
-        "tokens_per_chunk": total / len(chunks) if chunks else None,
-        "tokens_per_delivery": _mean([float(k) for k in sizes]),
-        "chunk_size_counts": {str(k): v for k, v in sorted(Counter(chunks).items())},
-        "n_requests": len(recs),
-        "n_failed": len(dispatch.measured) - len(recs),
-        "completion_tokens": total,
-        "window_s": window,
-    })
-    metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
-    metrics.update(_from_schedule(recs))
-    return metrics
+    return spec_metrics(total, len(recs), accepted=accepted, drafted_tokens=drafted)
 
 
 SPEC_METRICS = ("acceptance_length", "tokens_per_step", "acceptance_length_drafted",
@@ -162,7 +234,6 @@ def _from_schedule(recs: Sequence[RequestRecord]) -> dict[str, Any]:
     return found
 
 
-RATE_TOLERANCE = 0.05  # achieved send rate may fall this fraction below the schedule's
 
 
 def rate_shortfall(records: list[RequestRecord], target_rate: float | None) -> dict[str, Any]:
@@ -212,11 +283,11 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     """
     import pandas as pd
 
-    from .intervals import add_intervals, key_value
+    from .intervals import add_intervals
     from .lossless import losslessness
+    from .slo import SLO_COLUMNS, goodput
 
     same = losslessness(cells)
-    from .slo import SLO_COLUMNS, goodput
 
     rows = [{**c.spec.row(), **(c.metrics or {}), **same.get(c.cell_id, {}),
              **(goodput(c, slo) if slo is not None else {})} for c in cells if c.verdict.ok]
@@ -227,23 +298,8 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
     grouped = table.groupby(GROUP, dropna=False, sort=False)
     means = grouped[numeric].mean().reset_index()
-    tok_s = grouped["output_tok_s"]
-    means["repeats_n"] = grouped.size().to_numpy()
-    failed = Counter(tuple(key_value(c.spec.row()[k]) for k in GROUP) for c in cells
-                     if c.status in ("invalid", "crashed"))
-    means["repeats_failed"] = [failed[tuple(key_value(v) for v in row)]
-                               for row in means[GROUP].itertuples(index=False, name=None)]
-    means["output_tok_s_cv"] = (tok_s.std(ddof=1) / tok_s.mean()).to_numpy()
-    means["unstable"] = (means["output_tok_s_cv"] > unstable_cv) | (means["repeats_failed"] > 0)
+    means = _speedups(_repeat_columns(means, grouped, cells, unstable_cv))
     keys = PANEL
-    base = means[means["method"] == "auto"][[*keys, "output_tok_s"]]
-    base = base.rename(columns={"output_tok_s": "auto_tok_s"})
-    means = means.merge(base, on=keys, how="left")
-    means["speedup"] = means["output_tok_s"] / means["auto_tok_s"]
-    linear = means[means["method"] == "linear"].groupby(keys)["output_tok_s"].max()
-    means = means.merge(linear.rename("linear_tok_s").reset_index(), on=keys, how="left")
-    means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
-    means = means.drop(columns=["auto_tok_s", "linear_tok_s"])
     means = add_intervals(means, cells, keys, GROUP)
     means = add_percentiles(means, cells, GROUP)
     # a rate profile's point k runs each config at its own rate: no like-for-like baseline
@@ -252,12 +308,34 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     return means
 
 
-def load_points(table: Any) -> Any:
-    """``table`` with each row's load on its axis: ``load_axis`` "concurrency" (closed loop) or
-    "rate" (open loop), and ``load_value`` (the concurrency, or the rate asked for)."""
-    open_loop = table["load"].astype(str) != ""
-    return table.assign(load_axis=["rate" if o else "concurrency" for o in open_loop],
-                        load_value=table["target_rate_rps"].where(open_loop, table["concurrency"]))
+def _repeat_columns(means: Any, grouped: Any, cells: Sequence[CellRecord],
+                    unstable_cv: float) -> Any:
+    """The :data:`REPEAT_COLUMNS` of each row: its repeats, failed repeats, CV, stability."""
+    from .intervals import key_value
+
+    tok_s = grouped["output_tok_s"]
+    means["repeats_n"] = grouped.size().to_numpy()
+    failed = Counter(tuple(key_value(c.spec.row()[k]) for k in GROUP) for c in cells
+                     if c.status in ("invalid", "crashed"))
+    means["repeats_failed"] = [failed[tuple(key_value(v) for v in row)]
+                               for row in means[GROUP].itertuples(index=False, name=None)]
+    means["output_tok_s_cv"] = (tok_s.std(ddof=1) / tok_s.mean()).to_numpy()
+    means["unstable"] = (means["output_tok_s_cv"] > unstable_cv) | (means["repeats_failed"] > 0)
+    return means
+
+
+def _speedups(means: Any) -> Any:
+    """``speedup`` against the panel's ``auto`` row, ``speedup_vs_linear`` against its best
+    ``linear`` row (NaN where there is none)."""
+    keys = PANEL
+    base = means[means["method"] == "auto"][[*keys, "output_tok_s"]]
+    base = base.rename(columns={"output_tok_s": "auto_tok_s"})
+    means = means.merge(base, on=keys, how="left")
+    means["speedup"] = means["output_tok_s"] / means["auto_tok_s"]
+    linear = means[means["method"] == "linear"].groupby(keys)["output_tok_s"].max()
+    means = means.merge(linear.rename("linear_tok_s").reset_index(), on=keys, how="left")
+    means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
+    return means.drop(columns=["auto_tok_s", "linear_tok_s"])
 
 
 def _mean(values: list[float]) -> float | None:

@@ -16,6 +16,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from .catalogue import (  # the rules' thresholds' defaults
+    DEFAULT_MAX_COALESCED_FIRST_FRACTION,
+    DEFAULT_MAX_COALESCED_FRACTION,
+    DEFAULT_MAX_FAILED_FRACTION,
+)
 from .sections import (
     AttachParams,
     EngineParams,
@@ -30,12 +35,6 @@ from .sections import (
 )
 
 _REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# measured tokens, and first tokens, whose receive time a client stall made late by more than
-# 10 % of what it times (coalesced_reads): past 5 % of the tokens an ITL p95 is read from wrong
-# times, past 1 % of the first tokens a TTFT p99 (on a 2-core host whose server takes both
-# cores, 2-5 ms stalls touch a token or two of every few hundred: not a reason to drop a cell)
-DEFAULT_MAX_COALESCED_FRACTION = 0.05
-DEFAULT_MAX_COALESCED_FIRST_FRACTION = 0.01
 # sizes no real study reaches: past them a typo (10^12 requests) would hang or exhaust memory
 MAX_REQUESTS_PER_CELL = 100_000
 MAX_WARMUP_REQUESTS = 10_000
@@ -146,7 +145,8 @@ class SweepParams(Strict):
     request_rate: LoadParams | None = None  # None: closed loop (concurrency in flight)
     host: HostParams = HostParams()  # other processes' CPU while a cell runs (busy_host)
     placement: PlacementParams = PlacementParams()  # local (one after another) or on Ray
-    max_failed_fraction: float = Field(0.0, ge=0, lt=1)  # failed requests a cell may tolerate
+    # failed requests a cell may tolerate (failed_fraction)
+    max_failed_fraction: float = Field(DEFAULT_MAX_FAILED_FRACTION, ge=0, lt=1)
     # measured tokens, and first tokens, whose receive time was lost to a client stall, as
     # fractions, above which a cell is invalid (coalesced_reads)
     max_coalesced_fraction: float = Field(DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)

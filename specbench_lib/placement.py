@@ -24,6 +24,7 @@ import datetime as dt
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .catalogue import C
 from .errors import ParamsError, PreflightError
 from .hostfacts import CoTenant, Placement
 from .params import CellSpec
@@ -239,12 +240,12 @@ class Placer:
         if error is None and not left:
             return
         if error is None:
-            reason = Reason("worker_lost", "the task ended before its cells were measured")
+            reason = Reason(C.worker_lost, "the task ended before its cells were measured")
         elif isinstance(error, self.ray.exceptions.RayTaskError):
             cause = error.cause if error.cause is not None else error
-            reason = Reason("worker_error", f"{type(cause).__name__}: {cause}")
+            reason = Reason(C.worker_error, f"{type(cause).__name__}: {cause}")
         else:
-            reason = Reason("worker_lost", f"{type(error).__name__}: the Ray worker (or its node) "
+            reason = Reason(C.worker_lost, f"{type(error).__name__}: the Ray worker (or its node) "
                             f"running this config died; its server was stopped")
         self._reap([job])
         excerpt = "\n".join(job.log_tail.decode(errors="replace").splitlines()[-40:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import hashlib
 import json
@@ -14,21 +15,64 @@ from typing import Any
 
 from .paths import project_root
 
-# the modules that build, send and time requests: a change to any makes earlier cells stale
-MEASUREMENT_MODULES = ("dispatch.py", "http1.py", "wire.py", "stalls.py", "workload.py",
-                       "promptbook.py", "engines")
+# The measurement hash covers the code that decides what a cell file stores: the import closure
+# (package-internal, module- and function-level imports) of the modules that build, send, time
+# and record requests, plus the sources of the two that run them (cell order, prompts, facts,
+# rounds), whose other imports are the run directory and the analysis on read. A change to any
+# makes earlier cells stale; a change to the analysis (rules, metrics) applies on read instead.
+MEASURING = ("dispatch", "loadprofile", "hostload", "promptbook")
+RUNNERS = ("serversweep", "sweep")
+# the reason codes' table: the measuring path uses its names, its rules are applied on read
+NOT_MEASURING = frozenset({"catalogue"})
 PACKAGE = Path(__file__).resolve().parent
+
+
+def _module_file(package: Path, name: str) -> Path | None:
+    path = package.joinpath(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(package: Path, name: str, file: Path) -> set[str]:
+    """The package modules that module ``name`` (at ``file``) imports, anywhere in its body."""
+    here = name.split(".") if file.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(file.read_bytes(), str(file))):
+        if not isinstance(node, ast.ImportFrom) or not node.level:
+            continue
+        base = here[:len(here) - node.level + 1] + (node.module.split(".") if node.module else [])
+        for alias in node.names:
+            for parts in ([*base, alias.name], base):  # a submodule, else the module itself
+                if parts and _module_file(package, ".".join(parts)) is not None:
+                    found.add(".".join(parts))
+                    break
+    return found
+
+
+def measuring_modules(package: Path = PACKAGE) -> list[str]:
+    """The files (relative to ``package``) :func:`measurement_code_hash` covers."""
+    seen: set[str] = set()
+    todo = list(MEASURING)
+    while todo:
+        name = todo.pop()
+        file = _module_file(package, name)
+        if name in seen or name in NOT_MEASURING or file is None:
+            continue
+        seen.add(name)
+        todo += _imports(package, name, file)
+    files = {_module_file(package, n) for n in seen | set(RUNNERS)}
+    return sorted(str(f.relative_to(package)) for f in files if f is not None)
 
 
 @lru_cache(maxsize=4)
 def measurement_code_hash(package: Path = PACKAGE) -> str:
-    """SHA-256 (20 hex digits) of the source of :data:`MEASUREMENT_MODULES` in ``package``."""
+    """SHA-256 (20 hex digits) of the source of :func:`measuring_modules` in ``package``."""
     digest = hashlib.sha256()
-    for name in MEASUREMENT_MODULES:
-        path = package / name
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            digest.update(f"{file.relative_to(package)}\n".encode())
-            digest.update(file.read_bytes())
+    for name in measuring_modules(package):
+        digest.update(f"{name}\n".encode())
+        digest.update((package / name).read_bytes())
     return digest.hexdigest()[:20]
 
 

@@ -13,18 +13,27 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .catalogue import (
+    BY_DESIGN,
+    DEFAULT_MAX_COALESCED_FIRST_FRACTION,
+    DEFAULT_MAX_COALESCED_FRACTION,
+    DEFAULT_MAX_FAILED_FRACTION,
+    check,
+)
 from .display import Rendered, html_table, html_text
 from .errors import SchemaError
 from .hostfacts import HostLoad, Placement
-from .params import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION, CellSpec
+from .params import CellSpec
 from .served import PromptRecord, ServedBefore
 from .shapes import known_fields as _known
 from .shapes import shape_problem
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# versions read by migrating on read (never a reason to measure a cell again): 2 lacks the
+# requests' multi_reads and stalls, so coalescing keeps the counts decided while measuring
+MIGRATES_FROM = frozenset({2})
 Status = Literal["ok", "invalid", "crashed", "skipped"]
 STATUSES: tuple[Status, ...] = ("ok", "invalid", "crashed", "skipped")
-BY_DESIGN = frozenset({"enough_repeats"})  # skipped reasons that are the plan's, not failures
 
 
 @dataclass
@@ -64,8 +73,14 @@ class RequestRecord:
     text_sha: str = ""
     output_ids: list[int] = field(default_factory=list)
     scheduled: float | None = None  # open loop: when the schedule said to send it
-    # tokens whose receive time is a later event's: read together with it right after the client
-    # stalled (see dispatch's stall watch); first_token_coalesced: the TTFT is late too
+    # the raw reads coalescing is decided from on read (:mod:`.coalescing`), seconds from the
+    # cell's start: each read that carried several token events (its time, the tokens of all but
+    # its last event, whether the first token was among them), and the client stalls (dispatch's
+    # stall watch) that overlap the request; None: not recorded (a cell from before schema 3)
+    multi_reads: list[tuple[float, int, bool]] | None = None
+    stalls: list[tuple[float, float]] | None = None
+    # schema 2 (decided while measuring): tokens whose receive time is a later event's, and
+    # whether the TTFT is late too; read only where multi_reads and stalls are None
     coalesced_tokens: int = 0
     first_token_coalesced: bool = False
 
@@ -86,10 +101,15 @@ class RequestRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
         values = _known(cls, data)
+        if values.get("error_kind") is not None:
+            check(values["error_kind"])  # a reason code: UnknownReason (a ValueError) if not
         final = values.get("final")
         values["final"] = FinalStats.from_dict(final) if final is not None else None
         for key in ("token_times", "chunk_sizes", "output_ids"):
             values[key] = list(values.get(key) or [])
+        for key in ("multi_reads", "stalls"):
+            if values.get(key) is not None:
+                values[key] = [tuple(item) for item in values[key]]
         return cls(**values)
 
 
@@ -115,7 +135,8 @@ class Reason(str):
 
     It reads as text (``"http_400: {...} (x3)"``, with a ``tolerated: `` prefix when a tolerant
     verdict let it through), so a reason can be shown and searched as it is, and its parts are
-    fields, never parsed back out of the text.
+    fields, never parsed back out of the text. ``code`` is an entry of :mod:`.catalogue`
+    (another is :class:`~.errors.UnknownReason`).
     """
 
     code: str
@@ -125,7 +146,7 @@ class Reason(str):
 
     def __new__(cls, code: str, detail: str = "", *, count: int = 1,
                 tolerated: bool = False) -> Reason:
-        text = f"{code}: {detail}" if detail else code
+        text = f"{check(code)}: {detail}" if detail else check(code)
         if count > 1:
             text += f" (x{count})"
         self = super().__new__(cls, f"tolerated: {text}" if tolerated else text)
@@ -215,7 +236,7 @@ class JudgeInputs:
     planned: int  # measured requests planned
     speculative: bool = False  # the config drafts (every method but auto)
     spec_stats: Literal["per_request", "counters"] = "per_request"  # where its spec stats come from
-    max_failed_fraction: float = 0.0
+    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
     prefix_cache: bool = False
     max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION
     max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION
@@ -339,10 +360,13 @@ class CellRecord:
     def from_dict(cls, data: dict[str, Any], *, path: Path | str = "<cell>") -> CellRecord:
         """The record of a cell file's JSON; :class:`SchemaError` for another schema version."""
         version = data.get("schema_version") if isinstance(data, dict) else None
-        if version != SCHEMA_VERSION:
+        if isinstance(version, int) and version in MIGRATES_FROM:  # absent fields: not recorded
+            data = {**data, "schema_version": SCHEMA_VERSION}
+        elif version != SCHEMA_VERSION:
             raise SchemaError(
                 f"cell file has schema_version {version!r}, this specbench reads "
-                f"{SCHEMA_VERSION} (version 1 was written before typed records, which its "
+                f"{SCHEMA_VERSION} (and migrates {sorted(MIGRATES_FROM)}; version 1 was written "
+                f"before typed records, which its "
                 f"numbers cannot be re-analysed from): resume the run to measure it again",
                 path=path, version=version)
         try:

@@ -20,6 +20,7 @@ import httpx
 
 from .analysis import analyse
 from .attached import AttachedServer
+from .catalogue import C
 from .dispatch import dispatch_cell
 from .engines import Adapter, Isolation, Launch
 from .errors import ControlTimeout, EngineError, ServerError
@@ -47,7 +48,7 @@ from .store import redact, utc_now
 from .validate import context_guard
 from .workload import Prompt
 
-_DIED_EARLIER = Reason("server_died_earlier", "the server crashed in an earlier cell of this config")
+_DIED_EARLIER = Reason(C.server_died_earlier, "the server crashed in an earlier cell of this config")
 
 
 class RunWriter(Protocol):
@@ -261,20 +262,20 @@ class ServerSweep:
         signature = proc.crash_signature(base)
         if isinstance(exc, EngineError) and proc.healthy() and signature is None:
             if isinstance(exc, ControlTimeout):
-                reason = Reason("control_timeout", f"{exc}: the server is up but answers too "
+                reason = Reason(C.control_timeout, f"{exc}: the server is up but answers too "
                                 "slowly; raise engine.control_timeout_s if it is just busy")
             elif exc.status == 404:
-                reason = Reason("missing_endpoint", f"{exc}: the server does not offer an "
+                reason = Reason(C.missing_endpoint, f"{exc}: the server does not offer an "
                                 "endpoint specbench needs; for /tokenize set engine.tokenizer to "
                                 "the model's tokenizer.json (pip install tokenizers), otherwise "
                                 "use a server version that has it")
             else:
-                reason = Reason("bad_answer", f"{exc}: the server answered what its adapter "
+                reason = Reason(C.bad_answer, f"{exc}: the server answered what its adapter "
                                 "cannot read; the server's words are in the detail")
             return CellFacts(decided=Verdict("invalid", (reason,)), log_excerpt=proc.log_tail(40))
         verdict = Verdict("crashed", (
-            Reason("server_failed", str(exc)), Reason("returncode", str(proc.returncode)),
-            *((Reason("log", signature),) if signature else ())))
+            Reason(C.server_failed, str(exc)), Reason(C.returncode, str(proc.returncode)),
+            *((Reason(C.log, signature),) if signature else ())))
         return CellFacts(decided=verdict, server_alive=False, crash_line=signature,
                          returncode=proc.returncode, log_excerpt=proc.log_tail(40))
 

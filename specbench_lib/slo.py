@@ -16,6 +16,7 @@ from typing import Any
 
 from .records import CellRecord, RequestRecord
 from .sections import SloParams
+from .tablekeys import load_points
 
 SLO_COLUMNS = ("goodput_rps", "goodput_tok_s", "slo_met", "meets_slo")
 
@@ -52,8 +53,6 @@ def capacity(table: Any, slo: SloParams) -> Any:
     (closed loop) or rate asked for (open loop) whose row meets the SLO (None when none does),
     with the goodput there; from :func:`~.metrics.results_table` with SLO columns."""
     import pandas as pd
-
-    from .metrics import load_points
 
     keys = ["config", "workload", "context", "output_tokens", "load_axis"]
     rows = []

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .catalogue import C
 from .engines import Adapter, Launch, get_adapter, server_launch
 from .errors import StoreError
 from .fingerprint import Components, cell_fingerprints
@@ -115,7 +116,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
                      if kb.applies(server, engine_version=identity.version,
                                    gpus=run.attempt["environment"]["gpus"])), None)
                 if bad is not None:  # known to fail here: skipped with the reason, never started
-                    verdict = Verdict("skipped", (Reason("known_bad", bad.reason),))
+                    verdict = Verdict("skipped", (Reason(C.known_bad, bad.reason),))
                     for cell in todo:
                         sweeper.write(cell, CellFacts(decided=verdict))
                     continue
@@ -170,7 +171,7 @@ def _enough_repeats(run: Run, params: SweepParams, number: int) -> Reason | None
     # (open-loop rows are compared by latency at equal load, not by a speedup: not judged here)
     if not halves or any(not h <= target for h in halves):  # NaN: no interval yet
         return None
-    return Reason("enough_repeats", f"after {number + 1} of {params.repeats} rounds every "
+    return Reason(C.enough_repeats, f"after {number + 1} of {params.repeats} rounds every "
                   f"speedup interval at the look's level {100 * level:.2f} % was within "
                   f"±{100 * max(halves):.1f} % (repeat_until_half_width {target:g}); this repeat "
                   "was not needed")

@@ -46,7 +46,7 @@ def make_cell(config: str, method: str, budget: int | None, status: str = "ok",
                     repeat=repeat, repeats=repeats, output_tokens=tokens)
     judge = JudgeInputs(planned=len(outputs) if outputs else 1, speculative=method != "auto")
     if status != "ok":
-        verdict = Verdict(status, (Reason("x", "decided by the test"),))  # type: ignore[arg-type]
+        verdict = Verdict(status, (Reason("server_failed", "decided by the test"),))  # type: ignore[arg-type]
         return CellRecord(run_id, spec, fingerprint, config, (), verdict, judge,
                           CellFacts(decided=verdict))
     assert tok_s is not None

@@ -22,6 +22,7 @@ from reference_server import ReferenceServer
 
 from specbench_lib import dispatch
 from specbench_lib.analysis import judge
+from specbench_lib.coalescing import coalesced
 from specbench_lib.engines.llamacpp import LlamaCppAdapter
 from specbench_lib.errors import ParamsError
 from specbench_lib.http1 import Connection
@@ -47,6 +48,15 @@ def run_blocked(url: str, *, block_at: float | None, block_s: float, requests: i
     return asyncio.run(main())
 
 
+def lost_tokens(rec: RequestRecord) -> int:
+    """The tokens of ``rec`` a client stall took, as decided on read from its stored reads."""
+    return coalesced(rec)[0]
+
+
+def first_lost(rec: RequestRecord) -> bool:
+    return coalesced(rec)[1]
+
+
 def zero_gaps(rec: RequestRecord) -> int:
     return sum(b == a for a, b in zip(rec.token_times, rec.token_times[1:], strict=False))
 
@@ -59,13 +69,13 @@ def test_a_client_stall_marks_the_queued_tokens_coalesced_and_the_cell_invalid()
         assert rec.error_kind is None and len(rec.token_times) == TOKENS
         # about 0.3 s / 10 ms tokens queued in each stream; every one but the last of the read
         # that took them carries its time (a gap of 0), and is counted
-        assert 20 <= rec.coalesced_tokens <= 31, rec.coalesced_tokens
-        assert zero_gaps(rec) >= rec.coalesced_tokens
-        assert not rec.first_token_coalesced  # the first tokens came before the stall
+        assert 20 <= lost_tokens(rec) <= 31, lost_tokens(rec)
+        assert zero_gaps(rec) >= lost_tokens(rec)
+        assert not first_lost(rec)  # the first tokens came before the stall
     verdict = judge_cell(result.records, server_alive=True)
     assert verdict.status == "invalid" and verdict.codes == {"coalesced_reads"}, verdict.reasons
     (reason,) = verdict.reasons
-    lost = sum(r.coalesced_tokens for r in result.records)
+    lost = sum(lost_tokens(r) for r in result.records)
     assert reason.detail.startswith(f"{lost} of {TOKENS * CONCURRENCY} measured tokens")
     assert "max_coalesced_fraction 0.05, max_coalesced_first_fraction 0.01" in reason.detail
     assert "fewer concurrent requests or on a quieter client host" in reason.detail
@@ -89,8 +99,8 @@ def test_a_stall_before_the_first_tokens_makes_the_ttft_coalesced(
     with ReferenceServer(interval=INTERVAL, tokens_per_chunk=1) as server:
         result = run_blocked(server.url, block_at=None, block_s=0, requests=CONCURRENCY,
                              tokens=16)
-    assert all(r.first_token_coalesced for r in result.records), [
-        (r.start, r.token_times[:2], r.coalesced_tokens) for r in result.records]
+    assert all(first_lost(r) for r in result.records), [
+        (r.start, r.token_times[:2], lost_tokens(r)) for r in result.records]
     assert all(r.ttft is not None and r.ttft > 0.09 for r in result.records)  # late, as feared
     reason = coalesced_reads(result.records, 0.01)
     assert reason is not None and f"{CONCURRENCY} of {CONCURRENCY} first tokens" in reason.detail
@@ -100,7 +110,7 @@ def test_without_a_stall_nothing_is_coalesced() -> None:
     with ReferenceServer(interval=INTERVAL, tokens_per_chunk=1) as server:
         result = run_blocked(server.url, block_at=None, block_s=0, requests=CONCURRENCY)
     if not result.stalls:  # a loaded machine may stall the client for real
-        assert all(r.coalesced_tokens == 0 for r in result.records)
+        assert all(lost_tokens(r) == 0 for r in result.records)
     assert judge_cell(result.records, server_alive=True).ok
 
 
@@ -111,7 +121,7 @@ def test_a_genuine_burst_read_promptly_is_not_coalesced() -> None:
         assert rec.error_kind is None and rec.chunk_sizes == [1] * 32  # one event per token
         assert zero_gaps(rec) >= 24  # the bursts were read together: 3 of each 4 gaps are 0
         if not result.stalls:  # a loaded machine may stall the client for real
-            assert rec.coalesced_tokens == 0 and not rec.first_token_coalesced
+            assert lost_tokens(rec) == 0 and not first_lost(rec)
     assert judge_cell(result.records, server_alive=True).ok
 
 
@@ -120,8 +130,8 @@ def test_a_burst_read_after_a_stall_is_counted() -> None:
         result = run_blocked(server.url, block_at=0.05, block_s=0.1, requests=CONCURRENCY,
                              tokens=32)
     # 0.1 s holds about five bursts: all their events but the read's last are counted
-    assert all(rec.coalesced_tokens >= 12 for rec in result.records), [
-        r.coalesced_tokens for r in result.records]
+    assert all(lost_tokens(rec) >= 12 for rec in result.records), [
+        lost_tokens(r) for r in result.records]
 
 
 def test_old_records_without_the_fields_load_and_are_judged_as_before() -> None:
@@ -179,34 +189,29 @@ def test_a_short_stall_against_long_gaps_is_not_counted() -> None:
         slow = run_blocked(server.url, block_at=0.39, block_s=0.03, requests=CONCURRENCY,
                            tokens=8)
     assert any(b - a >= 0.025 for a, b in slow.stalls), slow.stalls
-    assert all(r.coalesced_tokens == 0 and not r.first_token_coalesced for r in slow.records)
+    assert all(lost_tokens(r) == 0 and not first_lost(r) for r in slow.records)
     with BurstServer(interval=0.02) as server:
         fast = run_blocked(server.url, block_at=0.05, block_s=0.03, requests=CONCURRENCY,
                            tokens=32)
-    assert all(r.coalesced_tokens >= 3 for r in fast.records), [
-        r.coalesced_tokens for r in fast.records]
+    assert all(lost_tokens(r) >= 3 for r in fast.records), [
+        lost_tokens(r) for r in fast.records]
 
 
 def test_a_stall_over_a_long_burst_counts_only_the_deliveries_it_could_hide() -> None:
     """n-gram drafts send a burst of up to budget events microseconds apart: a 5 ms stall over
     a 32-token burst, in a request whose deliveries are single tokens 20 ms apart, can hide one
     delivery (one token), not the 31 burst events the server sent together."""
-    from specbench_lib.stalls import StallWatch
-
     times = [0.02 * (i + 1) for i in range(20)]
     times += [times[-1] + 0.02 + 1e-6 * k for k in range(32)]  # the burst, in one read
+    read_at = times[-1]
     rec = RequestRecord(0, False, 3, len(times), status=200, start=0.0, end=times[-1],
-                        token_times=times, chunk_sizes=[1] * len(times))
-    watch = StallWatch()
-    read_at = 100.0 + times[-1]
-    watch.stalls = [(read_at - 0.005, read_at)]  # the read came 5 ms into a stall
-    sender = dispatch._Sender(LlamaCppAdapter(), asyncio.Queue(), [], 52, 100.0,
-                              dispatch._resolve_timeouts(None, 30.0), watch)
-    sender.multi_reads.append((rec, read_at, 31, False))
-    sender.mark_coalesced()
-    assert rec.coalesced_tokens == 1
-    long_stall = replace(rec, coalesced_tokens=0)  # 100 ms: five 20 ms deliveries fit in it
-    watch.stalls = [(read_at - 0.1, read_at)]
-    sender.multi_reads[:] = [(long_stall, read_at, 31, False)]
-    sender.mark_coalesced()
-    assert long_stall.coalesced_tokens == 5
+                        token_times=times, chunk_sizes=[1] * len(times),
+                        multi_reads=[(read_at, 31, False)],
+                        stalls=[(read_at - 0.005, read_at)])  # the read came 5 ms into a stall
+    assert coalesced(rec) == (1, False)
+    long_stall = replace(rec, stalls=[(read_at - 0.1, read_at)])  # five 20 ms deliveries fit
+    assert coalesced(long_stall) == (5, False)
+    stored = RequestRecord.from_dict(long_stall.to_dict())  # decided on read, from the file
+    assert stored.multi_reads == [(read_at, 31, False)] and coalesced(stored) == (5, False)
+    old = replace(rec, multi_reads=None, stalls=None, coalesced_tokens=7)  # schema 2
+    assert coalesced(old) == (7, False)

@@ -31,7 +31,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specbench_lib.dispatch import _parse, dispatch_cell
+from specbench_lib.catalogue import CODES
+from specbench_lib.dispatch import dispatch_cell
 from specbench_lib.engines import BaseAdapter, StreamEvent
 from specbench_lib.engines.llamacpp import LlamaCppAdapter
 from specbench_lib.engines.sglang import SGLangAdapter
@@ -39,7 +40,8 @@ from specbench_lib.engines.vllm import VllmAdapter
 from specbench_lib.errors import TransportError
 from specbench_lib.http1 import Connection
 from specbench_lib.records import FinalStats, RequestRecord
-from specbench_lib.validate import RULES, request_problems
+from specbench_lib.streamread import parse_line
+from specbench_lib.validate import request_problems
 
 ADAPTERS = [LlamaCppAdapter(), SGLangAdapter(), VllmAdapter()]
 IDS = [a.name for a in ADAPTERS]
@@ -361,7 +363,7 @@ def test_raw_stream_bytes_give_only_stream_events(adapter: BaseAdapter) -> None:
         counted(f"bytes_{adapter.name}")
         parse = adapter.stream_parser()
         for line in lines:
-            check_event(_parse(parse, line))
+            check_event(parse_line(parse, line))
 
     run()
 
@@ -437,9 +439,6 @@ def frame(body: bytes, how: int, cuts: list[int], status: bytes) -> list[bytes]:
         length = len(body) + (1 + cuts[0] % 5 if how == 2 and cuts else 3 if how == 2 else 0)
         return split(head + b"Content-Length: %d\r\n\r\n" % length + body, cuts)
     return split(head + b"Connection: close\r\n\r\n" + body, cuts)
-
-
-CODES = {rule.name for rule in RULES}
 
 
 def check_record(rec: RequestRecord) -> None:

@@ -22,7 +22,7 @@ def test_a_line_per_cell_with_its_verdict_number_interval_and_eta() -> None:
     assert first == "  server ngram-b8: ready in 1.2 s"
     assert re.fullmatch(r"\[2/4\] ngram-b8 code ctx256 c1: ok, 48\.6 tok/s \[\d+\.\d, \d+\.\d\] "
                         r"n=3 · \d+s, about \d+s left", ok), ok
-    assert crashed.startswith("[3/4] ngram-b16 code ctx256 c1: crashed, x: decided by the test")
+    assert crashed.startswith("[3/4] ngram-b16 code ctx256 c1: crashed, server_failed: decided by the test")
     assert last.startswith("[4/4] auto code ctx256 c1 r1: ok, 10.0 tok/s") and "left" not in last
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cellfactory import make_cell
 
-from specbench_lib import SchemaError, SweepResult, analysis, validate
+from specbench_lib import SchemaError, SweepResult, analysis, catalogue, validate
 from specbench_lib.hostfacts import HostLoad, HostProcess
 from specbench_lib.records import (
     CellFacts,
@@ -95,7 +95,7 @@ def test_a_cell_written_before_typed_records_is_refused_by_its_schema_version(
     v1 = {"schema_version": 1, "run_id": "r", "cell_id": "auto__code__ctx128__c1",
           "fingerprint": "x", "spec": {"config": "auto"},
           "verdict": {"status": "ok", "reasons": []}, "metrics": {"output_tok_s": 3.0}}
-    with pytest.raises(SchemaError, match="schema_version 1.*reads 2") as err:
+    with pytest.raises(SchemaError, match="schema_version 1.*reads 3") as err:
         CellRecord.from_dict(v1, path="c.json")
     assert err.value.version == 1 and err.value.path == "c.json"
 
@@ -154,6 +154,8 @@ def test_a_changed_rule_changes_an_existing_runs_verdicts_on_read(
         return found
 
     monkeypatch.setattr(validate, "request_problems", stricter)
+    monkeypatch.setitem(catalogue.BY_CODE, "too_slow", catalogue.Code(  # a new rule: its entry
+        "too_slow", "request", "a request slower than the test allows"))
     result = SweepResult(path)
     assert result.counts() == {"ok": 1, "invalid": 1, "crashed": 0, "skipped": 0}
     slow = result.cell("auto__code__ctx256__c1")

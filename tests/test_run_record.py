@@ -72,16 +72,22 @@ def test_the_cell_spec_and_the_port_alone() -> None:
                   argv=["llama-server", "--port", "9000", "-c", "4096"]) == before
 
 
-def test_the_measurement_code_hash_follows_the_modules_that_send_and_time(tmp_path: Path) -> None:
+def test_the_measurement_code_hash_follows_the_import_closure_of_the_measuring_path(tmp_path: Path) -> None:
     package = Path(provenance.__file__).resolve().parent
     copy = tmp_path / "specbench_lib"
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
     base = provenance.measurement_code_hash(copy)
     assert base == provenance.measurement_code_hash(package)
-    (copy / "analysis.py").write_text((copy / "analysis.py").read_text() + "\n# analysis only\n")
-    assert provenance.measurement_code_hash.__wrapped__(copy) == base
-    for module in ("dispatch.py", "http1.py", "wire.py", "stalls.py", "workload.py",
-                   "engines/llamacpp.py"):
+    covered = provenance.measuring_modules(copy)
+    for module in ("analysis.py", "validate.py", "metrics.py", "coalescing.py", "catalogue.py",
+                   "results.py", "runs.py", "report.py"):  # the analysis on read: not measuring
+        assert module not in covered
+        (copy / module).write_text((copy / module).read_text() + "\n# analysis only\n")
+        assert provenance.measurement_code_hash.__wrapped__(copy) == base, module
+    # derived from imports: what dispatch imports (and they import) is measuring code
+    for module in ("dispatch.py", "http1.py", "wire.py", "stalls.py", "streamread.py", "workload.py",
+                   "engines/llamacpp.py", "records.py", "loadprofile.py", "hostload.py",
+                   "promptbook.py", "serversweep.py", "sweep.py"):
         target = copy / module
         original = target.read_text()
         target.write_text(original + "\n# how requests are sent or timed\n")
@@ -195,3 +201,14 @@ def test_each_document_is_tokenized_once_per_server(tmp_path: Path,
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     assert [c.status for c in result.cells] == ["ok"] * 2
     assert seen and len(seen) == len(set(seen))  # 2 cells and the warmup, no document twice
+
+
+def test_a_module_the_measuring_path_starts_to_import_joins_the_hash(tmp_path: Path) -> None:
+    package = Path(provenance.__file__).resolve().parent
+    copy = tmp_path / "specbench_lib"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert "latency.py" not in provenance.measuring_modules(copy)
+    stalls = copy / "stalls.py"
+    stalls.write_text(stalls.read_text() + "\n\ndef _later() -> None:\n"
+                      "    from .latency import deliveries  # noqa: F401\n")
+    assert "latency.py" in provenance.measuring_modules(copy)  # a function-level import too

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
 
+from specbench_lib import catalogue, params
+from specbench_lib.catalogue import BY_CODE, CATALOGUE, CODES, LEVELS
 from specbench_lib.engines import FinalStats
-from specbench_lib.records import RequestRecord
-from specbench_lib.validate import RULES, judge_cell, request_problems
+from specbench_lib.errors import UnknownReason
+from specbench_lib.records import JudgeInputs, Reason, RequestRecord
+from specbench_lib.validate import judge_cell, request_problems
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "specbench_lib"
 
 
 def good(index: int = 0, *, warmup: bool = False) -> RequestRecord:
@@ -55,14 +65,78 @@ def codes(reasons: list[str] | tuple[str, ...]) -> set[str]:
 
 
 def test_every_rule_is_listed_and_tested() -> None:
-    names = {r.name for r in RULES}
+    names = {c.name for c in CATALOGUE if c.level in ("request", "cell")}
     assert names == {"http_<status>", *REQUEST_RULES[1:], "server_died", "crash_signature",
+                     "log", "returncode",  # evidence with server_died / server_failed
                      "too_few_completed", "failed_fraction", "context_overflow",
                      "rate_not_reached",  # a flag in the metrics: tests/test_rate_flag.py
                      "coalesced_reads",  # tests/test_coalesced_reads.py
                      "busy_host",  # tests/test_hostload.py, tests/test_busy_host.py
-                     "seen_prompt"}  # tests/test_isolation.py
-    assert all(r.protects for r in RULES)
+                     "seen_prompt",  # tests/test_isolation.py
+                     "no_profile_rate"}  # tests/test_load_axes.py
+    assert all(c.protects and c.level in LEVELS for c in CATALOGUE)
+    assert len(BY_CODE) == len(CATALOGUE)  # one entry a code
+
+
+def _minted() -> dict[str, list[str]]:
+    """Every reason code specbench_lib names: ``Reason("code", ...)`` and ``C.code`` (the
+    catalogue's names, which minting sites and request error kinds use)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            code = None
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "C":
+                code = node.attr
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Reason" \
+                    and node.args and isinstance(node.args[0], ast.Constant):
+                code = str(node.args[0].value)
+            if code is not None:
+                found.setdefault(code, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_every_reason_specbench_builds_has_a_catalogue_entry_and_every_entry_is_built() -> None:
+    minted = _minted()
+    unknown = {c: where for c, where in minted.items() if c not in CODES}
+    assert not unknown, f"reason codes missing from specbench_lib/catalogue.py: {unknown}"
+    unused = CODES - set(minted) - {"http_<status>"}  # http_<status>: catalogue.http_status
+    assert not unused, f"catalogue entries no code builds: {sorted(unused)}"
+
+
+def test_every_catalogue_entry_is_documented_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = [c.name for c in CATALOGUE if f"`{c.name}`" not in readme]
+    assert not missing, missing
+
+
+def test_an_unknown_code_is_a_programming_error_and_http_statuses_are_known() -> None:
+    with pytest.raises(UnknownReason):
+        Reason("no_such_rule", "x")
+    assert Reason("http_503", "busy").code == "http_503"
+    assert catalogue.entry("http_404").name == "http_<status>"
+    assert catalogue.level("busy_host") == "cell" and catalogue.level("worker_lost") == "run"
+    assert str(Reason("busy_host", "d", count=2, tolerated=True)) == "tolerated: busy_host: d (x2)"
+    with pytest.raises(UnknownReason):  # a file naming an unknown request error is malformed
+        RequestRecord.from_dict({"index": 0, "warmup": False, "prompt_tokens_planned": 1,
+                                 "max_tokens": 1, "error_kind": "gremlins"})
+
+
+def test_each_threshold_has_its_default_in_the_catalogue_only() -> None:
+    keys = {t.key: t.default for c in CATALOGUE for t in c.thresholds}
+    fields = params.SweepParams.model_fields
+    for key, default in keys.items():
+        if key.startswith("("):
+            continue  # a tolerance, not a params key
+        head, _, tail = key.partition(".")
+        field = fields[head]
+        if tail:
+            field = type(field.default).model_fields[tail]
+        assert field.default == default, key
+        if key in {f.name for f in JudgeInputs.__dataclass_fields__.values()}:
+            assert JudgeInputs.__dataclass_fields__[key].default == default, key
+    source = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py") if p.name != "catalogue.py")
+    assert not re.search(r"^DEFAULT_MAX_\w+ = ", source, re.M)  # defined once, here
 
 
 @pytest.mark.parametrize("rule", REQUEST_RULES)
