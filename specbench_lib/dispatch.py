@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import random
 import signal
 import ssl
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -104,9 +105,28 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
         headers: sent with every request (e.g. an attached server's bearer token).
     """
     limits = _resolve_timeouts(timeouts, timeout_s)
-    return run_sync(_dispatch(adapter, base_url, prompts, warmup=warmup, concurrency=concurrency,
-                              max_tokens=max_tokens, limits=limits, rate=request_rate, seed=seed,
-                              headers=headers))
+    with _no_collector():
+        return run_sync(_dispatch(adapter, base_url, prompts, warmup=warmup,
+                                  concurrency=concurrency, max_tokens=max_tokens, limits=limits,
+                                  rate=request_rate, seed=seed, headers=headers))
+
+
+@contextlib.contextmanager
+def _no_collector() -> Iterator[None]:
+    """No garbage collection while a cell's requests are in flight: a full collection of the
+    sweep's heap (tens of ms) would stall the event loop and coalesce the reads it delays. The
+    garbage is collected before the cell, the survivors frozen out of later passes, and
+    collection resumes after it."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
 
 
 def arrival_offsets(n: int, rate: RequestRateParams, seed: int) -> list[float]:

@@ -6,6 +6,7 @@ planned prompt and output token counts, by the server's own report, with no erro
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -177,12 +178,15 @@ def coalesced_reads(records: list[RequestRecord], limit: float,
                      if first and r.token_times)
     if not tokens or (lost <= limit * tokens and lost_first <= first_limit * firsts):
         return None
+    affected = sum(1 for n, first in decided if n or first)
     return Reason(C.coalesced_reads, (
         f"{lost} of {tokens} measured tokens ({lost / tokens:.1%}) and {lost_first} of {firsts} "
-        f"first tokens ({lost_first / firsts:.1%}) were read together with a later event right "
-        f"after the client stalled, so they carry its time, not their own "
-        f"(max_coalesced_fraction {limit:g}, max_coalesced_first_fraction {first_limit:g}); "
-        f"measure with fewer concurrent requests or on a "
+        f"first tokens ({lost_first / firsts:.1%}), in {affected} of {len(records)} requests, "
+        f"were read together with a later event right after the client stalled, so they carry "
+        f"its time, not their own (max_coalesced_fraction {limit:g}, "
+        f"max_coalesced_first_fraction {first_limit:g}: at this cell's size "
+        f"{math.floor(limit * tokens) + 1} tokens or {math.floor(first_limit * firsts) + 1} "
+        f"first tokens trip it); measure with fewer concurrent requests or on a "
         f"quieter client host"))
 
 

@@ -160,6 +160,10 @@ def test_the_verdict_on_read_takes_the_cells_threshold() -> None:
     late = [replace(r, first_token_coalesced=r.index == 3) for r in cell.requests]  # 1 of 4 TTFTs
     first = CellRecord.from_dict({**cell.to_dict(), "requests": [r.to_dict() for r in late]})
     assert judge(first).codes == {"coalesced_reads"}
+    # the reason says how many requests it touched and the smallest counts that trip it here
+    detail = judge(first).reasons[0]
+    assert "0 of 64 measured tokens (0.0%) and 1 of 4 first tokens (25.0%), in 1 of 4 requests" in detail
+    assert "at this cell's size 4 tokens or 1 first tokens trip it" in detail
     data2 = first.to_dict()
     data2["judge"]["max_coalesced_first_fraction"] = 0.25
     assert judge(CellRecord.from_dict(data2)).ok

@@ -77,3 +77,26 @@ def test_open_loop_sends_on_schedule_not_on_completion() -> None:
         [starts[0] + 0.2 * i for i in range(4)], abs=0.05)
     assert all(b - a < 0.3 for a, b in zip(starts, starts[1:], strict=False))  # overlapping
     assert judge_cell(result.records, server_alive=True).ok
+
+
+def test_the_garbage_collector_waits_while_a_cells_requests_are_in_flight(monkeypatch) -> None:
+    """A full collection of a large heap stalls the event loop for tens of ms (issue 24): none
+    runs while requests are in flight; it is back on, with the cell's garbage, afterwards."""
+    import gc
+
+    seen: list[bool] = []
+    from specbench_lib.engines import llamacpp
+
+    parse = llamacpp._Stream.parse
+
+    def watched(self, data):  # type: ignore[no-untyped-def]
+        seen.append(gc.isenabled())
+        return parse(self, data)
+
+    monkeypatch.setattr(llamacpp._Stream, "parse", watched)
+    with FakeLlamaServer("ok") as server:
+        result = run(server.url, TimeoutParams(first_token_s=5, between_tokens_s=5, request_s=10),
+                     n=2)
+    assert all(r.error_kind is None for r in result.records)
+    assert seen and not any(seen)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
