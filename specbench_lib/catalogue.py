@@ -103,8 +103,9 @@ CATALOGUE: tuple[Code, ...] = (
        "invalid", Threshold("max_coalesced_fraction", DEFAULT_MAX_COALESCED_FRACTION),
        Threshold("max_coalesced_first_fraction", DEFAULT_MAX_COALESCED_FIRST_FRACTION)),
     _c("busy_host", "cell", "numbers measured while other processes used the CPUs (a build, "
-       "another benchmark, a spinning server): more than host.max_other_cpu_cores cores on "
-       "average during the cell, the sweep and its server not counted, makes it invalid",
+       "another benchmark, a spinning server) or the hypervisor stole (steal time): more than "
+       "host.max_other_cpu_cores cores of the two on average during the cell, the sweep and "
+       "its server not counted, makes it invalid",
        Threshold("host.max_other_cpu_cores", "auto")),
     _c("rate_not_reached", "cell", "an open-loop cell whose requests went out slower than "
        "scheduled (client or concurrency cap): its latencies belong to another load than the "

@@ -67,9 +67,20 @@ class HostLoad:
             return f"a window of {self.window_s:.2f} s is too short to judge"
         return None
 
+    @property
+    def stolen_cores(self) -> float:
+        """The CPU the hypervisor took (steal), in cores of this process's CPUs: time the server
+        and the client were ready to run and could not, as if another process had it."""
+        return (self.steal_fraction or 0.0) * self.cpus
+
+    @property
+    def contention_cores(self) -> float:
+        """What competed with the measurement: other processes' CPU and the stolen CPU."""
+        return self.other_cpu_cores + self.stolen_cores
+
     def busy(self, max_other_cpu_cores: float | None) -> bool:
         return (max_other_cpu_cores is not None and self.unjudged() is None
-                and self.other_cpu_cores > max_other_cpu_cores)
+                and self.contention_cores > max_other_cpu_cores)
 
     def top_text(self) -> str:
         return ", ".join(map(str, self.top)) or "no single process stands out"

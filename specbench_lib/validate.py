@@ -215,12 +215,13 @@ def judge_host(verdict: Verdict, host: HostLoad | None, max_other_cpu_cores: flo
     if host is None or verdict.status not in ("ok", "invalid") or not host.busy(max_other_cpu_cores):
         return verdict
     stolen = host.steal_fraction or 0.0
-    steal = f", {stolen:.0%} of the CPU time stolen by the hypervisor" if stolen >= 0.01 else ""
+    steal = (f" and the hypervisor stole {host.stolen_cores:.2f} ({stolen:.0%} of the CPU time)"
+             if stolen >= 0.01 else "")
     load = f", load average {host.loadavg_1m_max:g}" if host.loadavg_1m_max is not None else ""
     reason = Reason(C.busy_host, (
-        f"other processes used {host.other_cpu_cores:.2f} CPU cores on average during the "
+        f"other processes used {host.other_cpu_cores:.2f} CPU cores on average{steal} during the "
         f"cell's {host.window_s:.1f} s, more than host.max_other_cpu_cores {max_other_cpu_cores:g} "
-        f"({host.cpus} CPUs{load}{steal}): {host.top_text()}; the server ({host.server_cpu_cores:.2f} "
+        f"({host.cpus} CPUs{load}): {host.top_text()}; the server ({host.server_cpu_cores:.2f} "
         f"cores) and this sweep ({host.own_cpu_cores:.2f}) are not counted. Stop them, or measure "
         f"on a quiet host, and resume the run (invalid cells are measured again); or raise "
         f"host.max_other_cpu_cores (null: not judged)"))

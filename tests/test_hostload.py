@@ -327,3 +327,20 @@ def test_an_attached_servers_processes_are_the_listeners_on_its_port() -> None:
         sock.listen()
         assert server_pids(None, "http://127.0.0.1:8225") == (os.getpid(),)
     assert server_pids(None, "http://localhost:8225") is None  # on this host, but not seen
+
+
+def test_stolen_cpu_counts_as_contention_on_read() -> None:
+    """22 % steal on 2 CPUs is 0.44 cores the server and client wanted and did not get (issue
+    24): with 0.1 cores of other processes the cell is busy at the 0.5 threshold, named so;
+    without the steal it is not."""
+    cell = make_cell("auto", "auto", None)
+    quiet_others = busy_load(other_cpu_cores=0.1, top=())
+    assert quiet_others.contention_cores == pytest.approx(0.1)
+    stolen = busy_load(other_cpu_cores=0.1, steal_fraction=0.22, top=())
+    assert stolen.stolen_cores == pytest.approx(0.44) and stolen.busy(0.5)
+    judged = analysis.judge(replace(cell, facts=CellFacts(host=stolen),
+                                    judge=replace(cell.judge, max_other_cpu_cores=0.5)))
+    assert judged.codes == {"busy_host"}
+    assert "the hypervisor stole 0.44 (22% of the CPU time)" in judged.reasons[-1].detail
+    assert analysis.judge(replace(cell, facts=CellFacts(host=quiet_others),
+                                  judge=replace(cell.judge, max_other_cpu_cores=0.5))).ok
