@@ -145,6 +145,14 @@ CATALOGUE: tuple[Code, ...] = (
 BY_CODE: dict[str, Code] = {c.name: c for c in CATALOGUE}
 CODES = frozenset(BY_CODE)
 BY_DESIGN = frozenset({"enough_repeats"})  # skipped reasons that are the plan's, not failures
+# rules that judge the client host, not the config under test: a cell invalid for these alone
+# is measured again at once (params ``retries``), with fresh prompts, before it stays invalid
+HOST_SIDE = frozenset({"coalesced_reads", "busy_host"})
+
+
+def host_side_only(codes: frozenset[str] | set[str]) -> bool:
+    """Whether every one of a verdict's ``codes`` is a host-side rule's (and there is one)."""
+    return bool(codes) and codes <= HOST_SIDE
 
 
 class _Names:

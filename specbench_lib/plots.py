@@ -1,34 +1,41 @@
 """Figures from a run's ok cells; each function returns a matplotlib Figure, never shows it.
 
 The budget figures have one panel per context × concurrency (× open-loop load point × output
-length, where those are axes) and budget on a log2 axis; colour is the
-workload, marker the speculative config. Budgets whose cells are not ok are marked with a red ×
-at the bottom of the panel, labelled with their verdict, never drawn as a value. Unstable cells
+length, where those are axes), budget on a log2 axis and one y scale per row; colour is the
+workload (its series dodged apart in x), marker the speculative config. ``auto`` is a dashed
+line with its 95 % interval as a band on the throughput, TTFT and ITL figures; the best point of
+each panel is ringed in black and the configs its data cannot tell from it in grey. Budgets
+whose cells are not ok are marked with a red × on the bottom edge, labelled with the workload,
+config and verdict, and the line breaks there: never drawn as a value. Unstable cells
 (coefficient of variation over repeats above the threshold) are drawn hollow; throughput and
-speedup carry their 95 % bootstrap intervals as error bars (over requests and repeats).
+speedup carry their 95 % intervals as error bars. The load figures are :mod:`.loadplots`'.
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
+from .figurekit import TAIL, auto_band, legend, mark_failure, requests_note, title, with_tails
+from .loadplots import latency_throughput, speedup_vs_load
 from .manifest import Manifest
 from .results import RunResult
 
 _MARKERS = "osD^v<>p*h"
 _INTERVALS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
               "speedup": ("speedup_lo", "speedup_hi")}  # drawn as 95 % error bars
+_DODGE = 0.07  # log2 units between two workloads' points at one budget
 
 
 def throughput_vs_budget(result: RunResult) -> Any:
-    """Output tok/s vs budget, with ``auto`` (dashed) and ``linear`` (dotted) reference lines."""
-    return _vs_budget(result, [("output_tok_s", "")], "output tok/s", baselines=True)
+    """Output tok/s vs budget, with ``auto`` (dashed, its interval a band) and ``linear``
+    (dotted) reference lines; the best point ringed."""
+    return _vs_budget(result, [("output_tok_s", "")], "output tok/s", band="output_tok_s",
+                      linear=True, ring=True)
 
 
 def speedup_vs_budget(result: RunResult) -> Any:
     """Output tok/s relative to ``auto`` of the same workload, context and concurrency."""
-    return _vs_budget(result, [("speedup", "")], "speedup vs auto", unit_line=1.0)
+    return _vs_budget(result, [("speedup", "")], "speedup vs auto", unit_line=1.0, ring=True)
 
 
 def acceptance_vs_budget(result: RunResult) -> Any:
@@ -37,168 +44,18 @@ def acceptance_vs_budget(result: RunResult) -> Any:
                       unit_line=1.0)
 
 
-_TAIL = "p99 (max of n if n < 100)"  # a p99 needs 100 requests behind it (see .latency)
-
-
 def ttft_vs_budget(result: RunResult) -> Any:
     """Time to first token, p50 (solid) and p99 (dashed; the maximum, labelled so, where fewer
-    than 100 requests are behind it), vs budget."""
-    return _vs_budget(result, [("ttft_p50_s", "p50"), ("ttft_tail_s", _TAIL)], "TTFT (s)")
+    than 100 requests are behind it), vs budget; ``auto``'s p50 with its interval as a band."""
+    return _vs_budget(result, [("ttft_p50_s", "p50"), ("ttft_tail_s", TAIL)], "TTFT (s)",
+                      band="ttft_p50_s")
 
 
 def itl_vs_budget(result: RunResult) -> Any:
-    """Inter-token latency per token, p50 (solid) and p99 (dashed; the maximum where fewer than
-    100 requests are behind it), vs budget."""
-    return _vs_budget(result, [("itl_p50_s", "p50"), ("itl_tail_s", _TAIL)], "ITL (s)")
-
-
-def with_tails(table: Any) -> Any:
-    """``table`` with ``ttft_tail_s`` and ``itl_tail_s``: the p99 where it is given, else the
-    maximum of the row's requests (``*_max_s``)."""
-    return table.assign(**{f"{m}_tail_s": table[f"{m}_p99_s"].fillna(table[f"{m}_max_s"])
-                           for m in ("ttft", "itl")})
-
-
-def latency_throughput(result: RunResult) -> Any:
-    """Per workload × context, the load curve of each config: total output tok/s against
-    per-user tok/s (left) and against TTFT p99 (right; the maximum where fewer than 100
-    requests are behind it), one point per concurrency (closed loop), labelled with it;
-    ``auto`` drawn thick and black. A load point that is not ok is marked × on the x axis with
-    its verdict, never drawn as a value."""
-    import matplotlib.pyplot as plt
-
-    verdicts, table = result.verdicts(), with_tails(result.table())
-    verdicts, table = verdicts[verdicts["load"] == ""], table[table["load"] == ""]  # closed loop
-    panels = sorted({(w, c) for w, c in zip(verdicts["workload"], verdicts["context"],
-                                            strict=True)})
-    fig, axes = plt.subplots(len(panels), 2, squeeze=False,
-                             figsize=(9.5, 3.6 * max(1, len(panels))))
-    for r, (workload, ctx) in enumerate(panels):
-        rows = table[(table["workload"] == workload) & (table["context"] == ctx)]
-        failed = verdicts[(verdicts["workload"] == workload) & (verdicts["context"] == ctx)
-                          & verdicts["failed"]]
-        for ax, x, xlabel in ((axes[r][0], "request_decode_tok_s", "per-user tok/s"),
-                              (axes[r][1], "ttft_tail_s", f"TTFT {_TAIL} (s)")):
-            for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
-                group = group.sort_values("concurrency")
-                auto = bool((group["method"] == "auto").all())
-                ax.plot(group[x], group["output_tok_s"], marker="o",
-                        color="black" if auto else f"C{i}", linewidth=2.5 if auto else 1.2,
-                        label=config)
-                for _, row in group.iterrows():
-                    ax.annotate(f"c{int(row['concurrency'])}", (row[x], row["output_tok_s"]),
-                                fontsize=7, textcoords="offset points", xytext=(3, 3))
-            for _, row in failed.iterrows():
-                ax.plot(0, 0, marker="x", color="red", markersize=9, clip_on=False,
-                        transform=ax.transAxes)
-                ax.annotate(f"{row['config']} c{row['concurrency']} {row['verdict']}", (0.01, 0.04),
-                            xycoords="axes fraction", color="red", fontsize=7)
-            ax.set_title(f"{workload} · context {ctx}", fontsize=10)
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel("output tok/s (all requests)")
-            ax.set_xlim(left=0)
-            ax.set_ylim(bottom=0)
-            ax.grid(alpha=0.3)
-    _legend(fig, axes)
-    fig.suptitle(_title(result, "load curves: throughput vs per-user speed and TTFT"), fontsize=10)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    return fig
-
-
-def speedup_vs_load(result: RunResult) -> Any:
-    """Where speculation stops paying: per workload × context × output length, each speculative
-    config's speedup vs ``auto`` (95 % intervals) against concurrency (closed loop), a dotted
-    line where it starts to lose (its interval below 1: the crossover), and, for
-    open-loop rates, E2E latency p50 against the rate asked for (``auto`` thick and black); with
-    an SLO, goodput (requests a second that met it) against the rate. A load point that is not
-    ok is marked × on the x axis with its verdict, never drawn as a value."""
-    from .metrics import load_points
-
-    table = load_points(result.table())
-    verdicts = result.verdicts()
-    columns = [("concurrency", "speedup", "speedup vs auto", "concurrency")]
-    if (table["load_axis"] == "rate").any():
-        columns.append(("rate", "e2e_p50_s", "E2E p50 (s)", "requests/s asked"))
-        if "goodput_rps" in table.columns:
-            columns.append(("rate", "goodput_rps", "goodput (req/s meeting the SLO)",
-                            "requests/s asked"))
-    return _load_figure(result, table, verdicts, columns, "load: where speculation stops paying")
-
-
-def _load_figure(result: RunResult, table: Any, verdicts: Any,
-                 columns: list[tuple[str, str, str, str]], title: str) -> Any:
-    import matplotlib.pyplot as plt
-
-    from .best import crossovers
-
-    crossing = {tuple(k): v for *k, v in crossovers(table).dropna(subset=["loses_from"])[
-        ["config", "workload", "context", "output_tokens", "load_axis", "loses_from"]]
-        .itertuples(index=False, name=None)}  # where each config starts to lose, for good
-    # a row per workload × output length; a column per context × what is drawn
-    rows_of = sorted({tuple(v) for v in verdicts[["workload", "output_tokens"]]
-                      .itertuples(index=False, name=None)})
-    contexts = sorted(verdicts["context"].unique())
-    fig, axes = plt.subplots(len(rows_of), len(contexts) * len(columns), squeeze=False,
-                             figsize=(max(9.5, 4.4 * len(contexts) * len(columns)), 3.4 * len(rows_of)))
-    for (r, (workload, out)), (k, ctx) in itertools.product(enumerate(rows_of),
-                                                        enumerate(contexts)):
-        here = ((table["workload"] == workload) & (table["context"] == ctx)
-                & (table["output_tokens"] == out))
-        here_v = ((verdicts["workload"] == workload) & (verdicts["context"] == ctx)
-                  & (verdicts["output_tokens"] == out))
-        where = here_v & verdicts["failed"]
-        for c, (axis, column, ylabel, xlabel) in enumerate(columns):
-            ax = axes[r][k * len(columns) + c]
-            rows = table[here & (table["load_axis"] == axis) & table[column].notna()]
-            speedup = column == "speedup"
-            for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
-                auto = bool((group["method"] == "auto").all())
-                if speedup and auto:
-                    continue
-                group = group.sort_values("load_value")
-                errors = ([(group[column] - group["speedup_lo"]).clip(lower=0).fillna(0),
-                           (group["speedup_hi"] - group[column]).clip(lower=0).fillna(0)]
-                          if speedup else None)
-                ax.errorbar(group["load_value"], group[column], yerr=errors, marker="o",
-                            capsize=3, color="black" if auto else f"C{i}",
-                            linewidth=2.5 if auto else 1.2, label=config)
-                first = crossing.get((config, workload, ctx, out, axis)) if speedup else None
-                if first is not None and first > group["load_value"].min():  # the crossover
-                    ax.axvline(first, color=f"C{i}", linestyle=":", linewidth=1)
-                    ax.annotate(f"{config} loses from {first:g}", (first, 0.95),
-                                xycoords=("data", "axes fraction"), color=f"C{i}", fontsize=7,
-                                rotation=90, ha="right", va="top")
-            if speedup:
-                ax.axhline(1.0, color="grey", linewidth=0.8)
-            if axis == "concurrency":  # the levels measured, not fractions of a request
-                levels = sorted({int(c) for c in verdicts.loc[here_v, "concurrency"]})
-                ax.set_xticks(levels, [str(c) for c in levels])
-            failed = verdicts[where & ((verdicts["load"].astype(str) != "") == (axis == "rate"))]
-            _mark_load_failures(ax, failed, axis)
-            ax.set_title(f"{workload} · context {ctx} · {out} output tokens", fontsize=10)
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(ylabel)
-            ax.set_ylim(bottom=0)
-            ax.grid(alpha=0.3)
-    _legend(fig, axes)
-    fig.suptitle(_title(result, title), fontsize=10)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    return fig
-
-
-def _mark_load_failures(ax: Any, failed: Any, axis: str) -> None:
-    """Each load point that is not ok: × on the x axis with its config and verdict."""
-    for n, (_, row) in enumerate(failed.iterrows()):
-        x = row["concurrency"] if axis == "concurrency" else row["rate_rps"]
-        if x is None or x != x:  # a profile point that never got its rate
-            ax.annotate(f"{row['config']} {row['load']} {row['verdict']}",
-                        (0.01, 0.04 + 0.06 * n), xycoords="axes fraction", color="red",
-                        fontsize=7)
-            continue
-        ax.plot(x, 0, marker="x", color="red", markersize=9, clip_on=False,
-                transform=ax.get_xaxis_transform())
-        ax.annotate(f"{row['config']} {row['verdict']}", (x, 0.04 + 0.06 * n),
-                    xycoords=("data", "axes fraction"), color="red", fontsize=7)
+    """Inter-token latency per token in ms, p50 (solid) and p99 (dashed; the maximum where
+    fewer than 100 requests are behind it), vs budget; ``auto``'s p50 as a band."""
+    return _vs_budget(result, [("itl_p50_s", "p50"), ("itl_tail_s", TAIL)], "ITL (ms)",
+                      band="itl_p50_s", scale=1000.0)
 
 
 def standard(result: RunResult) -> dict[str, Any]:
@@ -217,51 +74,75 @@ def standard(result: RunResult) -> dict[str, Any]:
 
 
 def _vs_budget(result: RunResult, metrics: list[tuple[str, str]], ylabel: str, *,
-               baselines: bool = False, unit_line: float | None = None) -> Any:
+               band: str | None = None, linear: bool = False, unit_line: float | None = None,
+               scale: float = 1.0, ring: bool = False) -> Any:
     import matplotlib.pyplot as plt
 
-    verdicts = result.verdicts()
-    table = with_tails(result.table())
+    verdicts, table = result.verdicts(), with_tails(result.table())
     contexts = sorted(verdicts["context"].unique())
     levels = sorted({tuple(v) for v in verdicts[_LEVEL].itertuples(index=False, name=None)},
                     key=lambda v: (v[0], v[1] != "", v[1], v[2]))
     spec = verdicts[verdicts["budget"].notna()]
-    budgets = sorted(int(b) for b in spec["budget"].unique())
-    colours = {w: f"C{i}" for i, w in enumerate(sorted(verdicts["workload"].unique()))}
-    markers = {s: _MARKERS[i % len(_MARKERS)] for i, s in enumerate(sorted(spec["series"].unique()))}
-    fig, axes = plt.subplots(len(contexts), len(levels), squeeze=False, sharex=True,
+    workloads = sorted(verdicts["workload"].unique())
+    style = _Style({w: f"C{i}" for i, w in enumerate(workloads)},
+                   {s: _MARKERS[i % len(_MARKERS)] for i, s in enumerate(sorted(spec["series"].unique()))},
+                   {w: 2 ** (_DODGE * (i - (len(workloads) - 1) / 2)) for i, w in enumerate(workloads)})
+    best = result.best() if ring else None
+    fig, axes = plt.subplots(len(contexts), len(levels), squeeze=False, sharex=True, sharey="row",
                              figsize=(4.2 * len(levels), 3.4 * len(contexts)))
-    for r, ctx in enumerate(contexts):
-        for c, conc in enumerate(levels):
-            ax = axes[r][c]
-            panel = table[(table["context"] == ctx) & _at(table, conc)]
-            for column, label in metrics:
-                style = "--" if label.startswith("p99") else "-"
-                _draw_series(ax, panel, column, label, style, colours, markers)
-            if baselines:
-                _draw_baselines(ax, panel, colours)
-            if unit_line is not None:
-                ax.axhline(unit_line, color="grey", linewidth=0.8)
-            _mark_failures(ax, spec[(spec["context"] == ctx) & _at(spec, conc)])
-            ax.set_xscale("log", base=2)
-            if budgets:
-                ax.set_xticks(budgets, [str(b) for b in budgets])
-                ax.set_xlim(budgets[0] / 1.4, budgets[-1] * 1.4)
-            several = verdicts["output_tokens"].nunique() > 1
-            ax.set_title(" · ".join([f"context {ctx}", f"concurrency {conc[0]}",
-                                     *([conc[1]] if conc[1] else []),
-                                     *([f"{conc[2]} output tokens"] if several else [])]),
-                         fontsize=10)
-            ax.set_ylim(bottom=0)
-            ax.grid(alpha=0.3)
-            if c == 0:
-                ax.set_ylabel(ylabel)
-            if r == len(contexts) - 1:
-                ax.set_xlabel("budget (max drafted tokens per step)")
-    _legend(fig, axes)
-    fig.suptitle(_title(result, ylabel), fontsize=10)
+    for (r, ctx), (c, level) in ((rc, cl) for rc in enumerate(contexts) for cl in enumerate(levels)):
+        ax = axes[r][c]
+        panel = table[(table["context"] == ctx) & _at(table, level)]
+        failed = spec[(spec["context"] == ctx) & _at(spec, level) & spec["failed"]]
+        for column, label in metrics:
+            _draw_series(ax, panel, failed, column, label, style, scale)
+        for workload, rows in panel[panel["method"] == "auto"].groupby("workload"):
+            if band is not None:
+                auto_band(ax, rows, band, style.colours[workload], f"{workload} · auto", scale)
+        if linear:
+            for workload, rows in panel[panel["method"] == "linear"].groupby("workload"):
+                ax.axhline(float(rows["output_tok_s"].max()), color=style.colours[workload],
+                           linestyle=":", linewidth=1, label=f"{workload} · linear")
+        if unit_line is not None:
+            ax.axhline(unit_line, color="grey", linewidth=0.8)
+        if best is not None:
+            _ring_best(ax, panel, best, metrics[0][0], style, scale)
+        _mark_failures(ax, failed, style)
+        _axes(ax, spec, verdicts, ctx, level, panel, ylabel if c == 0 else None,
+              r == len(contexts) - 1)
+    legend(fig, axes)
+    fig.suptitle(title(result, ylabel), fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
+
+
+class _Style:
+    """Colours by workload, markers by series, and each workload's dodge factor in x."""
+
+    def __init__(self, colours: dict[str, str], markers: dict[str, str],
+                 dodge: dict[str, float]) -> None:
+        self.colours, self.markers, self.dodge = colours, markers, dodge
+
+
+def _axes(ax: Any, spec: Any, verdicts: Any, ctx: Any, level: tuple[Any, ...], panel: Any,
+          ylabel: str | None, bottom: bool) -> None:
+    budgets = sorted(int(b) for b in spec["budget"].unique())
+    ax.set_xscale("log", base=2)
+    if budgets:
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.set_xlim(budgets[0] / 1.4, budgets[-1] * 1.4)
+    several = verdicts["output_tokens"].nunique() > 1
+    note = requests_note(panel)
+    ax.set_title(" · ".join([f"context {ctx}", f"concurrency {level[0]}",
+                             *([level[1]] if level[1] else []),
+                             *([f"{level[2]} output tokens"] if several else []),
+                             *([note] if note else [])]), fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if bottom:
+        ax.set_xlabel("budget (max drafted tokens per step)")
 
 
 _LEVEL = ["concurrency", "load", "output_tokens"]  # a panel's column of the budget figures
@@ -273,60 +154,59 @@ def _at(frame: Any, level: tuple[Any, ...]) -> Any:
             & (frame["output_tokens"] == level[2]))
 
 
-def _draw_series(ax: Any, panel: Any, column: str, label: str, style: str,
-                 colours: dict[str, str], markers: dict[str, str]) -> None:
+def _draw_series(ax: Any, panel: Any, failed: Any, column: str, label: str, style: _Style,
+                 scale: float) -> None:
+    """One line per workload × series; a failed budget of the series is a gap in it (NaN)."""
+    import pandas as pd
+
     spec = panel[panel["budget"].notna() & panel[column].notna()]
     for (workload, name), group in spec.groupby(["workload", "series"]):
-        group = group.sort_values("budget")
-        colour = colours[workload]
+        gaps = failed[(failed["workload"] == workload) & (failed["series"] == name)]
+        holes = pd.DataFrame({"budget": sorted(set(gaps["budget"]) - set(group["budget"]))})
+        group = pd.concat([group, holes], ignore_index=True).sort_values("budget")
+        x, y = group["budget"] * style.dodge[workload], group[column] * scale
         errors = None
         if column in _INTERVALS:
-            low, high = (group[c] for c in _INTERVALS[column])
-            errors = [(group[column] - low).clip(lower=0).fillna(0),
-                      (high - group[column]).clip(lower=0).fillna(0)]
-        ax.errorbar(group["budget"], group[column], yerr=errors, marker=markers[name], color=colour,
-                    linestyle=style if len(group) > 1 else "none", capsize=3,
-                    label=" · ".join(p for p in (workload, name, label) if p))
-        unstable = group[group["unstable"].fillna(False).astype(bool)]
-        if not unstable.empty:
-            ax.plot(unstable["budget"], unstable[column], linestyle="none", marker=markers[name],
-                    markersize=9, markerfacecolor="white", markeredgecolor=colour,
+            low, high = (group[c] * scale for c in _INTERVALS[column])
+            errors = [(y - low).clip(lower=0).fillna(0), (high - y).clip(lower=0).fillna(0)]
+        colour, marker = style.colours[workload], style.markers[name]
+        ax.errorbar(x, y, yerr=errors, marker=marker, color=colour, capsize=3,
+                    linestyle=("--" if label.startswith("p99") else "-") if y.notna().sum() > 1
+                    else "none", label=" · ".join(p for p in (workload, name, label) if p))
+        unstable = group["unstable"].fillna(False).astype(bool)
+        if unstable.any():
+            ax.plot(x[unstable], y[unstable], linestyle="none", marker=marker, markersize=9,
+                    markerfacecolor="white", markeredgecolor=colour,
                     label="unstable (CV over threshold)")
 
 
-def _draw_baselines(ax: Any, panel: Any, colours: dict[str, str]) -> None:
-    for method, style in (("auto", "--"), ("linear", ":")):
-        for workload, base in panel[panel["method"] == method].groupby("workload"):
-            ax.axhline(float(base["output_tok_s"].max()), color=colours[workload], linestyle=style,
-                       linewidth=1, label=f"{workload} · {method}")
+def _ring_best(ax: Any, panel: Any, best: Any, column: str, style: _Style, scale: float) -> None:
+    """The panel's best point ringed black; the configs in its confidence set (the data cannot
+    tell them from it) ringed grey. ``auto`` as the best is its band, not a point."""
+    for workload, rows in panel[panel["budget"].notna()].groupby("workload"):
+        first = rows.iloc[0]
+        here = best[(best["workload"] == workload) & (best["context"] == first["context"])
+                    & (best["concurrency"] == first["concurrency"])
+                    & (best["load"].astype(str) == str(first["load"]))
+                    & (best["output_tokens"] == first["output_tokens"])]
+        if here.empty:
+            continue
+        leader = str(here.iloc[0]["best"])
+        members = {m.strip() for m in str(here.iloc[0]["confidence_set"]).split(",") if m.strip()}
+        for _, row in rows[rows["config"].isin(members)].iterrows():
+            lead = row["config"] == leader
+            ax.plot(row["budget"] * style.dodge[workload], row[column] * scale, linestyle="none",
+                    marker="o", markersize=15, markerfacecolor="none",
+                    markeredgecolor="black" if lead else "0.6", markeredgewidth=1.5,
+                    label="best" if lead else "cannot be told from the best")
 
 
-def _mark_failures(ax: Any, cells: Any) -> None:
-    for (budget, series), group in cells[cells["failed"]].groupby(["budget", "series"]):
-        ax.plot(budget, 0, marker="x", color="red", markersize=9, clip_on=False,
-                transform=ax.get_xaxis_transform())
+def _mark_failures(ax: Any, failed: Any, style: _Style) -> None:
+    """Each failed budget of a series: × on the bottom edge, its workload, series and verdict."""
+    groups = failed.groupby(["budget", "workload", "series"])
+    for slot, ((budget, workload, series), group) in enumerate(groups):
         verdicts = "/".join(sorted(group["verdict"].unique()))
-        ax.annotate(f"{series} {verdicts}", (budget, 0.04), xycoords=("data", "axes fraction"),
-                    color="red", fontsize=7, ha="center")
-
-
-def _title(result: RunResult, what: str) -> str:
-    manifest = Manifest.from_dict(result.manifest)
-    model = manifest.model.get("path", "?").rstrip("/").rsplit("/", 1)[-1]
-    engine = manifest.engine
-    name = "" if engine.get("package") else f"{engine.get('kind', '?')} "  # a package names it
-    return (f"{what} · {manifest.phase or '?'} · {model} · {name}"
-            f"{engine.get('version', '')}\nrun {result.run_id}")
-
-
-def _legend(fig: Any, axes: Any) -> None:
-    seen: dict[str, Any] = {}
-    for ax in axes.flat:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            seen.setdefault(label, handle)
-    if seen:
-        fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(4, len(seen)),
-                   fontsize=8, frameon=False)
+        mark_failure(ax, budget * style.dodge[workload], f"{workload} {series} {verdicts}", slot)
 
 
 # --- the report's figures (specbench report, notebooks/report.ipynb) --------------------------
