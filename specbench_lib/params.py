@@ -400,6 +400,12 @@ class SweepParams(_Strict):
     # has a half-width of at most this fraction of the speedup; `repeats` is the limit
     repeat_until_half_width: float | None = Field(None, gt=0, lt=1)
     unstable_cv: float = Field(0.10, gt=0)  # CV of output tok/s across repeats above which: unstable
+    # a wall-time budget (seconds, or "10m"): the sweep measures in rounds and stops once every
+    # panel's best config is decided or the budget is spent (rounds.py); None: the fixed full plan
+    time_budget_s: float | None = None
+    # with a time budget: at most this many rounds (the looks its error is spent over); fewer
+    # when the corpus cannot feed fresh prompts for more
+    max_rounds: int = Field(12, ge=2, le=MAX_REPEATS)
     slo: SloParams | None = None  # latency limits: goodput and the load that still meets them
     # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
     # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
@@ -435,6 +441,16 @@ class SweepParams(_Strict):
             raise ValueError(f"must be at most {bound} (no study needs more), got {list(listed)}")
         return values
 
+    @field_validator("time_budget_s", mode="before")
+    @classmethod
+    def _budget_seconds(cls, value: Any) -> float | None:
+        from .durations import parse_duration
+
+        try:
+            return parse_duration(value)
+        except ParamsError as exc:
+            raise ValueError(str(exc)) from None
+
     @field_validator("redact")
     @classmethod
     def _names_to_redact(cls, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -457,6 +473,10 @@ class SweepParams(_Strict):
                 self.repeats < 2 or self.repeat_order != "rounds"):
             raise ValueError("repeat_until_half_width needs repeat_order 'rounds' and repeats >= 2 "
                              f"(the limit), got {self.repeat_order!r} and {self.repeats}")
+        if self.time_budget_s is not None and (self.repeat_until_half_width is not None
+                                               or self.repeat_order != "rounds"):
+            raise ValueError("time_budget_s measures in rounds and stops on its own: it needs "
+                             "repeat_order 'rounds' and no repeat_until_half_width")
         if self.request_rate is not None and self.request_rate.profile is not None and (
                 1 not in self.concurrency or len(self.concurrency) < 2):
             raise ValueError("request_rate.profile spreads rates between the concurrency-1 cell and "
@@ -586,7 +606,11 @@ def load_params(path: str | Path) -> SweepParams:
 
 
 def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) -> Plan:
-    """Expand params into server configs and cells; ``budget`` keeps one budget plus baselines."""
+    """Expand params into server configs and cells; ``budget`` keeps one budget plus baselines.
+    With ``time_budget_s`` the cells are ``max_rounds`` rounds (repeats) of every cell, the most
+    the sweep may measure (:mod:`.rounds` decides how many it does)."""
+    if params.time_budget_s is not None and params.repeats != params.max_rounds:
+        params = params.model_copy(update={"repeats": params.max_rounds})
     available = sorted({b for c in params.configs for b in c.budgets})
     if budget is not None and budget not in available:
         raise ParamsError(f"budget {budget} is not in any config; available budgets: {available}",
@@ -664,15 +688,25 @@ def _require_context_room(params: SweepParams, servers: list[ServerConfig], sour
 
 
 def load_plan(path: str | Path, *, budget: int | None = None,
-              notebook: str | Path | None = None) -> Plan:
+              notebook: str | Path | None = None, time_budget: Any = "params") -> Plan:
     """Load a params file and build its plan in one step (what a notebook calls).
 
+    ``time_budget``: seconds or a duration (``"10m"``) over the file's ``time_budget_s``, None
+    for the fixed full plan, ``"params"`` (the default) for what the file says.
     ``notebook`` is papermill's ``PAPERMILL_OUTPUT_PATH`` (``papermill --inject-paths``, always
     set by ``specbench run``): a parameter papermill passed that the notebook does not declare
     (``-p budgt 16``) is refused (see :func:`check_notebook_parameters`).
     """
     check_notebook_parameters(notebook)
     params = load_params(path)
+    if time_budget != "params":  # a notebook's (or --time-budget's) budget over the file's
+        from .durations import parse_duration
+
+        seconds = parse_duration(time_budget, key="time_budget")
+        try:
+            params = SweepParams.model_validate({**params.model_dump(), "time_budget_s": seconds})
+        except ValidationError as exc:
+            raise _translate(exc, resolve_project_path(path), params.model_dump()) from None
     return build_plan(params, source=resolve_project_path(path), budget=budget)
 
 

@@ -22,7 +22,9 @@ from .shapes import shape_problem
 SCHEMA_VERSION = 2
 Status = Literal["ok", "invalid", "crashed", "skipped"]
 STATUSES: tuple[Status, ...] = ("ok", "invalid", "crashed", "skipped")
-BY_DESIGN = frozenset({"enough_repeats"})  # skipped reasons that are the plan's, not failures
+# skipped reasons that are the plan's, not failures (adaptive repeats; a time budget's rounds)
+BY_DESIGN = frozenset({"enough_repeats", "eliminated", "decided", "time_budget",
+                       "corpus_exhausted", "config_out"})
 
 
 @dataclass

@@ -35,10 +35,11 @@ from .records import (
     Provenance,
     Reason,
     RequestRecord,
-    ServedBefore,
     Verdict,
 )
 from .runs import RunDir
+from .servedhistory import History as _History
+from .servedhistory import prompt_records as _prompt_records
 from .server import AttachedServer, Server, ServerProcess
 from .store import redact, utc_now
 from .validate import context_guard
@@ -356,27 +357,6 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
                "errors": errors}
     history.add("warmup", _prompt_records(prompts))
     return summary, tuple(dispatch.records), history
-
-
-class _History:
-    """What one server has answered so far: the cells, and the prompts and documents sent."""
-
-    def __init__(self) -> None:
-        self.cells: list[str] = []
-        self.prompts: list[PromptRecord] = []
-
-    def add(self, name: str, prompts: Sequence[PromptRecord]) -> None:
-        self.cells.append(name)
-        self.prompts += prompts
-
-    def before(self) -> ServedBefore:
-        docs = sorted({d for p in self.prompts for d in p.sources if not d.startswith("copyedit:")})
-        return ServedBefore(cells=tuple(self.cells), requests=len(self.prompts),
-                            prompts=tuple(p.sha for p in self.prompts), documents=tuple(docs))
-
-
-def _prompt_records(prompts: Sequence[Prompt]) -> tuple[PromptRecord, ...]:
-    return tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources)) for p in prompts)
 
 
 def cell_order(cells: Sequence[CellSpec], params: SweepParams, salt: str) -> list[CellSpec]:
