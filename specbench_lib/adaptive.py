@@ -36,6 +36,7 @@ class SweepContext:
     lines: Progress
     book: PromptBook
     retry_known_bad: bool
+    began: float  # time.monotonic() when the sweep began (its budget's clock starts there)
 
     def sweeper(self, server: ServerConfig, number: int = 0) -> ServerSweep:
         return ServerSweep(self.plan, server, self.launches[server.label], self.run,
@@ -76,16 +77,16 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     """Rounds until every panel is decided, the rounds run out or the budget is spent; writes
     ``answer.json`` (and the manifest's ``answer``) and returns the answer."""
     params = ctx.plan.params
-    budget = Budget(float(params.time_budget_s or 0))
+    budget = Budget(float(params.time_budget_s or 0), began=ctx.began)
     contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence)
     number, stopped = 0, "rounds"
     while number < contest.rounds:
-        slices = {s: contest.wanted([c for c in ctx.plan.cells_for(s)
-                                     if c.cell_id not in ctx.run.kept], number)
-                  for s in ctx.plan.servers if contest.needed(s.label)}
-        slices = {s: todo for s, todo in slices.items() if todo}
+        slices = [(s, contest.wanted([c for c in ctx.plan.cells_for(s)
+                                      if c.cell_id not in ctx.run.kept], number))
+                  for s in ctx.plan.servers if contest.needed(s.label)]
+        slices = [(s, todo) for s, todo in slices if todo]
         if number > 0 and slices and not budget.round_fits(
-                {s.label: len(t) for s, t in slices.items()}, parallel=placer is not None):
+                {s.label: len(t) for s, t in slices}, parallel=placer is not None):
             stopped = "budget"
             break
         whole = _round(ctx, placer, budget, slices, number)
@@ -128,18 +129,18 @@ def _key(panel: dict[str, Any]) -> str:
 
 
 def _round(ctx: SweepContext, placer: Placer | None, budget: Budget,
-           slices: dict[ServerConfig, list[CellSpec]], number: int) -> bool:
+           slices: list[tuple[ServerConfig, list[CellSpec]]], number: int) -> bool:
     """One round's slices; False when the budget stopped it before its last slice."""
     if placer is not None:
         began = time.monotonic()
-        for server, todo in slices.items():
+        for server, todo in slices:
             ctx.slice(server, todo, number, placer)
         placer.run_round()
         took = time.monotonic() - began
-        for server, todo in slices.items():
+        for server, todo in slices:
             budget.learn(server.label, took, len(todo), fixed=0.0)
         return True
-    for server, todo in slices.items():
+    for server, todo in slices:
         if not budget.slice_fits(server.label, len(todo)):
             return False
         began = time.monotonic()

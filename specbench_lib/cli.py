@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from .attempts import keep_attempt
+from .durations import parse_duration
 from .errors import ParamsError, SpecbenchError
 from .lab import open_lab
 from .paths import outputs_dir, project_root
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
     run.add_argument("--dry-run", action="store_true",
                      help="print the plan, argv per config and context-guard outcome; start nothing")
+    run.add_argument("--time-budget", metavar="DURATION",
+                     help="measure in rounds until the best config of every panel is decided or "
+                     "this wall time is spent (10m, 90s, 480; none: the fixed full plan)")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="a notebook parameter (YAML value)")
     sub.add_parser("runs", help="list the runs under outputs/runs")
@@ -67,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             notebook = _notebook(args.phase)
             return 2 if notebook is None else open_lab(notebook, fresh=args.fresh,
                                                        extra=args.jupyter)
-        return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run)
+        return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run,
+                    time_budget=args.time_budget)
     except SpecbenchError as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return 2
@@ -136,7 +141,8 @@ def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> 
         print(f"specbench: {notebook.name} has no params_file parameter; nothing to plan",
               file=sys.stderr)
         return 2
-    print(PlanPreview(load_plan(params, budget=given.get("budget"))).text())
+    print(PlanPreview(load_plan(params, budget=given.get("budget"),
+                                time_budget=given.get("time_budget", "params"))).text())
     return 0
 
 
@@ -177,7 +183,7 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
 
 
 def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]], *,
-         dry_run: bool = False) -> int:
+         dry_run: bool = False, time_budget: str | None = None) -> int:
     import papermill
 
     root = project_root()
@@ -185,6 +191,9 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     if notebook is None:
         return 2
     declared, parameters = _parameters(notebook, pairs)
+    if time_budget is not None:  # seconds, or None for the fixed plan; a bad value names the flag
+        _require_declared("time_budget", "--time-budget", declared, notebook)
+        parameters["time_budget"] = parse_duration(time_budget, key="--time-budget")
     if dry_run or parameters.get("dry_run"):
         return _dry_run(notebook, params_file, parameters)
     if params_file:
@@ -226,6 +235,7 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
         if recorded and run is not None:
             command = shlex.join(["specbench", "run", phase, "--resume", run.run_id, *(
                 ["--params", params_file] if params_file else []), *(
+                    ["--time-budget", time_budget] if time_budget else []), *(
                     a for name, value in pairs if name not in ("run_id", "resume")
                     for a in ("-p", name, value))])
             print(f"specbench: run {run.run_id} interrupted; resume with: {command}",

@@ -130,9 +130,9 @@ class Contention:
             if (state is None or cell.spec.repeat != number or cell.verdict.ok
                     or cell.status == "invalid" or cell.verdict.by_design):
                 continue  # an invalid cell is a unit missing, not a config out
-            if cell.config in state.members and state.open:
-                state.members.remove(cell.config)
-                state.out[cell.config] = str(cell.verdict.reasons[0]) if cell.verdict.reasons \
+            if cell.spec.config in state.members and state.open:
+                state.members.remove(cell.spec.config)
+                state.out[cell.spec.config] = str(cell.verdict.reasons[0]) if cell.verdict.reasons \
                     else cell.status
         if number < 1:
             return
@@ -143,7 +143,7 @@ class Contention:
 
     def _look(self, state: PanelState, cells: Sequence[CellRecord], number: int,
               elapsed_s: float) -> None:
-        mine = [c for c in cells if panel_of(c.spec) == state.panel and c.config in state.members]
+        mine = [c for c in cells if panel_of(c.spec) == state.panel and c.spec.config in state.members]
         groups = ok_groups(mine, GROUP)
         by_config = {k[GROUP.index("config")]: k for k in groups}
         live = [c for c in state.members if c in by_config]
@@ -187,9 +187,11 @@ class Contention:
 class Budget:
     """The wall clock of a budgeted sweep and what each config's slice of a round costs."""
 
-    def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic,
+                 began: float | None = None) -> None:
+        """``began``: when the sweep began on ``clock`` (preflight counts against the budget)."""
         self.seconds, self.clock = seconds, clock
-        self.began = clock()
+        self.began = clock() if began is None else began
         self.costs: dict[str, tuple[float, float]] = {}  # config: (fixed s, s per cell)
         self.spent = False
 

@@ -97,6 +97,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
 def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_bad: bool,
              reuse: bool, outputs: Path | None, progress: bool) -> SweepContext:
     """Preflight, launches, fingerprints and the run directory: what every slice needs."""
+    began = time.monotonic()
     params = plan.params
     adapter = get_adapter(params.engine)
     ready = require(plan, outputs=outputs)
@@ -123,7 +124,7 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress,
                      cells=None if budget else todo, budget_s=budget)
     return SweepContext(plan, run, adapter, launches, identity.version, lines,
-                        PromptBook(params, plan.cells), retry_known_bad)
+                        PromptBook(params, plan.cells), retry_known_bad, began)
 
 
 def _fixed_rounds(ctx: SweepContext, placer: Placer | None) -> None:
