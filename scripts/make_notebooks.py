@@ -41,7 +41,7 @@ CALLS = [
     "plan = sb.load_plan(params_file, budget=budget, time_budget=time_budget,\n"
     "                    notebook=PAPERMILL_OUTPUT_PATH)\nplan",
     "result = sb.run_sweep(plan, run_id=run_id, resume=resume, dry_run=dry_run,\n"
-    "                      retry_known_bad=retry_known_bad, reuse=reuse)\nsb.answer(result)",
+    "                      retry_known_bad=retry_known_bad, reuse=reuse)\nsb.answer_of(result)",
     "result",
     "sb.keep_notebook(result, PAPERMILL_OUTPUT_PATH)",
     "result.require_valid()",

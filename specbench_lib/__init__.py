@@ -53,12 +53,12 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def answer(result: Outcome) -> Any:
+def answer_of(result: Outcome) -> Any:
     """The answer of a time-budgeted run, one line per panel (:mod:`.answer`); a fixed-plan
     run (or a dry run) says it has none."""
-    from .answer import answer_of
+    from .answer import answer_of as of
 
-    return answer_of(result)
+    return of(result)
 
 
 def keep_notebook(result: Outcome, output_path: str | None) -> str | None:
@@ -79,6 +79,6 @@ def keep_notebook(result: Outcome, output_path: str | None) -> str | None:
 __all__ = [
     "CellRecord", "EngineError", "Outcome", "ParamsError", "Plan", "PreflightError", "Reason",
     "RequestRecord", "SchemaError", "ServerError", "SpecbenchError", "StoreError", "SweepResult",
-    "TransportError", "ValidationFailed", "Verdict", "answer", "build_plan", "keep_notebook", "load_params",
+    "TransportError", "ValidationFailed", "Verdict", "answer_of", "build_plan", "keep_notebook", "load_params",
     "load_plan", "plots", "report", "run_sweep",
 ]

@@ -572,7 +572,9 @@ class Plan:
                  f"{list(p.concurrency)} = {len(self.cells)} cells, {p.requests_per_cell} "
                  f"requests {each} "
                  f"({p.warmup_requests} warmup per server), "
-                 f"{'/'.join(map(str, p.output_lengths))} output tokens"]
+                 f"{'/'.join(map(str, p.output_lengths))} output tokens"
+                 + (f"; in rounds (at most {p.max_rounds}) within a {p.time_budget_s:g} s time "
+                    "budget" if p.time_budget_s is not None else "")]
         lines += [f"  {s.label}: method {s.method}, budget {s.budget}"
                   + (f", attached to {s.attach.url}" if s.attach else "") for s in self.servers]
         return "\n".join(lines)
