@@ -79,6 +79,6 @@ def keep_notebook(result: Outcome, output_path: str | None) -> str | None:
 __all__ = [
     "CellRecord", "EngineError", "Outcome", "ParamsError", "Plan", "PreflightError", "Reason",
     "RequestRecord", "SchemaError", "ServerError", "SpecbenchError", "StoreError", "SweepResult",
-    "TransportError", "ValidationFailed", "Verdict", "answer_of", "build_plan", "keep_notebook", "load_params",
-    "load_plan", "plots", "report", "run_sweep",
+    "TransportError", "ValidationFailed", "Verdict", "answer_of", "build_plan", "keep_notebook",
+    "load_params", "load_plan", "plots", "report", "run_sweep",
 ]

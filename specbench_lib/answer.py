@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import html
 import math
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .display import Rendered, html_text
 from .durations import span
-from .intervals import group_replicates, independent_units, interval, ok_groups, requests_n
-from .metrics import GROUP, PANEL
+from .intervals import interval, requests_n
+from .metrics import PANEL
 from .records import CellRecord
-from .rounds import Contention, PanelState, panel_of
+from .rounds import Contention, PanelState, Pooled, panel_of, pooled
 from .selection import ratio, selected_interval
 from .store import read_json, write_json_atomic
 
@@ -42,60 +41,51 @@ def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: f
 
 def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) -> dict[str, Any]:
     mine = [c for c in cells if panel_of(c.spec) == state.panel]
-    groups = ok_groups(mine, GROUP)
-    by_config = {k[GROUP.index("config")]: k for k in groups}
-    means = {c: statistics.fmean(float(x.metrics["output_tok_s"]) for x in groups[k])
-             for c, k in by_config.items()}
-    ranked = [c for c in state.members if c in means]
-    best = max(ranked, key=lambda c: means[c]) if ranked else None
+    members = pooled(mine, state.members)
+    best = max(members.means, key=lambda c: members.means[c]) if members.means else None
     entry: dict[str, Any] = {
         "panel": dict(zip(PANEL, state.panel, strict=True)),
         "decided": state.decision in ("decided", "tie"), "decision": state.decision,
         "best": best, "confidence_set": list(state.members),
         "speedup": None, "speedup_lo": None, "speedup_hi": None,
         "baseline": state.baseline,
-        "requests": {c: requests_n(groups[by_config[c]]) if c in by_config else 0
+        "requests": {c: requests_n([x for x in mine if x.spec.config == c and x.verdict.ok])
                      for c in state.configs},
         "eliminated": dict(state.eliminated), "out": dict(state.out),
         "decided_s": None if state.decided_s is None else round(state.decided_s, 1),
         "decided_round": state.decided_round, "more_requests": None}
     base = state.baseline
-    if best is not None and base in by_config:
-        reps = group_replicates(groups)
-        units = min(independent_units(groups[by_config[best]]),
-                    independent_units(groups[by_config[base]]))
-        low, high = selected_interval(ratio(reps[by_config[best]], reps[by_config[base]]), units,
+    pair = pooled(mine, [best, base]) if best is not None and base is not None else None
+    if pair is not None and best in pair.means and base in pair.means:
+        low, high = selected_interval(ratio(pair.replicates[best], pair.replicates[base]),
+                                      min(pair.units[best], pair.units[base]),
                                       len(state.configs), alpha=contest.alpha_look)
-        entry.update(speedup=_num(means[best] / means[base]), speedup_lo=_num(low),
+        entry.update(speedup=_num(pair.means[best] / pair.means[base]), speedup_lo=_num(low),
                      speedup_hi=_num(high))
     if state.open and best is not None:
-        entry["more_requests"] = _more(contest, state, groups, by_config, best, mine)
+        entry["more_requests"] = _more(contest, state, members, best, mine)
     return entry
 
 
-def _more(contest: Contention, state: PanelState, groups: dict[Any, list[CellRecord]],
-          by_config: dict[str, Any], best: str, cells: Sequence[CellRecord]) -> int | None:
+def _more(contest: Contention, state: PanelState, pool: Pooled, best: str,
+          cells: Sequence[CellRecord]) -> int | None:
     """About how many more requests per config would decide the panel: the units its widest
     comparison needs to clear 1 (or the equivalence margin) as intervals narrow with √n."""
-    reps = group_replicates(groups)
     need = 1.0
     for other in state.members:
-        if other == best or other not in by_config:
+        if other == best or other not in pool.means:
             continue
-        units = min(independent_units(groups[by_config[best]]),
-                    independent_units(groups[by_config[other]]))
-        replicates = ratio(reps[by_config[best]], reps[by_config[other]])
-        low, high = interval(replicates, units,
+        units = min(pool.units[best], pool.units[other])
+        low, high = interval(ratio(pool.replicates[best], pool.replicates[other]), units,
                              level=1 - contest.alpha_look / max(1, len(state.members) - 1))
         if not (low > 0 and high > 0) or units < 2:
             return None
         reach = (math.log(high) - math.log(low)) / 2
         gap = max(abs(math.log((high * low) ** 0.5)), math.log1p(contest.equivalence))
         need = max(need, (reach / gap) ** 2)
-    per_unit = max(1, requests_n(cells) // max(1, sum(independent_units(v)
-                                                      for v in groups.values())))
-    units_now = min(independent_units(groups[by_config[c]]) for c in state.members
-                    if c in by_config)
+    units_now = min(pool.units[c] for c in state.members if c in pool.units)
+    per_unit = max(1, round(requests_n([c for c in cells if c.verdict.ok
+                                        and c.spec.config == best]) / max(1, pool.units[best])))
     return max(1, math.ceil(units_now * (need - 1)) * per_unit)
 
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ParamsError
-from .intervals import group_replicates, independent_units, ok_groups
-from .metrics import GROUP, PANEL
+from .intervals import independent_units, panel_seed, throughput_replicates
+from .metrics import PANEL
 from .params import CellSpec
 from .records import CellRecord, Reason
 from .selection import ALPHA, EQUIVALENCE, select
@@ -143,25 +143,19 @@ class Contention:
 
     def _look(self, state: PanelState, cells: Sequence[CellRecord], number: int,
               elapsed_s: float) -> None:
-        mine = [c for c in cells if panel_of(c.spec) == state.panel and c.spec.config in state.members]
-        groups = ok_groups(mine, GROUP)
-        by_config = {k[GROUP.index("config")]: k for k in groups}
-        live = [c for c in state.members if c in by_config]
-        if not live:
+        mine = [c for c in cells if panel_of(c.spec) == state.panel]
+        pool = pooled(mine, state.members)
+        if not pool.means:
             return
-        replicates = group_replicates(groups)
-        reps = {c: replicates[by_config[c]] for c in live}
-        units = {c: independent_units(groups[by_config[c]]) for c in live}
-        leader = max(live, key=lambda c: statistics.fmean(
-            float(x.metrics["output_tok_s"]) for x in groups[by_config[c]]))
-        chosen = select(state.members, reps, units, leader, equivalence=self.equivalence,
-                        alpha=self.alpha_look)
+        leader = max(pool.means, key=lambda c: pool.means[c])
+        chosen = select(state.members, pool.replicates, pool.units, leader,
+                        equivalence=self.equivalence, alpha=self.alpha_look)
         for config in state.members:
             if config not in chosen.members:
                 state.eliminated[config] = number + 1
         state.members = list(chosen.members)
         state.leader, state.bounds = chosen.leader, chosen.bounds
-        if chosen.decision != "undecided" and all(c in live for c in state.members):
+        if chosen.decision != "undecided" and all(c in pool.means for c in state.members):
             state.decision, state.decided_round, state.decided_s = (
                 chosen.decision, number + 1, elapsed_s)
 
@@ -182,6 +176,45 @@ class Contention:
         if budget_spent:
             return Reason("time_budget", "the time budget was spent before this round")
         return Reason("decided", "the contest ended before this round")
+
+
+@dataclass
+class Pooled:
+    """Configs' throughput over the rounds they all have ok: the mean of the rounds' output
+    tok/s, its replicates (paired across the configs) and the independent units behind it."""
+
+    rounds: tuple[int, ...]
+    means: dict[str, float]
+    replicates: dict[str, Any]
+    units: dict[str, int]
+
+
+def pooled(cells: Sequence[CellRecord], configs: Sequence[str]) -> Pooled:
+    """The rounds as strata: over the rounds where every one of ``configs`` with an ok cell has
+    one, each round's replicates (its blocks resampled, seeded by the panel and the round, so
+    paired across configs) averaged round by round; the units are the blocks of every round
+    (requests at concurrency 1). The drift between rounds is shared by a round's configs and
+    cancels in their ratios, as for one repeat's speedup (:mod:`.intervals`)."""
+    import numpy as np
+
+    ok: dict[str, dict[int, CellRecord]] = {}
+    for cell in cells:
+        if cell.verdict.ok and cell.spec.config in configs and (cell.metrics or {}).get(
+                "output_tok_s"):
+            ok.setdefault(cell.spec.config, {})[cell.spec.repeat] = cell
+    if not ok:
+        return Pooled((), {}, {}, {})
+    common = sorted(set.intersection(*(set(v) for v in ok.values())))
+    means, replicates, units = {}, {}, {}
+    for config, by_round in ok.items():
+        reps = [throughput_replicates([by_round[r]], panel_seed(by_round[r])) for r in common]
+        if not common or any(r is None for r in reps):
+            continue
+        means[config] = statistics.fmean(float(by_round[r].metrics["output_tok_s"])
+                                         for r in common)
+        replicates[config] = np.mean(np.vstack(reps), axis=0)
+        units[config] = sum(independent_units([by_round[r]]) for r in common)
+    return Pooled(tuple(common), means, replicates, units)
 
 
 class Budget:
