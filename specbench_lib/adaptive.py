@@ -4,6 +4,7 @@ spent, :mod:`.rounds`), both through :class:`SweepContext`, which measures one c
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -89,9 +90,13 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
                 {s.label: len(t) for s, t in slices}, parallel=placer is not None):
             stopped = "budget"
             break
+        before = budget.elapsed
         whole = _round(ctx, placer, budget, slices, number)
-        if number == 0:
-            contest.cap(ctx.book.rounds_fed)
+        if number == 0:  # the looks it can afford: the rounds the corpus feeds, and about twice
+            # the rounds of this one's cost that fit (eliminations make later rounds cheaper)
+            took = max(budget.elapsed - before, 1e-3)
+            contest.cap(min(ctx.book.rounds_fed,
+                            max(2, math.ceil(2 * budget.seconds / took))))
         contest.observe(SweepResult(ctx.run.dir.path).cells, number, budget.elapsed)
         ctx.lines.note(round_line(contest, number, budget))
         number += 1

@@ -179,3 +179,25 @@ def answer_of(result: Any) -> Answer:
     """The answer of a :class:`~.results.SweepResult` (a dry run's preview has none)."""
     run_dir = getattr(result, "run_dir", None)
     return Answer(read_answer(run_dir) if run_dir is not None else None)
+
+
+def answers_html(runs: Sequence[Any]) -> str:
+    """The answers of the time-budgeted runs among ``runs`` (each with a ``run_dir``), for the
+    head of the report's page; "" when none has one."""
+    parts = []
+    for run in runs:
+        found = read_answer(run.run_dir) if getattr(run, "run_dir", None) is not None else None
+        if found is not None:
+            parts.append(html_text(f"run {run.run_dir.name}", bold=True) + Answer(found).html())
+    return "".join(parts)
+
+
+def answers_json(runs: Sequence[Any]) -> dict[str, Any]:
+    """Run id → answer, for the time-budgeted runs among ``runs``."""
+    found = {}
+    for run in runs:
+        if getattr(run, "run_dir", None) is not None:
+            answer = read_answer(run.run_dir)
+            if answer is not None:
+                found[run.run_dir.name] = answer
+    return found

@@ -7,11 +7,19 @@ contention and of the baseline (``auto``: the speedup needs it), each on the rou
 
 **Elimination.** After every round from the second, each open panel's confidence set for the
 best (:func:`~.selection.select`: Holm over the comparisons with the leader, simultaneous over
-the configs still in) is taken at the look's error α_look = α / looks, looks = rounds − 1
-(Bonferroni spending: by the union bound the best is dropped at any look with probability at
-most α in all, whenever the sweep stops). A config that left the set is out of that panel for
-good (``eliminated``: the round); a config out of every panel's set is not started again. A
-config whose cell crashed (or was skipped) is ``out`` with its reason, not eliminated.
+the configs still in) is taken at the look's error α_look = α / looks (Bonferroni spending: by
+the union bound the best is dropped at any look with probability at most α in all, whenever the
+sweep stops). looks = rounds − 1, and rounds is fixed after the first round, before any look:
+the fewest of ``max_rounds``, the rounds the corpus feeds, and twice the rounds of the first
+round's cost that fit in the budget. The comparisons pool the rounds as strata
+(:func:`pooled`): each round's blocks resampled (paired across configs by panel and round), the
+rounds averaged, the units every round's blocks, so the rounds' shared drift cancels in the
+ratios and a look has the requests' degrees of freedom, not the rounds'. A config that left the
+set is out of that panel for good (``eliminated``: the round); a config out of every panel's set
+is not started again (each slice starts and stops its own server, so that is its server
+stopped). A config whose cell crashed (or was skipped) is ``out`` with its reason, not
+eliminated. An open-loop point (a fixed rate or a rate profile's) is not contested: it is
+measured while its config is still in some panel.
 
 **Decided.** A panel is decided when its set holds one config, or its members tie within
 ``equivalence`` (:mod:`.selection`); its configs are then no longer measured in it.
@@ -92,7 +100,7 @@ class Contention:
         self.looked = 0
         self.panels: dict[Panel, PanelState] = {}
         for spec in cells:
-            if spec.repeat != 0:
+            if spec.repeat != 0 or spec.load:  # an open-loop point compares latency: it follows
                 continue
             state = self.panels.setdefault(panel_of(spec), PanelState(
                 panel_of(spec), (), None, []))
@@ -119,8 +127,11 @@ class Contention:
         return any(s.needs(config) for s in self.panels.values())
 
     def wanted(self, cells: Iterable[CellSpec], number: int) -> list[CellSpec]:
-        """The cells of round ``number`` among ``cells`` that the contest still needs."""
-        return [c for c in cells if c.repeat == number and self.panels[panel_of(c)].needs(c.config)]
+        """The cells of round ``number`` among ``cells`` that the contest still needs (an
+        open-loop point, not contested, while its config is still needed in some panel)."""
+        return [c for c in cells if c.repeat == number and (
+            self.panels[panel_of(c)].needs(c.config) if panel_of(c) in self.panels
+            else self.needed(c.config))]
 
     def observe(self, cells: Sequence[CellRecord], number: int, elapsed_s: float) -> None:
         """Round ``number`` (from 0) ended at ``elapsed_s``: mark what crashed, then look (from
@@ -161,7 +172,11 @@ class Contention:
 
     def reason(self, cell: CellSpec, *, budget_spent: bool, rounds_fed: int) -> Reason:
         """Why a cell of the plan was never measured (a skipped, by-design verdict)."""
-        state = self.panels[panel_of(cell)]
+        state = self.panels.get(panel_of(cell))
+        if state is None:  # an open-loop point: it followed its config's contests
+            if cell.repeat >= rounds_fed or not budget_spent:
+                return Reason("decided", f"the contests of {cell.config} ended before this round")
+            return Reason("time_budget", "the time budget was spent before this round")
         if cell.config in state.out:
             return Reason("config_out", f"{cell.config} was out of this panel: {state.out[cell.config]}")
         if cell.config in state.eliminated:
