@@ -115,7 +115,7 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
     written = {c.cell_id for c in SweepResult(ctx.run.dir.path).cells} | set(ctx.run.kept)
     spent = stopped == "budget"
     ctx.skip([c for c in ctx.plan.cells if c.cell_id not in written],
-             lambda c: contest.reason(c, budget_spent=spent, rounds_fed=contest.rounds))
+             lambda c: contest.reason(c, budget_spent=spent, rounds_fed=ctx.book.rounds_fed))
     cells = SweepResult(ctx.run.dir.path).cells
     answer = build_answer(contest, cells, seconds=budget.elapsed, budget_s=budget.seconds,
                           rounds=rounds, stopped=stopped)

@@ -87,7 +87,8 @@ class PanelState:
 
     def needs(self, config: str) -> bool:
         """Whether ``config`` is measured in the panel's next round."""
-        return self.open and (config in self.members or config == self.baseline)
+        return self.open and (config in self.members
+                              or (config == self.baseline and config not in self.out))
 
 
 class Contention:
@@ -188,6 +189,9 @@ class Contention:
         if cell.repeat >= rounds_fed:
             return Reason("corpus_exhausted", f"the corpus feeds fresh prompts for {rounds_fed} "
                           "rounds; this round would have resent text")
+        if cell.repeat >= self.rounds:
+            return Reason("time_budget", f"past the {self.rounds} rounds the budget affords (the "
+                          "looks' error is spread over them)")
         if budget_spent:
             return Reason("time_budget", "the time budget was spent before this round")
         return Reason("decided", "the contest ended before this round")

@@ -19,9 +19,10 @@ def free_port() -> int:
 
 def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, float] = KNOWN,
                   interval: float = 0.004, max_rounds: int = 8, tokens: int = 32,
-                  port: int | None = None) -> Path:
+                  port: int | None = None, extra: str = "") -> Path:
     """A params file: auto and ngram at the budgets of ``speedups``, one panel (chat, context
-    32, concurrency 1), 3 requests a cell, ``time_budget_s: budget``."""
+    32, concurrency 1), 3 requests a cell, ``time_budget_s: budget``; ``extra``: more config
+    lines (YAML list items)."""
     known = ",".join(f"{b}:{s}" for b, s in speedups.items())
     argv = fake_argv("--speedups", known, interval=interval, budget=True)
     path = folder / f"budget-{seed}-{budget}.yaml"
@@ -29,7 +30,7 @@ def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, f
 {fake_engine(port or free_port(), fake_argv(interval=interval))}configs:
   - {{name: auto, method: auto, argv: {fake_argv(interval=interval)}}}
   - {{name: ngram, method: ngram, budgets: {sorted(speedups)}, argv: {argv}}}
-workloads:
+{extra}workloads:
   - {{name: chat, source: sharegpt}}
 contexts: [32]
 concurrency: [1]

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from budgetparams import budget_params
+from fakeparams import fake_argv
 from simcells import ConfigTruth, Truth, simulate_panel
 
 import specbench_lib as sb
@@ -91,6 +92,23 @@ def test_an_eliminated_config_is_not_started_again(tmp_path: Path) -> None:
         cell = next(c for c in result.cells if c.spec.config == "ngram-b32"
                     and c.spec.repeat == gone)
         assert cell.status == "skipped" and cell.verdict.reasons[0].code == "eliminated"
+
+
+def test_a_crashed_config_is_out_with_its_reason_not_eliminated(tmp_path: Path) -> None:
+    crash = fake_argv("--mode", "startup_crash", budget=True)
+    path = budget_params(tmp_path, seed=3, budget="60s", max_rounds=3, speedups={8: 1.35},
+                         extra=f"  - {{name: broken, method: draft, budgets: [4], argv: {crash}}}\n")
+    result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
+    (panel,) = _answer(result)["panels"]
+    assert "broken-b4" in panel["out"] and "broken-b4" not in panel["eliminated"]
+    assert "server_failed" in panel["out"]["broken-b4"]
+    assert "broken-b4" not in panel["confidence_set"]
+    first = next(c for c in result.cells if c.spec.config == "broken-b4" and c.spec.repeat == 0)
+    assert first.status == "crashed"
+    later = [c for c in result.cells if c.spec.config == "broken-b4" and c.spec.repeat > 0]
+    assert later and all(c.verdict.reasons[0].code == "config_out" for c in later)
+    assert not any(k.startswith("broken-b4.r") for k in result.manifest["servers"])
+    assert "broken-b4 (server_failed" in panel_line(panel)
 
 
 def test_a_spent_budget_stops_after_the_round_that_spent_it(tmp_path: Path) -> None:
