@@ -157,10 +157,12 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
 class Answer(Rendered):
     """A run's answer for a notebook: its lines (or why a run has none)."""
 
-    def __init__(self, answer: dict[str, Any] | None) -> None:
-        self.answer = answer
+    def __init__(self, answer: dict[str, Any] | None, *, measured: bool = True) -> None:
+        self.answer, self.measured = answer, measured
 
     def lines(self) -> list[str]:
+        if not self.measured:
+            return ["a dry run measures nothing: no answer"]
         if self.answer is None:
             return ["no answer.json: a fixed-plan run (time_budget_s null); the best-config "
                     "statements are in the summary"]
@@ -178,7 +180,9 @@ class Answer(Rendered):
 def answer_of(result: Any) -> Answer:
     """The answer of a :class:`~.results.SweepResult` (a dry run's preview has none)."""
     run_dir = getattr(result, "run_dir", None)
-    return Answer(read_answer(run_dir) if run_dir is not None else None)
+    if run_dir is None:
+        return Answer(None, measured=False)
+    return Answer(read_answer(run_dir))
 
 
 def answers_html(runs: Sequence[Any]) -> str:
