@@ -192,3 +192,22 @@ def test_a_bad_time_budget_in_params_names_the_key(tmp_path: Path) -> None:
     path = budget_params(tmp_path, seed=0, budget="soon")
     with pytest.raises(ParamsError, match="time_budget_s"):
         sb.load_plan(path)
+
+
+def test_each_round_line_says_what_is_still_in_and_the_time_left() -> None:
+    from specbench_lib.adaptive import round_line
+
+    truth = Truth(configs=(ConfigTruth("auto", gain_sigma=0.05),
+                           ConfigTruth("ngram-b8", "ngram", 8, gain=1.6, gain_sigma=0.1)))
+    cells = simulate_panel(truth, 1, 3, 4, np.random.default_rng(5))
+    contest = Contention([c.spec for c in cells], rounds=4)
+    now = [30.0]
+    budget = Budget(100, clock=lambda: now[0], began=0.0)
+    contest.observe([c for c in cells if c.spec.repeat == 0], 0, 30.0)
+    line = round_line(contest, 0, budget)
+    assert line.startswith("round 1/4 · 30 s of 1 m 40 s, 1 m 10 s left")
+    assert "code/ctx256/c1: in auto, ngram-b8" in line
+    now[0] = 120.0
+    contest.observe(cells, 3, 120.0)
+    line = round_line(contest, 3, budget)
+    assert "20 s over" in line and "code/ctx256/c1: decided ngram-b8" in line
