@@ -38,7 +38,7 @@ setup: $(VENV)/.deps-run engine
 setup-test: $(VENV)/.deps-test system engine vllm
 
 run: setup
-	$(VENV)/bin/specbench run tp1 --params params/embedded.yaml
+	$(VENV)/bin/specbench run tp1 --params params/embedded_budget.yaml
 
 test: setup-test
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts

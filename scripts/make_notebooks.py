@@ -35,11 +35,14 @@ resume: Optional[str] = None  # id of an interrupted run to continue (keeps its 
 dry_run: bool = False  # show the plan, argv per config and context-guard outcome; start nothing
 retry_known_bad: bool = False  # run the configs listed under known_bad instead of skipping them
 reuse: bool = False  # copy ok cells with matching fingerprints from earlier runs instead of measuring
+time_budget: Optional[str] = "params"  # "8m": stop once each best is decided; None: fixed plan
 PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)'''
 CALLS = [
-    "plan = sb.load_plan(params_file, budget=budget, notebook=PAPERMILL_OUTPUT_PATH)\nplan",
+    "plan = sb.load_plan(params_file, budget=budget, time_budget=time_budget,\n"
+    "                    notebook=PAPERMILL_OUTPUT_PATH)\nplan",
     "result = sb.run_sweep(plan, run_id=run_id, resume=resume, dry_run=dry_run,\n"
-    "                      retry_known_bad=retry_known_bad, reuse=reuse)\nresult",
+    "                      retry_known_bad=retry_known_bad, reuse=reuse)\nsb.answer_of(result)",
+    "result",
     "sb.keep_notebook(result, PAPERMILL_OUTPUT_PATH)",
     "result.require_valid()",
     "figures = result.figures()\nresult.save_figures(figures)",

@@ -136,6 +136,18 @@ CATALOGUE: tuple[Code, ...] = (
     _c("enough_repeats", "run", "a repeat the adaptive plan did not need (every speedup "
        "interval already narrow enough): skipped by design, not a failure",
        Threshold("repeat_until_half_width", None)),
+    _c("eliminated", "run", "a time-budgeted round a config was not measured in: it had left "
+       "the panel's confidence set for the best (Holm, corrected for the looks), so the budget "
+       "went to the configs still in contention; skipped by design"),
+    _c("decided", "run", "a time-budgeted round not measured because its panel was decided (its "
+       "set held one config, or its members tied within equivalence); skipped by design"),
+    _c("time_budget", "run", "a round the time budget could not afford (predicted from the "
+       "measured server starts and cell costs): skipped by design, the answer says so",
+       Threshold("time_budget_s", None)),
+    _c("corpus_exhausted", "run", "a round past the ones the corpus can feed with fresh "
+       "prompts (never a prompt a server already answered): skipped by design"),
+    _c("config_out", "run", "a round of a config that was out of the panel for its own failure "
+       "(crashed or skipped, with its reason): not measured again; skipped by design"),
     _c("worker_lost", "run", "a placed config whose Ray worker or node was lost: its unfinished "
        "cells crashed, the rest of the run goes on"),
     _c("worker_error", "run", "a placed config whose Ray task raised: its unfinished cells "
@@ -144,7 +156,9 @@ CATALOGUE: tuple[Code, ...] = (
 
 BY_CODE: dict[str, Code] = {c.name: c for c in CATALOGUE}
 CODES = frozenset(BY_CODE)
-BY_DESIGN = frozenset({"enough_repeats"})  # skipped reasons that are the plan's, not failures
+# skipped reasons that are the plan's, not failures (adaptive repeats; a time budget's rounds)
+BY_DESIGN = frozenset({"enough_repeats", "eliminated", "decided", "time_budget",
+                       "corpus_exhausted", "config_out"})
 # rules that judge the client host, not the config under test: a cell invalid for these alone
 # is measured again at once (params ``retries``), with fresh prompts, before it stays invalid
 HOST_SIDE = frozenset({"coalesced_reads", "busy_host"})

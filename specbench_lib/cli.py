@@ -4,19 +4,18 @@ directories."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shlex
-import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .attempts import keep_attempt
+from .durations import parse_duration
 from .errors import ParamsError, SpecbenchError
+from .kernelrun import Interrupts, execute
 from .lab import open_lab
 from .manifest import Manifest
 from .paths import outputs_dir, project_root
@@ -33,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
     run.add_argument("--dry-run", action="store_true",
                      help="print the plan, argv per config and context-guard outcome; start nothing")
+    run.add_argument("--time-budget", metavar="DURATION",
+                     help="measure in rounds until the best config of every panel is decided or "
+                     "this wall time is spent (10m, 90s, 480; none: the fixed full plan)")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="a notebook parameter (YAML value)")
     sub.add_parser("runs", help="list the runs under outputs/runs")
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             notebook = _notebook(args.phase)
             return 2 if notebook is None else open_lab(notebook, fresh=args.fresh,
                                                        extra=args.jupyter)
-        return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run)
+        return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run,
+                    time_budget=args.time_budget)
     except SpecbenchError as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return 2
@@ -137,7 +140,8 @@ def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> 
         print(f"specbench: {notebook.name} has no params_file parameter; nothing to plan",
               file=sys.stderr)
         return 2
-    print(PlanPreview(load_plan(params, budget=given.get("budget"))).text())
+    print(PlanPreview(load_plan(params, budget=given.get("budget"),
+                                time_budget=given.get("time_budget", "params"))).text())
     return 0
 
 
@@ -178,7 +182,7 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
 
 
 def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]], *,
-         dry_run: bool = False) -> int:
+         dry_run: bool = False, time_budget: str | None = None) -> int:
     import papermill
 
     root = project_root()
@@ -186,6 +190,9 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     if notebook is None:
         return 2
     declared, parameters = _parameters(notebook, pairs)
+    if time_budget is not None:  # seconds, or None for the fixed plan; a bad value names the flag
+        _require_declared("time_budget", "--time-budget", declared, notebook)
+        parameters["time_budget"] = parse_duration(time_budget, key="--time-budget")
     if dry_run or parameters.get("dry_run"):
         return _dry_run(notebook, params_file, parameters)
     if params_file:
@@ -200,8 +207,8 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     print(f"specbench: running {notebook.name} into {output.parent}", flush=True)
     before = len(run.read_manifest().attempts) \
         if run is not None and run.manifest_path.is_file() else 0
-    failed = _execute(notebook, output, parameters, root)
-    interrupted = (isinstance(failed, KeyboardInterrupt) or _Interrupts.count > 0
+    failed = execute(notebook, output, parameters, root)
+    interrupted = (isinstance(failed, KeyboardInterrupt) or Interrupts.count > 0
                    or getattr(failed, "ename", None) == "KeyboardInterrupt")
     if failed is not None and not interrupted and not isinstance(failed, papermill.PapermillExecutionError):
         raise failed
@@ -212,7 +219,7 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
         output = keep_attempt(run, output, attempts_before=before)
     _share(output, quiet=interrupted)
     if interrupted:
-        _say_interrupted(phase, params_file, pairs, run, recorded, notebook, output)
+        _say_interrupted(phase, params_file, pairs, run, recorded, notebook, output, time_budget)
         return INTERRUPTED
     if isinstance(failed, papermill.PapermillExecutionError):
         where = f"run directory: {run.path}" if run is not None and recorded else \
@@ -229,33 +236,14 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     return 0
 
 
-def _execute(notebook: Path, output: Path, parameters: dict[str, Any],
-             root: Path) -> BaseException | None:
-    """Execute the notebook with papermill into ``output``; what stopped it, or None."""
-    import papermill
-
-    _Interrupts.count = 0
-    failed: BaseException | None = None
-    try:
-        with tempfile.TemporaryDirectory(prefix="specbench-kernel-") as sockets:
-            papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
-                                       cwd=str(root), progress_bar=False, stdout_file=sys.stdout,
-                                       stderr_file=sys.stderr,  # the sweep's lines, as they come
-                                       kernel_manager_class=_interrupting_kernel_manager(
-                                           Path(sockets)))
-    except KeyboardInterrupt as exc:  # before the kernel ran (or after): nothing to forward
-        failed = exc
-    except Exception as exc:  # reported below, with the notebook kept
-        failed = exc
-    return failed
-
-
 def _say_interrupted(phase: str, params_file: str | None, pairs: list[list[str]],
-                     run: RunDir | None, recorded: bool, notebook: Path, output: Path) -> None:
+                     run: RunDir | None, recorded: bool, notebook: Path, output: Path,
+                     time_budget: str | None) -> None:
     """How to resume an interrupted run, or that it recorded nothing to resume."""
     if recorded and run is not None:
         command = shlex.join(["specbench", "run", phase, "--resume", run.run_id, *(
             ["--params", params_file] if params_file else []), *(
+                ["--time-budget", time_budget] if time_budget else []), *(
                 a for name, value in pairs if name not in ("run_id", "resume")
                 for a in ("-p", name, value))])
         print(f"specbench: run {run.run_id} interrupted; resume with: {command}",
@@ -277,50 +265,6 @@ def _set_aside_unrecorded(run: RunDir, notebook: Path) -> Path:
         os.replace(notebook, target)
     run.discard_if_empty()
     return target
-
-
-class _Interrupts:
-    """Ctrl-Cs received while ``specbench run`` executes its notebook."""
-
-    count = 0
-
-
-def _interrupting_kernel_manager(sockets: Path) -> type:
-    """The kernel manager of ``specbench run``: Ctrl-C interrupts the kernel, as a notebook's
-    interrupt button does, so the sweep cancels its cell, stops the server, marks the run
-    ``interrupted`` and releases its lock (nbclient's own handler would shut the kernel down
-    and kill the sweep mid-way). A second Ctrl-C shuts the kernel down at once.
-
-    The kernel talks over Unix sockets in the private folder ``sockets`` (IPC transport), not
-    TCP: nothing listens on a port, and the kernel has no reason to warn that TCP is not
-    encrypted (ipykernel's "[IPKernelApp] WARNING | Kernel is running over TCP ...")."""
-    from jupyter_client import AsyncKernelManager
-    from traitlets import default
-
-    class InterruptingKernelManager(AsyncKernelManager):  # type: ignore[misc]
-        @default("transport")
-        def _transport_default(self) -> str:
-            return "ipc"
-
-        @default("ip")
-        def _ip_default(self) -> str:
-            return str(sockets / "kernel")
-
-        async def start_kernel(self, **kw: Any) -> None:
-            await super().start_kernel(**kw)
-            try:  # replaces nbclient's handler on the loop that runs the notebook
-                asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._on_sigint)
-            except (RuntimeError, NotImplementedError, ValueError):
-                pass
-
-        def _on_sigint(self) -> None:
-            _Interrupts.count += 1
-            if _Interrupts.count == 1:
-                asyncio.ensure_future(self.interrupt_kernel())
-            else:
-                asyncio.ensure_future(self.shutdown_kernel(now=True))
-
-    return InterruptingKernelManager
 
 
 def _share(notebook: Path, *, quiet: bool = False) -> None:

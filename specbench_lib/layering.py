@@ -32,7 +32,7 @@ def load_params(path: str | Path) -> SweepParams:
     try:
         return SweepParams.model_validate(raw)
     except ValidationError as exc:
-        raise _translate(exc, file, raw) from None
+        raise translate(exc, file, raw) from None
 
 
 def _read_layered(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
@@ -91,7 +91,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _translate(exc: ValidationError, file: Path, raw: dict[str, Any]) -> ParamsError:
+def translate(exc: ValidationError, file: Path, raw: dict[str, Any]) -> ParamsError:
     lines = []
     first_key, first_value = None, None
     for err in exc.errors():

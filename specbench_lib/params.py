@@ -21,6 +21,8 @@ from .catalogue import (  # the rules' thresholds' defaults
     DEFAULT_MAX_COALESCED_FRACTION,
     DEFAULT_MAX_FAILED_FRACTION,
 )
+from .durations import parse_duration
+from .errors import ParamsError
 from .sections import (
     AttachParams,
     EngineParams,
@@ -159,6 +161,12 @@ class SweepParams(Strict):
     # has a half-width of at most this fraction of the speedup; `repeats` is the limit
     repeat_until_half_width: float | None = Field(None, gt=0, lt=1)
     unstable_cv: float = Field(0.10, gt=0)  # CV of output tok/s across repeats above which: unstable
+    # a wall-time budget (seconds, or "10m"): the sweep measures in rounds and stops once every
+    # panel's best config is decided or the budget is spent (rounds.py); None: the fixed full plan
+    time_budget_s: float | None = None
+    # with a time budget: at most this many rounds (the looks its error is spent over); fewer
+    # when the corpus cannot feed fresh prompts for more
+    max_rounds: int = Field(12, ge=2, le=MAX_REPEATS)
     slo: SloParams | None = None  # latency limits: goodput and the load that still meets them
     # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
     # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
@@ -194,6 +202,14 @@ class SweepParams(Strict):
             raise ValueError(f"must be at most {bound} (no study needs more), got {list(listed)}")
         return values
 
+    @field_validator("time_budget_s", mode="before")
+    @classmethod
+    def _budget_seconds(cls, value: Any) -> float | None:
+        try:
+            return parse_duration(value)
+        except ParamsError as exc:
+            raise ValueError(str(exc)) from None
+
     @field_validator("redact")
     @classmethod
     def _names_to_redact(cls, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -216,6 +232,10 @@ class SweepParams(Strict):
                 self.repeats < 2 or self.repeat_order != "rounds"):
             raise ValueError("repeat_until_half_width needs repeat_order 'rounds' and repeats >= 2 "
                              f"(the limit), got {self.repeat_order!r} and {self.repeats}")
+        if self.time_budget_s is not None and (self.repeat_until_half_width is not None
+                                               or self.repeat_order != "rounds"):
+            raise ValueError("time_budget_s measures in rounds and stops on its own: it needs "
+                             "repeat_order 'rounds' and no repeat_until_half_width")
         if self.request_rate is not None and self.request_rate.profile is not None and (
                 1 not in self.concurrency or len(self.concurrency) < 2):
             raise ValueError("request_rate.profile spreads rates between the concurrency-1 cell and "

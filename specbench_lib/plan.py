@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from .display import html_table, html_text
+from .durations import parse_duration
 from .errors import ParamsError
-from .layering import load_params
+from .layering import load_params, translate
 from .nbparams import check_notebook_parameters
 from .params import CellSpec, ServerConfig, SweepParams
 from .paths import resolve_project_path
@@ -40,7 +43,9 @@ class Plan:
                  f"{list(p.concurrency)} = {len(self.cells)} cells, {p.requests_per_cell} "
                  f"requests {each} "
                  f"({p.warmup_requests} warmup per server), "
-                 f"{'/'.join(map(str, p.output_lengths))} output tokens"]
+                 f"{'/'.join(map(str, p.output_lengths))} output tokens"
+                 + (f"; in rounds (at most {p.max_rounds}) within a {p.time_budget_s:g} s time "
+                    "budget" if p.time_budget_s is not None else "")]
         lines += [f"  {s.label}: method {s.method}, budget {s.budget}"
                   + (f", attached to {s.attach.url}" if s.attach else "") for s in self.servers]
         return "\n".join(lines)
@@ -59,7 +64,11 @@ class Plan:
 
 
 def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) -> Plan:
-    """Expand params into server configs and cells; ``budget`` keeps one budget plus baselines."""
+    """Expand params into server configs and cells; ``budget`` keeps one budget plus baselines.
+    With ``time_budget_s`` the cells are ``max_rounds`` rounds (repeats) of every cell, the most
+    the sweep may measure (:mod:`.rounds` decides how many it does)."""
+    if params.time_budget_s is not None and params.repeats != params.max_rounds:
+        params = params.model_copy(update={"repeats": params.max_rounds})
     available = sorted({b for c in params.configs for b in c.budgets})
     if budget is not None and budget not in available:
         raise ParamsError(f"budget {budget} is not in any config; available budgets: {available}",
@@ -137,13 +146,21 @@ def _require_context_room(params: SweepParams, servers: list[ServerConfig], sour
 
 
 def load_plan(path: str | Path, *, budget: int | None = None,
-              notebook: str | Path | None = None) -> Plan:
+              notebook: str | Path | None = None, time_budget: Any = "params") -> Plan:
     """Load a params file and build its plan in one step (what a notebook calls).
 
+    ``time_budget``: seconds or a duration (``"10m"``) over the file's ``time_budget_s``, None
+    for the fixed full plan, ``"params"`` (the default) for what the file says.
     ``notebook`` is papermill's ``PAPERMILL_OUTPUT_PATH`` (``papermill --inject-paths``, always
     set by ``specbench run``): a parameter papermill passed that the notebook does not declare
     (``-p budgt 16``) is refused (see :func:`check_notebook_parameters`).
     """
     check_notebook_parameters(notebook)
     params = load_params(path)
+    if time_budget != "params":  # a notebook's (or --time-budget's) budget over the file's
+        seconds = parse_duration(time_budget, key="time_budget")
+        try:
+            params = SweepParams.model_validate({**params.model_dump(), "time_budget_s": seconds})
+        except ValidationError as exc:
+            raise translate(exc, resolve_project_path(path), params.model_dump()) from None
     return build_plan(params, source=resolve_project_path(path), budget=budget)

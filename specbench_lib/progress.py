@@ -88,10 +88,13 @@ class Progress:
 
     def __init__(self, total: int, *, done: int = 0, enabled: bool = True,
                  out: TextIO | None = None, cells: Sequence[CellSpec] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 budget_s: float | None = None) -> None:
         """``cells``: the cells still to measure (the plan's less those kept), for an estimate
-        from the pace of each config × context; without them, the mean time per cell."""
+        from the pace of each config × context; without them, the mean time per cell.
+        ``budget_s``: a time-budgeted sweep's budget; its lines show the time left in it."""
         self.total, self.done, self.enabled = total, done, enabled
+        self.budget_s = budget_s
         self.out = out or sys.stdout
         self.clock = clock
         self.began = clock()
@@ -104,6 +107,10 @@ class Progress:
     def _say(self, text: str) -> None:
         if self.enabled:
             print(text, file=self.out, flush=True)
+
+    def note(self, text: str) -> None:
+        """A line of its own: a round's state, the answer."""
+        self._say(text)
 
     def server(self, label: str, what: str) -> None:
         """A server event: starting (with its limit), ready (with its time), stopped."""
@@ -145,6 +152,15 @@ class Progress:
         else:
             figure = record.verdict.reasons[0] if record.verdict.reasons else ""
         elapsed = self.clock() - self.began
+        if self.budget_s is not None:  # rounds: how many cells come depends on what they show
+            if record.verdict.by_design:  # a round the contest did not need: not news
+                return
+            left_s = self.budget_s - elapsed
+            clock = f"{_span(left_s)} of the budget left" if left_s >= 0 else \
+                f"{_span(-left_s)} over the budget"
+            self._say(f"[{self.measured}] {where}: {record.status}"
+                      f"{f', {figure}' if figure else ''} · {_span(elapsed)}, {clock}")
+            return
         left = self.total - self.done
         seconds = self.pace.left() if self.pace is not None else elapsed / self.measured * left
         eta = f", about {_span(seconds)} left" if left else ""

@@ -11,6 +11,10 @@ lists does not matter). A cell's prompts depend on its key alone, so every confi
 sends the same prompts (paired comparisons) and a resumed cell sends what it would have sent.
 ``prompt_reuse: true`` (a cache-warm study) keeps the old scheme: prompts by workload ×
 context × repeat, shared by the load points.
+
+With a time budget the repeats are the sweep's rounds (:mod:`.rounds`): the book draws round by
+round (every key of round 0, then of round 1, ...) and keeps the whole rounds the corpus can
+feed, at least two (``rounds_fed``); the sweep never plans a round past them.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ class PromptBook:
         for cell in cells:
             counts[cell_key(cell)] = params.requests_for(cell)
         self.layout = sorted(counts.items())  # (key, requests) in the order prompts are drawn
+        self.budgeted = params.time_budget_s is not None and not params.prompt_reuse
+        if self.budgeted:  # round by round: a short corpus cuts the last rounds, not a panel
+            self.layout.sort(key=lambda item: (item[0][-1], item[0]))
+        self.rounds_fed = params.repeats  # whole rounds with prompts (fewer: the corpus ran out)
         self._built: dict[tuple[Any, ...], list[Prompt]] | None = None
         self._probe: tuple[str, list[int]] = ("", [])  # a text and its ids as built
         self._workloads = {w.name: w for w in params.workloads}
@@ -99,7 +107,13 @@ class PromptBook:
                           for i in range(params.warmup_requests)]}
         for key, n in self.layout:
             workload = self._workloads[key[0]]
-            book[key] = [corpora.prompt(workload, key[1], i, total) for i in range(n)]
+            try:
+                book[key] = [corpora.prompt(workload, key[1], i, total) for i in range(n)]
+            except PreflightError:
+                if not self.budgeted or key[-1] < 2:
+                    raise
+                self.rounds_fed = key[-1]  # rounds 0 .. key[-1] - 1 are whole
+                return {k: v for k, v in book.items() if k == _WARMUP or k[-1] < key[-1]}
         return book
 
 

@@ -90,7 +90,9 @@ def write_page(comparison: Comparison, path: Path, figures: list[Path]) -> Path:
         + str(link(png.with_suffix(".svg").name, "SVG")) + "<br>" + image(png.name, png.stem)
         for png in figures)
     failures = comparison.failures()
-    body = (comparison.html()
+    from .answer import answers_html  # a time-budgeted run's answer leads the page
+
+    body = (answers_html(comparison.runs) + comparison.html()
             + html_text("Failed and skipped cells", bold=True,
                         detail=f"{len(failures)} (never a value in a table or figure)")
             + frame_table(failures)
@@ -110,7 +112,10 @@ def write_summary(comparison: Comparison, path: Path) -> Path:
     best = best.where(best.notna(), None)  # NaN is not JSON: a missing value is null
     crossing = comparison.crossovers().astype(object)
     crossing = crossing.where(crossing.notna(), None)
+    from .answer import answers_json
+
     path.write_text(json.dumps({"runs": [r.run_id for r in comparison.runs],
+                                "answers": answers_json(comparison.runs),
                                 "best": best.to_dict("records"),
                                 "crossovers": crossing.to_dict("records"), "failures": failures},
                                indent=2, default=str, allow_nan=False))

@@ -27,6 +27,7 @@ from .health import HEALTH_LIMIT_S, http_status
 from .hostsources import listener_pids
 from .paths import cache_dir
 from .reaper import Ended, end_marked, marked, marked_env, new_mark
+from .sections import AttachParams
 from .serverlog import GENERIC_SIGNATURES, LogPump, LogScan, argv_secrets
 from .store import redact
 
@@ -251,3 +252,17 @@ def _die_with_parent() -> None:
     """
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def open_server(name: str, attach: AttachParams | None, launch: tuple[list[str], str, str],
+                log_path: Path, signatures: tuple[re.Pattern[str], ...],
+                redact_names: tuple[str, ...]) -> Server:
+    """The process (or, with ``attach``, the running unit) of one server start from its
+    ``launch`` (argv, base URL, health path); its log hides the argv's secrets (and the values
+    of ``redact_names``)."""
+    argv, base_url, health_path = launch
+    if attach is None:
+        return ServerProcess(name=name, argv=argv, base_url=base_url, health_path=health_path,
+                             log_path=log_path, signatures=signatures, redact_names=redact_names)
+    return AttachedServer(name=name, attach=attach, health_path=health_path, log_path=log_path,
+                          signatures=signatures)

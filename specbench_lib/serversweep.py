@@ -13,13 +13,11 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 
 from .analysis import analyse
-from .attached import AttachedServer
 from .catalogue import C
 from .dispatch import dispatch_cell
 from .engines import Adapter, Isolation, Launch
@@ -42,8 +40,10 @@ from .records import (
 )
 from .runs import RunDir
 from .sections import RequestRateParams
-from .served import PromptRecord, ServedBefore
-from .server import Server, ServerProcess
+from .served import PromptRecord
+from .servedhistory import History as _History
+from .servedhistory import prompt_records as _prompt_records
+from .server import Server, open_server
 from .store import redact, utc_now
 from .validate import context_guard
 from .workload import Prompt
@@ -152,7 +152,9 @@ class ServerSweep:
         (a crash, a server that failed or answers what its adapter cannot read), None if none."""
         params, server, launch = self.plan.params, self.server, self.launch
         log_path = self.run.dir.log_path(self.key)
-        proc = _server(server, launch, log_path, self.adapter, params.redact)
+        proc = open_server(server.label, server.attach,
+                           (launch.argv, launch.base_url, launch.health_path), log_path,
+                           self.adapter.crash_signatures, params.redact)
         record = self.record
         record.update({"controlled": True, "argv": list(self.argv)} if server.attach is None
                       else {"controlled": False, "url": server.attach.url,
@@ -370,27 +372,6 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
     return summary, tuple(dispatch.records), history
 
 
-class _History:
-    """What one server has answered so far: the cells, and the prompts and documents sent."""
-
-    def __init__(self) -> None:
-        self.cells: list[str] = []
-        self.prompts: list[PromptRecord] = []
-
-    def add(self, name: str, prompts: Sequence[PromptRecord]) -> None:
-        self.cells.append(name)
-        self.prompts += prompts
-
-    def before(self) -> ServedBefore:
-        docs = sorted({d for p in self.prompts for d in p.sources if not d.startswith("copyedit:")})
-        return ServedBefore(cells=tuple(self.cells), requests=len(self.prompts),
-                            prompts=tuple(p.sha for p in self.prompts), documents=tuple(docs))
-
-
-def _prompt_records(prompts: Sequence[Prompt]) -> tuple[PromptRecord, ...]:
-    return tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources)) for p in prompts)
-
-
 def cell_order(cells: Sequence[CellSpec], params: SweepParams, salt: str) -> list[CellSpec]:
     """The order a server measures its cells in: shuffled by the seed and ``salt`` (the config
     and round) unless ``cell_order`` is ``fixed``; a rate profile's points always come after the
@@ -410,15 +391,3 @@ def _isolation(adapter: Adapter, server: ServerConfig, launch: Launch) -> Isolat
         return Isolation("none", f"{chosen.why}; but an attached server cannot be restarted, "
                          "so only fresh prompts keep its cells apart")
     return chosen
-
-
-def _server(server: ServerConfig, launch: Launch, log_path: Path, adapter: Adapter,
-            redact_names: tuple[str, ...]) -> Server:
-    """The process (or attached unit) of one server start; its log hides the argv's secrets
-    (and the values of ``redact_names``)."""
-    if server.attach is None:
-        return ServerProcess(name=server.label, argv=launch.argv, base_url=launch.base_url,
-                             health_path=launch.health_path, log_path=log_path,
-                             signatures=adapter.crash_signatures, redact_names=redact_names)
-    return AttachedServer(name=server.label, attach=server.attach, health_path=launch.health_path,
-                          log_path=log_path, signatures=adapter.crash_signatures)

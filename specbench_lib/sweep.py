@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .adaptive import SweepContext, budgeted_rounds
 from .catalogue import C
-from .engines import Adapter, Launch, get_adapter, server_launch
+from .engines import get_adapter, server_launch
 from .errors import StoreError
 from .fingerprint import Components, cell_fingerprints
 from .intervals import ok_groups, row_bounds, sequential_level
@@ -27,14 +28,9 @@ from .preview import PlanPreview
 from .progress import Progress
 from .promptbook import PromptBook
 from .provenance import file_identity, measurement_code_hash
-from .records import (
-    CellFacts,
-    Reason,
-    Verdict,
-)
+from .records import Reason
 from .runs import Run, check_run_id
 from .server import port_lease
-from .serversweep import ServerSweep
 
 if TYPE_CHECKING:
     from .placement import Placer
@@ -74,6 +70,36 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
 
 def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_bad: bool,
            reuse: bool, outputs: Path | None, progress: bool) -> SweepResult:
+    ctx = _prepare(plan, run_id=run_id, resume=resume, retry_known_bad=retry_known_bad,
+                   reuse=reuse, outputs=outputs, progress=progress)
+    run = ctx.run
+    started = time.monotonic()
+    status = "failed"
+    placer: Placer | None = None
+    try:
+        placer = _placer(plan, run, ctx.lines)  # None: each config here, one after another
+        if plan.params.time_budget_s is None:
+            _fixed_rounds(ctx, placer)
+        else:  # rounds until every panel is decided or the budget is spent
+            budgeted_rounds(ctx, placer)
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        if placer is not None:
+            placer.close()
+        result = _close(run, status, time.monotonic() - started)
+    if result is None:
+        raise StoreError("the run's results could not be read back; its cell files are intact",
+                         path=run.dir.path)
+    return result
+
+
+def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_bad: bool,
+             reuse: bool, outputs: Path | None, progress: bool) -> SweepContext:
+    """Preflight, launches, fingerprints and the run directory: what every slice needs."""
+    began = time.monotonic()
     params = plan.params
     adapter = get_adapter(params.engine)
     ready = require(plan, outputs=outputs)
@@ -92,56 +118,35 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
                     outputs=outputs, engine=identity.to_dict(), model=model,
                     fingerprint_components=components.to_dict(), warnings=ready.warnings)
     kept = run.kept
+    budget = params.time_budget_s
     print(f"run {run.dir.run_id}: {len(plan.cells) - len(kept)} cells to measure"
-          f"{f', {len(kept)} kept' if kept else ''} → {run.dir.path}", flush=True)
-    started = time.monotonic()
+          + (f" at most, in rounds within a {budget:.0f} s budget" if budget else "")
+          + f"{f', {len(kept)} kept' if kept else ''} → {run.dir.path}", flush=True)
+    todo = [c for c in plan.cells if c.cell_id not in kept]
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress,
-                     cells=[c for c in plan.cells if c.cell_id not in kept])
-    status = "failed"
+                     cells=None if budget else todo, budget_s=budget)
+    return SweepContext(plan, run, adapter, launches, identity.version, lines,
+                        PromptBook(params, plan.cells), retry_known_bad, began)
+
+
+def _fixed_rounds(ctx: SweepContext, placer: Placer | None) -> None:
+    """The fixed plan: every config's cells, round by round of repeats (adaptive repeats may
+    stop after a round, :func:`_enough_repeats`)."""
+    plan, run, params = ctx.plan, ctx.run, ctx.plan.params
     rounds = params.repeats if params.repeat_order == "rounds" else 1
-    book = PromptBook(params, plan.cells)  # every cell's prompts, drawn once for the sweep
-    placer: Placer | None = None
-    try:
-        placer = _placer(plan, run, lines)  # None: each config here, one after another
-        for number in range(rounds):
-            for server in plan.servers:
-                todo = [c for c in plan.cells_for(server) if c.cell_id not in kept
-                        and (rounds == 1 or c.repeat == number)]
-                if not todo:
-                    continue
-                sweeper = ServerSweep(plan, server, launches[server.label], run, adapter, lines,
-                                       round_number=number, book=book)
-                bad = None if retry_known_bad else next(
-                    (kb for kb in params.known_bad
-                     if kb.applies(server, engine_version=identity.version,
-                                   gpus=run.attempt["environment"]["gpus"])), None)
-                if bad is not None:  # known to fail here: skipped with the reason, never started
-                    verdict = Verdict("skipped", (Reason(C.known_bad, bad.reason),))
-                    for cell in todo:
-                        sweeper.write(cell, CellFacts(decided=verdict))
-                    continue
-                if placer is None:
-                    sweeper.measure_all(todo)
-                else:
-                    placer.add(sweeper, todo, number)
-            if placer is not None:  # the round's configs at once, on the GPUs Ray gives them
-                placer.run_round()
-            enough = _enough_repeats(run, params, number)
-            if enough is not None:
-                _skip_rest(plan, launches, run, adapter, lines, number, enough)
-                break
-        status = "complete"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        if placer is not None:
-            placer.close()
-        result = _close(run, status, time.monotonic() - started)
-    if result is None:
-        raise StoreError("the run's results could not be read back; its cell files are intact",
-                         path=run.dir.path)
-    return result
+    for number in range(rounds):
+        for server in plan.servers:
+            todo = [c for c in plan.cells_for(server) if c.cell_id not in run.kept
+                    and (rounds == 1 or c.repeat == number)]
+            if todo:
+                ctx.slice(server, todo, number, placer)
+        if placer is not None:  # the round's configs at once, on the GPUs Ray gives them
+            placer.run_round()
+        enough = _enough_repeats(run, params, number)
+        if enough is not None:
+            ctx.skip([c for s in plan.servers for c in plan.cells_for(s)
+                      if c.repeat > number and c.cell_id not in run.kept], lambda _, why=enough: why)
+            return
 
 
 def _placer(plan: Plan, run: Run, lines: Progress) -> Placer | None:
@@ -175,17 +180,6 @@ def _enough_repeats(run: Run, params: SweepParams, number: int) -> Reason | None
                   f"speedup interval at the look's level {100 * level:.2f} % was within "
                   f"±{100 * max(halves):.1f} % (repeat_until_half_width {target:g}); this repeat "
                   "was not needed")
-
-
-def _skip_rest(plan: Plan, launches: dict[str, Launch], run: Run, adapter: Adapter, lines: Progress,
-               number: int, reason: Reason) -> None:
-    """The repeats after round ``number``: skipped with the reason, never measured."""
-    verdict = Verdict("skipped", (reason,))
-    for server in plan.servers:
-        sweeper = ServerSweep(plan, server, launches[server.label], run, adapter, lines)
-        for cell in plan.cells_for(server):
-            if cell.repeat > number and cell.cell_id not in run.kept:
-                sweeper.write(cell, CellFacts(decided=verdict))
 
 
 def _close(run: Run, status: str, elapsed_s: float) -> SweepResult | None:

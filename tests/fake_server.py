@@ -245,7 +245,12 @@ def main() -> None:
     parser.add_argument("--hang-s", type=float, default=600.0)
     parser.add_argument("--budget", type=int, help="the config's budget (logged only)")
     parser.add_argument("--interval", type=float, default=0.0, help="seconds before each token")
+    parser.add_argument("--speedups", default="", help="BUDGET:SPEEDUP,...: the config's budget "
+                        "divides --interval by its speedup (a known truth per budget)")
     args = parser.parse_args()
+    known = dict(pair.split(":") for pair in args.speedups.split(",") if pair)
+    if args.budget is not None and str(args.budget) in known:
+        args.interval /= float(known[str(args.budget)])
     print(f"fake llama server, mode {args.mode}, budget {args.budget}", flush=True)
     # the GPUs a placement gave it (tests/test_placement.py reads this line from its log)
     print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}", flush=True)

@@ -18,7 +18,7 @@ import pytest
 from fakeparams import FAKE, LENIENT_HOST, fake_engine
 from procs import pids_with
 
-from specbench_lib import cli
+from specbench_lib import cli, kernelrun
 from specbench_lib.runs import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -255,7 +255,7 @@ def test_a_run_prints_no_kernel_transport_warning(tmp_path: Path, outputs: Path)
 
 
 def test_the_kernel_manager_asks_for_unix_sockets_in_its_folder(tmp_path: Path) -> None:
-    manager = cli._interrupting_kernel_manager(tmp_path)()
+    manager = kernelrun.interrupting_kernel_manager(tmp_path)()
     assert manager.transport == "ipc" and manager.ip == str(tmp_path / "kernel")
 
 

@@ -1,0 +1,44 @@
+"""Params of a time-budgeted sweep on ``tests/fake_server.py`` with a known speedup per budget
+(``--speedups``): auto sends a token every ``interval`` s, budget b every interval / speedup(b)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+
+KNOWN = {4: 1.05, 8: 1.35, 16: 1.15, 32: 0.95}  # the issue's truth: b8 is the best
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, float] = KNOWN,
+                  interval: float = 0.004, max_rounds: int = 8, tokens: int = 32,
+                  port: int | None = None, extra: str = "") -> Path:
+    """A params file: auto and ngram at the budgets of ``speedups``, one panel (chat, context
+    32, concurrency 1), 3 requests a cell, ``time_budget_s: budget``; ``extra``: more config
+    lines (YAML list items)."""
+    known = ",".join(f"{b}:{s}" for b, s in speedups.items())
+    argv = fake_argv("--speedups", known, interval=interval, budget=True)
+    path = folder / f"budget-{seed}-{budget}.yaml"
+    path.write_text(f"""phase: budgeted
+{fake_engine(port or free_port(), fake_argv(interval=interval))}configs:
+  - {{name: auto, method: auto, argv: {fake_argv(interval=interval)}}}
+  - {{name: ngram, method: ngram, budgets: {sorted(speedups)}, argv: {argv}}}
+{extra}workloads:
+  - {{name: chat, source: sharegpt}}
+contexts: [32]
+concurrency: [1]
+output_tokens: {tokens}
+requests_per_cell: 3
+warmup_requests: 1
+time_budget_s: {budget}
+max_rounds: {max_rounds}
+seed: {seed}
+{LENIENT_HOST}""")
+    return path
