@@ -40,7 +40,7 @@ def main() -> int:
         for seed in range(args.seeds):
             began = time.monotonic()
             result = sb.run_sweep(sb.load_plan(budget_params(Path(tmp), seed=seed,
-                                                             budget=args.budget)),
+                                                             budget=args.budget, jitter=0.3)),
                                   outputs=Path(tmp) / "out", progress=False)
             wall = time.monotonic() - began
             answer = json.loads((result.run_dir / "answer.json").read_text())

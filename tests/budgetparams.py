@@ -19,16 +19,20 @@ def free_port() -> int:
 
 def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, float] = KNOWN,
                   interval: float = 0.004, max_rounds: int = 8, tokens: int = 32,
-                  port: int | None = None, extra: str = "") -> Path:
+                  port: int | None = None, extra: str = "", jitter: float = 0.0) -> Path:
     """A params file: auto and ngram at the budgets of ``speedups``, one panel (chat, context
     32, concurrency 1), 3 requests a cell, ``time_budget_s: budget``; ``extra``: more config
-    lines (YAML list items)."""
+    lines (YAML list items); ``jitter``: each token's delay noisy around its known mean."""
     known = ",".join(f"{b}:{s}" for b, s in speedups.items())
-    argv = fake_argv("--speedups", known, interval=interval, budget=True)
+    noise = ("--jitter", str(jitter)) if jitter else ()  # seeded per config and sweep seed:
+    argv = fake_argv("--speedups", known, *noise, *(("--noise-seed", f"{seed}:{{budget}}") if jitter
+                                                   else ()), interval=interval, budget=True)
+    base = fake_argv(*noise, *(("--noise-seed", f"{seed}:auto") if jitter else ()),
+                     interval=interval)
     path = folder / f"budget-{seed}-{budget}.yaml"
     path.write_text(f"""phase: budgeted
-{fake_engine(port or free_port(), fake_argv(interval=interval))}configs:
-  - {{name: auto, method: auto, argv: {fake_argv(interval=interval)}}}
+{fake_engine(port or free_port(), base)}configs:
+  - {{name: auto, method: auto, argv: {base}}}
   - {{name: ngram, method: ngram, budgets: {sorted(speedups)}, argv: {argv}}}
 {extra}workloads:
   - {{name: chat, source: sharegpt}}

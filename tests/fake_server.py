@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import signal
 import socket
 import sys
@@ -121,10 +123,14 @@ class _Handler(BaseHTTPRequestHandler):
                     "overclaim": n_predict // 4}.get(mode, n_predict)
         step = 4 if mode == "chunky" else 1
         seen = self.server.remember(body["prompt"]) if mode == "learns" else 0.0
+        # a token every interval on a schedule, not a sleep after each write: the time to write
+        # an event does not add up, so a config's known speedup is the one the client sees
+        due = time.monotonic()
         for i in range(0, produced, step):
             k = min(step, produced - i)
             if self.server.interval:
-                time.sleep(self.server.interval * (1 - 0.75 * seen))
+                due += self.server.interval * (1 - 0.75 * seen) * self.server.factor()
+                time.sleep(max(0.0, due - time.monotonic()))
             self._event({"content": "x" * k, "tokens": list(range(k)), "stop": False})
         if mode == "crash":
             self.wfile.flush()
@@ -201,16 +207,27 @@ class FakeLlamaServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, mode: str = "ok", hang_s: float = 5.0, port: int = 0,
-                 interval: float = 0.0) -> None:
+                 interval: float = 0.0, jitter: float = 0.0, noise_seed: str = "") -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.mode = mode
         self.hang_s = hang_s
         self.interval = interval  # seconds before each token event (0: as fast as it can)
+        # each token's delay times a log-normal factor of mean 1 (sigma ``jitter``): noise around
+        # a known mean, so a known speedup has intervals of a real width to hold it
+        self.jitter = jitter
+        self.noise = random.Random(noise_seed or os.getpid())  # each server its own noise
         self.generations = 0
         self.lock = threading.Lock()
         self.hung = threading.Event()
         self.grams: set[tuple[int, ...]] = set()  # mode learns: every prompt 12-gram seen
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def factor(self) -> float:
+        """A token's delay factor: 1, or log-normal with mean 1 under ``jitter``."""
+        if not self.jitter:
+            return 1.0
+        with self.lock:
+            return math.exp(self.noise.gauss(0.0, self.jitter) - self.jitter ** 2 / 2)
 
     def remember(self, prompt: list[int]) -> float:
         """The fraction of the prompt's 12-grams seen in earlier prompts; then remembers them."""
@@ -245,6 +262,9 @@ def main() -> None:
     parser.add_argument("--hang-s", type=float, default=600.0)
     parser.add_argument("--budget", type=int, help="the config's budget (logged only)")
     parser.add_argument("--interval", type=float, default=0.0, help="seconds before each token")
+    parser.add_argument("--jitter", type=float, default=0.0, help="sigma of a log-normal "
+                        "factor (mean 1) on each token's delay")
+    parser.add_argument("--noise-seed", default="", help="seeds the jitter (default: the pid)")
     parser.add_argument("--speedups", default="", help="BUDGET:SPEEDUP,...: the config's budget "
                         "divides --interval by its speedup (a known truth per budget)")
     args = parser.parse_args()
@@ -264,7 +284,8 @@ def main() -> None:
             return
         os.setsid()
     mode = "ok" if args.mode == "setsid" else args.mode
-    server = FakeLlamaServer(mode, hang_s=args.hang_s, port=args.port, interval=args.interval)
+    server = FakeLlamaServer(mode, hang_s=args.hang_s, port=args.port, interval=args.interval,
+                             jitter=args.jitter, noise_seed=args.noise_seed)
     server.serve_forever()
 
 
