@@ -19,13 +19,14 @@ from typing import Any
 from .plan import Plan
 
 # analysis settings and plan shape, not what a cell measures (host: how the host is watched)
+# retries: how often a cell the client host spoiled is measured again, not what a cell measures
 # placement: where a config ran is not what it measured (a placed cell is the same measurement
 # as a sequential one); who shared its node is recorded in the cell (CellFacts.placement)
 # output tokens and load points are axes: each cell's spec carries its own (and an open-loop
 # cell its arrival process)
 _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
                  "concurrency", "known_bad", "unstable_cv", "host", "slo", "output_tokens",
-                 "request_rate", "placement"}
+                 "request_rate", "placement", "retries"}
 
 
 @dataclass(frozen=True)

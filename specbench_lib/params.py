@@ -167,6 +167,9 @@ class SweepParams(Strict):
     # with a time budget: at most this many rounds (the looks its error is spent over); fewer
     # when the corpus cannot feed fresh prompts for more
     max_rounds: int = Field(12, ge=2, le=MAX_REPEATS)
+    # a cell invalid for host-side rules alone (coalesced_reads, busy_host) is measured again at
+    # once with fresh prompts, this many times at most, before it stays invalid
+    retries: int = Field(2, ge=0, le=10)
     slo: SloParams | None = None  # latency limits: goodput and the load that still meets them
     # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
     # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,

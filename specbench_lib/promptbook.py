@@ -56,6 +56,8 @@ class PromptBook:
         self._built: dict[tuple[Any, ...], list[Prompt]] | None = None
         self._probe: tuple[str, list[int]] = ("", [])  # a text and its ids as built
         self._workloads = {w.name: w for w in params.workloads}
+        self._corpora: _Corpora | None = None
+        self._retries: dict[tuple[Any, ...], list[Prompt]] = {}
 
     def warmup(self, tokenize: Tokenize) -> list[Prompt]:
         """The warmup requests' prompts (sent before a server's first cell, never measured)."""
@@ -77,6 +79,30 @@ class PromptBook:
                                  tokenize=tokenize)
         return self._book(tokenize)[cell_key(cell)]
 
+    def retry(self, cell: CellSpec, attempt: int, tokenize: Tokenize) -> list[Prompt] | None:
+        """Fresh prompts for attempt ``attempt`` (≥ 1) of ``cell``, measured again because the
+        client host spoiled the earlier one: documents no prompt of the run used, drawn after
+        the book's (the same in every config that asks, for pairing); None when the corpus has
+        no more (the cell keeps its verdict)."""
+        params = self.params
+        if params.prompt_reuse:
+            workload = self._workloads[cell.workload]
+            return build_prompts(workload, n=params.requests_for(cell), tokens=cell.context,
+                                 seed=params.seed, salt=f"r{cell.repeat}a{attempt}",
+                                 tokenize=tokenize)
+        self._book(tokenize)
+        key = (*cell_key(cell), attempt)
+        if key not in self._retries:
+            assert self._corpora is not None
+            workload = self._workloads[cell.workload]
+            n = params.requests_for(cell)
+            try:
+                self._retries[key] = [self._corpora.prompt(workload, cell.context, i, n)
+                                      for i in range(n)]
+            except PreflightError:
+                return None
+        return self._retries[key]
+
     def check(self, tokenize: Tokenize, *, url: str) -> None:
         """Make sure a server tokenizes as the one the prompts were built with did (every server
         of a plan serves one model): a server's first control call, built or not; a mismatch is
@@ -97,6 +123,7 @@ class PromptBook:
             corpora = _Corpora(self.params.seed, tokenize)
             self._built = self._build(corpora)
             self._probe = corpora.probe
+            self._corpora = corpora  # what is left of it feeds the cells measured again
         return self._built
 
     def _build(self, corpora: _Corpora) -> dict[tuple[Any, ...], list[Prompt]]:

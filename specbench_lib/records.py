@@ -24,7 +24,7 @@ from .display import Rendered, html_table, html_text
 from .errors import SchemaError
 from .hostfacts import HostLoad, Placement
 from .params import CellSpec
-from .served import PromptRecord, ServedBefore
+from .served import PromptRecord, Remeasured, ServedBefore
 from .shapes import known_fields as _known
 from .shapes import shape_problem
 
@@ -262,12 +262,14 @@ class CellFacts:
     host: HostLoad | None = None  # the host while the requests ran (None: not sampled)
     placement: Placement | None = None  # where a placed cell ran (None: this machine, alone)
     served_before: ServedBefore | None = None  # the server's history (None: not recorded)
+    # earlier attempts that only host-side rules made invalid, measured again (params retries)
+    remeasured: tuple[Remeasured, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["decided"] = self.decided.to_dict() if self.decided else None
-        for key in ("placement", "served_before"):  # absent: the file stays as it was
-            if data[key] is None:
+        for key in ("placement", "served_before", "remeasured"):  # absent: the file stays as it was
+            if not data[key]:
                 del data[key]
         return data
 
@@ -282,6 +284,7 @@ class CellFacts:
         values["placement"] = Placement.from_dict(placement) if placement is not None else None
         served = values.get("served_before")
         values["served_before"] = ServedBefore.from_dict(served) if served is not None else None
+        values["remeasured"] = tuple(Remeasured.from_dict(r) for r in values.get("remeasured") or ())
         return cls(**values)
 
 

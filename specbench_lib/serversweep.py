@@ -12,16 +12,16 @@ import random
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 import httpx
 
 from .analysis import analyse
-from .catalogue import C
+from .catalogue import host_side_only
 from .dispatch import dispatch_cell
 from .engines import Adapter, Isolation, Launch
-from .errors import ControlTimeout, EngineError, ServerError
+from .errors import EngineError, ServerError
 from .hostload import HostSampler, server_pids
 from .hostsources import usable_cpus
 from .loadprofile import profile_rate
@@ -34,21 +34,19 @@ from .records import (
     CellRecord,
     JudgeInputs,
     Provenance,
-    Reason,
     RequestRecord,
     Verdict,
 )
 from .runs import RunDir
 from .sections import RequestRateParams
-from .served import PromptRecord
+from .served import PromptRecord, Remeasured
 from .servedhistory import History as _History
 from .servedhistory import prompt_records as _prompt_records
 from .server import Server, open_server
+from .serverfacts import DIED_EARLIER, before_cells, dead_facts, failed_facts
 from .store import redact, utc_now
 from .validate import context_guard
 from .workload import Prompt
-
-_DIED_EARLIER = Reason(C.server_died_earlier, "the server crashed in an earlier cell of this config")
 
 
 class RunWriter(Protocol):
@@ -111,18 +109,21 @@ class ServerSweep:
             max_other_cpu_cores=params.host.cpu_limit(usable_cpus()),
             prompt_reuse=params.prompt_reuse)
 
-    def write(self, cell: CellSpec, facts: CellFacts, measured: _Measured | None = None) -> Verdict:
-        began = time.perf_counter()
-        m = measured or _Measured(facts)
-        record = CellRecord(
+    def _analysed(self, cell: CellSpec, facts: CellFacts, m: _Measured) -> CellRecord:
+        """The cell's record as it would be written, with its verdict decided on it."""
+        return analyse(CellRecord(
             run_id=self.run.dir.run_id, spec=cell, fingerprint=self.run.fingerprints[cell.cell_id],
             server_label=self.server.label, server_argv=self.argv,
             verdict=Verdict("invalid"), judge=self.judge(cell), facts=facts,
             provenance=Provenance(**{**asdict(self.run.provenance()), "started": m.started,
                                      "ended": utc_now()}),
             requests=tuple(m.requests), prompts=m.prompts, target_rate=m.target_rate,
-            timing=m.timing or {})
-        analysed = analyse(record)
+            timing=m.timing or {}))
+
+    def write(self, cell: CellSpec, facts: CellFacts, measured: _Measured | None = None) -> Verdict:
+        began = time.perf_counter()
+        m = measured or _Measured(facts)
+        analysed = self._analysed(cell, facts, m)
         self.run.write_cell(analysed)
         self.done[cell.cell_id] = analysed
         self.timing["cells"][cell.cell_id] = {**(m.timing or {}),
@@ -178,7 +179,7 @@ class ServerSweep:
             record["error"] = f"{type(exc).__name__}: {exc}"
             record["returncode"] = proc.returncode
             self.run.store_server(self.key, record)
-            facts = self._failed(proc, exc, base)
+            facts = failed_facts(proc, exc, base)
             for cell in cells:
                 if cell.cell_id not in self.written:
                     self.write(cell, facts)
@@ -213,73 +214,28 @@ class ServerSweep:
         self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
         self.run.store_server(self.key, record)
         offset = proc.log_size()
-        early = self._before_cells(proc, base, ready_at, offset)
+        early = before_cells(proc, base, ready_at, offset)
         if early is not None:
             for cell in cells:
                 self.write(cell, early, _Measured(early, warmup))
-            return self._dead_facts(proc, Verdict("crashed", (_DIED_EARLIER,)), base)
+            return dead_facts(proc, Verdict("crashed", (DIED_EARLIER,)), base)
         dead: Verdict | None = None
         for cell in cells:
             if dead is not None:
-                self.write(cell, self._dead_facts(proc, dead, base))
+                self.write(cell, dead_facts(proc, dead, base))
                 continue
             if self.isolation.mode == "flush":  # the engine's own reset, before every cell
                 adapter.reset(client)
                 history = _History()
                 history.add("flush", ())
-            measured = self._measure(cell, proc, client, adapter, info.context_per_request,
-                                     warmup, offset, history)
+            measured = self._attempts(cell, proc, client, adapter, info.context_per_request,
+                                      warmup, offset, history)
             offset = proc.log_size()
             verdict = self.write(cell, measured.facts, measured)
-            history.add(cell.cell_id, measured.prompts)
             if verdict.status == "crashed":
-                dead = Verdict("crashed", (_DIED_EARLIER, *verdict.reasons))
+                dead = Verdict("crashed", (DIED_EARLIER, *verdict.reasons))
         self.run.store_server(self.key, record)
-        return None if dead is None else self._dead_facts(proc, dead, base)
-
-    @staticmethod
-    def _dead_facts(proc: Server, verdict: Verdict, base: int) -> CellFacts:
-        return CellFacts(decided=verdict, server_alive=False, returncode=proc.returncode,
-                         crash_line=proc.crash_signature(base), log_excerpt=proc.log_tail(40))
-
-    @staticmethod
-    def _before_cells(proc: Server, base: int, ready_at: int, offset: int) -> CellFacts | None:
-        """Crash evidence from start-up or warmup, which taints every cell of the config (the
-        cells keep the warmup requests, so their verdict also names what those met)."""
-        line = proc.crash_signature(base, offset)
-        alive = proc.healthy()
-        if line is None and alive:
-            return None
-        if line is not None:
-            phase = "start-up" if proc.crash_signature(base, ready_at) else "warmup"
-            line = f"{line} (in the server log during {phase})"
-        return CellFacts(server_alive=alive, crash_line=line,
-                         returncode=proc.returncode if alive else proc.exit_status(),
-                         log_excerpt=proc.log_tail(40))
-
-    @staticmethod
-    def _failed(proc: Server, exc: ServerError | EngineError, base: int) -> CellFacts:
-        """The config's cells when its server could not be started or answered what its adapter
-        cannot read: ``invalid`` with the fix while the server is up, else ``crashed``."""
-        signature = proc.crash_signature(base)
-        if isinstance(exc, EngineError) and proc.healthy() and signature is None:
-            if isinstance(exc, ControlTimeout):
-                reason = Reason(C.control_timeout, f"{exc}: the server is up but answers too "
-                                "slowly; raise engine.control_timeout_s if it is just busy")
-            elif exc.status == 404:
-                reason = Reason(C.missing_endpoint, f"{exc}: the server does not offer an "
-                                "endpoint specbench needs; for /tokenize set engine.tokenizer to "
-                                "the model's tokenizer.json (pip install tokenizers), otherwise "
-                                "use a server version that has it")
-            else:
-                reason = Reason(C.bad_answer, f"{exc}: the server answered what its adapter "
-                                "cannot read; the server's words are in the detail")
-            return CellFacts(decided=Verdict("invalid", (reason,)), log_excerpt=proc.log_tail(40))
-        verdict = Verdict("crashed", (
-            Reason(C.server_failed, str(exc)), Reason(C.returncode, str(proc.returncode)),
-            *((Reason(C.log, signature),) if signature else ())))
-        return CellFacts(decided=verdict, server_alive=False, crash_line=signature,
-                         returncode=proc.returncode, log_excerpt=proc.log_tail(40))
+        return None if dead is None else dead_facts(proc, dead, base)
 
     def _tokenizer(self, adapter: Adapter, client: httpx.Client) -> Callable[[str], list[int]]:
         """The server's tokenizer, each document tokenized once per server (prompts of many
@@ -290,9 +246,42 @@ class ServerSweep:
             return list(self.tokens[text])
         return tokenize
 
+    def _attempts(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
+                  context: int, warmup: tuple[RequestRecord, ...], since: int,
+                  history: _History) -> _Measured:
+        """The cell measured; one that host-side rules alone made invalid (the client stalled,
+        the host was busy: ``catalogue.HOST_SIDE``) is measured again at once with fresh
+        prompts, ``retries`` times at most, its earlier attempts kept in its facts."""
+        earlier: list[Remeasured] = []
+        measured = self._measure(cell, proc, client, adapter, context, warmup, since, history)
+        for attempt in range(self.plan.params.retries + 1):
+            if attempt:
+                fresh = self.book.retry(cell, attempt, self._tokenizer(adapter, client))
+                if fresh is None:  # no fresh documents left: the last attempt's verdict stands
+                    break
+                measured = self._measure(cell, proc, client, adapter, context, warmup, since,
+                                         history, fresh)
+            since = proc.log_size()
+            history.add(cell.cell_id if attempt == 0 else f"{cell.cell_id}#{attempt}",
+                        measured.prompts)
+            verdict = self._analysed(cell, measured.facts, measured).verdict
+            if measured.facts.decided is not None or not host_side_only(verdict.codes):
+                break
+            if attempt == self.plan.params.retries:
+                break
+            earlier.append(Remeasured(attempt, tuple(str(r) for r in verdict.reasons),
+                                      len(measured.requests) - len(warmup),
+                                      tuple(p.sha for p in measured.prompts), measured.started))
+            self.progress.note(f"{cell.cell_id}: invalid for the client host alone "
+                               f"({', '.join(sorted(verdict.codes))}); measuring it again "
+                               f"({attempt + 1} of {self.plan.params.retries})")
+        if earlier:
+            measured.facts = replace(measured.facts, remeasured=tuple(earlier))
+        return measured
+
     def _measure(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
                  context: int, warmup: tuple[RequestRecord, ...], since: int,
-                 history: _History) -> _Measured:
+                 history: _History, fresh: list[Prompt] | None = None) -> _Measured:
         params = self.plan.params
         refused = context_guard(prompt_tokens=cell.context, output_tokens=cell.output_tokens,
                                 reserve=adapter.speculative_reserve(self.server), context=context)
@@ -302,7 +291,7 @@ class ServerSweep:
         if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
             return _Measured(CellFacts(decided=rate))
         began = time.perf_counter()
-        prompts = self.book.for_cell(cell, self._tokenizer(adapter, client))
+        prompts = fresh or self.book.for_cell(cell, self._tokenizer(adapter, client))
         started = utc_now()
         counters = adapter.metrics_snapshot(client)
         timing = {"prompts_s": round(time.perf_counter() - began, 4)}

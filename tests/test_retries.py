@@ -1,0 +1,110 @@
+"""Bounded re-measurement (issue 24): a cell that a host-side rule alone made invalid (here an
+injected client stall: the event loop blocked once, so the tokens queued meanwhile are read
+together, ``coalesced_reads``) is measured again at once with fresh prompts, up to ``retries``
+times, each attempt kept in its facts; a rate profile whose anchor was spoiled still measures
+its points. The default coalescing thresholds are used, on tests/fake_server.py."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cellfactory import not_ok
+from fakeparams import fake_argv, fake_engine
+
+import specbench_lib as sb
+from specbench_lib import catalogue
+from specbench_lib.engines import llamacpp
+from specbench_lib.serversweep import ServerSweep
+
+PORT = 8237
+
+
+def params(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "retry.yaml"
+    path.write_text(f"""phase: retry
+{fake_engine(PORT, fake_argv("--mode", "ok", interval=0.01), ready_timeout_s=10)}configs:
+  - {{name: auto, method: auto}}
+workloads:
+  - {{name: code, source: humaneval}}
+contexts: [16]
+concurrency: [1]
+output_tokens: 16
+requests_per_cell: 2
+warmup_requests: 1
+host: {{max_other_cpu_cores: null}}
+{extra}""")
+    return path
+
+
+class StallOnce:
+    """Blocks the event loop for ``seconds`` at the first token event of the first measured
+    cell whose id ends with ``suffix``: the tokens the server sends meanwhile queue and are
+    read at once, right after the stall."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, suffix: str = "", seconds: float = 0.3):
+        self.armed, self.fired, self.seconds = False, 0, seconds
+        measure, parse = ServerSweep._measure, llamacpp._Stream.parse
+        stall = self
+
+        def measuring(sweep: ServerSweep, cell: Any, *args: Any, **kw: Any) -> Any:
+            stall.armed = cell.cell_id.endswith(suffix) and stall.fired == 0
+            return measure(sweep, cell, *args, **kw)
+
+        def parsing(stream: Any, data: dict[str, Any]) -> Any:
+            if stall.armed:
+                stall.armed, stall.fired = False, stall.fired + 1
+                time.sleep(stall.seconds)
+            return parse(stream, data)
+
+        monkeypatch.setattr(ServerSweep, "_measure", measuring)
+        monkeypatch.setattr(llamacpp._Stream, "parse", parsing)
+
+
+def test_host_side_rules_are_the_catalogues() -> None:
+    assert catalogue.HOST_SIDE == {"coalesced_reads", "busy_host"} <= catalogue.CODES
+    assert catalogue.host_side_only({"coalesced_reads"})
+    assert not catalogue.host_side_only({"coalesced_reads", "timeout"})
+    assert not catalogue.host_side_only(set())
+
+
+def test_a_cell_spoiled_by_a_client_stall_is_measured_again_and_ends_ok(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stall = StallOnce(monkeypatch)
+    result = sb.run_sweep(sb.load_plan(params(tmp_path)), outputs=tmp_path / "a", progress=False)
+    assert stall.fired == 1
+    assert result.counts()["ok"] == 1, not_ok(result)
+    cell = result.cells[0]
+    first, = cell.facts.remeasured  # the spoiled attempt, kept
+    assert first.attempt == 0 and first.requests == 2
+    assert first.reasons[0].startswith("coalesced_reads:") and "in 1 of 2 requests" in first.reasons[0]
+    assert not set(first.prompts) & {p.sha for p in cell.prompts}  # fresh prompts the 2nd time
+    assert cell.facts.served_before is not None and "warmup" in cell.facts.served_before.cells
+    again = sb.SweepResult(result.run_dir).cells[0]  # as stored, read back
+    assert again.facts.remeasured == cell.facts.remeasured and again.verdict.ok
+
+
+def test_with_no_retries_the_spoiled_cell_stays_invalid(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    StallOnce(monkeypatch)
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, "retries: 0\n")), outputs=tmp_path / "b",
+                          progress=False)
+    cell = result.cells[0]
+    assert cell.verdict.status == "invalid" and cell.verdict.codes == {"coalesced_reads"}
+    assert cell.facts.remeasured == ()
+
+
+def test_a_rate_profile_whose_anchor_was_spoiled_still_measures_its_points(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stall = StallOnce(monkeypatch, suffix="__c1")
+    plan = sb.load_plan(params(tmp_path, "concurrency: [1, 2]\n"
+                                         "request_rate: {profile: 2, arrival: fixed}\n"))
+    result = sb.run_sweep(plan, outputs=tmp_path / "c", progress=False)
+    assert stall.fired == 1
+    cells = {c.cell_id: c for c in result.cells}
+    anchor = cells["auto__code__ctx16__c1"]
+    assert anchor.verdict.ok and len(anchor.facts.remeasured) == 1
+    assert result.counts()["ok"] == 4, not_ok(result)  # c1, c2 and the profile's two points
+    assert all(cells[f"auto__code__ctx16__c4__p{k}of2"].target_rate for k in (1, 2))
