@@ -262,16 +262,14 @@ class CellFacts:
     host: HostLoad | None = None  # the host while the requests ran (None: not sampled)
     placement: Placement | None = None  # where a placed cell ran (None: this machine, alone)
     served_before: ServedBefore | None = None  # the server's history (None: not recorded)
-    # earlier attempts that only host-side rules made invalid, measured again (params retries)
-    remeasured: tuple[Remeasured, ...] = ()
+    remeasured: tuple[Remeasured, ...] = ()  # attempts the client host spoiled (params retries)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["decided"] = self.decided.to_dict() if self.decided else None
-        for key in ("placement", "served_before", "remeasured"):  # absent: the file stays as it was
-            if not data[key]:
-                del data[key]
-        return data
+        # absent, the file stays as it was
+        return {k: v for k, v in data.items()
+                if v or k not in ("placement", "served_before", "remeasured")}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellFacts:

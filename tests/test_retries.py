@@ -107,4 +107,4 @@ def test_a_rate_profile_whose_anchor_was_spoiled_still_measures_its_points(
     anchor = cells["auto__code__ctx16__c1"]
     assert anchor.verdict.ok and len(anchor.facts.remeasured) == 1
     assert result.counts()["ok"] == 4, not_ok(result)  # c1, c2 and the profile's two points
-    assert all(cells[f"auto__code__ctx16__c4__p{k}of2"].target_rate for k in (1, 2))
+    assert all(cells[f"auto__code__ctx16__c2__p{k}of2"].target_rate for k in (1, 2))
