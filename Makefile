@@ -42,7 +42,7 @@ run: setup
 
 test: setup-test
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
-	SPECBENCH_REQUIRE_ENGINE=1 SPECBENCH_REQUIRE_VLLM=1 $(VENV)/bin/python -m pytest -ra
+	SPECBENCH_REQUIRE_ENGINE=1 SPECBENCH_REQUIRE_VLLM=1 $(VENV)/bin/python -m pytest -ra --durations=15
 
 lint:
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
