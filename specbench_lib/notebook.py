@@ -29,6 +29,7 @@ from .plan import Plan
 from .results import RunResult
 from .runs import RunDir, new_run_id
 from .sweep import run_sweep as _run_sweep
+from .tables import details
 
 
 def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = None,
@@ -79,8 +80,6 @@ class Appendix(Rendered):
         return "\n\n".join(part for part in (log, verdicts) if part)
 
     def html(self) -> str:
-        from .tables import details
-
         parts = [log_section(self.lines)]
         if isinstance(self.result, RunResult):
             counts = ", ".join(f"{k} {v}" for k, v in self.result.counts().items() if v)
