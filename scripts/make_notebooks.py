@@ -73,7 +73,7 @@ REPORT_PARAMETERS = (
     'PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)')
 REPORT_CALLS = ["report = sb.report.compare(runs, notebook=PAPERMILL_OUTPUT_PATH, merge=merge)\n"
                 "report",
-                "report.best_budgets()", "report.speedups()",
+                "report.speedups()",
                 "report.scaling()", "report.acceptance()", "report.failures()",
                 "sb.report.write(report)"]
 
