@@ -132,8 +132,9 @@ def judge_requests(records: list[RequestRecord], facts: CellFacts,
                            f"failed, max_failed_fraction {fraction:g} allows {allowed}"))
     lost = coalesced_reads([r for r in measured if r.index not in failed],
                            inputs.max_coalesced_fraction, inputs.max_coalesced_first_fraction)
-    if lost is not None:
-        cell.append(lost)
+    if lost is not None:  # a server that ran on the client's core is the cause it names
+        taken = facts.host.client_core_taken() if facts.host is not None else None
+        cell.append(Reason(C.coalesced_reads, f"{lost.detail}; {taken}") if taken else lost)
     if cell or warm_bad or len(failed) > allowed:
         return Verdict("invalid", (*counted, *cell), tuple(failed))
     return Verdict("ok", tuple(r.as_tolerated() for r in counted), tuple(failed))

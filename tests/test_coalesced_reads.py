@@ -27,8 +27,9 @@ from specbench_lib.engines.llamacpp import LlamaCppAdapter
 from specbench_lib.errors import ParamsError
 from specbench_lib.http1 import Connection
 from specbench_lib.plan import load_plan
-from specbench_lib.records import CellDispatch, CellRecord, JudgeInputs, RequestRecord
-from specbench_lib.validate import coalesced_reads, judge_cell
+from specbench_lib.hostfacts import HostLoad
+from specbench_lib.records import CellDispatch, CellFacts, CellRecord, JudgeInputs, RequestRecord
+from specbench_lib.validate import coalesced_reads, judge_cell, judge_requests
 
 INTERVAL, TOKENS, CONCURRENCY = 0.01, 64, 4
 
@@ -81,6 +82,11 @@ def test_a_client_stall_marks_the_queued_tokens_coalesced_and_the_cell_invalid()
     assert "fewer concurrent requests or on a quieter client host" in reason.detail
     # the threshold comes from the cell's judge inputs: a tolerant one lets it through
     assert judge_cell(result.records, server_alive=True, max_coalesced_fraction=0.5).ok
+    # a CPU engine not kept off the client's core (engine.cpus null) is named as the cause
+    spinning = HostLoad(cpus=2, window_s=5, server_cpu_cores=1.93, own_cpu_cores=0.12)
+    named = judge_requests(result.records, CellFacts(host=spinning),
+                           JudgeInputs(planned=CONCURRENCY)).reasons[0].detail
+    assert named.startswith(reason.detail) and "ran on the client's core" in named
 
 
 def test_a_stall_before_the_first_tokens_makes_the_ttft_coalesced(
