@@ -25,9 +25,9 @@ from specbench_lib.analysis import judge
 from specbench_lib.coalescing import coalesced
 from specbench_lib.engines.llamacpp import LlamaCppAdapter
 from specbench_lib.errors import ParamsError
+from specbench_lib.hostfacts import HostLoad
 from specbench_lib.http1 import Connection
 from specbench_lib.plan import load_plan
-from specbench_lib.hostfacts import HostLoad
 from specbench_lib.records import CellDispatch, CellFacts, CellRecord, JudgeInputs, RequestRecord
 from specbench_lib.validate import coalesced_reads, judge_cell, judge_requests
 
