@@ -29,6 +29,7 @@ tokens they made late is decided on read (:mod:`.coalescing`), and the rule ``co
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import gc
 import json
@@ -115,10 +116,12 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
 def _no_collector() -> Iterator[None]:
     """No garbage collection while a cell's requests are in flight: a full collection of the
     sweep's heap (tens of ms) would stall the event loop and coalesce the reads it delays. The
-    garbage is collected before the cell, the survivors frozen out of later passes, and
-    collection resumes after it."""
+    young garbage is collected before the cell, the survivors frozen out of later passes, and
+    collection resumes after it. Not a full collection: that cost each cell 7-20 ms of CPU on a
+    bare client's heap (more in a notebook's); the old generation's garbage waits for the
+    collector's own full passes, which run between cells."""
     enabled = gc.isenabled()
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
     gc.disable()
     try:
@@ -181,9 +184,18 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
             conn.close()
     stalls = tuple((a - t0, b - t0) for a, b in watch.stalls)
     for rec in records:  # the stalls a read of the request could have come right after
-        rec.stalls = [(a, b) for a, b in stalls if b > rec.start and a < rec.end]
+        rec.stalls = list(_overlapping(stalls, rec.start, rec.end))
     return CellDispatch(records, window_start, window_end, origin=t0,
                         target_rate=rate.per_s if rate is not None else None, stalls=stalls)
+
+
+def _overlapping(stalls: tuple[tuple[float, float], ...], start: float,
+                 end: float) -> tuple[tuple[float, float], ...]:
+    """The stalls (in time order, apart) with ``end > start`` and ``start < end``: a bisection,
+    not a pass over every stall of the cell for each request (a busy host has thousands)."""
+    first = bisect.bisect_right(stalls, start, key=lambda s: s[1])
+    last = bisect.bisect_left(stalls, end, lo=first, key=lambda s: s[0])
+    return stalls[first:last]
 
 
 _KEEPALIVE_S = 4.0  # idle connections are dropped before servers' own 5 s idle timeouts
@@ -261,15 +273,24 @@ async def _open_loop(send: _Sender, records: list[RequestRecord], concurrency: i
 class _Deadline:
     """The limit that applies now to a request (first token, between tokens or whole request).
 
-    One ``asyncio.timeout`` per request, moved after each network read: cheaper than a
-    ``wait_for`` task per read, which costs CPU at thousands of chunks a second.
+    One timer per request, set for the limit due when it is set. When it fires and the limit has
+    moved on (tokens came since), it is set again for the new one; only when it has not does the
+    request's ``asyncio.timeout`` expire. So no timer is moved per network read (that cost CPU at
+    thousands of reads a second). A limit comes sooner only at the first token (a between-tokens
+    limit shorter than what is left of the first-token one): :meth:`first_token` moves it then.
     """
 
     def __init__(self, rec: RequestRecord, send: _Sender) -> None:
         self.rec, self.send = rec, send
         self.which, self.gap = "request", 0.0
+        self.loop = asyncio.get_running_loop()
+        self.timeout: asyncio.Timeout | None = None
+        self.handle: asyncio.TimerHandle | None = None
+        self.at = 0.0  # when the timer fires (the loop's clock)
+        self.tokens = False  # the first token was taken into account
 
-    def arm(self, timeout: asyncio.Timeout) -> None:
+    def _left(self) -> float:
+        """Seconds until the limit that applies now runs out; sets :attr:`which` and :attr:`gap`."""
         rec, limits = self.rec, self.send.limits
         total = float(limits.request_s or 0.0)
         if rec.token_times:
@@ -279,16 +300,42 @@ class _Deadline:
         if rec.start + total < since + gap:
             which, since, gap = "request", rec.start, total
         self.which, self.gap = which, gap
-        timeout.reschedule(asyncio.get_running_loop().time() + since + gap - self.send.clock())
+        return since + gap - self.send.clock()
+
+    def arm(self, timeout: asyncio.Timeout | None = None) -> None:
+        """Set the timer for the limit that applies now (the request's ``timeout`` the first time)."""
+        self.timeout = timeout or self.timeout
+        self.cancel()
+        self.at = self.loop.time() + self._left()
+        self.handle = self.loop.call_at(self.at, self._fire)
+
+    def first_token(self) -> None:
+        """After the read that brought the first token(s): the limit may now come sooner."""
+        self.tokens = True
+        if self.loop.time() + self._left() < self.at:
+            self.arm()
+
+    def _fire(self) -> None:
+        self.handle = None
+        if self._left() > 0:
+            self.arm()
+        elif self.timeout is not None:
+            self.timeout.reschedule(self.loop.time())  # expires: TimeoutError in the request
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
 
 
 _MAX_ERROR_BODY = 1024 * 1024  # of an error answer's body, read for its text
+_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per request
 
 
 async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> None:
     adapter, origin = send.adapter, send.origin
     path, body = adapter.generation_request(send.prompts[rec.index], max_tokens=send.max_tokens)
-    payload = json.dumps(body, separators=(",", ":")).encode()
+    payload = _JSON.encode(body).encode()
     stream = Stream(adapter.stream_parser())
     deadline = _Deadline(rec, send)
 
@@ -320,7 +367,8 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
                         rec.error, rec.error_kind = (f"a stream line over {MAX_LINE >> 20} MiB without "
                                                      f"a line break: {pending[:200]!r}", C.error_in_stream)
                         return
-                    deadline.arm(timeout)
+                    if not deadline.tokens and rec.token_times:
+                        deadline.first_token()
             stream.take_rest(rec, pending, send.clock())
     except TimeoutError:
         limit = _RequestTimeout(deadline.which, deadline.gap)
@@ -333,6 +381,7 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
         rec.error = f"{type(exc).__name__} while reading the answer: {exc}"[:500]
         rec.error_kind = C.connection_error
     finally:
+        deadline.cancel()
         rec.end = send.clock() if stream.ended is None else stream.ended
         rec.text_sha = stream.digest.hexdigest()[:16]
         if resp is None or not resp.complete:
