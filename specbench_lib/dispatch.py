@@ -38,6 +38,7 @@ import signal
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -164,11 +165,8 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
     watch = StallWatch()
     try:
         await _open_connections(conns, limits.connect_s)
-        free: asyncio.Queue[Connection] = asyncio.Queue()
-        for conn in conns:
-            free.put_nowait(conn)
         t0 = time.perf_counter()
-        send = _Sender(adapter, free, prompts, max_tokens, t0, limits, watch)
+        send = _Sender(adapter, deque(conns), prompts, max_tokens, t0, limits, watch)
         watch.start()
         await _closed_loop(send, records[:warmup], concurrency)
         window_start = send.clock()
@@ -221,7 +219,7 @@ class _RequestTimeout(Exception):
 @dataclass
 class _Sender:
     adapter: Adapter
-    conns: asyncio.Queue[Connection]  # free request slots, one connection each
+    conns: deque[Connection]  # free request slots, one connection each, used in turn
     prompts: list[list[int]]
     max_tokens: int
     origin: float  # time.perf_counter() at the cell's time 0
@@ -232,21 +230,19 @@ class _Sender:
         return time.perf_counter() - self.origin
 
     async def __call__(self, rec: RequestRecord) -> None:
-        conn = self.conns.get_nowait()  # never empty: at most one request per slot in flight
+        conn = self.conns.popleft()  # never empty: at most one request per slot in flight
         try:
             await _one_request(self, conn, rec)
         finally:
-            self.conns.put_nowait(conn)
+            self.conns.append(conn)
 
 
 async def _closed_loop(send: _Sender, records: list[RequestRecord], concurrency: int) -> None:
-    queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
-    for rec in records:
-        queue.put_nowait(rec)
+    queue = iter(records)  # the workers share it: each takes the next record when it is free
 
     async def worker() -> None:
-        while not queue.empty():
-            await send(queue.get_nowait())
+        for rec in queue:
+            await send(rec)
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(records)) or 1)))
 

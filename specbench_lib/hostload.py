@@ -153,11 +153,17 @@ class HostSampler:
             return [int(e.name) for e in entries if e.name.isdigit()]
 
     def _read(self) -> list[ProcStat]:
-        found = []
+        """Each process's stat: one open, read and close each (no ``Path`` or buffered file,
+        which tripled a sample's cost)."""
+        found, root = [], f"{self.root}{os.sep}"
         for pid in self._pids():
             try:
-                with open(self.root / str(pid) / "stat", "rb") as fh:
-                    found.append(parse_stat(fh.read().decode("utf-8", "replace")))
+                fd = os.open(f"{root}{pid}{os.sep}stat", os.O_RDONLY)
+                try:
+                    raw = os.read(fd, 4096)  # a stat line is a few hundred bytes
+                finally:
+                    os.close(fd)
+                found.append(parse_stat(raw.decode("utf-8", "replace")))
             except (OSError, ValueError, IndexError):
                 continue  # gone between the listing and the read
         return found
