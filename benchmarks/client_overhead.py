@@ -5,16 +5,16 @@
 Both clients run (one after the other, in this process) against the same reference SGLang
 server (benchmarks/sglang_refserver.py, its own process) answering instantly with 4 tokens, one
 per chunk. specbench runs as a sweep runs it: a host sampler (``hostload.HostSampler``, 0.5 s)
-around each ``dispatch_cell``, whose stall watch ticks and whose wire sets ``TCP_QUICKACK``. Per
-concurrency (1, 8, 32, 64): the highest request rate each sustains (closed loop: requests /
+around each ``dispatch_cell``, whose stall watch ticks and whose wire sets ``TCP_QUICKACK``.
+Per concurrency (1, 8, 32, 64): the highest request rate each sustains (closed loop: requests /
 measurement window), the client's CPU time per request and per token (``time.process_time``
-over the cell, its set-up and the sampler included; the server's own figures are read outside
-it), the server's CPU share (to show whether the server is the bottleneck), and the ratio
-specbench / aiohttp. The aiohttp client is written like SGLang's and vLLM's serving benchmarks:
-a new ``ClientSession`` (so a new connection) per request, the SSE stream parsed line by line
-with ``json.loads``. Then open loop (``request_rate``): target vs achieved send rate and the
-``rate_not_reached`` flag per cell. Last, the host sampler alone: its CPU over 10 s at its
-default interval, as a share of one core.
+over the cell, its set-up and the sampler included; the server's figures are read, and the
+other client's garbage collected, outside it), the server's CPU share (to show whether the
+server is the bottleneck), and the ratio specbench / aiohttp. The aiohttp client is written
+like SGLang's and vLLM's serving benchmarks: a new ``ClientSession`` (so a new connection) per
+request, the SSE stream parsed line by line with ``json.loads``. Then open loop
+(``request_rate``): target vs achieved send rate and the ``rate_not_reached`` flag per cell.
+Last, the host sampler alone: its CPU over 10 s at its default interval, as a share of a core.
 Goals: >= 2x the aiohttp rate at concurrency 8-64; <= 0.1 ms client CPU per request at
 concurrency 32; the host sampler under 1 % of a core.
 Needs the ``bench`` extra (aiohttp). Results: benchmarks/results/client_overhead.json.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import time
@@ -52,6 +53,7 @@ def _server_cpu(url: str) -> float:
 
 def run_specbench(url: str, n: int, concurrency: int, server_pid: int) -> dict[str, Any]:
     prompts = [[i, 7, 7, 7] for i in range(n)]
+    gc.collect()  # the other client's garbage is not this one's cost
     srv0 = _server_cpu(url)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     with HostSampler(server=(server_pid,)) as host:  # as serversweep measures a cell
@@ -110,6 +112,7 @@ async def _aiohttp_run(url: str, n: int, concurrency: int) -> tuple[int, float]:
 
 
 def run_aiohttp(url: str, n: int, concurrency: int) -> dict[str, Any]:
+    gc.collect()
     srv0 = _server_cpu(url)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     ok, window = asyncio.run(_aiohttp_run(url, n, concurrency))
@@ -280,7 +283,9 @@ def main() -> None:
 
 
 def run_sampler(server_pid: int, seconds: float) -> dict[str, Any]:
-    """The host sampler on its own at its default interval: its CPU as a share of one core."""
+    """The host sampler on its own at its default interval: its CPU as a share of one core (the
+    benchmark's garbage collected first: a collection its thread triggers is charged to it)."""
+    gc.collect()
     with HostSampler(server=(server_pid,)) as host:
         time.sleep(seconds)
     load = host.load

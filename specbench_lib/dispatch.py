@@ -32,9 +32,11 @@ import asyncio
 import bisect
 import contextlib
 import gc
+import hashlib
 import json
 import random
 import signal
+import socket
 import ssl
 import threading
 import time
@@ -42,9 +44,12 @@ from collections import deque
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from .catalogue import C, http_status
+from .deadline import Deadline, resolve_timeouts
 from .engines import Adapter
+from .hostload import HostSampler
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
 from .records import CellDispatch, RequestRecord
 from .sections import RequestRateParams, TimeoutParams
@@ -106,11 +111,58 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
         seed: seeds the open-loop arrival times.
         headers: sent with every request (e.g. an attached server's bearer token).
     """
-    limits = _resolve_timeouts(timeouts, timeout_s)
+    limits = resolve_timeouts(timeouts, timeout_s)
     with _no_collector():
         return run_sync(_dispatch(adapter, base_url, prompts, warmup=warmup,
                                   concurrency=concurrency, max_tokens=max_tokens, limits=limits,
                                   rate=request_rate, seed=seed, headers=headers))
+
+
+def warm_client(base_url: str, *, host: bool = True) -> None:
+    """Do before a sweep's first measured cell what its measuring path would otherwise do for the
+    first time with requests in flight, as the warmup warms the server: look up ``base_url``'s
+    host (the lookup's codec and resolver libraries), run an event loop in its thread with the
+    stall watch, send one request over this module's wire to a loopback listener of its own
+    (kernel stamps, the chunked and stream readers), use the digest and JSON codecs and, with
+    ``host``, start and stop a host sampler (its first /proc read, ``nvidia-smi`` once). Nothing
+    here may fail a sweep: what cannot be warmed is left cold."""
+    url = urlsplit(base_url)
+    with contextlib.suppress(OSError, UnicodeError, ValueError):
+        socket.getaddrinfo(url.hostname or "127.0.0.1", url.port or 80, type=socket.SOCK_STREAM)
+    with contextlib.suppress(Exception):
+        run_sync(_warm_wire())
+    json.loads(_JSON.encode({"warm": [1]}))
+    hashlib.sha256(b"warm").hexdigest()
+    if host:
+        HostSampler(interval_s=60.0).start().stop()
+
+
+_WARM_REPLY = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\ne\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
+
+
+async def _warm_wire() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(_WARM_REPLY)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    conn = Connection(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    watch, stream = StallWatch(), Stream(lambda line: None)
+    rec = RequestRecord(0, True, 0, 1, multi_reads=[], stalls=[])
+    watch.start()
+    try:
+        async with asyncio.timeout(5.0):
+            resp = await conn.request("GET", "/")
+            async with contextlib.aclosing(resp.stream()) as pieces:
+                async for data, when in pieces:
+                    stream.take_read(rec, data.split(b"\n"), when, resp.read_at)
+    finally:
+        watch.stop()
+        conn.close()
+        server.close()
+        await server.wait_closed()
 
 
 @contextlib.contextmanager
@@ -143,21 +195,13 @@ def arrival_offsets(n: int, rate: RequestRateParams, seed: int) -> list[float]:
     return offsets
 
 
-def _resolve_timeouts(timeouts: TimeoutParams | None, timeout_s: float | None) -> TimeoutParams:
-    if timeouts is not None:
-        return timeouts if timeouts.request_s is not None else timeouts.model_copy(
-            update={"request_s": timeout_s or 120.0})
-    if timeout_s is None:
-        return TimeoutParams(request_s=120.0)
-    return TimeoutParams(first_token_s=timeout_s, between_tokens_s=timeout_s, request_s=timeout_s)
-
-
 async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *, warmup: int,
                     concurrency: int, max_tokens: int, limits: TimeoutParams,
                     rate: RequestRateParams | None, seed: int,
                     headers: dict[str, str] | None = None) -> CellDispatch:
     records = [RequestRecord(i, i < warmup, len(p), max_tokens, multi_reads=[], stalls=[])
                for i, p in enumerate(prompts)]
+    bodies = [_encoded(adapter.generation_request(p, max_tokens=max_tokens)) for p in prompts]
     tls = ssl.create_default_context() if base_url.startswith("https:") else None
     conns = [Connection(base_url, headers=headers, connect_timeout_s=limits.connect_s,
                         keepalive_s=_KEEPALIVE_S, ssl_context=tls)
@@ -166,7 +210,7 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
     try:
         await _open_connections(conns, limits.connect_s)
         t0 = time.perf_counter()
-        send = _Sender(adapter, deque(conns), prompts, max_tokens, t0, limits, watch)
+        send = _Sender(adapter, deque(conns), bodies, t0, limits, watch)
         watch.start()
         await _closed_loop(send, records[:warmup], concurrency)
         window_start = send.clock()
@@ -211,20 +255,15 @@ async def _open_connections(conns: list[Connection], limit_s: float) -> None:
             await asyncio.gather(*(c.open() for c in conns), return_exceptions=True)
 
 
-class _RequestTimeout(Exception):
-    def __init__(self, which: str, seconds: float) -> None:
-        super().__init__(f"{which} limit of {seconds:g} s exceeded")
-
-
 @dataclass
 class _Sender:
     adapter: Adapter
     conns: deque[Connection]  # free request slots, one connection each, used in turn
-    prompts: list[list[int]]
-    max_tokens: int
+    bodies: list[tuple[str, bytes]]  # each request's path and JSON body, encoded before the cell
     origin: float  # time.perf_counter() at the cell's time 0
     limits: TimeoutParams
     watch: StallWatch = field(default_factory=StallWatch)
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
 
     def clock(self) -> float:
         return time.perf_counter() - self.origin
@@ -266,62 +305,10 @@ async def _open_loop(send: _Sender, records: list[RequestRecord], concurrency: i
     await asyncio.gather(*tasks)
 
 
-class _Deadline:
-    """The limit that applies now to a request (first token, between tokens or whole request).
-
-    One timer per request, set for the limit due when it is set. When it fires and the limit has
-    moved on (tokens came since), it is set again for the new one; only when it has not does the
-    request's ``asyncio.timeout`` expire. So no timer is moved per network read (that cost CPU at
-    thousands of reads a second). A limit comes sooner only at the first token (a between-tokens
-    limit shorter than what is left of the first-token one): :meth:`first_token` moves it then.
-    """
-
-    def __init__(self, rec: RequestRecord, send: _Sender) -> None:
-        self.rec, self.send = rec, send
-        self.which, self.gap = "request", 0.0
-        self.loop = asyncio.get_running_loop()
-        self.timeout: asyncio.Timeout | None = None
-        self.handle: asyncio.TimerHandle | None = None
-        self.at = 0.0  # when the timer fires (the loop's clock)
-        self.tokens = False  # the first token was taken into account
-
-    def _left(self) -> float:
-        """Seconds until the limit that applies now runs out; sets :attr:`which` and :attr:`gap`."""
-        rec, limits = self.rec, self.send.limits
-        total = float(limits.request_s or 0.0)
-        if rec.token_times:
-            which, since, gap = "between_tokens", rec.token_times[-1], limits.between_tokens_s
-        else:
-            which, since, gap = "first_token", rec.start, limits.first_token_s
-        if rec.start + total < since + gap:
-            which, since, gap = "request", rec.start, total
-        self.which, self.gap = which, gap
-        return since + gap - self.send.clock()
-
-    def arm(self, timeout: asyncio.Timeout | None = None) -> None:
-        """Set the timer for the limit that applies now (the request's ``timeout`` the first time)."""
-        self.timeout = timeout or self.timeout
-        self.cancel()
-        self.at = self.loop.time() + self._left()
-        self.handle = self.loop.call_at(self.at, self._fire)
-
-    def first_token(self) -> None:
-        """After the read that brought the first token(s): the limit may now come sooner."""
-        self.tokens = True
-        if self.loop.time() + self._left() < self.at:
-            self.arm()
-
-    def _fire(self) -> None:
-        self.handle = None
-        if self._left() > 0:
-            self.arm()
-        elif self.timeout is not None:
-            self.timeout.reschedule(self.loop.time())  # expires: TimeoutError in the request
-
-    def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
+def _encoded(request: tuple[str, dict[str, Any]]) -> tuple[str, bytes]:
+    """A request's path and JSON body, encoded before the cell (a prompt of thousands of tokens
+    costs 0.1 ms or more to encode: not while requests are in flight)."""
+    return request[0], _JSON.encode(request[1]).encode()
 
 
 _MAX_ERROR_BODY = 1024 * 1024  # of an error answer's body, read for its text
@@ -330,10 +317,9 @@ _JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one pe
 
 async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> None:
     adapter, origin = send.adapter, send.origin
-    path, body = adapter.generation_request(send.prompts[rec.index], max_tokens=send.max_tokens)
-    payload = _JSON.encode(body).encode()
+    path, payload = send.bodies[rec.index]
     stream = Stream(adapter.stream_parser())
-    deadline = _Deadline(rec, send)
+    deadline = Deadline(rec, send.limits, send.clock, send.loop)
 
     def starting() -> None:
         rec.start = send.clock()  # queueing and connecting are not the server's time
@@ -341,34 +327,34 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
     rec.start = send.clock()
     resp: Response | None = None
     try:
-        async with asyncio.timeout(None) as timeout:
-            deadline.arm(timeout)
-            resp = await conn.request("POST", path, payload, on_send=starting)
-            rec.status = resp.status_code
-            if resp.status_code != 200:
-                text = (await _read_some(resp, _MAX_ERROR_BODY)).decode(errors="replace")
-                rec.error, rec.error_kind = text[:500], http_status(resp.status_code)
-                return
-            pending = b""
-            # closed here, not by the garbage collector: its end would close a later connection
-            async with contextlib.aclosing(resp.stream()) as pieces:
-                async for data, arrived in pieces:
-                    *lines, pending = (pending + data).split(b"\n")
-                    # arrived: when the bytes were received, before any parsing
-                    if stream.take_read(rec, lines, arrived - origin, resp.read_at - origin):
-                        return
-                    if stream.ended is not None:
-                        pending = b""  # the rest of the body is only read to its end
-                    elif len(pending) > MAX_LINE:
-                        rec.error, rec.error_kind = (f"a stream line over {MAX_LINE >> 20} MiB without "
-                                                     f"a line break: {pending[:200]!r}", C.error_in_stream)
-                        return
-                    if not deadline.tokens and rec.token_times:
-                        deadline.first_token()
-            stream.take_rest(rec, pending, send.clock())
-    except TimeoutError:
-        limit = _RequestTimeout(deadline.which, deadline.gap)
-        rec.error, rec.error_kind = f"{limit} after {len(rec.token_times)} tokens", C.timeout
+        deadline.arm()
+        resp = await conn.request("POST", path, payload, on_send=starting)
+        rec.status = resp.status_code
+        if resp.status_code != 200:
+            text = (await _read_some(resp, _MAX_ERROR_BODY)).decode(errors="replace")
+            rec.error, rec.error_kind = text[:500], http_status(resp.status_code)
+            return
+        pending = b""
+        # closed here, not by the garbage collector: its end would close a later connection
+        async with contextlib.aclosing(resp.stream()) as pieces:
+            async for data, arrived in pieces:
+                *lines, pending = (pending + data).split(b"\n")
+                # arrived: when the bytes were received, before any parsing
+                if stream.take_read(rec, lines, arrived - origin, resp.read_at - origin):
+                    return
+                if stream.ended is not None:
+                    pending = b""  # the rest of the body is only read to its end
+                elif len(pending) > MAX_LINE:
+                    rec.error, rec.error_kind = (f"a stream line over {MAX_LINE >> 20} MiB without "
+                                                 f"a line break: {pending[:200]!r}", C.error_in_stream)
+                    return
+                if not deadline.tokens and rec.token_times:
+                    deadline.first_token()
+        stream.take_rest(rec, pending, send.clock())
+    except asyncio.CancelledError:
+        if not deadline.expired():
+            raise
+        rec.error, rec.error_kind = deadline.message(), C.timeout
     except ConnectTimeout as exc:
         rec.error, rec.error_kind = str(exc), C.timeout
     except HTTPError as exc:

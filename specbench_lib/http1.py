@@ -248,38 +248,42 @@ class _Dechunker:
             self._trailers(buf)
             return b""
         out = []
+        pos, n = 0, len(buf)  # read from pos on: the buffer is not sliced per chunk
         data_left, crlf_left = self.data_left, self.crlf_left
         while True:
             if data_left:
-                take = buf[:data_left]
-                out.append(take)
-                buf, data_left = buf[len(take):], data_left - len(take)
-                if data_left:
+                stop = pos + data_left
+                out.append(buf[pos:stop])
+                if stop > n:
+                    pos, data_left = n, stop - n
                     break
+                pos, data_left = stop, 0
             if crlf_left:
-                if len(buf) < crlf_left:
+                if n - pos < crlf_left:
                     break
-                if buf[:crlf_left] != b"\r\n"[2 - crlf_left:]:
+                if buf[pos:pos + crlf_left] != b"\r\n"[2 - crlf_left:]:
                     raise HTTPError("RemoteProtocolError: a chunk longer than its size")
-                buf, crlf_left = buf[crlf_left:], 0
-            end = buf.find(b"\r\n", 0, _MAX_CHUNK_LINE + 2)
+                pos, crlf_left = pos + crlf_left, 0
+            end = buf.find(b"\r\n", pos, pos + _MAX_CHUNK_LINE + 2)
             if end < 0:
-                if len(buf) > _MAX_CHUNK_LINE:
+                if n - pos > _MAX_CHUNK_LINE:
                     raise HTTPError(f"RemoteProtocolError: chunk size line over {_MAX_CHUNK_LINE} "
-                                    f"bytes {buf[:40]!r}")
+                                    f"bytes {buf[pos:pos + 40]!r}")
                 break
-            digits = buf[:end].split(b";", 1)[0].strip()
+            digits = buf[pos:end]
             if not _HEX.fullmatch(digits):  # int(..., 16) would take "-1", "0x1" and "1_0"
-                raise HTTPError(f"RemoteProtocolError: bad chunk size {buf[:end][:40]!r}")
+                digits = digits.split(b";", 1)[0].strip()  # extensions, spaces
+                if not _HEX.fullmatch(digits):
+                    raise HTTPError(f"RemoteProtocolError: bad chunk size {buf[pos:end][:40]!r}")
             size = int(digits, 16)
-            buf = buf[end + 2:]
+            pos = end + 2
             if size == 0:  # the last chunk; trailers (if any) end with an empty line
                 self.last = True
-                self._trailers(buf)
+                self._trailers(buf[pos:])
                 break
             data_left, crlf_left = size, 2
         if not self.last:
-            self.buf, self.data_left, self.crlf_left = buf, data_left, crlf_left
+            self.buf, self.data_left, self.crlf_left = buf[pos:], data_left, crlf_left
         return b"".join(out)
 
     def _trailers(self, buf: bytes) -> None:

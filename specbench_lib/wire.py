@@ -34,6 +34,7 @@ class _Pieces:
         self.error: Exception | None = None
         self.read_at = 0.0  # when the piece that :meth:`read` returned last was read
         self._waiter: asyncio.Future[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop reading it, where known
 
     def _add(self, data: bytes, when: float, read_at: float | None = None) -> None:
         self.pieces.append((data, when, when if read_at is None else read_at))
@@ -56,7 +57,7 @@ class _Pieces:
         while not self.pieces:
             if self.closed:
                 return b"", time.perf_counter()
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = (self.loop or asyncio.get_running_loop()).create_future()
             await self._waiter
         data, when, self.read_at = self.pieces.popleft()
         return data, when
@@ -83,7 +84,7 @@ class _KernelStampedWire(_Pieces):
     def __init__(self, sock: socket.socket) -> None:
         super().__init__()
         self.sock = sock
-        self.loop = asyncio.get_running_loop()
+        self.loop: asyncio.AbstractEventLoop = asyncio.get_running_loop()
         if _SO_TIMESTAMPNS is None:
             raise HTTPError("kernel receive stamps need Linux on x86_64 or aarch64")
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
