@@ -8,15 +8,18 @@ no GIL with the measuring client; replies are pre-encoded per output length, so 
 ``transport.write``.
 
 Token i of a request is due at ``receive + (i + 1) * interval``; tokens go out ``tokens_per_chunk``
-to a chunk, the chunk leaving when its last token is due (``interval`` 0: all at once). The server
+to a chunk, the chunk leaving when its last token is due (``interval`` 0: all at once; ``together``
+K > 1: the first K chunks leave back to back when the first is due, as a server that writes two
+events at once, so a client reading them in one read is not late). The server
 logs, per request, the true receive time (the request's last byte read) and the send time of
 every chunk, on ``CLOCK_MONOTONIC`` — the clock behind ``time.perf_counter`` on Linux, one clock
 for every process of the machine, so client and server times compare directly (no offset
 exchange needed; :func:`check_shared_clock` verifies it). ``GET /log`` returns and clears the log
-(keyed by the first prompt id, which the benchmark sets to the request's index); ``GET /stats``
-gives the server's CPU seconds.
+(keyed by the first prompt id, which the benchmark sets to the request's index: the send log a
+client's records are matched against, ``{"recv": t, "sends": [t, ...], "sizes": [k, ...]}``);
+``GET /stats`` gives the server's CPU seconds.
 
-    python benchmarks/sglang_refserver.py --interval 0.005 --chunk 4   # prints "port N"
+    python benchmarks/sglang_refserver.py --interval 0.005 --chunk 4 [--together 2]  # "port N"
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +148,7 @@ class _Protocol(asyncio.Protocol):
         data = json.loads(body)
         ids = data["input_ids"]
         n = int(data["sampling_params"]["max_new_tokens"])
-        entry: dict[str, Any] = {"recv": received, "sends": [], "sizes": []}
+        entry: dict[str, Any] = {"recv": received, "sends": [], "sizes": [], "handed": []}
         srv.log[str(ids[0])] = entry
         assert self.transport is not None
         self.transport.write(
@@ -153,9 +157,7 @@ class _Protocol(asyncio.Protocol):
         chunks = srv.replies.get(len(ids), n)
         if srv.interval <= 0:
             for i, chunk in enumerate(chunks):
-                entry["sends"].append(now())
-                entry["sizes"].append(min(srv.k, n - i * srv.k))
-                self.transport.write(chunk)
+                self._send(entry, chunk, min(srv.k, n - i * srv.k))
             return
         self.busy = True
         asyncio.get_running_loop().create_task(self.stream(chunks, n, received, entry))
@@ -163,18 +165,29 @@ class _Protocol(asyncio.Protocol):
     async def stream(self, chunks: list[bytes], n: int, received: float, entry: dict[str, Any]) -> None:
         srv, k = self.server, self.server.k
         for j, chunk in enumerate(chunks):
-            due = received + min((j + 1) * k, n) * srv.interval
+            slot = 0 if j < srv.together else j  # the first ``together`` chunks: at once
+            due = received + min((slot + 1) * k, n) * srv.interval
             delay = due - now()
             if delay > 0:
                 await asyncio.sleep(delay)
             if self.transport is None or self.transport.is_closing():
                 return
-            entry["sends"].append(now())
-            entry["sizes"].append(min(k, n - j * k))
-            self.transport.write(chunk)
+            self._send(entry, chunk, min(k, n - j * k))
         self.busy = False
         if self.buf:
             self.data_received(b"")
+
+    def _send(self, entry: dict[str, Any], chunk: bytes, size: int) -> None:
+        """Write one chunk and log it: when it was written (``sends``), its tokens, and when
+        the kernel took its last byte (``handed``: later than the write only when the socket's
+        send buffer was full, the client not reading)."""
+        assert self.transport is not None
+        entry["sends"].append(now())
+        entry["sizes"].append(size)
+        handed: list[float] = entry["handed"]
+        handed.append(0.0)
+        at = len(handed) - 1
+        self.transport.write(chunk, lambda when: handed.__setitem__(at, when))  # type: ignore[call-arg]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -183,9 +196,10 @@ class _Protocol(asyncio.Protocol):
 class RefServer:
     """The server's state: timing, replies and the log."""
 
-    def __init__(self, interval: float, tokens_per_chunk: int) -> None:
+    def __init__(self, interval: float, tokens_per_chunk: int, together: int = 1) -> None:
         self.interval = interval
         self.k = tokens_per_chunk
+        self.together = together
         self.replies = _Replies(tokens_per_chunk)
         self.log: dict[str, Any] = {}
         self.connections = 0
@@ -194,9 +208,10 @@ class RefServer:
 class RefServerProcess(ChildServer):
     """Start the reference server in a child process; ``url`` is where it answers."""
 
-    def __init__(self, *, interval: float, tokens_per_chunk: int) -> None:
+    def __init__(self, *, interval: float, tokens_per_chunk: int, together: int = 1) -> None:
         super().__init__([sys.executable, str(Path(__file__).resolve()), "--interval",
-                          str(interval), "--chunk", str(tokens_per_chunk)], "reference server")
+                          str(interval), "--chunk", str(tokens_per_chunk), "--together",
+                          str(together)], "reference server")
 
     @property
     def pid(self) -> int:
@@ -215,6 +230,9 @@ class _KernelStampedSocket:
         self.loop = asyncio.get_running_loop()
         self.out = b""
         self.closing = False
+        self.accepted = 0  # bytes the kernel took so far
+        self.given = 0  # bytes given to :meth:`write` so far
+        self.waiting: list[tuple[int, Callable[[float], None]]] = []  # (end, told when taken)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.offset = time.time() - now()  # CLOCK_REALTIME - CLOCK_MONOTONIC
@@ -239,9 +257,14 @@ class _KernelStampedSocket:
         self.protocol.stamp = stamp
         self.protocol.data_received(data)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, taken: Callable[[float], None] | None = None) -> None:
+        """Send ``data`` (what the kernel does not take now waits for the socket to drain);
+        ``taken`` is told when the kernel took its last byte."""
         if self.closing:
             return
+        self.given += len(data)
+        if taken is not None:
+            self.waiting.append((self.given, taken))
         if not self.out:
             try:
                 sent = self.sock.send(data)
@@ -250,10 +273,16 @@ class _KernelStampedSocket:
             except OSError:
                 self.close()
                 return
+            self._took(sent)
             data = data[sent:]
             if data:
                 self.loop.add_writer(self.sock.fileno(), self._flush)
         self.out += data
+
+    def _took(self, sent: int) -> None:
+        self.accepted += sent
+        while self.waiting and self.waiting[0][0] <= self.accepted:
+            self.waiting.pop(0)[1](now())
 
     def _flush(self) -> None:
         try:
@@ -263,6 +292,7 @@ class _KernelStampedSocket:
         except OSError:
             self.close()
             return
+        self._took(sent)
         self.out = self.out[sent:]
         if not self.out:
             self.loop.remove_writer(self.sock.fileno())
@@ -279,8 +309,8 @@ class _KernelStampedSocket:
             self.protocol.connection_lost(None)
 
 
-async def _serve(interval: float, chunk: int, port: int) -> None:
-    state = RefServer(interval, chunk)
+async def _serve(interval: float, chunk: int, port: int, together: int = 1) -> None:
+    state = RefServer(interval, chunk, together)
     loop = asyncio.get_running_loop()
     listener = socket.create_server(("127.0.0.1", port), backlog=1024)
     listener.setblocking(False)
@@ -305,8 +335,10 @@ def main() -> None:
     parser.add_argument("--interval", type=float, required=True)
     parser.add_argument("--chunk", type=int, default=1)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--together", type=int, default=1,
+                        help="the first N chunks of a reply are written back to back")
     args = parser.parse_args()
-    asyncio.run(_serve(args.interval, args.chunk, args.port))
+    asyncio.run(_serve(args.interval, args.chunk, args.port, args.together))
 
 
 if __name__ == "__main__":

@@ -20,14 +20,22 @@ PHASES = {
 }
 STATEMENT = """# Phase {title} — throughput vs speculative budget
 
-Phase {title}: {what}. One server per config (autoregressive `auto`, then each speculative config at
-each budget); every cell is judged `ok` / `invalid` / `crashed` / `skipped` with its reasons, and
-only `ok` cells reach the table and the plots. Run it with `specbench run {name}` or
-`papermill --inject-paths notebooks/{name}.ipynb out.ipynb -p budget 16` (`--inject-paths` tells
-the notebook where papermill writes it, so its run directory keeps a copy and a parameter the
-notebook does not take, such as `-p budgt 16`, is refused). From JupyterLab, *Run All*: the run
-records this notebook's path and copies it into its run directory as last saved; save it (Ctrl-S)
-after the run, or let autosave, and the copy follows with the outputs."""
+Phase {title}: {what}. The answer comes first, then the figures and the table; the progress log,
+every cell's verdict and how to run this notebook are collapsed at the end."""
+# one HTML block (no blank line), so every renderer keeps it whole and collapsed
+HOW_TO_RUN = ("<details><summary>How to run this notebook</summary><p>"
+              "One server per config (autoregressive <code>auto</code>, then each speculative "
+              "config at each budget); every cell is judged <code>ok</code> / "
+              "<code>invalid</code> / <code>crashed</code> / <code>skipped</code> with its "
+              "reasons, and only <code>ok</code> cells reach the table and the plots. Run it with "
+              "<code>specbench run {name}</code> or <code>papermill --inject-paths "
+              "notebooks/{name}.ipynb out.ipynb -p budget 16</code> (<code>--inject-paths</code> "
+              "tells the notebook where papermill writes it, so its run directory keeps a copy "
+              "and a parameter the notebook does not take, such as <code>-p budgt 16</code>, is "
+              "refused). From JupyterLab (<code>specbench lab {name}</code>), <i>Run All</i>: "
+              "the run records this notebook's path and copies it into its run directory as last "
+              "saved; save it (Ctrl-S) after the run, or let autosave, and the copy follows with "
+              "the outputs.</p></details>")
 PARAMETERS = '''params_file: str = "{params}"  # params YAML of the phase (from the project root or cwd)
 budget: Optional[int] = None  # one budget (plus the auto baseline), or None for every budget
 run_id: Optional[str] = None  # name of the run directory under outputs/runs; None makes a new one
@@ -41,12 +49,11 @@ CALLS = [
     "plan = sb.load_plan(params_file, budget=budget, time_budget=time_budget,\n"
     "                    notebook=PAPERMILL_OUTPUT_PATH)\nplan",
     "result = sb.run_sweep(plan, run_id=run_id, resume=resume, dry_run=dry_run,\n"
-    "                      retry_known_bad=retry_known_bad, reuse=reuse)\nsb.answer_of(result)",
-    "result",
-    "sb.keep_notebook(result, PAPERMILL_OUTPUT_PATH)",
-    "result.require_valid()",
-    "figures = result.figures()\nresult.save_figures(figures)",
+    "                      retry_known_bad=retry_known_bad, reuse=reuse)\n"
+    "sb.keep_notebook(result, PAPERMILL_OUTPUT_PATH)\nsb.answer_of(result)",
+    "result.require_valid()\nfigures = result.figures()\nresult.save_figures(figures)",
     "result.summary()",
+    "sb.appendix(result)",
 ]
 
 
@@ -66,7 +73,7 @@ REPORT_PARAMETERS = (
     'PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)')
 REPORT_CALLS = ["report = sb.report.compare(runs, notebook=PAPERMILL_OUTPUT_PATH, merge=merge)\n"
                 "report",
-                "report.best_budgets()", "report.speedups()",
+                "report.speedups()",
                 "report.scaling()", "report.acceptance()", "report.failures()",
                 "sb.report.write(report)"]
 
@@ -91,6 +98,7 @@ def notebook(name: str, params: str, what: str) -> nbf.NotebookNode:
         nbf.v4.new_code_cell(SETUP, metadata={"tags": ["hide-input"]}),
         nbf.v4.new_code_cell(PARAMETERS.format(params=params), metadata={"tags": ["parameters"]}),
         *(nbf.v4.new_code_cell(source) for source in CALLS),
+        nbf.v4.new_markdown_cell(HOW_TO_RUN.format(name=name)),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}

@@ -35,7 +35,7 @@ from .records import CellRecord, Reason, RequestRecord, Verdict
 if TYPE_CHECKING:
     from . import plots, report
     from .answer import answer_of
-    from .notebook import keep_notebook, run_sweep
+    from .notebook import appendix, keep_notebook, run_sweep
     from .outcome import Outcome, SweepResult
 
 __version__ = "0.1.0"
@@ -43,7 +43,7 @@ __version__ = "0.1.0"
 _LAZY = {"plots": (".plots", None), "report": (".report", None),
          "Outcome": (".outcome", "Outcome"), "SweepResult": (".outcome", "SweepResult"),
          "run_sweep": (".notebook", "run_sweep"), "keep_notebook": (".notebook", "keep_notebook"),
-         "answer_of": (".answer", "answer_of")}
+         "answer_of": (".answer", "answer_of"), "appendix": (".notebook", "appendix")}
 
 
 def __getattr__(name: str) -> Any:
@@ -59,6 +59,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CellRecord", "EngineError", "Outcome", "ParamsError", "Plan", "PreflightError", "Reason",
     "RequestRecord", "SchemaError", "ServerError", "SpecbenchError", "StoreError", "SweepResult",
-    "TransportError", "ValidationFailed", "Verdict", "answer_of", "build_plan", "keep_notebook",
+    "TransportError", "ValidationFailed", "Verdict", "answer_of", "appendix", "build_plan",
+    "keep_notebook",
     "load_params", "load_plan", "plots", "report", "run_sweep",
 ]

@@ -155,17 +155,25 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
 
 
 class Answer(Rendered):
-    """A run's answer for a notebook: its lines (or why a run has none)."""
+    """A run's answer for a notebook: its lines (or why a run has none). A fixed-plan run has
+    no ``answer.json``: its answer is the best-config statements (``statements``)."""
 
-    def __init__(self, answer: dict[str, Any] | None, *, measured: bool = True) -> None:
+    def __init__(self, answer: dict[str, Any] | None, *, measured: bool = True,
+                 statements: Sequence[str] = (), counts: dict[str, int] | None = None) -> None:
         self.answer, self.measured = answer, measured
+        self.statements, self.counts = list(statements), counts
 
     def lines(self) -> list[str]:
         if not self.measured:
             return ["a dry run measures nothing: no answer"]
+        if self.answer is None and self.statements:
+            cells = ", ".join(f"{k} {v}" for k, v in (self.counts or {}).items() if v)
+            panels = f"{len(self.statements)} panel{'s' if len(self.statements) != 1 else ''}"
+            return [f"answer: the best config of {panels} (fixed plan"
+                    f"{f': {cells}' if cells else ''}; confidence sets simultaneous 95 %)",
+                    *self.statements]
         if self.answer is None:
-            return ["no answer.json: a fixed-plan run (time_budget_s null); the best-config "
-                    "statements are in the summary"]
+            return ["no answer: a fixed-plan run with no ok panel; see the cells' verdicts"]
         return answer_lines(self.answer)
 
     def text(self) -> str:
@@ -174,15 +182,22 @@ class Answer(Rendered):
     def html(self) -> str:
         head, *rest = self.lines()
         items = "".join(f"<li>{html.escape(line)}</li>" for line in rest)
-        return html_text(head, bold=True) + (f"<ul>{items}</ul>" if items else "")
+        body = html_text(head, bold=True) + (f"<ul>{items}</ul>" if items else "")
+        return f"<div class='sb-headline'>{body}</div>"
 
 
 def answer_of(result: Any) -> Answer:
-    """The answer of a :class:`~.results.SweepResult` (a dry run's preview has none)."""
+    """The answer of a :class:`~.results.SweepResult` (a dry run's preview has none): its
+    ``answer.json``, or for a fixed-plan run its best-config statements."""
     run_dir = getattr(result, "run_dir", None)
     if run_dir is None:
         return Answer(None, measured=False)
-    return Answer(read_answer(run_dir))
+    found = read_answer(run_dir)
+    if found is not None:
+        return Answer(found)
+    best = result.best()
+    statements = list(best["statement"]) if "statement" in best else []
+    return Answer(None, statements=statements, counts=result.counts())
 
 
 def answers_html(runs: Sequence[Any]) -> str:

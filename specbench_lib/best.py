@@ -13,15 +13,15 @@ unstable row (CV across repeats, or a failed repeat), greedy outputs that differ
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import Any
 
-from .display import Rendered, frame_table, html_text
+from .display import Rendered, html_text
 from .intervals import group_replicates, independent_units, key_value, ok_groups
 from .metrics import PANEL, load_points
 from .records import CellRecord
 from .selection import EQUIVALENCE, ratio, select, selected_interval
+from .tables import RESULTS, bullets, readable
 
 BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
                 "confidence_set", "decision", "unstable", "lossless", "repeats_n", "requests_n",
@@ -235,7 +235,21 @@ class Summary(Rendered):
         return "\n".join(lines) + "\n\n" + self.table.to_string(index=False)
 
     def html(self) -> str:
-        parts = [html_text(title[0].upper() + title[1:], bold=True)
-                 + "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in items) + "</ul>"
+        parts = [html_text(title[0].upper() + title[1:], bold=True) + bullets(items)
                  for title, items in self._sections()]
-        return "".join(parts) + frame_table(self.table)
+        return "".join(parts) + readable(_with_notes(self.table), RESULTS, what="rows")
+
+
+def _with_notes(table: Any) -> Any:
+    """The table with ``notes``: why a row has no interval, and its flags (unstable, greedy
+    outputs that differ from ``auto``'s), in one cell."""
+    notes = []
+    for row in table.to_dict("records"):
+        found = [str(row.get("interval_note") or "")]
+        if row.get("unstable") is True:
+            found.append("unstable")
+        identical = row.get("lossless_identical")
+        if isinstance(identical, float) and identical == identical and identical < 1:
+            found.append(f"{100 * identical:.0f} % of outputs identical to auto's")
+        notes.append("; ".join(n for n in found if n and n != "nan"))
+    return table.assign(notes=notes)

@@ -96,11 +96,14 @@ CATALOGUE: tuple[Code, ...] = (
        "(failed requests silently dropped)"),
     _c("failed_fraction", "cell", "more failed requests than max_failed_fraction allows",
        Threshold("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION)),
-    _c("coalesced_reads", "cell", "token times lost to a client stall: events that queued in "
+    _c("coalesced_reads", "cell", "token times the client host took: events that queued in "
        "the socket while the client did not run are read at once and all carry the last one's "
-       "kernel stamp (ITL gaps of 0, a late TTFT); more than max_coalesced_fraction of the "
-       "tokens, or max_coalesced_first_fraction of the first tokens, so read makes the cell "
-       "invalid", Threshold("max_coalesced_fraction", DEFAULT_MAX_COALESCED_FRACTION),
+       "kernel stamp (ITL gaps of 0, a late TTFT), and first tokens the kernel stamped in one "
+       "batch for several connections while the host starved the client; judged by the "
+       "stamps against the stalls, the requests named in the detail; more than "
+       "max_coalesced_fraction of the tokens, or max_coalesced_first_fraction of the first "
+       "tokens, makes the cell invalid",
+       Threshold("max_coalesced_fraction", DEFAULT_MAX_COALESCED_FRACTION),
        Threshold("max_coalesced_first_fraction", DEFAULT_MAX_COALESCED_FIRST_FRACTION)),
     _c("busy_host", "cell", "numbers measured while other processes used the CPUs (a build, "
        "another benchmark, a spinning server) or the hypervisor stole (steal time): more than "

@@ -19,7 +19,7 @@ from .kernelrun import Interrupts, execute
 from .lab import open_lab
 from .manifest import Manifest
 from .paths import outputs_dir, project_root
-from .runs import RunDir, check_run_id, list_runs, make_folder, new_run_id, resumable_manifest
+from .runs import RunDir, check_run_id, make_folder, new_run_id, resumable_manifest
 from .store import load_yaml
 
 
@@ -306,20 +306,23 @@ def _compare(run_a: str, run_b: str) -> int:
 
 
 def _runs() -> int:
-    runs = list_runs()
+    from .pages import run_summaries
+
+    runs = run_summaries()
     if not runs:
         print(f"no runs under {outputs_dir() / 'runs'}")
         return 0
-    print(f"{'run':<40} {'phase':<10} {'status':<12} {'ok':>4} {'inv':>4} {'crash':>5} {'skip':>4}  commit")
+    print(f"{'run':<40} {'phase':<10} {'status':<12} {'plan':<40} {'took':>10} {'ok':>4} "
+          f"{'inv':>4} {'crash':>5} {'skip':>4}  commit")
     for r in runs:
         if r["error"]:
             print(f"specbench: warning: skipping run {r['run_id']}: {r['error']}", file=sys.stderr)
             continue
         counts = r["counts"] if isinstance(r["counts"], dict) else {}
         commit = f"{r['commit']}{'+dirty' if r['dirty'] else ''}"
-        print(f"{r['run_id']:<40} {str(r['phase']):<10} {str(r['status']):<12} "
-              f"{counts.get('ok', '-'):>4} {counts.get('invalid', '-'):>4} {counts.get('crashed', '-'):>5} "
-              f"{counts.get('skipped', '-'):>4}  {commit}")
+        print(f"{r['run_id']:<40} {str(r['phase']):<10} {str(r['status']):<12} {r['plan']:<40} "
+              f"{r['elapsed']:>10} {counts.get('ok', '-'):>4} {counts.get('invalid', '-'):>4} "
+              f"{counts.get('crashed', '-'):>5} {counts.get('skipped', '-'):>4}  {commit}")
     died = [r["run_id"] for r in runs if r["status"] == "died"]
     if died:
         print(f"died: the process writing the run was killed; continue with 'specbench run <phase> "

@@ -11,9 +11,11 @@ overlapping intervals can still differ, and do not say "no difference"). The hea
 the rows where B is slower, faster or not shown to differ, with the geometric mean of B / A over
 the matched rows and its interval (from the same replicates: the mean of the rows' log ratios,
 replicate by replicate; units: the matched rows' units summed). Verdict changes (ok → crashed,
-…) are listed cell by cell, and what differs in the setup (engine, model, measuring code, host,
-params, server argv) is read from the two manifests. ``specbench compare A B`` prints it and
-writes an HTML page under ``outputs/compare/``.
+…) of cells both runs have are listed cell by cell; the cells only one run has are summed up,
+one line per config, with how the plans differ (cells planned, budget filter, time budget);
+what differs in the setup (engine, model, measuring code, host, params, server argv) is read
+from the two manifests. ``specbench compare A B`` prints it and writes an HTML page under
+``outputs/compare/`` (laid out by :mod:`.comparepage`, with its forest plot of B / A).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .display import Rendered, frame_table, html_page, html_text, image, png_data_uri
+from .comparepage import compare_html, forest, plan_lines
+from .display import Rendered, html_page, image, png_data_uri
 from .intervals import group_replicates, independent_units, interval, key_value, ok_groups
 from .manifest import Manifest
 from .metrics import GROUP, PANEL
@@ -69,6 +72,10 @@ class RunComparison(Rendered):
             out[f"{metric}_a"], out[f"{metric}_b"] = merged[f"{metric}_a"], merged[f"{metric}_b"]
             if metric != "output_tok_s":
                 out[f"{metric}_ratio"] = merged[f"{metric}_b"] / merged[f"{metric}_a"]
+        for side in "ab":  # each run's own interval of output tok/s
+            for end in ("lo", "hi"):
+                found = merged.get(f"output_tok_s_{end}_{side}")
+                out[f"output_tok_s_{side}_{end}"] = float("nan") if found is None else found
         bounds = [interval(r, n) for r, n in zip(ratios, units, strict=True)]
         out["b_over_a"] = merged["output_tok_s_b"] / merged["output_tok_s_a"]
         out["b_over_a_lo"] = [low for low, _ in bounds]
@@ -76,12 +83,26 @@ class RunComparison(Rendered):
         out["differs"] = (out["b_over_a_lo"] > 1) | (out["b_over_a_hi"] < 1)
         return out
 
+    def geometric_mean(self) -> tuple[float, float, float, int] | None:
+        """The geometric mean of B / A over the matched rows with replicates: (point, low,
+        high, rows), its interval from the rows' replicates, replicate by replicate."""
+        import numpy as np
+
+        rows = self.metrics()
+        _, ratios, units = self._matched
+        usable = [i for i, r in enumerate(ratios) if r is not None and bool((r > 0).all())
+                  and rows["b_over_a"].iloc[i] > 0]
+        if not usable:
+            return None
+        logs = np.vstack([np.log(ratios[i]) for i in usable]).mean(axis=0)
+        point = float(np.exp(np.log(rows["b_over_a"].iloc[usable]).mean()))
+        low, high = interval(np.exp(logs), sum(units[i] for i in usable))
+        return point, low, high, len(usable)
+
     def headline(self) -> str:
         """The rows whose B / A interval is below 1, above 1, or holds it, and the geometric
         mean of B / A with its interval: "output tok/s, B / A: B slower in 24/24 matched rows,
         …; geometric mean 0.84 [0.80, 0.88] over 24 rows"."""
-        import numpy as np
-
         rows = self.metrics()
         if not len(rows):
             return "output tok/s, B / A: no row is ok in both runs"
@@ -91,16 +112,16 @@ class RunComparison(Rendered):
         text = (f"output tok/s, B / A: B slower in {slower}/{total} matched rows, faster in "
                 f"{faster}/{total}, no difference shown in {total - slower - faster}/{total} "
                 f"(95 % intervals)")
-        _, ratios, units = self._matched
-        usable = [i for i, r in enumerate(ratios) if r is not None and bool((r > 0).all())
-                  and rows["b_over_a"].iloc[i] > 0]
-        if not usable:
+        mean = self.geometric_mean()
+        if mean is None:
             return text
-        logs = np.vstack([np.log(ratios[i]) for i in usable]).mean(axis=0)
-        point = float(np.exp(np.log(rows["b_over_a"].iloc[usable]).mean()))
-        low, high = interval(np.exp(logs), sum(units[i] for i in usable))
-        return text + (f"; geometric mean {point:.2f} [{low:.2f}, {high:.2f}] over "
-                       f"{len(usable)} rows")
+        point, low, high, n = mean
+        return text + f"; geometric mean {point:.2f} [{low:.2f}, {high:.2f}] over {n} rows"
+
+    def plan_difference(self) -> list[str]:
+        """How the two plans differ, a line each: the cells planned, a one-budget filter, a
+        time budget, and each config (or cells of it) only one run has, with their verdicts."""
+        return plan_lines(self.a, self.b, self.verdict_changes())
 
     def verdict_changes(self) -> Any:
         """Every cell whose verdict differs between the runs (or that only one run has)."""
@@ -119,70 +140,31 @@ class RunComparison(Rendered):
                 if a.get(k) != b.get(k)]
         return pd.DataFrame(rows, columns=["what", "a", "b"])
 
+    def changed(self) -> Any:
+        """The verdict changes of cells both runs have (a cell only one run has is a line of
+        :meth:`plan_difference`)."""
+        changes = self.verdict_changes()
+        return changes[(changes["verdict_a"] != "absent") & (changes["verdict_b"] != "absent")]
+
     def text(self) -> str:
         shown = self.metrics()[[*KEYS, "output_tok_s_a", "output_tok_s_b", *RATIO]].round(3)
         return "\n\n".join([
             f"run A {self.a.run_id} vs run B {self.b.run_id}", self.headline(),
+            "plan:\n" + "\n".join(f"  {line}" for line in self.plan_difference()),
             "setup differences:\n" + _or_none(self.setup()),
-            "verdict changes:\n" + _or_none(self.verdict_changes()),
+            "verdict changes:\n" + _or_none(self.changed()),
             "output tok/s (B / A with its 95 % interval; differs: the interval excludes 1):\n"
             + _or_none(shown)])
 
-    def html(self) -> str:
-        return "".join([
-            html_text(f"run A {self.a.run_id} vs run B {self.b.run_id}", bold=True),
-            html_text(self.headline()),
-            html_text("Setup differences", bold=True), frame_table(self.setup()),
-            html_text("Verdict changes", bold=True), frame_table(self.verdict_changes()),
-            html_text("Metrics (B / A; b_over_a: output tok/s with its 95 % interval; differs: "
-                      "the interval excludes 1)", bold=True),
-            frame_table(self.metrics())])
+    def html(self, figure: str = "") -> str:
+        """The page's body: the headline, the plan difference, ``figure`` (an ``<img>``), the
+        verdict changes, the matched rows (the full table collapsed) and the setup."""
+        return compare_html(self, figure)
 
     def figure(self) -> Any:
-        """Output tok/s of B against A per matched row, the diagonal drawn; intervals as bars.
-
-        A spec ok in one run only is a red × on the other run's axis (at its one value),
-        labelled with the other run's verdict: a failure is marked, never drawn as zero."""
-        import matplotlib.pyplot as plt
-
-        left, right = self.a.table(), self.b.table()
-        rows = left.merge(right, on=KEYS, suffixes=("_a", "_b"))
-        fig, ax = plt.subplots(figsize=(5.5, 5))
-        for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
-            xerr = [(group["output_tok_s_a"] - group["output_tok_s_lo_a"]).clip(lower=0),
-                    (group["output_tok_s_hi_a"] - group["output_tok_s_a"]).clip(lower=0)]
-            yerr = [(group["output_tok_s_b"] - group["output_tok_s_lo_b"]).clip(lower=0),
-                    (group["output_tok_s_hi_b"] - group["output_tok_s_b"]).clip(lower=0)]
-            ax.errorbar(group["output_tok_s_a"], group["output_tok_s_b"], xerr=xerr, yerr=yerr,
-                        marker="o", linestyle="none", color=f"C{i}", capsize=2, label=config)
-        values = [{tuple(r[k] for k in KEYS): float(r["output_tok_s"])
-                   for r in t.to_dict("records")} for t in (left, right)]
-        for change in self.verdict_changes().to_dict("records"):
-            ok_in_a = change["verdict_a"] == "ok"
-            if not ok_in_a and change["verdict_b"] != "ok":
-                continue  # failed in both: no value to place it at (listed in the table)
-            value = values[0 if ok_in_a else 1][tuple(change[k] for k in KEYS)]
-            verdict = change["verdict_b"] if ok_in_a else change["verdict_a"]
-            point, transform = ((value, 0), ax.get_xaxis_transform()) if ok_in_a else \
-                ((0, value), ax.get_yaxis_transform())
-            ax.plot(*point, marker="x", color="red", markersize=9, clip_on=False,
-                    transform=transform)
-            ax.annotate(f"{change['config']}: {verdict} in {'B' if ok_in_a else 'A'}", point,
-                        xycoords=transform, color="red", fontsize=7, textcoords="offset points",
-                        xytext=(-4, 6) if ok_in_a else (4, 4), ha="right" if ok_in_a else "left")
-        highs = [float(v) for v in (rows["output_tok_s_hi_a"].max(), rows["output_tok_s_hi_b"].max(),
-                                    left["output_tok_s"].max(), right["output_tok_s"].max())
-                 if v == v]  # NaN (no ok cell) is not a limit
-        top = max([*highs, 1.0])
-        ax.plot([0, top], [0, top], color="grey", linewidth=0.8)
-        ax.set_xlabel(f"output tok/s, A {self.a.run_id}", fontsize=8)
-        ax.set_ylabel(f"output tok/s, B {self.b.run_id}", fontsize=8)
-        ax.set_xlim(0, top * 1.05)
-        ax.set_ylim(0, top * 1.05)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
+        """A forest plot of output tok/s B / A: one row per matched config × panel with its 95 %
+        interval, a line at 1, the geometric mean last (:func:`~.comparepage.forest`)."""
+        return forest(self)
 
 
 def write_comparison(comparison: RunComparison, folder: Path) -> Path:
@@ -197,10 +179,10 @@ def write_comparison(comparison: RunComparison, folder: Path) -> Path:
     fig = comparison.figure()
     fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
-    figure = image(png_data_uri(png.getvalue()), "output tok/s, B against A")
+    figure = image(png_data_uri(png.getvalue()), "output tok/s, B / A per matched row")
     path = folder / f"{comparison.a.run_id}__vs__{comparison.b.run_id}.html"
     path.write_text(html_page(f"specbench compare: {comparison.a.run_id} vs {comparison.b.run_id}",
-                              comparison.html() + figure))
+                              comparison.html(figure)))
     return path
 
 

@@ -8,21 +8,27 @@ budget, and every cell that failed. Writing files from it is :mod:`.report`'s jo
 
 from __future__ import annotations
 
-import html
 import sys
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from .display import Rendered, frame_table, html_text
+from .display import Rendered, html_text
 from .errors import StoreError, ValidationFailed
 from .manifest import Manifest
 from .metrics import PANEL
 from .nbparams import check_notebook_parameters
 from .results import RunResult
 from .runs import RunDir, list_runs, runs_root
+from .tables import ROW_KEYS, Column, bullets, count, headline, readable
 
 _KEYS = ["phase", *PANEL]
+_BEST = (Column("phase", "phase"), *ROW_KEYS[1:], Column("best", "best config"),
+         Column("speedup", "speedup vs auto [95 %, selection-aware]", "{:.2f}", interval=True),
+         Column("confidence_set", "could be the best"), Column("decision", "decision"),
+         Column("requests_n", "requests", "{:g}"))
+FAILURES = (Column("phase", "phase"), *ROW_KEYS, Column("verdict", "verdict"),
+            Column("reasons", "reasons"))
 
 
 def latest_runs(root: Path | None = None, *, skipped: list[str] | None = None) -> list[RunResult]:
@@ -194,13 +200,18 @@ class Comparison(Rendered):
         return f"comparing {self.names()}{warnings}\n{self.best_budgets().to_string(index=False)}"
 
     def html(self) -> str:
+        """The best config of each panel as the headline (one statement a line), then the
+        table behind it (key columns first, the full table collapsed) and the crossovers."""
         warnings = "".join(html_text(f"warning: {note}") for note in self.skipped)
+        best = self.best_budgets()
         crossing = self.crossovers()
         where = (html_text("Where speculation stops paying (speedup vs load)", bold=True)
-                 + "<ul>" + "".join(f"<li>{html.escape(str(s))}</li>" for s in crossing["statement"])
-                 + "</ul>") if len(crossing) else ""
-        return (html_text("comparing", bold=True, detail=self.names()) + warnings
-                + frame_table(self.best_budgets()) + where)
+                 + bullets(crossing["statement"])) if len(crossing) else ""
+        lead = headline(html_text(f"The best config of {count(len(best), 'panel')} (confidence "
+                                  "sets simultaneous 95 %)", bold=True)
+                        + bullets(best["statement"]), is_html=True)
+        return (lead + html_text("comparing", bold=True, detail=self.names()) + warnings
+                + readable(best, _BEST, what="panels") + where)
 
     def __repr__(self) -> str:
         return f"Comparison({[r.run_id for r in self.runs]!r})"

@@ -57,6 +57,7 @@ from .stalls import StallWatch
 from .streamread import MAX_LINE, Stream
 
 T = TypeVar("T")
+_resolve_timeouts = resolve_timeouts  # the name tests and benchmarks know
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -47,7 +47,7 @@ def html_table(headers: Sequence[object], rows: Iterable[Sequence[object]], *,
     for i, row in enumerate(rows):
         style = row_styles[i] if row_styles is not None and i < len(row_styles) else None
         attr = f' style="{html.escape(style)}"' if style else ""
-        body.append(f"<tr{attr}>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>")
+        body.append(f"<tr{attr}>" + "".join(_td(c) for c in row) + "</tr>")
     return (f'<table style="{_STYLE}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table>")
 
@@ -90,13 +90,24 @@ def png_data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
+# the one style of a page: nothing wider than the window, long words wrapped, numbers aligned
+PAGE_CSS = ("body{font-family:sans-serif;max-width:1240px;margin:8px auto;padding:0 12px}"
+            "table{border-collapse:collapse;max-width:100%}"
+            "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left;"
+            "vertical-align:top}"
+            ".num{white-space:nowrap}.sb-headline{font-size:1.15em;margin:8px 0}"
+            "details{margin:6px 0}summary{cursor:pointer;font-weight:bold}"
+            ".sb-scroll{overflow-x:auto;max-width:100%}")
+
+
 def html_page(title: str, body: str) -> str:
     """A standalone HTML page around ``body`` (already HTML) with a heading of ``title``: its one
-    style is inline and it loads no script, style or font, so it reads the same offline."""
+    style is inline (:data:`PAGE_CSS`: at most 1240 px of text, long words wrapped) and it loads
+    no script, style or font, so it reads the same offline."""
     name = html.escape(title)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{name}</title>"
-            f"<style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;border-bottom:1px solid "
-            f"#ddd;text-align:left}}</style></head><body><h1>{name}</h1>{body}</body></html>")
+            f"<meta name='viewport' content='width=device-width'>"
+            f"<style>{PAGE_CSS}</style></head><body><h1>{name}</h1>{body}</body></html>")
 
 
 class Rendered:
@@ -110,6 +121,17 @@ class Rendered:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         return {"text/plain": self.text(), "text/html": self.html()}
+
+
+LONG = 40  # a cell of more characters may break inside a word (a path, an argv): never wider
+
+
+def _td(value: object) -> str:
+    """A table cell; a long one (text over :data:`LONG` characters) wraps anywhere, so a path
+    or an argv never widens its table past the page, while short words stay whole."""
+    text = _cell(value)
+    long = not isinstance(value, Html) and value is not None and len(str(value)) > LONG
+    return f'<td style="overflow-wrap:anywhere">{text}</td>' if long else f"<td>{text}</td>"
 
 
 def _cell(value: object) -> str:

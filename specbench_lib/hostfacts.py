@@ -85,6 +85,18 @@ class HostLoad:
     def top_text(self) -> str:
         return ", ".join(map(str, self.top)) or "no single process stands out"
 
+    def client_core_taken(self) -> str | None:
+        """When the server and this sweep together kept more than this process's CPUs busy
+        (within a tenth of a core), the server ran on the measuring client's core too: the
+        cause a stalled read has then (None when they fit, or nothing was sampled)."""
+        if not self.available or not self.server_separated or not self.cpus:
+            return None
+        if self.server_cpu_cores + self.own_cpu_cores <= self.cpus - 0.1:
+            return None
+        return (f"the server used {self.server_cpu_cores:.2f} of the {self.cpus} CPUs and this "
+                f"sweep {self.own_cpu_cores:.2f}: the server ran on the client's core "
+                f"(engine.cpus keeps them apart)")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -14,6 +14,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cpuset import host_cpus
+
 _GPU_TIMEOUT_S = 5.0
 
 
@@ -60,10 +62,9 @@ class CpuTimes:
 
 
 def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity: a cpuset or ``taskset``), else all."""
-    with contextlib.suppress(AttributeError, OSError):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """The number of CPUs this process may run on (its affinity: a cpuset or ``taskset``, not
+    the measuring thread's while it is pinned: :mod:`.cpuset`), else all."""
+    return len(host_cpus())
 
 
 def listener_pids(port: int) -> set[int] | None:

@@ -1,15 +1,21 @@
 """Executing a phase notebook for ``specbench run``: papermill on a kernel that talks over
 Unix sockets (no TCP port, no transport warning) and that Ctrl-C interrupts as a notebook's
-interrupt button does, so the sweep stops cleanly and can be resumed."""
+interrupt button does, so the sweep stops cleanly and can be resumed. The sweep's progress
+lines, which the notebook shows as one updating output (:mod:`.livelog`), are echoed by the
+kernel into a file (``SPECBENCH_ECHO``) that this process prints as it grows."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+from .livelog import ECHO_ENV
 
 
 def execute(notebook: Path, output: Path, parameters: dict[str, Any],
@@ -21,16 +27,56 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any],
     failed: BaseException | None = None
     try:
         with tempfile.TemporaryDirectory(prefix="specbench-kernel-") as sockets:
-            papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
-                                       cwd=str(root), progress_bar=False, stdout_file=sys.stdout,
-                                       stderr_file=sys.stderr,  # the sweep's lines, as they come
-                                       kernel_manager_class=interrupting_kernel_manager(
-                                           Path(sockets)))
+            echo = Path(sockets) / "progress.log"
+            echo.touch()
+            with Echo(echo, sys.stdout):  # the sweep's lines, as they come
+                papermill.execute_notebook(str(notebook), str(output), parameters=parameters,
+                                           cwd=str(root), progress_bar=False,
+                                           stdout_file=sys.stdout, stderr_file=sys.stderr,
+                                           kernel_manager_class=interrupting_kernel_manager(
+                                               Path(sockets), echo))
     except KeyboardInterrupt as exc:  # before the kernel ran (or after): nothing to forward
         failed = exc
     except Exception as exc:  # reported below, with the notebook kept
         failed = exc
     return failed
+
+
+class Echo:
+    """Print what is appended to ``path`` to ``out`` as it comes (a thread polling it), and the
+    rest when the block ends."""
+
+    def __init__(self, path: Path, out: TextIO, poll_s: float = 0.2) -> None:
+        self.path, self.out, self.poll_s = path, out, poll_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="specbench-echo", daemon=True)
+        self._offset = 0
+
+    def __enter__(self) -> Echo:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._copy()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self._copy()
+
+    def _copy(self) -> None:
+        try:
+            with open(self.path, "rb") as found:
+                found.seek(self._offset)
+                data = found.read()
+        except OSError:
+            return
+        whole = data[:data.rfind(b"\n") + 1]  # whole lines only; the rest at the next look
+        if whole:
+            self._offset += len(whole)
+            self.out.write(whole.decode("utf-8", "replace"))
+            self.out.flush()
 
 
 class Interrupts:
@@ -39,7 +85,7 @@ class Interrupts:
     count = 0
 
 
-def interrupting_kernel_manager(sockets: Path) -> type:
+def interrupting_kernel_manager(sockets: Path, echo: Path | None = None) -> type:
     """The kernel manager of ``specbench run``: Ctrl-C interrupts the kernel, as a notebook's
     interrupt button does, so the sweep cancels its cell, stops the server, marks the run
     ``interrupted`` and releases its lock (nbclient's own handler would shut the kernel down
@@ -47,7 +93,8 @@ def interrupting_kernel_manager(sockets: Path) -> type:
 
     The kernel talks over Unix sockets in the private folder ``sockets`` (IPC transport), not
     TCP: nothing listens on a port, and the kernel has no reason to warn that TCP is not
-    encrypted (ipykernel's "[IPKernelApp] WARNING | Kernel is running over TCP ...")."""
+    encrypted (ipykernel's "[IPKernelApp] WARNING | Kernel is running over TCP ...").
+    With ``echo``, the kernel's environment names it in ``SPECBENCH_ECHO`` (:mod:`.livelog`)."""
     from jupyter_client import AsyncKernelManager
     from traitlets import default
 
@@ -61,6 +108,8 @@ def interrupting_kernel_manager(sockets: Path) -> type:
             return str(sockets / "kernel")
 
         async def start_kernel(self, **kw: Any) -> None:
+            if echo is not None:
+                kw["env"] = {**(kw.get("env") or os.environ), ECHO_ENV: str(echo)}
             await super().start_kernel(**kw)
             try:  # replaces nbclient's handler on the loop that runs the notebook
                 asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._on_sigint)

@@ -7,21 +7,29 @@ it starts, :mod:`.session`), keeping the notebook as last saved once the sweep h
 interrupted (:func:`~.notebook_link.keep_session_notebook`). :func:`keep_notebook` keeps
 papermill's executed notebook. The run directory itself is :mod:`.runs`' business; copying and
 rendering notebooks is :mod:`.notebook_link`'s.
+
+In a kernel the sweep's lines go to one output that updates as they come (:mod:`.livelog`);
+:func:`appendix`, the notebook's last output, shows that log and every cell's verdict collapsed.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
+from .display import Rendered
 from .errors import SpecbenchError, StoreError
+from .livelog import log_section, start_live_log
 from .notebook_link import keep, keep_session_notebook
 from .outcome import Outcome
 from .plan import Plan
 from .results import RunResult
 from .runs import RunDir, new_run_id
 from .sweep import run_sweep as _run_sweep
+from .tables import details
 
 
 def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = None,
@@ -36,14 +44,53 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     if run_id is None and resume is None:  # named here, so the run is known however it ends
         run_id = new_run_id(plan.params.phase)
     run_dir, before = _attempts_before(resume or run_id, outputs)
+    live = start_live_log() if options.get("progress", True) else None
+    failed: BaseException | None = None
     try:
-        result = _run_sweep(plan, run_id=run_id, resume=resume, outputs=outputs, **options)
+        with redirect_stdout(live or sys.stdout):
+            result = _run_sweep(plan, run_id=run_id, resume=resume, outputs=outputs, **options)
+    except BaseException as exc:
+        failed = exc
+        raise
     finally:
+        lines = live.finish(failed=failed) if live is not None else None
         if run_dir is not None:
             _keep_session(run_dir, before)
     if isinstance(result, RunResult) and run_dir is not None:
         result.manifest = run_dir.manifest()
+    if lines is not None and isinstance(result, RunResult):
+        vars(result)[LOG_ATTRIBUTE] = lines  # what appendix() shows
     return result
+
+
+LOG_ATTRIBUTE = "progress_log"  # a kernel's sweep result keeps its progress lines here
+
+
+class Appendix(Rendered):
+    """The end of a phase notebook, collapsed: the sweep's progress log and every cell's
+    verdict (the verdict table, in plan order, with each failure's reasons)."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.lines = vars(result).get(LOG_ATTRIBUTE)
+
+    def text(self) -> str:
+        log = "\n".join(self.lines or [])
+        verdicts = self.result.text() if isinstance(self.result, RunResult) else ""
+        return "\n\n".join(part for part in (log, verdicts) if part)
+
+    def html(self) -> str:
+        parts = [log_section(self.lines)]
+        if isinstance(self.result, RunResult):
+            counts = ", ".join(f"{k} {v}" for k, v in self.result.counts().items() if v)
+            parts.append(details(f"Every cell's verdict ({len(self.result.cells)} cells: "
+                                 f"{counts or 'none'})", self.result.html()))
+        return "".join(parts)
+
+
+def appendix(result: Any) -> Appendix:
+    """The notebook's last output: the progress log and the verdict table, collapsed."""
+    return Appendix(result)
 
 
 def _attempts_before(run_id: str | None, outputs: Path | None) -> tuple[RunDir | None, int]:

@@ -10,7 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from .display import Rendered
 from .results import RunResult
+
+
+class SavedFigures(list[Path], Rendered):
+    """The PNG paths :meth:`SweepResult.save_figures` wrote; a notebook shows one line naming
+    them relative to the run (``plots/<name>.png``, each with its SVG), never machine paths."""
+
+    def text(self) -> str:
+        names = ", ".join(p.stem for p in self)
+        return (f"{len(self)} figures saved in the run's plots/ as PNG and SVG: {names}"
+                if self else "no figure saved")
+
+    def html(self) -> str:
+        import html
+
+        return f"<p>{html.escape(self.text())}</p>"
 
 
 class Outcome(Protocol):
@@ -49,5 +65,6 @@ class SweepResult(RunResult):
         return save_figure(self.dir, fig, name)
 
     def save_figures(self, figures: dict[str, Any]) -> list[Path]:
-        """Save each figure of :meth:`figures` under ``plots/``; returns the PNG paths."""
-        return [self.save_figure(fig, name) for name, fig in figures.items()]
+        """Save each figure of :meth:`figures` under ``plots/``; returns the PNG paths (a
+        :class:`SavedFigures`, which a notebook shows as one line)."""
+        return SavedFigures(self.save_figure(fig, name) for name, fig in figures.items())

@@ -7,14 +7,22 @@ its figures are files beside it or embedded in it.
 from __future__ import annotations
 
 import datetime as dt
+import html
 from pathlib import Path
+from typing import Any
 
 from .attempts import attempt_labels
-from .display import html_page, html_table, html_text, image, join, link
-from .paths import outputs_dir
+from .display import Html, html_page, html_table, html_text, image, join, link
+from .durations import span
+from .errors import StoreError
+from .manifest import Manifest
+from .paths import outputs_dir, project_root
 from .runs import RunDir, list_runs
+from .tables import details, headline
 
 HIDE_INPUT_TAG = "hide-input"
+# the parameters cell and the values papermill injected: at the end of the page, collapsed
+PARAMETER_TAGS = ("parameters", "injected-parameters")
 
 
 # The lab template, less what it fetches from a CDN: require.js, MathJax, Mermaid and the widget
@@ -44,10 +52,14 @@ def render_html(notebook: Path) -> Path:
                             extra_loaders=[jinja2.DictLoader({"specbench.html.j2":
                                                               _OFFLINE_TEMPLATE})],
                             template_file="specbench.html.j2")
-    exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG}),
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG},
+                                                         remove_cell_tags=set(PARAMETER_TAGS)),
                                    enabled=True)
     nb = nbformat.read(notebook, as_version=4)
     nb.metadata.pop("widgets", None)
+    section = parameters_section(nb.cells)
+    if section:  # one HTML block in a markdown cell: the page's last cell, collapsed
+        nb.cells.append(nbformat.v4.new_markdown_cell(section))
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             data = output.get("data")
@@ -60,24 +72,45 @@ def render_html(notebook: Path) -> Path:
     return target
 
 
+def parameters_section(cells: list[Any]) -> str:
+    """The notebook's parameters (its defaults, then the values this run was given) as one
+    collapsed section, with this machine's folders written relative (``outputs/…``)."""
+    parts = []
+    for tag, title in zip(PARAMETER_TAGS, ("defaults", "this run's values"), strict=True):
+        for cell in cells:
+            if tag in cell.get("metadata", {}).get("tags", []):
+                source = relative_paths(cell.get("source", ""))
+                lines = html.escape(source).replace("\n", "&#10;")  # no blank line: one block
+                parts.append(f"<p>{title}</p><pre style='white-space:pre-wrap'>{lines}</pre>")
+    return str(details("The notebook's parameters", "".join(parts))) if parts else ""
+
+
+def relative_paths(text: str) -> str:
+    """``text`` with this machine's folders written as a reader's: the outputs folder as
+    ``outputs``, the project as ``.``."""
+    shown = text
+    for folder, name in ((outputs_dir().resolve(), "outputs"), (project_root(), ".")):
+        shown = shown.replace(f"{folder}/", f"{name}/").replace(str(folder), name)
+    return shown
+
+
 def build_index(root: Path | None = None) -> Path:
-    """Write ``outputs/index.html``: every run with its status, counts (numbers, 0 included),
-    commit and links, then the report's files (its pages first, each figure with a thumbnail)
-    and the ``specbench compare`` pages. Every address is relative: the folder can be shared."""
+    """Write ``outputs/index.html``: every run, newest first, with what tells runs apart (its
+    plan: cells planned, a one-budget filter, a time budget; its status and time taken), its
+    counts (numbers, 0 included), commit and links (the notebook's pages; the figures behind
+    a click), then the report's files (its pages first, each figure with a thumbnail) and the
+    ``specbench compare`` pages. Every address is relative: the folder can be shared; the
+    page fits a 1280 px window."""
     out = root or outputs_dir()
     rows = []
-    for run in reversed(list_runs(out)):
+    for run in reversed(run_summaries(out)):
         run_dir = RunDir(Path(run["path"]))
-        labels = attempt_labels(run_dir)  # which attempt a notebook shows, when there are several
         commit = f"{run['commit']}{' (dirty)' if run['dirty'] else ''}"
-        rows.append([run["run_id"], run["phase"], run["started"], run["status"],
-                     *_counts(run["counts"]), commit,
-                     join(link(str(p.relative_to(out)),
-                               f"{p.name}: {labels[p.name]}" if p.name in labels else p.name)
-                          for p in run_dir.shared_files())])
+        rows.append([run["run_id"], run["phase"], run["status"], run["plan"],
+                     run["elapsed"], *_counts(run["counts"]), commit, _files(run_dir, out)])
     stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    table = html_table(["run", "phase", "started", "status", "ok", "invalid", "crashed", "skipped",
-                        "commit", "files"], rows)
+    table = html_table(["run", "phase", "status", "plan", "took", "ok", "invalid", "crashed",
+                        "skipped", "commit", "files"], rows)
     shared = [("report", sorted((p for p in (out / "report").glob("*") if p.is_file()),
                                 key=lambda p: (p.suffix != ".html", p.name))),
               ("comparisons", sorted((out / "compare").glob("*.html")))]
@@ -87,12 +120,68 @@ def build_index(root: Path | None = None) -> Path:
           *([image(str(p.relative_to(out)), p.stem, width=240) if p.suffix == ".png" else None]
             if title == "report" else [])] for p in files])
         for title, files in shared if files)
-    page = html_page("specbench runs", html_text(f"{len(rows)} runs · written {stamp}") + table
-                     + extra)
+    lead = headline(f"{len(rows)} runs, newest first · written {stamp}")
+    page = html_page("specbench runs", lead + table + extra)
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     index.write_text(page)
     return index
+
+
+def run_summaries(root: Path | None = None) -> list[dict[str, Any]]:
+    """:func:`~.rundir.list_runs`, oldest first, each with ``plan`` (cells planned, the budget
+    filter of a one-budget run, a time budget: "24 cells", "8 cells · budget 16 only",
+    "≤ 120 cells in rounds · 7 m 30 s budget"), ``planned`` (cells) and ``elapsed`` ("9 m 38 s";
+    "running 2 m 10 s" while it runs; "?" when it recorded none)."""
+    found = []
+    for run in list_runs(root):
+        try:
+            manifest = RunDir(Path(run["path"])).read_manifest()
+        except StoreError:
+            manifest = Manifest()
+        planned = len(manifest.plan_fingerprints or {}) or None
+        time_budget = manifest.params.get("time_budget_s")
+        plan = "? cells" if planned is None else (
+            f"≤ {planned} cells in rounds" if time_budget else f"{planned} cells")
+        if manifest.budget is not None:
+            plan += f" · budget {manifest.budget} only"
+        if time_budget:
+            plan += f" · {span(float(time_budget))} budget"
+        found.append({**run, "planned": planned, "plan": plan,
+                      "elapsed": _elapsed(manifest, run["status"])})
+    return found
+
+
+def _elapsed(manifest: Manifest, status: str | None) -> str:
+    if manifest.elapsed_s is not None and status != "running":
+        return span(manifest.elapsed_s)
+    started = _when(manifest.started)
+    if status == "running" and started is not None:
+        return f"running {span((dt.datetime.now(dt.UTC) - started).total_seconds())}"
+    last = manifest.attempts[-1] if manifest.attempts else None
+    begun, ended = (_when(last.started), _when(last.ended)) if last else (None, None)
+    return span((ended - begun).total_seconds()) if begun and ended else "?"
+
+
+def _when(stamp: str | None) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(stamp) if stamp else None
+    except ValueError:
+        return None
+
+
+def _files(run_dir: RunDir, out: Path) -> Html:
+    """A run's pages and notebooks as links (each labelled with its attempt when there are
+    several), and its figures behind a click."""
+    labels = attempt_labels(run_dir)  # which attempt a notebook shows, when there are several
+    files = run_dir.shared_files()
+    pages = [link(str(p.relative_to(out)), f"{p.name}: {labels[p.name]}" if p.name in labels
+                  else p.name) for p in files if p.suffix != ".png"]
+    figures = [link(str(p.relative_to(out)), p.stem) for p in files if p.suffix == ".png"]
+    shown = join(pages)
+    if figures:
+        shown = Html(shown + details(f"{len(figures)} figures", join(figures)))
+    return shown
 
 
 def _counts(counts: dict[str, int] | None) -> list[int | str]:

@@ -31,7 +31,8 @@ class PlanPreview(Rendered):
         binary = Path(engine.binary) if engine.binary else default_llama_server()
         model = Path(engine.model) if engine.model else default_model()
         self.argv = {s.label: server_launch(adapter, s, engine, parallel=max(params.concurrency),
-                                            model=model, binary=binary).argv or
+                                            model=model, binary=binary,
+                                            local=params.placement.engine == "local").argv or
                      [f"(attached: {s.attach.url})" if s.attach else ""]
                      for s in plan.servers}
         reserve = {s.label: adapter.speculative_reserve(s) for s in plan.servers}

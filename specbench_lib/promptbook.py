@@ -94,6 +94,8 @@ class PromptBook:
         key = (*cell_key(cell), attempt)
         if key not in self._retries:
             assert self._corpora is not None
+            # this server's tokenizer: the first server's (its client) may be gone by now
+            self._corpora.tokenize = tokenize
             workload = self._workloads[cell.workload]
             n = params.requests_for(cell)
             try:

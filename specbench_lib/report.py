@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .comparison import Comparison, compare, latest_runs
+from .comparison import FAILURES, Comparison, compare, latest_runs
 from .display import (
     Rendered,
-    frame_table,
     html_page,
     html_table,
     html_text,
@@ -28,6 +27,7 @@ from .display import (
 from .latex import write_latex
 from .pages import HIDE_INPUT_TAG, build_index, render_html
 from .paths import outputs_dir
+from .tables import readable
 
 __all__ = ["HIDE_INPUT_TAG", "Comparison", "Written", "build_index", "compare", "latest_runs",
            "render_html", "write", "write_figures", "write_latex", "write_page", "write_summary"]
@@ -95,7 +95,7 @@ def write_page(comparison: Comparison, path: Path, figures: list[Path]) -> Path:
     body = (answers_html(comparison.runs) + comparison.html()
             + html_text("Failed and skipped cells", bold=True,
                         detail=f"{len(failures)} (never a value in a table or figure)")
-            + frame_table(failures)
+            + (readable(failures, FAILURES, what="cells") if len(failures) else "")
             + html_text("Figures", bold=True) + shown
             + html_text("Files", bold=True) + join(link(p.name, p.name) for p in files))
     path.write_text(html_page("specbench report", body))

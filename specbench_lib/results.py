@@ -18,6 +18,7 @@ from .errors import StoreError, ValidationFailed
 from .manifest import Manifest
 from .records import STATUSES, CellRecord
 from .runs import RunDir
+from .tables import plan_names, plan_sorted
 
 _COLOURS = {"ok": "#d8f3dc", "invalid": "#ffe5b4", "crashed": "#ffccd5", "skipped": "#e9ecef"}
 
@@ -155,7 +156,7 @@ class RunResult(Rendered):
                 "speedup_lo", "speedup_hi", "requests_n", "units_n", "interval_note", "repeats_n",
                 "repeats_failed", "unstable", "lossless_identical", "acceptance_length",
                 "ttft_mean_s"]
-        table = self._table[cols].sort_values([*PANEL, "config"])
+        table = plan_sorted(self._table[cols], plan_names(self.info.params), PANEL)
         return Summary(self._best, table, crossovers(self._table), self.slo_capacity())
 
     def require_valid(self) -> None:
@@ -187,7 +188,9 @@ class RunResult(Rendered):
 
     def html(self) -> str:
         head = html_text(self.text().splitlines()[0], bold=True)
-        frame = self._verdicts
+        frame = plan_sorted(self._verdicts, plan_names(self.info.params),
+                            ["workload", "context", "output_tokens", "concurrency", "load"],
+                            config_first=True)
         rows = [[r.config, r.workload, r.context, r.concurrency, r.verdict,
                  "" if r.output_tok_s is None or r.output_tok_s != r.output_tok_s
                  else f"{r.output_tok_s:.1f}", r.reasons] for r in frame.itertuples()]

@@ -41,7 +41,11 @@ class EngineParams(Strict):
     host: str = "127.0.0.1"
     port: int = Field(8090, ge=1024, le=65535)
     context: int = Field(4096, gt=0, description="total context (tokens), shared by the slots")
-    threads: int = Field(2, gt=0)
+    # auto: one thread per server CPU (every usable CPU when the server is not pinned)
+    threads: int | Literal["auto"] = "auto"
+    # the server's CPUs (cpuset.py): auto keeps the last CPU for the client on a CPU engine,
+    # a list pins the server there and the client to the rest, null pins nothing
+    cpus: Literal["auto"] | tuple[int, ...] | None = "auto"
     ready_timeout_s: float = Field(120.0, gt=0)
     # the whole of one control call (server info, tokenize, /metrics), however slowly it answers
     control_timeout_s: float = Field(30.0, gt=0)
@@ -70,6 +74,21 @@ class EngineParams(Strict):
         if kind not in KINDS:
             raise ValueError(f"unknown engine kind {kind!r}; known: {', '.join(KINDS)}")
         return kind
+
+    @field_validator("threads")
+    @classmethod
+    def _positive_threads(cls, threads: int | str) -> int | str:
+        if isinstance(threads, int) and threads < 1:
+            raise ValueError(f"must be a positive number of threads or 'auto', got {threads}")
+        return threads
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpu_list(cls, cpus: tuple[int, ...] | str | None) -> tuple[int, ...] | str | None:
+        if isinstance(cpus, tuple) and (not cpus or min(cpus) < 0 or len(set(cpus)) < len(cpus)):
+            raise ValueError(f"a list of distinct CPU numbers (0, 1, ...), 'auto' or null, "
+                             f"got {list(cpus)}")
+        return cpus
 
     @field_validator("api")
     @classmethod

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .attached import AttachedServer
+from .cpuset import pin_child
 from .errors import PreflightError, ServerError
 from .health import HEALTH_LIMIT_S, http_status
 from .hostsources import listener_pids
@@ -39,8 +40,9 @@ class ServerProcess(LogScan):
 
     def __init__(self, *, name: str, argv: list[str], base_url: str, health_path: str,
                  log_path: Path, signatures: tuple[re.Pattern[str], ...] = (),
-                 redact_names: tuple[str, ...] = ()) -> None:
+                 redact_names: tuple[str, ...] = (), cpus: tuple[int, ...] | None = None) -> None:
         self.name = name
+        self.cpus = cpus  # pinned to these CPUs, with all it starts (:mod:`.cpuset`)
         self.argv = argv
         self.base_url = base_url
         self.health_path = health_path
@@ -67,7 +69,7 @@ class ServerProcess(LogScan):
             self._proc = subprocess.Popen(
                 self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True, env=marked_env(self._mark),
-                preexec_fn=_die_with_parent if _PRCTL is not None else None)
+                preexec_fn=self._in_child if _PRCTL is not None or self.cpus else None)
         except OSError as exc:
             raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
                               log_path=self.log_path) from None
@@ -76,6 +78,11 @@ class ServerProcess(LogScan):
                              secrets=argv_secrets(self.argv, self.redact_names),
                              signatures=self.signatures)
         self._proc.stdout.close()
+
+    def _in_child(self) -> None:
+        """Between fork and exec (syscalls only): die with the sweep, run on ``cpus``."""
+        _die_with_parent()
+        pin_child(self.cpus)
 
     def _refresh_log(self) -> None:
         """The log holds what the server wrote so far (all of it, once the server is gone)."""
@@ -256,13 +263,14 @@ def _die_with_parent() -> None:
 
 def open_server(name: str, attach: AttachParams | None, launch: tuple[list[str], str, str],
                 log_path: Path, signatures: tuple[re.Pattern[str], ...],
-                redact_names: tuple[str, ...]) -> Server:
+                redact_names: tuple[str, ...], cpus: tuple[int, ...] | None = None) -> Server:
     """The process (or, with ``attach``, the running unit) of one server start from its
     ``launch`` (argv, base URL, health path); its log hides the argv's secrets (and the values
-    of ``redact_names``)."""
+    of ``redact_names``); a started server runs on ``cpus`` (None: any)."""
     argv, base_url, health_path = launch
     if attach is None:
         return ServerProcess(name=name, argv=argv, base_url=base_url, health_path=health_path,
-                             log_path=log_path, signatures=signatures, redact_names=redact_names)
+                             log_path=log_path, signatures=signatures, redact_names=redact_names,
+                             cpus=cpus)
     return AttachedServer(name=name, attach=attach, health_path=health_path, log_path=log_path,
                           signatures=signatures)

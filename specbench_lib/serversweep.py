@@ -19,6 +19,7 @@ import httpx
 
 from .analysis import analyse
 from .catalogue import host_side_only
+from .cpuset import CpuSplit, pinned
 from .dispatch import dispatch_cell, warm_client
 from .engines import Adapter, Isolation, Launch
 from .errors import EngineError, ServerError
@@ -153,10 +154,12 @@ class ServerSweep:
         (a crash, a server that failed or answers what its adapter cannot read), None if none."""
         params, server, launch = self.plan.params, self.server, self.launch
         log_path = self.run.dir.log_path(self.key)
+        cpus = launch.cpus or CpuSplit(None, None, "an attached server: nothing pinned")
         proc = open_server(server.label, server.attach,
                            (launch.argv, launch.base_url, launch.health_path), log_path,
-                           self.adapter.crash_signatures, params.redact)
+                           self.adapter.crash_signatures, params.redact, cpus=cpus.server)
         record = self.record
+        record["cpus"] = cpus.to_dict()
         record.update({"controlled": True, "argv": list(self.argv)} if server.attach is None
                       else {"controlled": False, "url": server.attach.url,
                             "unit": server.attach.unit})
@@ -172,8 +175,9 @@ class ServerSweep:
             record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
             self.progress.server(self.key, f"ready in {record['ready_s']} s")
             self.timing["start_s"] = round(time.perf_counter() - began, 4)
-            with httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s,
-                              headers=proc.headers) as client:
+            with pinned(cpus.client), httpx.Client(
+                    base_url=launch.base_url, timeout=params.request_timeout_s,
+                    headers=proc.headers) as client:
                 return self._cells(proc, client, cells, base)
         except (ServerError, EngineError) as exc:
             record["error"] = f"{type(exc).__name__}: {exc}"

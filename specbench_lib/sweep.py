@@ -105,8 +105,10 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
     ready = require(plan, outputs=outputs)
     identity = ready.identity or adapter.identity(ready.binary)
     model = file_identity(ready.model)
+    local = params.placement.engine == "local"
     launches = {s.label: server_launch(adapter, s, params.engine, parallel=max(params.concurrency),
-                                       model=ready.model, binary=ready.binary) for s in plan.servers}
+                                       model=ready.model, binary=ready.binary, local=local)
+                for s in plan.servers}
     components = Components(
         engine=identity.to_dict(), model=model["fingerprint"], code=measurement_code_hash(),
         request=adapter.generation_request([0], max_tokens=params.output_lengths[0])[1])

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .catalogue import DEFAULT_MAX_COALESCED_FIRST_FRACTION, C
-from .coalescing import coalesced
+from .coalescing import coalesced, late_firsts
 from .hostfacts import HostLoad
 from .metrics import rate_shortfall
 from .records import (
@@ -132,8 +132,9 @@ def judge_requests(records: list[RequestRecord], facts: CellFacts,
                            f"failed, max_failed_fraction {fraction:g} allows {allowed}"))
     lost = coalesced_reads([r for r in measured if r.index not in failed],
                            inputs.max_coalesced_fraction, inputs.max_coalesced_first_fraction)
-    if lost is not None:
-        cell.append(lost)
+    if lost is not None:  # a server that ran on the client's core is the cause it names
+        taken = facts.host.client_core_taken() if facts.host is not None else None
+        cell.append(Reason(C.coalesced_reads, f"{lost.detail}; {taken}") if taken else lost)
     if cell or warm_bad or len(failed) > allowed:
         return Verdict("invalid", (*counted, *cell), tuple(failed))
     return Verdict("ok", tuple(r.as_tolerated() for r in counted), tuple(failed))
@@ -167,27 +168,40 @@ def judge_rate(verdict: Verdict, records: list[RequestRecord],
 def coalesced_reads(records: list[RequestRecord], limit: float,
                     first_limit: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION) -> Reason | None:
     """``coalesced_reads`` when more than ``limit`` of the tokens, or ``first_limit`` of the
-    first tokens, of ``records`` were read together with a later event right after the client
-    stalled: they carry that event's time, so their ITL gaps read 0 and the gap before them (or
-    the TTFT) holds the stall."""
+    first tokens, of ``records`` carry a time the client host took: read together with a later
+    event right after the client stalled (their ITL gaps read 0, the gap before them or the
+    TTFT holds the stall), or, for first tokens, stamped in one batch the kernel handed over
+    late while the host starved the client (:func:`~.coalescing.late_firsts`)."""
     tokens = sum(len(r.token_times) for r in records)
     firsts = sum(1 for r in records if r.token_times)
-    decided = [coalesced(r) for r in records]  # from the stored reads and stalls (coalescing.py)
-    lost = sum(n for n, _ in decided)
-    lost_first = sum(1 for r, (_, first) in zip(records, decided, strict=True)
-                     if first and r.token_times)
-    if not tokens or (lost <= limit * tokens and lost_first <= first_limit * firsts):
+    decided = [coalesced(r)[0] for r in records]  # from the stored reads and stalls
+    late = late_firsts(records)
+    lost = sum(decided)
+    if not tokens or (lost <= limit * tokens and len(late) <= first_limit * firsts):
         return None
-    affected = sum(1 for n, first in decided if n or first)
+    affected = sum(1 for r, n in zip(records, decided, strict=True) if n or r.index in late)
     return Reason(C.coalesced_reads, (
-        f"{lost} of {tokens} measured tokens ({lost / tokens:.1%}) and {lost_first} of {firsts} "
-        f"first tokens ({lost_first / firsts:.1%}), in {affected} of {len(records)} requests, "
-        f"were read together with a later event right after the client stalled, so they carry "
-        f"its time, not their own (max_coalesced_fraction {limit:g}, "
+        f"{lost} of {tokens} measured tokens ({lost / tokens:.1%}) and {len(late)} of {firsts} "
+        f"first tokens ({len(late) / firsts:.1%}), in {affected} of {len(records)} requests, "
+        f"carry a time the client host took, not their own{_causes(late)} "
+        f"(max_coalesced_fraction {limit:g}, "
         f"max_coalesced_first_fraction {first_limit:g}: at this cell's size "
         f"{math.floor(limit * tokens) + 1} tokens or {math.floor(first_limit * firsts) + 1} "
         f"first tokens trip it); measure with fewer concurrent requests or on a "
         f"quieter client host"))
+
+
+def _causes(late: dict[int, str]) -> str:
+    """Which first tokens were late and why, for a reason's detail (the first 8 requests)."""
+    parts = []
+    for cause, why in (("coalesced", "read together with later events after a client stall"),
+                       ("batched", "stamped in one batch the kernel delivered late while the "
+                                   "host starved the client")):
+        named = sorted(i for i, c in late.items() if c == cause)
+        if named:
+            more = f" and {len(named) - 8} more" if len(named) > 8 else ""
+            parts.append(f"{len(named)} {why} (requests {', '.join(map(str, named[:8]))}{more})")
+    return f": first tokens {'; '.join(parts)}" if parts else ""
 
 
 def _problems(rec: RequestRecord, *, speculative: bool, prefix_cache: bool) -> list[Reason]:

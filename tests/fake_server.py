@@ -274,6 +274,8 @@ def main() -> None:
     print(f"fake llama server, mode {args.mode}, budget {args.budget}", flush=True)
     # the GPUs a placement gave it (tests/test_placement.py reads this line from its log)
     print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}", flush=True)
+    # the CPUs it may run on (tests/test_cpuset.py: engine.cpus pins the server)
+    print(f"cpus {sorted(os.sched_getaffinity(0))}", flush=True)
     if args.mode == "startup_crash":
         print(f"Capture cuda graph failed: {CUDA_ERROR}", file=sys.stderr, flush=True)
         sys.exit(1)

@@ -26,10 +26,11 @@ from specbench_lib.coalescing import coalesced
 from specbench_lib.deadline import resolve_timeouts
 from specbench_lib.engines.llamacpp import LlamaCppAdapter
 from specbench_lib.errors import ParamsError
+from specbench_lib.hostfacts import HostLoad
 from specbench_lib.http1 import Connection
 from specbench_lib.plan import load_plan
-from specbench_lib.records import CellDispatch, CellRecord, JudgeInputs, RequestRecord
-from specbench_lib.validate import coalesced_reads, judge_cell
+from specbench_lib.records import CellDispatch, CellFacts, CellRecord, JudgeInputs, RequestRecord
+from specbench_lib.validate import coalesced_reads, judge_cell, judge_requests
 
 INTERVAL, TOKENS, CONCURRENCY = 0.01, 64, 4
 
@@ -82,6 +83,11 @@ def test_a_client_stall_marks_the_queued_tokens_coalesced_and_the_cell_invalid()
     assert "fewer concurrent requests or on a quieter client host" in reason.detail
     # the threshold comes from the cell's judge inputs: a tolerant one lets it through
     assert judge_cell(result.records, server_alive=True, max_coalesced_fraction=0.5).ok
+    # a CPU engine not kept off the client's core (engine.cpus null) is named as the cause
+    spinning = HostLoad(cpus=2, window_s=5, server_cpu_cores=1.93, own_cpu_cores=0.12)
+    named = judge_requests(result.records, CellFacts(host=spinning),
+                           JudgeInputs(planned=CONCURRENCY)).reasons[0].detail
+    assert named.startswith(reason.detail) and "ran on the client's core" in named
 
 
 def test_a_stall_before_the_first_tokens_makes_the_ttft_coalesced(
@@ -195,11 +201,22 @@ def test_a_short_stall_against_long_gaps_is_not_counted() -> None:
                            tokens=8)
     assert any(b - a >= 0.025 for a, b in slow.stalls), slow.stalls
     assert all(lost_tokens(r) == 0 and not first_lost(r) for r in slow.records)
-    with BurstServer(interval=0.02) as server:
-        fast = run_blocked(server.url, block_at=0.05, block_s=0.03, requests=CONCURRENCY,
+    with BurstServer(interval=0.02) as server:  # 50 ms: two bursts or more queue in it
+        fast = run_blocked(server.url, block_at=0.05, block_s=0.05, requests=CONCURRENCY,
                            tokens=32)
     assert all(lost_tokens(r) >= 3 for r in fast.records), [
         lost_tokens(r) for r in fast.records]
+
+
+def test_one_burst_stamped_in_a_stall_and_read_after_it_is_not_counted() -> None:
+    """A read inside a stall that holds one burst carries that burst's own stamp (the kernel's
+    arrival time): read late, timed right. The rule before issue 24 counted its events."""
+    times = [0.02 * (i // 4 + 1) for i in range(16)]  # bursts of 4 events, 20 ms apart
+    rec = RequestRecord(0, False, 3, 16, status=200, start=0.0, end=times[-1],
+                        token_times=times, chunk_sizes=[1] * 16,
+                        multi_reads=[(0.045, 3, False)],  # the 40 ms burst, read at 45 ms
+                        stalls=[(0.035, 0.046)])
+    assert coalesced(rec) == (0, False)
 
 
 def test_a_stall_over_a_long_burst_counts_only_the_deliveries_it_could_hide() -> None:
@@ -207,16 +224,20 @@ def test_a_stall_over_a_long_burst_counts_only_the_deliveries_it_could_hide() ->
     a 32-token burst, in a request whose deliveries are single tokens 20 ms apart, can hide one
     delivery (one token), not the 31 burst events the server sent together."""
     times = [0.02 * (i + 1) for i in range(20)]
-    times += [times[-1] + 0.02 + 1e-6 * k for k in range(32)]  # the burst, in one read
-    read_at = times[-1]
+    stamp = times[-1] + 0.02
+    times += [stamp] * 32  # the burst, in one read: one stamp for its events
+    read_at = stamp + 1e-4
     rec = RequestRecord(0, False, 3, len(times), status=200, start=0.0, end=times[-1],
                         token_times=times, chunk_sizes=[1] * len(times),
                         multi_reads=[(read_at, 31, False)],
-                        stalls=[(read_at - 0.005, read_at)])  # the read came 5 ms into a stall
+                        stalls=[(stamp - 0.005, read_at)])  # stamped 5 ms into a stall
     assert coalesced(rec) == (1, False)
-    long_stall = replace(rec, stalls=[(read_at - 0.1, read_at)])  # five 20 ms deliveries fit
+    # a 100 ms stall since the previous delivery: five 20 ms deliveries fit in it
+    late = [*times[:20], *[times[19] + 0.1] * 32]
+    long_stall = replace(rec, token_times=late, multi_reads=[(late[-1] + 1e-4, 31, False)],
+                         stalls=[(times[19] - 0.001, late[-1] + 1e-4)])
     assert coalesced(long_stall) == (5, False)
     stored = RequestRecord.from_dict(long_stall.to_dict())  # decided on read, from the file
-    assert stored.multi_reads == [(read_at, 31, False)] and coalesced(stored) == (5, False)
+    assert stored.multi_reads == long_stall.multi_reads and coalesced(stored) == (5, False)
     old = replace(rec, multi_reads=None, stalls=None, coalesced_tokens=7)  # schema 2
     assert coalesced(old) == (7, False)

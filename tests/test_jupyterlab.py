@@ -312,7 +312,13 @@ def test_run_all_in_jupyterlab_shows_verdicts_and_figures_and_keeps_the_notebook
                 assert len(run_dirs) == 1, run_dirs
                 run = RunDir(run_dirs[0])
 
-                # what the page shows: the verdict table with both cells ok, and the figures
+                # what the page shows: the answer, the live progress output ended as one line,
+                # the verdict table (collapsed at the end: opened with a click) with both cells
+                # ok, and the figures
+                assert page.locator(".jp-OutputArea-output .sb-headline").count() == 1
+                ended = page.locator(".jp-OutputArea-output", has_text="the whole progress log")
+                assert ended.count() == 1
+                page.locator("summary", has_text="Every cell's verdict").click()
                 table = page.locator(".jp-OutputArea-output table", has_text="verdict").first
                 headers = table.locator("th").all_inner_texts()
                 assert "verdict" in headers and "output tok/s" in headers, headers

@@ -108,3 +108,19 @@ def test_a_rate_profile_whose_anchor_was_spoiled_still_measures_its_points(
     assert anchor.verdict.ok and len(anchor.facts.remeasured) == 1
     assert result.counts()["ok"] == 4, not_ok(result)  # c1, c2 and the profile's two points
     assert all(cells[f"auto__code__ctx16__c2__p{k}of2"].target_rate for k in (1, 2))
+
+
+def test_a_cell_spoiled_on_a_later_server_is_measured_again_with_that_servers_tokenizer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Isolation restart: each cell has its own server (and its own control client). The
+    retry's fresh prompts are tokenized by the server measuring them, not by the first one,
+    whose client is closed by then (this was a ``bad_answer``: 'the client has been closed')."""
+    stall = StallOnce(monkeypatch, suffix="__c2")
+    plan = sb.load_plan(params(tmp_path, "concurrency: [1, 2]\nengine: {isolation: restart}\n"
+                                         "cell_order: fixed\n"))
+    result = sb.run_sweep(plan, outputs=tmp_path / "d", progress=False)
+    assert stall.fired == 1
+    assert result.counts()["ok"] == 2, not_ok(result)
+    spoiled = next(c for c in result.cells if c.cell_id.endswith("__c2"))
+    assert len(spoiled.facts.remeasured) == 1
+    assert result.manifest["servers"]["auto"]["starts"] == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..cpuset import split
 from ..kinds import APIS, DEFAULT_KIND, KINDS
 
 if TYPE_CHECKING:
@@ -67,13 +68,18 @@ def get_adapter(engine: EngineParams | str) -> Adapter:
 
 
 def server_launch(adapter: Adapter, server: ServerConfig, engine: EngineParams, *, parallel: int,
-                  model: Path, binary: Path) -> Launch:
-    """The adapter's launch of a config; for an attached config, no argv and the attach URL."""
-    if server.attach is not None:
-        from .base import Launch
+                  model: Path, binary: Path, local: bool = True) -> Launch:
+    """The adapter's launch of a config, with the CPUs its server and the client run on
+    (``engine.cpus``, ``threads: auto``: :mod:`..cpuset`; ``local``: the server starts on this
+    host); for an attached config, no argv and the attach URL."""
+    from .base import Launch
 
+    if server.attach is not None:
         return Launch([], server.attach.url, adapter.health_path)
-    return adapter.launch(server, engine, parallel=parallel, model=model, binary=binary)
+    cpus = split(engine.cpus, cpu_engine=not adapter.needs_gpu, launched=True, local=local)
+    engine = engine.model_copy(update={"threads": cpus.threads(engine.threads)})
+    launch = adapter.launch(server, engine, parallel=parallel, model=model, binary=binary)
+    return Launch(launch.argv, launch.base_url, launch.health_path, cpus)
 
 
 __all__ = ["APIS", "DEFAULT_KIND", "KINDS", "Adapter", "BaseAdapter", "EngineIdentity",

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
+from ..cpuset import CpuSplit
+
 if TYPE_CHECKING:
     import httpx
 
@@ -30,6 +32,7 @@ class Launch:
     argv: list[str]
     base_url: str
     health_path: str
+    cpus: CpuSplit | None = None  # the server's and the client's CPUs (None: not pinned)
 
 
 @dataclass
