@@ -29,20 +29,27 @@ tokens they made late is decided on read (:mod:`.coalescing`), and the rule ``co
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import gc
+import hashlib
 import json
 import random
 import signal
+import socket
 import ssl
 import threading
 import time
+from collections import deque
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from .catalogue import C, http_status
+from .deadline import Deadline, resolve_timeouts
 from .engines import Adapter
+from .hostload import HostSampler
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
 from .records import CellDispatch, RequestRecord
 from .sections import RequestRateParams, TimeoutParams
@@ -50,6 +57,7 @@ from .stalls import StallWatch
 from .streamread import MAX_LINE, Stream
 
 T = TypeVar("T")
+_resolve_timeouts = resolve_timeouts  # the name tests and benchmarks know
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -104,21 +112,70 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
         seed: seeds the open-loop arrival times.
         headers: sent with every request (e.g. an attached server's bearer token).
     """
-    limits = _resolve_timeouts(timeouts, timeout_s)
+    limits = resolve_timeouts(timeouts, timeout_s)
     with _no_collector():
         return run_sync(_dispatch(adapter, base_url, prompts, warmup=warmup,
                                   concurrency=concurrency, max_tokens=max_tokens, limits=limits,
                                   rate=request_rate, seed=seed, headers=headers))
 
 
+def warm_client(base_url: str, *, host: bool = True) -> None:
+    """Do before a sweep's first measured cell what its measuring path would otherwise do for the
+    first time with requests in flight, as the warmup warms the server: look up ``base_url``'s
+    host (the lookup's codec and resolver libraries), run an event loop in its thread with the
+    stall watch, send one request over this module's wire to a loopback listener of its own
+    (kernel stamps, the chunked and stream readers), use the digest and JSON codecs and, with
+    ``host``, start and stop a host sampler (its first /proc read, ``nvidia-smi`` once). Nothing
+    here may fail a sweep: what cannot be warmed is left cold."""
+    url = urlsplit(base_url)
+    with contextlib.suppress(OSError, UnicodeError, ValueError):
+        socket.getaddrinfo(url.hostname or "127.0.0.1", url.port or 80, type=socket.SOCK_STREAM)
+    with contextlib.suppress(Exception):
+        run_sync(_warm_wire())
+    json.loads(_JSON.encode({"warm": [1]}))
+    hashlib.sha256(b"warm").hexdigest()
+    if host:
+        HostSampler(interval_s=60.0).start().stop()
+
+
+_WARM_REPLY = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\ne\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
+
+
+async def _warm_wire() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(_WARM_REPLY)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    conn = Connection(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    watch, stream = StallWatch(), Stream(lambda line: None)
+    rec = RequestRecord(0, True, 0, 1, multi_reads=[], stalls=[])
+    watch.start()
+    try:
+        async with asyncio.timeout(5.0):
+            resp = await conn.request("GET", "/")
+            async with contextlib.aclosing(resp.stream()) as pieces:
+                async for data, when in pieces:
+                    stream.take_read(rec, data.split(b"\n"), when, resp.read_at)
+    finally:
+        watch.stop()
+        conn.close()
+        server.close()
+        await server.wait_closed()
+
+
 @contextlib.contextmanager
 def _no_collector() -> Iterator[None]:
     """No garbage collection while a cell's requests are in flight: a full collection of the
     sweep's heap (tens of ms) would stall the event loop and coalesce the reads it delays. The
-    garbage is collected before the cell, the survivors frozen out of later passes, and
-    collection resumes after it."""
+    young garbage is collected before the cell, the survivors frozen out of later passes, and
+    collection resumes after it. Not a full collection: that cost each cell 7-20 ms of CPU on a
+    bare client's heap (more in a notebook's); the old generation's garbage waits for the
+    collector's own full passes, which run between cells."""
     enabled = gc.isenabled()
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
     gc.disable()
     try:
@@ -139,21 +196,13 @@ def arrival_offsets(n: int, rate: RequestRateParams, seed: int) -> list[float]:
     return offsets
 
 
-def _resolve_timeouts(timeouts: TimeoutParams | None, timeout_s: float | None) -> TimeoutParams:
-    if timeouts is not None:
-        return timeouts if timeouts.request_s is not None else timeouts.model_copy(
-            update={"request_s": timeout_s or 120.0})
-    if timeout_s is None:
-        return TimeoutParams(request_s=120.0)
-    return TimeoutParams(first_token_s=timeout_s, between_tokens_s=timeout_s, request_s=timeout_s)
-
-
 async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *, warmup: int,
                     concurrency: int, max_tokens: int, limits: TimeoutParams,
                     rate: RequestRateParams | None, seed: int,
                     headers: dict[str, str] | None = None) -> CellDispatch:
     records = [RequestRecord(i, i < warmup, len(p), max_tokens, multi_reads=[], stalls=[])
                for i, p in enumerate(prompts)]
+    bodies = [_encoded(adapter.generation_request(p, max_tokens=max_tokens)) for p in prompts]
     tls = ssl.create_default_context() if base_url.startswith("https:") else None
     conns = [Connection(base_url, headers=headers, connect_timeout_s=limits.connect_s,
                         keepalive_s=_KEEPALIVE_S, ssl_context=tls)
@@ -161,11 +210,8 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
     watch = StallWatch()
     try:
         await _open_connections(conns, limits.connect_s)
-        free: asyncio.Queue[Connection] = asyncio.Queue()
-        for conn in conns:
-            free.put_nowait(conn)
         t0 = time.perf_counter()
-        send = _Sender(adapter, free, prompts, max_tokens, t0, limits, watch)
+        send = _Sender(adapter, deque(conns), bodies, t0, limits, watch)
         watch.start()
         await _closed_loop(send, records[:warmup], concurrency)
         window_start = send.clock()
@@ -181,9 +227,18 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
             conn.close()
     stalls = tuple((a - t0, b - t0) for a, b in watch.stalls)
     for rec in records:  # the stalls a read of the request could have come right after
-        rec.stalls = [(a, b) for a, b in stalls if b > rec.start and a < rec.end]
+        rec.stalls = list(_overlapping(stalls, rec.start, rec.end))
     return CellDispatch(records, window_start, window_end, origin=t0,
                         target_rate=rate.per_s if rate is not None else None, stalls=stalls)
+
+
+def _overlapping(stalls: tuple[tuple[float, float], ...], start: float,
+                 end: float) -> tuple[tuple[float, float], ...]:
+    """The stalls (in time order, apart) with ``end > start`` and ``start < end``: a bisection,
+    not a pass over every stall of the cell for each request (a busy host has thousands)."""
+    first = bisect.bisect_right(stalls, start, key=lambda s: s[1])
+    last = bisect.bisect_left(stalls, end, lo=first, key=lambda s: s[0])
+    return stalls[first:last]
 
 
 _KEEPALIVE_S = 4.0  # idle connections are dropped before servers' own 5 s idle timeouts
@@ -201,40 +256,33 @@ async def _open_connections(conns: list[Connection], limit_s: float) -> None:
             await asyncio.gather(*(c.open() for c in conns), return_exceptions=True)
 
 
-class _RequestTimeout(Exception):
-    def __init__(self, which: str, seconds: float) -> None:
-        super().__init__(f"{which} limit of {seconds:g} s exceeded")
-
-
 @dataclass
 class _Sender:
     adapter: Adapter
-    conns: asyncio.Queue[Connection]  # free request slots, one connection each
-    prompts: list[list[int]]
-    max_tokens: int
+    conns: deque[Connection]  # free request slots, one connection each, used in turn
+    bodies: list[tuple[str, bytes]]  # each request's path and JSON body, encoded before the cell
     origin: float  # time.perf_counter() at the cell's time 0
     limits: TimeoutParams
     watch: StallWatch = field(default_factory=StallWatch)
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
 
     def clock(self) -> float:
         return time.perf_counter() - self.origin
 
     async def __call__(self, rec: RequestRecord) -> None:
-        conn = self.conns.get_nowait()  # never empty: at most one request per slot in flight
+        conn = self.conns.popleft()  # never empty: at most one request per slot in flight
         try:
             await _one_request(self, conn, rec)
         finally:
-            self.conns.put_nowait(conn)
+            self.conns.append(conn)
 
 
 async def _closed_loop(send: _Sender, records: list[RequestRecord], concurrency: int) -> None:
-    queue: asyncio.Queue[RequestRecord] = asyncio.Queue()
-    for rec in records:
-        queue.put_nowait(rec)
+    queue = iter(records)  # the workers share it: each takes the next record when it is free
 
     async def worker() -> None:
-        while not queue.empty():
-            await send(queue.get_nowait())
+        for rec in queue:
+            await send(rec)
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(records)) or 1)))
 
@@ -258,39 +306,21 @@ async def _open_loop(send: _Sender, records: list[RequestRecord], concurrency: i
     await asyncio.gather(*tasks)
 
 
-class _Deadline:
-    """The limit that applies now to a request (first token, between tokens or whole request).
-
-    One ``asyncio.timeout`` per request, moved after each network read: cheaper than a
-    ``wait_for`` task per read, which costs CPU at thousands of chunks a second.
-    """
-
-    def __init__(self, rec: RequestRecord, send: _Sender) -> None:
-        self.rec, self.send = rec, send
-        self.which, self.gap = "request", 0.0
-
-    def arm(self, timeout: asyncio.Timeout) -> None:
-        rec, limits = self.rec, self.send.limits
-        total = float(limits.request_s or 0.0)
-        if rec.token_times:
-            which, since, gap = "between_tokens", rec.token_times[-1], limits.between_tokens_s
-        else:
-            which, since, gap = "first_token", rec.start, limits.first_token_s
-        if rec.start + total < since + gap:
-            which, since, gap = "request", rec.start, total
-        self.which, self.gap = which, gap
-        timeout.reschedule(asyncio.get_running_loop().time() + since + gap - self.send.clock())
+def _encoded(request: tuple[str, dict[str, Any]]) -> tuple[str, bytes]:
+    """A request's path and JSON body, encoded before the cell (a prompt of thousands of tokens
+    costs 0.1 ms or more to encode: not while requests are in flight)."""
+    return request[0], _JSON.encode(request[1]).encode()
 
 
 _MAX_ERROR_BODY = 1024 * 1024  # of an error answer's body, read for its text
+_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per request
 
 
 async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> None:
     adapter, origin = send.adapter, send.origin
-    path, body = adapter.generation_request(send.prompts[rec.index], max_tokens=send.max_tokens)
-    payload = json.dumps(body, separators=(",", ":")).encode()
+    path, payload = send.bodies[rec.index]
     stream = Stream(adapter.stream_parser())
-    deadline = _Deadline(rec, send)
+    deadline = Deadline(rec, send.limits, send.clock, send.loop)
 
     def starting() -> None:
         rec.start = send.clock()  # queueing and connecting are not the server's time
@@ -298,33 +328,34 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
     rec.start = send.clock()
     resp: Response | None = None
     try:
-        async with asyncio.timeout(None) as timeout:
-            deadline.arm(timeout)
-            resp = await conn.request("POST", path, payload, on_send=starting)
-            rec.status = resp.status_code
-            if resp.status_code != 200:
-                text = (await _read_some(resp, _MAX_ERROR_BODY)).decode(errors="replace")
-                rec.error, rec.error_kind = text[:500], http_status(resp.status_code)
-                return
-            pending = b""
-            # closed here, not by the garbage collector: its end would close a later connection
-            async with contextlib.aclosing(resp.stream()) as pieces:
-                async for data, arrived in pieces:
-                    *lines, pending = (pending + data).split(b"\n")
-                    # arrived: when the bytes were received, before any parsing
-                    if stream.take_read(rec, lines, arrived - origin, resp.read_at - origin):
-                        return
-                    if stream.ended is not None:
-                        pending = b""  # the rest of the body is only read to its end
-                    elif len(pending) > MAX_LINE:
-                        rec.error, rec.error_kind = (f"a stream line over {MAX_LINE >> 20} MiB without "
-                                                     f"a line break: {pending[:200]!r}", C.error_in_stream)
-                        return
-                    deadline.arm(timeout)
-            stream.take_rest(rec, pending, send.clock())
-    except TimeoutError:
-        limit = _RequestTimeout(deadline.which, deadline.gap)
-        rec.error, rec.error_kind = f"{limit} after {len(rec.token_times)} tokens", C.timeout
+        deadline.arm()
+        resp = await conn.request("POST", path, payload, on_send=starting)
+        rec.status = resp.status_code
+        if resp.status_code != 200:
+            text = (await _read_some(resp, _MAX_ERROR_BODY)).decode(errors="replace")
+            rec.error, rec.error_kind = text[:500], http_status(resp.status_code)
+            return
+        pending = b""
+        # closed here, not by the garbage collector: its end would close a later connection
+        async with contextlib.aclosing(resp.stream()) as pieces:
+            async for data, arrived in pieces:
+                *lines, pending = (pending + data).split(b"\n")
+                # arrived: when the bytes were received, before any parsing
+                if stream.take_read(rec, lines, arrived - origin, resp.read_at - origin):
+                    return
+                if stream.ended is not None:
+                    pending = b""  # the rest of the body is only read to its end
+                elif len(pending) > MAX_LINE:
+                    rec.error, rec.error_kind = (f"a stream line over {MAX_LINE >> 20} MiB without "
+                                                 f"a line break: {pending[:200]!r}", C.error_in_stream)
+                    return
+                if not deadline.tokens and rec.token_times:
+                    deadline.first_token()
+        stream.take_rest(rec, pending, send.clock())
+    except asyncio.CancelledError:
+        if not deadline.expired():
+            raise
+        rec.error, rec.error_kind = deadline.message(), C.timeout
     except ConnectTimeout as exc:
         rec.error, rec.error_kind = str(exc), C.timeout
     except HTTPError as exc:
@@ -333,6 +364,7 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
         rec.error = f"{type(exc).__name__} while reading the answer: {exc}"[:500]
         rec.error_kind = C.connection_error
     finally:
+        deadline.cancel()
         rec.end = send.clock() if stream.ended is None else stream.ended
         rec.text_sha = stream.digest.hexdigest()[:16]
         if resp is None or not resp.complete:

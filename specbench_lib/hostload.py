@@ -39,6 +39,7 @@ from .hostsources import (
 )
 
 GPU_INTERVAL_S = 5.0  # nvidia-smi costs tens of ms of CPU: queried this often at most
+MAX_SHARE = 0.01  # of a core, the most the background samples may cost (the interval grows)
 TOP = 5  # other processes named in a load
 _LOOPBACK = ("localhost", "::1", "0.0.0.0")  # and 127.*
 
@@ -64,7 +65,8 @@ class HostSampler:
     Args:
         server: pids whose process groups (and sessions they lead) are the server's; None when
             the server is on this host but its processes are unknown.
-        interval_s: seconds between background reads of ``/proc``.
+        interval_s: seconds between background reads of ``/proc`` (longer where a read costs
+            more than :data:`MAX_SHARE` of a core over it: a host of thousands of processes).
         own: this sweep's pid (default: this process); its child processes are its own too.
         watch: the pids to read at each sample, instead of every pid (tests: a controlled set).
         root: the ``/proc`` to read.
@@ -130,14 +132,17 @@ class HostSampler:
 
     def _run(self) -> None:
         began = time.thread_time()
-        next_gpu = 0.0
+        next_gpu, wait = 0.0, self.interval_s
         while True:
             if self.nvidia_smi and self.clock() >= next_gpu:
                 self._query_gpu()
                 next_gpu = self.clock() + GPU_INTERVAL_S
-            if self._stop.wait(self.interval_s):
+            if self._stop.wait(wait):
                 break
+            cost = time.thread_time()
             self._sample()
+            # a host of many processes is sampled less often, not at more than MAX_SHARE of a core
+            wait = max(self.interval_s, (time.thread_time() - cost) / MAX_SHARE)
         self._cost_s += time.thread_time() - began  # its reads and queries; nvidia-smi's own apart
 
     def _uptime_ticks(self) -> float | None:
@@ -153,11 +158,17 @@ class HostSampler:
             return [int(e.name) for e in entries if e.name.isdigit()]
 
     def _read(self) -> list[ProcStat]:
-        found = []
+        """Each process's stat: one open, read and close each (no ``Path`` or buffered file,
+        which tripled a sample's cost)."""
+        found, root = [], f"{self.root}{os.sep}"
         for pid in self._pids():
             try:
-                with open(self.root / str(pid) / "stat", "rb") as fh:
-                    found.append(parse_stat(fh.read().decode("utf-8", "replace")))
+                fd = os.open(f"{root}{pid}{os.sep}stat", os.O_RDONLY)
+                try:
+                    raw = os.read(fd, 4096)  # a stat line is a few hundred bytes
+                finally:
+                    os.close(fd)
+                found.append(parse_stat(raw.decode("utf-8", "replace")))
             except (OSError, ValueError, IndexError):
                 continue  # gone between the listing and the read
         return found

@@ -194,9 +194,17 @@ class Response:
         wire = self.conn._open_wire()
         try:
             if self._chunked:
-                async for piece in _dechunk(wire):
-                    self.read_at = wire.read_at
-                    yield piece
+                body = _Dechunker()
+                while not body.done:
+                    data, when = await wire.read()
+                    if not data:
+                        if body.last:  # closed in the trailers: the body was all there
+                            break
+                        raise _cut_short(wire)
+                    payload = body.feed(data)
+                    if payload:
+                        self.read_at = wire.read_at
+                        yield payload, when
             elif self._length is not None:
                 left = self._length
                 while left > 0:
@@ -224,54 +232,67 @@ class Response:
         return b"".join([data async for data, _ in self.stream()])
 
 
-async def _dechunk(wire: _Pieces) -> AsyncIterator[tuple[bytes, float]]:
-    """Decode a chunked body: yields each read's payload with that read's arrival time."""
-    buf, when = b"", 0.0
-    data_left = crlf_left = 0  # of the current chunk: payload bytes, then its closing CRLF
-    while True:
+class _Dechunker:
+    """A chunked body's framing, fed as it is read: :meth:`feed` gives the payload each read
+    completes (a plain method, not a generator between the socket and the stream's reader)."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.data_left = self.crlf_left = 0  # of the current chunk: payload, then its CRLF
+        self.last = False  # the last chunk was read: only trailers (if any) are left
+        self.done = False  # and the empty line after them
+
+    def feed(self, data: bytes) -> bytes:
+        buf = self.buf + data if self.buf else data
+        if self.last:
+            self._trailers(buf)
+            return b""
         out = []
+        pos, n = 0, len(buf)  # read from pos on: the buffer is not sliced per chunk
+        data_left, crlf_left = self.data_left, self.crlf_left
         while True:
             if data_left:
-                take = buf[:data_left]
-                out.append(take)
-                buf, data_left = buf[len(take):], data_left - len(take)
-                if data_left:
+                stop = pos + data_left
+                out.append(buf[pos:stop])
+                if stop > n:
+                    pos, data_left = n, stop - n
                     break
+                pos, data_left = stop, 0
             if crlf_left:
-                if len(buf) < crlf_left:
+                if n - pos < crlf_left:
                     break
-                if buf[:crlf_left] != b"\r\n"[2 - crlf_left:]:
+                if buf[pos:pos + crlf_left] != b"\r\n"[2 - crlf_left:]:
                     raise HTTPError("RemoteProtocolError: a chunk longer than its size")
-                buf, crlf_left = buf[crlf_left:], 0
-            end = buf.find(b"\r\n", 0, _MAX_CHUNK_LINE + 2)
+                pos, crlf_left = pos + crlf_left, 0
+            end = buf.find(b"\r\n", pos, pos + _MAX_CHUNK_LINE + 2)
             if end < 0:
-                if len(buf) > _MAX_CHUNK_LINE:
+                if n - pos > _MAX_CHUNK_LINE:
                     raise HTTPError(f"RemoteProtocolError: chunk size line over {_MAX_CHUNK_LINE} "
-                                    f"bytes {buf[:40]!r}")
+                                    f"bytes {buf[pos:pos + 40]!r}")
                 break
-            digits = buf[:end].split(b";", 1)[0].strip()
+            digits = buf[pos:end]
             if not _HEX.fullmatch(digits):  # int(..., 16) would take "-1", "0x1" and "1_0"
-                raise HTTPError(f"RemoteProtocolError: bad chunk size {buf[:end][:40]!r}")
+                digits = digits.split(b";", 1)[0].strip()  # extensions, spaces
+                if not _HEX.fullmatch(digits):
+                    raise HTTPError(f"RemoteProtocolError: bad chunk size {buf[pos:end][:40]!r}")
             size = int(digits, 16)
-            buf = buf[end + 2:]
+            pos = end + 2
             if size == 0:  # the last chunk; trailers (if any) end with an empty line
-                if out:
-                    yield b"".join(out), when
-                while not buf.startswith(b"\r\n") and b"\r\n\r\n" not in buf:
-                    if len(buf) > _MAX_TRAILERS:
-                        raise HTTPError(f"RemoteProtocolError: trailers over {_MAX_TRAILERS} bytes")
-                    data, _ = await wire.read()
-                    if not data:
-                        return
-                    buf += data
-                return
+                self.last = True
+                self._trailers(buf[pos:])
+                break
             data_left, crlf_left = size, 2
-        if out and any(out):
-            yield b"".join(out), when
-        data, when = await wire.read()
-        if not data:
-            raise _cut_short(wire)
-        buf += data
+        if not self.last:
+            self.buf, self.data_left, self.crlf_left = buf[pos:], data_left, crlf_left
+        return b"".join(out)
+
+    def _trailers(self, buf: bytes) -> None:
+        if buf.startswith(b"\r\n") or b"\r\n\r\n" in buf:
+            self.done, self.buf = True, b""
+        elif len(buf) > _MAX_TRAILERS:
+            raise HTTPError(f"RemoteProtocolError: trailers over {_MAX_TRAILERS} bytes")
+        else:
+            self.buf = buf
 
 
 def _cut_short(wire: _Pieces) -> HTTPError:

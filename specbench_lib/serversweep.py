@@ -20,7 +20,7 @@ import httpx
 from .analysis import analyse
 from .catalogue import host_side_only
 from .cpuset import CpuSplit, pinned
-from .dispatch import dispatch_cell
+from .dispatch import dispatch_cell, warm_client
 from .engines import Adapter, Isolation, Launch
 from .errors import EngineError, ServerError
 from .hostload import HostSampler, server_pids
@@ -352,6 +352,7 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
     history starts with them: a cell must not send what the warmup sent (``seen_prompt``)."""
     params = plan.params
     history = _History()
+    warm_client(proc.base_url)  # the client's first-time work, before any measured request
     if not prompts:
         return {"requests": 0}, (), history
     dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],

@@ -34,23 +34,32 @@ class Stream:
     def take_read(self, rec: RequestRecord, lines: list[bytes], now: float,
                   read_at: float) -> bool:
         """Take one read's complete lines (received at ``now``, the read made at ``read_at``);
-        True when the request failed in them (its record says why)."""
-        events = []  # (tokens before, tokens) of each token event in this read
+        True when the request failed in them (its record says why).
+
+        A blank line (an event separator) never reaches the parser: every parser reads it as
+        nothing, and half a stream's lines are blank.
+        """
+        if self.ended is not None:
+            return False
+        times = rec.token_times
+        first = last = len(times)  # tokens before this read, before its last token event
+        events = 0  # the token events in this read
         for line in lines:
-            if self.ended is not None:
-                break
-            if self.sse_only and not rec.token_times:
+            if not line or line == b"\r":
+                continue
+            if self.sse_only and not times:
                 self.sse_only = _is_sse(line)
-            before = len(rec.token_times)
+            before = len(times)
             done = take_event(parse_line(self.parse, line), rec, self.digest, now)
-            if len(rec.token_times) > before:
-                events.append((before, len(rec.token_times) - before))
-            if done and rec.error_kind is not None:
-                return True
+            if len(times) > before:
+                events, last = events + 1, before
             if done:
+                if rec.error_kind is not None:
+                    return True
                 self.ended = now
-        if len(events) > 1 and rec.multi_reads is not None:  # one stamp for several events
-            rec.multi_reads.append((read_at, sum(n for _, n in events[:-1]), events[0][0] == 0))
+                break
+        if events > 1 and rec.multi_reads is not None:  # one stamp for several events
+            rec.multi_reads.append((read_at, last - first, first == 0))
         return False
 
     def take_rest(self, rec: RequestRecord, pending: bytes, now: float) -> None:
@@ -94,7 +103,8 @@ def take_event(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: 
         rec.token_times.extend([now] * event.n_tokens)
         rec.chunk_sizes.append(event.n_tokens)
         rec.output_ids.extend(event.token_ids)
-    digest.update(event.text.encode("utf-8", "surrogatepass"))  # JSON escapes lone surrogates
+    if event.text:
+        digest.update(event.text.encode("utf-8", "surrogatepass"))  # JSON escapes lone surrogates
     if event.final is not None:
         rec.final = event.final
     return event.done

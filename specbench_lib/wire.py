@@ -12,6 +12,7 @@ import struct
 import sys
 import time
 from collections import deque
+from typing import Any
 
 from .errors import TransportError
 
@@ -33,6 +34,7 @@ class _Pieces:
         self.error: Exception | None = None
         self.read_at = 0.0  # when the piece that :meth:`read` returned last was read
         self._waiter: asyncio.Future[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop reading it, where known
 
     def _add(self, data: bytes, when: float, read_at: float | None = None) -> None:
         self.pieces.append((data, when, when if read_at is None else read_at))
@@ -55,7 +57,7 @@ class _Pieces:
         while not self.pieces:
             if self.closed:
                 return b"", time.perf_counter()
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = (self.loop or asyncio.get_running_loop()).create_future()
             await self._waiter
         data, when, self.read_at = self.pieces.popleft()
         return data, when
@@ -74,13 +76,15 @@ class _KernelStampedWire(_Pieces):
     After each read it sets ``TCP_QUICKACK`` (where the platform has it): a server that leaves
     Nagle on (llama-server's HTTP library does) holds its first event until the response head is
     acknowledged, and on a kept-alive connection the kernel delays that ACK by 40 ms or more,
-    which every TTFT after a connection's first request then carried.
+    which every TTFT after a connection's first request then carried. Not after the read that
+    ends a chunked body: nothing is left for an ACK to release, the next request carries it, and
+    the setsockopt would cost a system call and a packet for each request.
     """
 
     def __init__(self, sock: socket.socket) -> None:
         super().__init__()
         self.sock = sock
-        self.loop = asyncio.get_running_loop()
+        self.loop: asyncio.AbstractEventLoop = asyncio.get_running_loop()
         if _SO_TIMESTAMPNS is None:
             raise HTTPError("kernel receive stamps need Linux on x86_64 or aarch64")
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
@@ -100,7 +104,9 @@ class _KernelStampedWire(_Pieces):
         if not data:
             self._stop(None)
             return
-        if _TCP_QUICKACK is not None:  # the kernel clears it again: set after every read
+        # the kernel clears it again: set after every read, but for the one that ends a chunked
+        # body (nothing follows that an ACK could release; the next request carries the ACK)
+        if _TCP_QUICKACK is not None and not (data.endswith(_BODY_END) or data == _BODY_END[2:]):
             try:
                 self.sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
             except OSError:
@@ -120,7 +126,12 @@ class _KernelStampedWire(_Pieces):
         self._end(exc)
 
     async def write(self, data: bytes) -> None:
-        await self.loop.sock_sendall(self.sock, data)
+        try:  # a request fits the socket's buffer: sent at once, no coroutine of the loop's
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        if sent < len(data):
+            await self.loop.sock_sendall(self.sock, data[sent:])
 
     def close(self) -> None:
         if self.sock.fileno() >= 0:
@@ -162,13 +173,26 @@ class _TransportWire(_Pieces, asyncio.Protocol):
 _SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64",
                                                                           "aarch64") else None
 _TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)  # Linux
+_BODY_END = b"\r\n0\r\n\r\n"  # a chunked body's last chunk after the one before it
+
+
+def _numeric(host: str, port: int) -> list[tuple[Any, ...]] | None:
+    """``host``'s address when it is one (``127.0.0.1``, ``::1``): no name to look up."""
+    try:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except (socket.gaierror, UnicodeError):
+        return None
 
 
 async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
-    """A connected non-blocking TCP socket (Nagle off), trying each address of ``host``."""
+    """A connected non-blocking TCP socket (Nagle off), trying each address of ``host``.
+
+    A numeric host is not looked up in the loop's thread pool (a cell's connections would start
+    its threads and queue a lookup each, for nothing).
+    """
     error: OSError = OSError(f"no address for {host}")
-    for family, kind, proto, _, address in await loop.getaddrinfo(host, port,
-                                                                   type=socket.SOCK_STREAM):
+    found = _numeric(host, port) or await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    for family, kind, proto, _, address in found:
         sock = socket.socket(family, kind, proto)
         try:
             sock.setblocking(False)

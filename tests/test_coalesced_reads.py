@@ -23,6 +23,7 @@ from reference_server import ReferenceServer
 from specbench_lib import dispatch
 from specbench_lib.analysis import judge
 from specbench_lib.coalescing import coalesced
+from specbench_lib.deadline import resolve_timeouts
 from specbench_lib.engines.llamacpp import LlamaCppAdapter
 from specbench_lib.errors import ParamsError
 from specbench_lib.hostfacts import HostLoad
@@ -44,7 +45,7 @@ def run_blocked(url: str, *, block_at: float | None, block_s: float, requests: i
             asyncio.get_running_loop().call_later(block_at, time.sleep, block_s)
         return await dispatch._dispatch(
             LlamaCppAdapter(), url, [[1, 2, 3]] * requests, warmup=0, concurrency=CONCURRENCY,
-            max_tokens=tokens, limits=dispatch._resolve_timeouts(None, 30.0), rate=None, seed=0)
+            max_tokens=tokens, limits=resolve_timeouts(None, 30.0), rate=None, seed=0)
 
     return asyncio.run(main())
 
