@@ -2,16 +2,17 @@
 
     .venv/bin/python benchmarks/client_stalls.py [--sweeps 10] [--designs shared,split]
 
-Each sweep is the embedded engine's smallest real plan (auto and ngram-b8, code, context 128,
-concurrency 1 and 2, 3 requests of 64 tokens a cell: 4 cells) at the default client-host
-thresholds and retries. Two designs, interleaved sweep by sweep (the order reversed every other
-sweep, so a drift of the host falls on both): ``shared`` is the old default (``engine.cpus:
-null``, ``threads: 2``: llama-server's threads on both cores, the client among them) and
-``split`` the new one (``cpus: auto``: the server on CPU 0 with one thread, the client on
-CPU 1). Per design: the client's stall per cell (the sum of its event-loop stalls over the
-cell's last attempt: median, p99, max), the longest single stall, the cells a client-host rule
-made invalid at a first attempt, the cells still invalid after the retries, and auto's decode
-rate (tok/s per request), with the machine's load. Results: benchmarks/results/client_stalls.json.
+Each sweep is the embedded engine's smallest real plan (params/embedded_small.yaml: auto and
+ngram-b8, code, context 128, concurrency 1 and 2, 3 requests of 64 tokens a cell: 4 cells) at
+the default client-host thresholds and retries. Two designs, interleaved sweep by sweep (the
+order reversed every other sweep, so a drift of the host falls on both): ``shared`` is the old
+default (``engine.cpus: null``, ``threads: 2``: llama-server's threads on both cores, the client
+among them) and ``split`` the new one (``cpus: auto``: the server on CPU 0 with one thread, the
+client on CPU 1). Per design: the client's stall per cell (the sum of its event-loop stalls over
+the cell's last attempt: median, p99, max), the longest single stall, the cells a client-host
+rule made invalid at a first attempt, the cells still invalid after the retries, and auto's
+decode rate (tok/s per request), with the machine's load. Results:
+benchmarks/results/client_stalls.json.
 """
 
 from __future__ import annotations
@@ -27,20 +28,9 @@ from _common import ROOT, load_note, quantile, table, write_results
 
 import specbench_lib as sb
 
-PLAN = """extends: {root}/params/embedded.yaml
+PLAN = """extends: {root}/params/embedded_small.yaml
 phase: stalls_{design}
 engine: {{port: 8194{engine}}}
-configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [8], options: {{n_match: 8, n_min: 8}}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [128]
-concurrency: [1, 2]
-output_tokens: 64
-requests_per_cell: 3
-requests_scale: fixed
-warmup_requests: 1
 seed: {seed}
 """
 DESIGNS = {"shared": ", cpus: null, threads: 2", "split": ""}

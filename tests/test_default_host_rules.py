@@ -13,20 +13,9 @@ from specbench_lib.catalogue import DEFAULT_MAX_COALESCED_FIRST_FRACTION, C
 ROOT = Path(__file__).resolve().parents[1]
 
 PARAMS = f"""# the defaults of every client-host rule: nothing here loosens them
-extends: {ROOT / "params" / "embedded.yaml"}
+extends: {ROOT / "params" / "embedded_small.yaml"}
 phase: defaults
 engine: {{port: 8193}}
-configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [8], options: {{n_match: 8, n_min: 8}}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [128]
-concurrency: [1, 2]
-output_tokens: 64
-requests_per_cell: 3
-requests_scale: fixed
-warmup_requests: 1
 """
 
 
