@@ -67,8 +67,11 @@ class PlanPreview(Rendered):
         frame["budget"] = frame["budget"].astype("Int64")
         return frame
 
-    def summary(self) -> Any:
-        return self.cells()
+    def summary(self) -> PlanPreview:
+        """What a dry run has to show: the exact argv per config and every planned cell with
+        the context guard's outcome (this preview itself; its tables: :meth:`servers`,
+        :meth:`cells`)."""
+        return self
 
     def require_valid(self) -> None:
         """Nothing was measured in a dry run, so there is nothing to validate."""
