@@ -7,11 +7,11 @@ auto and four budgets whose gains are the issue's speedups (b4 1.05, b8 1.35, b1
 b32 0.95), with prompt-to-prompt spread, per-step noise and drift between rounds. Each config's
 slice of a round costs a server start (``--start`` s) plus its cell's simulated window.
 
-- **adaptive**: :class:`specbench_lib.rounds.Contention` round by round (the sweep's own code:
+- **adaptive**: :class:`specbench_lib.analysis.rounds.Contention` round by round (the sweep's own code:
   looks at α / looks, Holm sets, elimination), a round started only when its predicted cost
-  fits what is left of ``--budget``; the answer from :func:`specbench_lib.answer.build_answer`.
+  fits what is left of ``--budget``; the answer from :func:`specbench_lib.analysis.answer.build_answer`.
 - **factorial**: as many whole rounds of every config as fit in the same budget, then one
-  confidence set at the plain α (:func:`specbench_lib.selection.select`).
+  confidence set at the plain α (:func:`specbench_lib.analysis.selection.select`).
 
 Prints: how often the decided best is the true best (of the decided sweeps; ≥ 95 % wanted), how
 often each design decides the true best and the ratio adaptive / factorial at equal wall time,
@@ -36,12 +36,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from simcells import ConfigTruth, Truth, simulate_panels, true_speedup  # noqa: E402
 
-from specbench_lib.answer import build_answer  # noqa: E402
-from specbench_lib.intervals import group_replicates, independent_units, ok_groups  # noqa: E402
-from specbench_lib.metrics import GROUP  # noqa: E402
-from specbench_lib.records import CellRecord  # noqa: E402
-from specbench_lib.rounds import Contention  # noqa: E402
-from specbench_lib.selection import select  # noqa: E402
+from specbench_lib.analysis.answer import build_answer  # noqa: E402
+from specbench_lib.analysis.intervals import group_replicates, independent_units, ok_groups  # noqa: E402
+from specbench_lib.analysis.metrics import GROUP  # noqa: E402
+from specbench_lib.analysis.rounds import Contention  # noqa: E402
+from specbench_lib.analysis.selection import select  # noqa: E402
+from specbench_lib.model.records import CellRecord  # noqa: E402
 
 SPEEDUPS = {4: 1.05, 8: 1.35, 16: 1.15, 32: 0.95}
 def truth_with(cell_sd: float) -> Truth:

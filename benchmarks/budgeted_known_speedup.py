@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from budgetparams import budget_params  # noqa: E402
 
 import specbench_lib as sb  # noqa: E402
-from specbench_lib.durations import parse_duration  # noqa: E402
+from specbench_lib.core.durations import parse_duration  # noqa: E402
 
 
 def main() -> int:

@@ -34,11 +34,11 @@ from typing import Any
 from _common import load_note, spread, table, write_results
 from sglang_refserver import RefServerProcess
 
-from specbench_lib.dispatch import dispatch_cell
-from specbench_lib.engines.sglang import SGLangAdapter
-from specbench_lib.hostload import HostSampler
-from specbench_lib.metrics import cell_metrics
-from specbench_lib.sections import RequestRateParams
+from specbench_lib.analysis.metrics import cell_metrics
+from specbench_lib.client.dispatch import dispatch_cell
+from specbench_lib.host.load import HostSampler
+from specbench_lib.model.sections import RequestRateParams
+from specbench_lib.servers.engines.sglang import SGLangAdapter
 
 TOKENS = 4
 CONCURRENCY = (1, 8, 32, 64)

@@ -7,7 +7,7 @@ independent units: honest, not a miss).
 
     .venv/bin/python benchmarks/interval_coverage.py [--sweeps 500] [--seed 1]
     .venv/bin/python benchmarks/interval_coverage.py --intervals OLD.py   # another version, e.g.
-        git show bbab476:specbench_lib/intervals.py > /tmp/old_intervals.py
+        git show bbab476:specbench_lib/analysis/intervals.py > /tmp/old_intervals.py
 
 Each sweep's table rows come from that version's ``add_intervals`` (as ``results_table`` calls
 it). Figures go to benchmarks/results/interval_coverage.json.
@@ -33,8 +33,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from simcells import Truth, simulate_panels, true_speedup, true_tok_s  # noqa: E402
 
-from specbench_lib import intervals  # noqa: E402
-from specbench_lib.metrics import GROUP, PANEL  # noqa: E402
+from specbench_lib.analysis import intervals  # noqa: E402
+from specbench_lib.analysis.metrics import GROUP, PANEL  # noqa: E402
 
 DESIGN = [(c, r, n) for c in (1, 2, 3) for r in (1, 3) for n in (3, 24)]
 
@@ -131,7 +131,7 @@ def main() -> None:
           f"{worst['repeats']} repeat(s), {worst['requests']} requests)" if worst else "")
     write_results(args.name, {"load": load_note(), "sweeps": args.sweeps, "seed": args.seed,
                               "intervals": str(Path(args.intervals).resolve())
-                              if args.intervals else "specbench_lib/intervals.py",
+                              if args.intervals else "specbench_lib/analysis/intervals.py",
                               "truth": repr(truth), "elapsed_s": elapsed, "rows": rows})
 
 

@@ -22,9 +22,9 @@ from reference_server import (  # noqa: E402
     expected_tpot_mean,
 )
 
-from specbench_lib.dispatch import dispatch_cell  # noqa: E402
-from specbench_lib.engines.llamacpp import LlamaCppAdapter  # noqa: E402
-from specbench_lib.metrics import cell_metrics  # noqa: E402
+from specbench_lib.analysis.metrics import cell_metrics  # noqa: E402
+from specbench_lib.client.dispatch import dispatch_cell  # noqa: E402
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter  # noqa: E402
 
 
 def measure(interval: float, chunk: int, concurrency: int, tokens: int, requests: int) -> dict:

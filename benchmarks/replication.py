@@ -28,8 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specbench_lib.outcome import SweepResult  # noqa: E402
-from specbench_lib.paths import outputs_dir  # noqa: E402
+from specbench_lib.core.paths import outputs_dir  # noqa: E402
+from specbench_lib.report.outcome import SweepResult  # noqa: E402
 
 PANEL = ["workload", "context", "output_tokens", "concurrency", "load"]
 

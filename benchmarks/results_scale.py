@@ -27,8 +27,8 @@ from typing import Any
 
 from _common import load_note, table, write_results
 
-from specbench_lib.params import CellSpec
-from specbench_lib.records import (
+from specbench_lib.model.params import CellSpec
+from specbench_lib.model.records import (
     SCHEMA_VERSION,
     CellRecord,
     FinalStats,
@@ -36,7 +36,7 @@ from specbench_lib.records import (
     RequestRecord,
     Verdict,
 )
-from specbench_lib.served import PromptRecord
+from specbench_lib.model.served import PromptRecord
 
 SERIES = (
     [("auto", "auto", None)] + [("ngram", "ngram", b) for b in (4, 8, 16, 32, 64)] + [("draft", "draft", 4)]
@@ -145,7 +145,7 @@ def measure(run: Path) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
     import specbench_lib as sb
-    from specbench_lib.outcome import SweepResult
+    from specbench_lib.report.outcome import SweepResult
 
     steps: list[dict[str, Any]] = [{"step": "python + imports", "seconds": 0.0, "maxrss_mb": _maxrss_mb()}]
 
@@ -171,7 +171,7 @@ def measure(run: Path) -> dict[str, Any]:
 
 
 def measure_tracemalloc(run: Path) -> dict[str, Any]:
-    from specbench_lib.outcome import SweepResult
+    from specbench_lib.report.outcome import SweepResult
 
     tracemalloc.start()
     began = time.perf_counter()

@@ -36,15 +36,12 @@ from _common import load_note, quantile, table, write_results
 from sglang_refserver import RefServerProcess, check_shared_clock
 from timing_fidelity import _hogs
 
-from specbench_lib.catalogue import (
-    DEFAULT_MAX_COALESCED_FIRST_FRACTION,
-    DEFAULT_MAX_COALESCED_FRACTION,
-)
-from specbench_lib.coalescing import coalesced, late_firsts
-from specbench_lib.dispatch import dispatch_cell
-from specbench_lib.engines.sglang import SGLangAdapter
-from specbench_lib.latency import deliveries
-from specbench_lib.records import RequestRecord
+from specbench_lib.analysis.coalescing import coalesced, late_firsts
+from specbench_lib.analysis.latency import deliveries
+from specbench_lib.client.dispatch import dispatch_cell
+from specbench_lib.model.catalogue import DEFAULT_MAX_COALESCED_FIRST_FRACTION, DEFAULT_MAX_COALESCED_FRACTION
+from specbench_lib.model.records import RequestRecord
+from specbench_lib.servers.engines.sglang import SGLangAdapter
 
 CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 MODES = {"instant": (0.0, 1), "paced": (0.005, 1), "together": (0.005, 2)}  # interval, together
@@ -87,7 +84,7 @@ def _before(rec: RequestRecord) -> tuple[int, bool]:
 def request_truth(rec: RequestRecord, entry: dict[str, Any], origin: float, floor: float,
                   decided: dict[int, str]) -> dict[str, Any]:
     """One request's truth from the send log, and what each rule decided (``decided``: the
-    library's first tokens late, by index, from :func:`~specbench_lib.coalescing.late_firsts`)."""
+    library's first tokens late, by index, from :func:`~specbench_lib.analysis.coalescing.late_firsts`)."""
     sizes, handed = entry["sizes"], entry["handed"]
     sends = [max(a, b) for a, b in zip(entry["sends"], handed, strict=True)]  # kernel took it
     stamp = origin + rec.token_times[0]

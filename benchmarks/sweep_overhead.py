@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/sweep_overhead.py [--full] [--params FILE] [--skip-papermill]
 
-Runs the embedded sweep (real llama-server, binary and model from specbench_lib.paths) on port
+Runs the embedded sweep (real llama-server, binary and model from specbench_lib.core.paths) on port
 8195 into a temporary outputs folder. By default a reduced plan derived from params/embedded.yaml
 (auto and ngram budget 8, one workload, context 256, concurrency 1 and 2, 64 output tokens, 3
 requests a cell: about a minute); ``--full`` runs params/embedded.yaml itself, ``--params`` any

@@ -41,11 +41,11 @@ from typing import Any
 from _common import err_pct, load_note, mean, quantile, spread, table, write_results
 from sglang_refserver import RefServerProcess, check_shared_clock
 
-from specbench_lib.coalescing import coalesced
-from specbench_lib.dispatch import CellDispatch, dispatch_cell
-from specbench_lib.engines.sglang import SGLangAdapter
-from specbench_lib.metrics import cell_metrics
-from specbench_lib.validate import judge_cell
+from specbench_lib.analysis.coalescing import coalesced
+from specbench_lib.analysis.metrics import cell_metrics
+from specbench_lib.analysis.validate import judge_cell
+from specbench_lib.client.dispatch import CellDispatch, dispatch_cell
+from specbench_lib.servers.engines.sglang import SGLangAdapter
 
 CONCURRENCY = (1, 8, 32, 64)
 

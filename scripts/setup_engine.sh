@@ -19,7 +19,7 @@ BUILD_INFO="$BIN.build.json"
 
 mkdir -p "$CACHE" "$MODEL_DIR"
 
-# What the binary was built from, beside it (specbench_lib/engines/identity.py reads it): the
+# What the binary was built from, beside it (specbench_lib/servers/engines/identity.py reads it): the
 # package, its version, the sdist's sha256, and llama.cpp's build number (the package's major).
 write_build_info() {  # $1: the sdist, or "" when it could not be had (no sha256 then)
   "$PYTHON" - "$1" "$BUILD_INFO" "$LLAMA_VERSION" <<'PY'

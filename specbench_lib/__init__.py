@@ -17,7 +17,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from .core.errors import (
     EngineError,
     ParamsError,
     PreflightError,
@@ -28,22 +28,23 @@ from .errors import (
     TransportError,
     ValidationFailed,
 )
-from .layering import load_params
-from .plan import Plan, build_plan, load_plan
-from .records import CellRecord, Reason, RequestRecord, Verdict
+from .model.layering import load_params
+from .model.plan import Plan, build_plan, load_plan
+from .model.records import CellRecord, Reason, RequestRecord, Verdict
 
 if TYPE_CHECKING:
-    from . import plots, report
-    from .answer import answer_of
+    from . import report
+    from .analysis.answer import answer_of
     from .notebook import appendix, keep_notebook, run_sweep
-    from .outcome import Outcome, SweepResult
+    from .report import plots
+    from .report.outcome import Outcome, SweepResult
 
 __version__ = "0.1.0"
 
-_LAZY = {"plots": (".plots", None), "report": (".report", None),
-         "Outcome": (".outcome", "Outcome"), "SweepResult": (".outcome", "SweepResult"),
+_LAZY = {"plots": (".report.plots", None), "report": (".report", None),
+         "Outcome": (".report.outcome", "Outcome"), "SweepResult": (".report.outcome", "SweepResult"),
          "run_sweep": (".notebook", "run_sweep"), "keep_notebook": (".notebook", "keep_notebook"),
-         "answer_of": (".answer", "answer_of"), "appendix": (".notebook", "appendix")}
+         "answer_of": (".analysis.answer", "answer_of"), "appendix": (".notebook", "appendix")}
 
 
 def __getattr__(name: str) -> Any:

@@ -12,15 +12,15 @@ from typing import Any
 
 import yaml
 
-from .attempts import keep_attempt
-from .durations import parse_duration
-from .errors import ParamsError, SpecbenchError
+from .core.durations import parse_duration
+from .core.errors import ParamsError, SpecbenchError
+from .core.paths import outputs_dir, project_root
+from .core.store import load_yaml
 from .kernelrun import Interrupts, execute
 from .lab import open_lab
-from .manifest import Manifest
-from .paths import outputs_dir, project_root
-from .runs import RunDir, check_run_id, make_folder, new_run_id, resumable_manifest
-from .store import load_yaml
+from .runs.attempts import keep_attempt
+from .runs.manifest import Manifest
+from .runs.run import RunDir, check_run_id, make_folder, new_run_id, resumable_manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +98,7 @@ def _parameters(notebook: Path, pairs: list[list[str]]) -> tuple[list[str], dict
     a name the notebook does not declare is refused with its closest match."""
     import papermill
 
-    from .nbparams import unknown_parameter
+    from .model.nbparams import unknown_parameter
 
     declared = list(papermill.inspect_notebook(str(notebook)))
     given: dict[str, Any] = {}
@@ -132,8 +132,8 @@ def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any])
 
 
 def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> int:
-    from .plan import load_plan
-    from .preview import PlanPreview
+    from .model.plan import load_plan
+    from .sweep.preview import PlanPreview
 
     params = _params_file(notebook, params_file, given)
     if params is None:
@@ -149,7 +149,7 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
                  params_file: str | None, resume: str | None) -> tuple[RunDir | None, Path] | int:
     """The run directory (None for the report notebook) and the executed notebook's path; an
     exit status when the run cannot go there. Sets ``resume``/``run_id``/``params_file``."""
-    from .layering import load_params
+    from .model.layering import load_params
 
     if resume:
         _require_declared("resume", "--resume", declared, notebook)
@@ -269,7 +269,7 @@ def _set_aside_unrecorded(run: RunDir, notebook: Path) -> Path:
 
 def _share(notebook: Path, *, quiet: bool = False) -> None:
     """Render the executed notebook to HTML and refresh outputs/index.html."""
-    from .pages import build_index, render_html
+    from .report.pages import build_index, render_html
 
     if notebook.is_file():
         html = render_html(notebook)
@@ -281,7 +281,7 @@ def _share(notebook: Path, *, quiet: bool = False) -> None:
 
 
 def _report(runs: list[str], *, merge: bool = False) -> int:
-    from .report import compare, write
+    from .report.export import compare, write
 
     comparison = compare(",".join(runs) or None, merge=merge, merge_hint="--merge")
     for path in write(comparison):  # unreadable runs: warned, skipped
@@ -290,9 +290,9 @@ def _report(runs: list[str], *, merge: bool = False) -> int:
 
 
 def _compare(run_a: str, run_b: str) -> int:
-    from .compare import RunComparison, write_comparison
-    from .errors import StoreError
-    from .results import RunResult
+    from .core.errors import StoreError
+    from .report.compare import RunComparison, write_comparison
+    from .runs.results import RunResult
 
     found = [RunDir.at(run_id) for run_id in (run_a, run_b)]
     missing = [run.run_id for run in found if not run.manifest_path.is_file()]
@@ -306,7 +306,7 @@ def _compare(run_a: str, run_b: str) -> int:
 
 
 def _runs() -> int:
-    from .pages import run_summaries
+    from .report.pages import run_summaries
 
     runs = run_summaries()
     if not runs:
@@ -331,8 +331,8 @@ def _runs() -> int:
 
 
 def _doctor(params_file: str) -> int:
-    from .plan import load_plan
-    from .preflight import doctor
+    from .model.plan import load_plan
+    from .sweep.preflight import doctor
 
     checks = doctor(load_plan(params_file))
     for check in checks:

@@ -1,7 +1,7 @@
 """Executing a phase notebook for ``specbench run``: papermill on a kernel that talks over
 Unix sockets (no TCP port, no transport warning) and that Ctrl-C interrupts as a notebook's
 interrupt button does, so the sweep stops cleanly and can be resumed. The sweep's progress
-lines, which the notebook shows as one updating output (:mod:`.livelog`), are echoed by the
+lines, which the notebook shows as one updating output (:mod:`~specbench_lib.livelog`), are echoed by the
 kernel into a file (``SPECBENCH_ECHO``) that this process prints as it grows."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def interrupting_kernel_manager(sockets: Path, echo: Path | None = None) -> type
     The kernel talks over Unix sockets in the private folder ``sockets`` (IPC transport), not
     TCP: nothing listens on a port, and the kernel has no reason to warn that TCP is not
     encrypted (ipykernel's "[IPKernelApp] WARNING | Kernel is running over TCP ...").
-    With ``echo``, the kernel's environment names it in ``SPECBENCH_ECHO`` (:mod:`.livelog`)."""
+    With ``echo``, the kernel's environment names it in ``SPECBENCH_ECHO`` (:mod:`~specbench_lib.livelog`)."""
     from jupyter_client import AsyncKernelManager
     from traitlets import default
 

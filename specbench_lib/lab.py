@@ -2,7 +2,7 @@
 outputs into the committed ``notebooks/``.
 
 The copy lives in ``outputs/lab/`` (git-ignored); a run from it records it as its notebook as a
-run from any JupyterLab notebook does (:mod:`.notebook_link`)."""
+run from any JupyterLab notebook does (:mod:`~specbench_lib.notebook_link`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .paths import outputs_dir
+from .core.paths import outputs_dir
 
 Launcher = Callable[[Sequence[str]], int]
 

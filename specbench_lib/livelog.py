@@ -1,6 +1,6 @@
 """A sweep's progress in a notebook: one output that updates while the sweep runs, kept whole.
 
-In a kernel, :func:`~.notebook.run_sweep` sends the sweep's lines (:mod:`.progress`: a line per
+In a kernel, :func:`~specbench_lib.notebook.run_sweep` sends the sweep's lines (:mod:`~.progress`: a line per
 server start and per finished cell, the run's first and last lines) to a :class:`LiveLog`
 instead of printing them: one display output (``display(..., display_id=True)``), updated as
 each line comes, shows the latest cell's line and the last few before it; when the sweep ends
@@ -9,7 +9,7 @@ last cell shows the whole log collapsed (:func:`log_section`). nbclient (papermi
 updates to the saved notebook, so its HTML holds one output where there were a hundred lines.
 
 A kernel's stdout reaches no terminal: ``specbench run`` names a file in ``SPECBENCH_ECHO``
-(:mod:`.kernelrun`) and prints what the sweep appends to it, so the terminal still shows every
+(:mod:`~specbench_lib.kernelrun`) and prints what the sweep appends to it, so the terminal still shows every
 line as it comes. Machine paths are shown relative (``outputs/runs/<id>``) in the notebook; the
 echoed lines are as printed.
 """
@@ -22,8 +22,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from .display import Rendered
-from .pages import relative_paths
+from .core.display import Rendered
+from .report.pages import relative_paths
 
 ECHO_ENV = "SPECBENCH_ECHO"
 TAIL = 8  # the lines shown under the latest one while the sweep runs

@@ -1,14 +1,14 @@
 """The notebook's front door: run the sweep, and keep the notebook that ran it in its run directory.
 
 A phase notebook calls ``sb.run_sweep(plan, ...)`` then ``sb.keep_notebook(result,
-PAPERMILL_OUTPUT_PATH)``. :func:`run_sweep` is :func:`.sweep.run_sweep` (same arguments) plus,
+PAPERMILL_OUTPUT_PATH)``. :func:`run_sweep` is :func:`~.sweep.run_sweep` (same arguments) plus,
 for a kernel that JupyterLab started for a notebook (the run records that notebook's path when
-it starts, :mod:`.session`), keeping the notebook as last saved once the sweep has ended or was
-interrupted (:func:`~.notebook_link.keep_session_notebook`). :func:`keep_notebook` keeps
-papermill's executed notebook. The run directory itself is :mod:`.runs`' business; copying and
-rendering notebooks is :mod:`.notebook_link`'s.
+it starts, :mod:`~.session`), keeping the notebook as last saved once the sweep has ended or was
+interrupted (:func:`~specbench_lib.notebook_link.keep_session_notebook`). :func:`keep_notebook` keeps
+papermill's executed notebook. The run directory itself is :mod:`~.runs`' business; copying and
+rendering notebooks is :mod:`~specbench_lib.notebook_link`'s.
 
-In a kernel the sweep's lines go to one output that updates as they come (:mod:`.livelog`);
+In a kernel the sweep's lines go to one output that updates as they come (:mod:`~specbench_lib.livelog`);
 :func:`appendix`, the notebook's last output, shows that log and every cell's verdict collapsed.
 """
 
@@ -20,22 +20,22 @@ from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
-from .display import Rendered
-from .errors import SpecbenchError, StoreError
+from .core.display import Rendered
+from .core.errors import SpecbenchError, StoreError
+from .core.tables import details
 from .livelog import log_section, start_live_log
+from .model.plan import Plan
 from .notebook_link import keep, keep_session_notebook
-from .outcome import Outcome
-from .plan import Plan
-from .results import RunResult
-from .runs import RunDir, new_run_id
-from .sweep import run_sweep as _run_sweep
-from .tables import details
+from .report.outcome import Outcome
+from .runs.results import RunResult
+from .runs.run import RunDir, new_run_id
+from .sweep.driver import run_sweep as _run_sweep
 
 
 def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = None,
               dry_run: bool = False, outputs: Path | None = None, **options: Any) -> Outcome:
     """Run the cells of ``plan`` in a run directory and return its result: see
-    :func:`.sweep.run_sweep` for the arguments. In a JupyterLab kernel the notebook that ran
+    :func:`~.sweep.run_sweep` for the arguments. In a JupyterLab kernel the notebook that ran
     the sweep is then copied into the run directory (as last saved), and refreshed while the
     kernel lives each time it is saved showing this run."""
     if dry_run:

@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .session import SESSION_ENV, session_notebook
+from .runs.session import SESSION_ENV, session_notebook
 
 if TYPE_CHECKING:
-    from .runs import RunDir
+    from .runs.run import RunDir
 
 __all__ = ["SAVED_STATE", "SESSION_ENV", "keep", "keep_session", "keep_session_notebook",
            "session_notebook"]
@@ -109,15 +109,15 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def _publish(target: Path) -> None:
-    from .pages import build_index, render_html
-    from .runs import RunDir
+    from .report.pages import build_index, render_html
+    from .runs.run import RunDir
 
     render_html(target)
     build_index(RunDir(target.parent).outputs_root)
 
 
 def _wait_and_copy(pid: int, source: Path, target: Path, limit_s: float = 7 * 24 * 3600) -> None:
-    from .runs import pid_alive
+    from .runs.run import pid_alive
 
     start = time.monotonic()
     while pid_alive(pid) and time.monotonic() - start < limit_s:
@@ -131,7 +131,7 @@ def _follow(pid: int, source: Path, target: Path, marker: str, *, poll_s: float 
             limit_s: float = 7 * 24 * 3600) -> None:
     """Refresh ``target`` from ``source`` while process ``pid`` lives (and once after): when the
     saved notebook changed and holds ``marker``; the first pass renders the copy as it is."""
-    from .runs import pid_alive
+    from .runs.run import pid_alive
 
     start = time.monotonic()
     seen: float | None = None

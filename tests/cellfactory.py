@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specbench_lib.analysis import analyse
-from specbench_lib.params import CellSpec
-from specbench_lib.records import (
+from specbench_lib.analysis.analyse import analyse
+from specbench_lib.model.params import CellSpec
+from specbench_lib.model.records import (
     CellFacts,
     CellRecord,
     FinalStats,
@@ -21,7 +21,7 @@ from specbench_lib.records import (
     RequestRecord,
     Verdict,
 )
-from specbench_lib.served import PromptRecord
+from specbench_lib.model.served import PromptRecord
 
 
 def request(index: int, *, tokens: int, last: float, outputs: list[int] | None = None,

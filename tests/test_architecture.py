@@ -45,18 +45,35 @@ def layers() -> list[str]:
 def test_the_layering_contracts_hold() -> None:
     done = lint(ROOT)
     assert done.returncode == 0, done.stdout[-3000:]
-    assert "Contracts: 2 kept, 0 broken." in done.stdout
+    assert "Contracts: 4 kept, 0 broken." in done.stdout
 
 
-def test_an_import_from_a_lower_layer_to_a_higher_one_breaks_the_contract(tmp_path: Path) -> None:
+def _broken_by(tmp_path: Path, module: str, line: str) -> str:
+    """lint-imports' output on a copy of the package where ``module`` gained a late import."""
     shutil.copytree(PKG, tmp_path / "specbench_lib", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(CONFIG, tmp_path / ".importlinter")
     assert lint(tmp_path).returncode == 0
-    records = tmp_path / "specbench_lib" / "records.py"
-    records.write_text(records.read_text() + "\n\ndef _late() -> None:\n    from . import sweep  # noqa\n")
+    path = tmp_path / "specbench_lib" / module
+    path.write_text(path.read_text() + f"\n\ndef _late() -> None:\n    {line}  # noqa\n")
     done = lint(tmp_path)
     assert done.returncode == 1
-    assert "specbench_lib.records is not allowed to import specbench_lib.sweep" in done.stdout
+    return done.stdout
+
+
+def test_an_import_from_a_lower_layer_to_a_higher_one_breaks_the_contract(tmp_path: Path) -> None:
+    out = _broken_by(tmp_path, "model/records.py", "from ..sweep import driver")
+    assert "specbench_lib.model is not allowed to import specbench_lib.sweep" in out
+
+
+def test_the_reading_side_importing_the_measuring_side_breaks_a_contract(tmp_path: Path) -> None:
+    out = _broken_by(tmp_path, "analysis/metrics.py", "from ..client import dispatch")
+    assert "specbench_lib.analysis is not allowed to import specbench_lib.client" in out
+    assert "The reading side (analysis, runs, report) never imports the measuring side BROKEN" in out
+
+
+def test_the_measuring_side_importing_the_reading_side_breaks_a_contract(tmp_path: Path) -> None:
+    out = _broken_by(tmp_path, "servers/health.py", "from ..runs import results")
+    assert "The measuring side (client, prompts, servers) never imports the reading side BROKEN" in out
 
 
 def test_a_module_no_layer_names_breaks_the_contract(tmp_path: Path) -> None:

@@ -13,14 +13,14 @@ import pytest
 from protocol_servers import _SGLangHandler, sglang_server
 
 import specbench_lib as sb
-from specbench_lib.attached import AttachedServer
-from specbench_lib.engines import get_adapter, server_launch
-from specbench_lib.errors import ParamsError, PreflightError
-from specbench_lib.fingerprint import Components, cell_fingerprints
-from specbench_lib.params import ConfigParams
-from specbench_lib.plan import build_plan
-from specbench_lib.preflight import check_attached
-from specbench_lib.sections import AttachParams
+from specbench_lib.core.errors import ParamsError, PreflightError
+from specbench_lib.model.fingerprint import Components, cell_fingerprints
+from specbench_lib.model.params import ConfigParams
+from specbench_lib.model.plan import build_plan
+from specbench_lib.model.sections import AttachParams
+from specbench_lib.servers.attached import AttachedServer
+from specbench_lib.servers.engines import get_adapter, server_launch
+from specbench_lib.sweep.preflight import check_attached
 
 SECRET = "sk-planted-7f3a9c1e5b"
 CUDA = "RuntimeError: CUDA error: an illegal instruction was encountered"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench_lib.attempts import attempt_labels, keep_attempt
-from specbench_lib.runs import RunDir
+from specbench_lib.runs.attempts import attempt_labels, keep_attempt
+from specbench_lib.runs.run import RunDir
 
 
 def run_with(tmp_path: Path, statuses: list[str], run_status: str, notebooks: list[str]) -> RunDir:

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from cellfactory import make_cell, spread_cell
 
-from specbench_lib.best import Summary, best_configs, crossovers
-from specbench_lib.errors import ParamsError
-from specbench_lib.intervals import group_replicates, interval, ok_groups
-from specbench_lib.metrics import GROUP, results_table
-from specbench_lib.selection import holm_excluded, select
+from specbench_lib.analysis.best import Summary, best_configs, crossovers
+from specbench_lib.analysis.intervals import group_replicates, interval, ok_groups
+from specbench_lib.analysis.metrics import GROUP, results_table
+from specbench_lib.analysis.selection import holm_excluded, select
+from specbench_lib.core.errors import ParamsError
 
 
 def rates(mean: float, n: int, seed: int, spread: float = 0.1) -> list[float]:

@@ -18,7 +18,9 @@ from hogs import child_hog, cpu_rate, other_hog
 from procs import pids_with
 
 import specbench_lib as sb
-from specbench_lib import hostfacts, hostload, preflight, serversweep
+from specbench_lib.host import load as hostload
+from specbench_lib.model import hostfacts
+from specbench_lib.sweep import preflight, serversweep
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")

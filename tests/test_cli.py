@@ -19,7 +19,7 @@ from fakeparams import FAKE, LENIENT_HOST, fake_engine
 from procs import pids_with
 
 from specbench_lib import cli, kernelrun
-from specbench_lib.runs import RunDir
+from specbench_lib.runs.run import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "params" / "embedded.yaml"

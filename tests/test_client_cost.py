@@ -5,7 +5,7 @@ assertion here. These tests keep what the cheaper path must still do: the limits
 lazy timer per request, a cancelled cell is not a timeout, blank stream lines never reach a
 parser, the stalls a request keeps are those it overlaps, a numeric host is not looked up in a
 thread pool, bodies are encoded before the cell, ``TCP_QUICKACK`` is set where it releases
-something, and after :func:`~specbench_lib.dispatch.warm_client` a cell's dispatch (its host
+something, and after :func:`~specbench_lib.client.dispatch.warm_client` a cell's dispatch (its host
 sampler included) imports no module.
 """
 
@@ -25,14 +25,14 @@ import pytest
 from fake_server import FakeLlamaServer
 from reference_server import ReferenceServer
 
-from specbench_lib import dispatch, wire
-from specbench_lib.deadline import resolve_timeouts
-from specbench_lib.engines.base import StreamEvent
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.records import RequestRecord
-from specbench_lib.sections import TimeoutParams
-from specbench_lib.streamread import Stream
-from specbench_lib.validate import judge_cell
+from specbench_lib.analysis.validate import judge_cell
+from specbench_lib.client import dispatch, wire
+from specbench_lib.client.deadline import resolve_timeouts
+from specbench_lib.client.streamread import Stream
+from specbench_lib.model.records import RequestRecord
+from specbench_lib.model.sections import TimeoutParams
+from specbench_lib.servers.engines.base import StreamEvent
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -182,10 +182,10 @@ _FIRST_USE = """
 import json, sys
 sys.path.insert(0, {tests!r})
 from reference_server import ReferenceServer
-import specbench_lib, specbench_lib.serversweep
-from specbench_lib.dispatch import dispatch_cell, warm_client
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.hostload import HostSampler
+import specbench_lib, specbench_lib.sweep.serversweep
+from specbench_lib.client.dispatch import dispatch_cell, warm_client
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
+from specbench_lib.host.load import HostSampler
 with ReferenceServer(interval=0.001, tokens_per_chunk=1) as server:
     if {warm}:
         warm_client(server.url)

@@ -20,17 +20,17 @@ from burst_server import BurstServer
 from cellfactory import make_cell
 from reference_server import ReferenceServer
 
-from specbench_lib import dispatch
-from specbench_lib.analysis import judge
-from specbench_lib.coalescing import coalesced
-from specbench_lib.deadline import resolve_timeouts
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.errors import ParamsError
-from specbench_lib.hostfacts import HostLoad
-from specbench_lib.http1 import Connection
-from specbench_lib.plan import load_plan
-from specbench_lib.records import CellDispatch, CellFacts, CellRecord, JudgeInputs, RequestRecord
-from specbench_lib.validate import coalesced_reads, judge_cell, judge_requests
+from specbench_lib.analysis.analyse import judge
+from specbench_lib.analysis.coalescing import coalesced
+from specbench_lib.analysis.validate import coalesced_reads, judge_cell, judge_requests
+from specbench_lib.client import dispatch
+from specbench_lib.client.deadline import resolve_timeouts
+from specbench_lib.client.http1 import Connection
+from specbench_lib.core.errors import ParamsError
+from specbench_lib.model.hostfacts import HostLoad
+from specbench_lib.model.plan import load_plan
+from specbench_lib.model.records import CellDispatch, CellFacts, CellRecord, JudgeInputs, RequestRecord
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 
 INTERVAL, TOKENS, CONCURRENCY = 0.01, 64, 4
 

@@ -13,8 +13,8 @@ import pytest
 from cellfactory import make_cell, spread_cell
 
 from specbench_lib import SweepResult
-from specbench_lib.compare import RunComparison, write_comparison
-from specbench_lib.runs import RunDir
+from specbench_lib.report.compare import RunComparison, write_comparison
+from specbench_lib.runs.run import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,7 +104,7 @@ def test_the_cli_prints_the_comparison_and_writes_its_page(tmp_path: Path) -> No
 
 
 def test_the_index_links_the_comparison_pages(tmp_path: Path) -> None:
-    from specbench_lib.report import build_index
+    from specbench_lib.report.export import build_index
 
     cells = [spread_cell("auto", "auto", None, [40.0, 50.0, 60.0])]
     comparison = RunComparison(SweepResult(write_run(tmp_path, "a", "b1", cells)),

@@ -10,10 +10,10 @@ import pytest
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 
 import specbench_lib as sb
-from specbench_lib.cpuset import host_cpus, pinned, split
-from specbench_lib.errors import ParamsError
-from specbench_lib.hostsources import usable_cpus
-from specbench_lib.sections import EngineParams
+from specbench_lib.core.errors import ParamsError
+from specbench_lib.host.cpuset import host_cpus, pinned, split
+from specbench_lib.host.sources import usable_cpus
+from specbench_lib.model.sections import EngineParams
 
 PORT = 8371
 TWO = pytest.mark.skipif(len(host_cpus()) < 2, reason="needs two usable CPUs")
@@ -99,7 +99,7 @@ warmup_requests: 1
 
 
 def test_a_server_that_took_the_clients_core_is_named_as_such() -> None:
-    from specbench_lib.hostfacts import HostLoad
+    from specbench_lib.model.hostfacts import HostLoad
 
     spinning = HostLoad(cpus=2, window_s=5, server_cpu_cores=1.93, own_cpu_cores=0.12)
     assert "ran on the client's core" in (spinning.client_core_taken() or "")

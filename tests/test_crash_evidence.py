@@ -19,9 +19,9 @@ import pytest
 from fakeparams import FAKE, fake_engine
 
 import specbench_lib as sb
-from specbench_lib.health import http_status
-from specbench_lib.hostsources import listener_pids
-from specbench_lib.server import ServerProcess, port_lease
+from specbench_lib.host.sources import listener_pids
+from specbench_lib.servers.health import http_status
+from specbench_lib.servers.process import ServerProcess, port_lease
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 8198
@@ -101,7 +101,7 @@ def test_the_most_specific_log_line_is_quoted(tmp_path: Path) -> None:
     log.write_text("# argv: x\nready\n[TP0] Scheduler hit an exception: Traceback (most recent "
                    "call last):\n  File x\nRuntimeError: CUDA error: an illegal memory access was "
                    "encountered\nSIGQUIT received\n")
-    from specbench_lib.engines import get_adapter
+    from specbench_lib.servers.engines import get_adapter
 
     proc = ServerProcess(name="s", argv=["true"], base_url="http://127.0.0.1:1",
                          health_path="/health", log_path=log,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import specbench_lib as sb
-from specbench_lib.catalogue import DEFAULT_MAX_COALESCED_FIRST_FRACTION, C
+from specbench_lib.model.catalogue import DEFAULT_MAX_COALESCED_FIRST_FRACTION, C
 
 ROOT = Path(__file__).resolve().parents[1]
 

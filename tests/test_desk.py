@@ -16,13 +16,13 @@ import pytest
 from cellfactory import make_cell, spread_cell
 
 from specbench_lib import SweepResult, cli
-from specbench_lib.compare import RunComparison
+from specbench_lib.core.tables import RESULTS, config_rank, interval_text, plan_sorted, readable
 from specbench_lib.kernelrun import Echo
 from specbench_lib.livelog import LiveLog, log_section
 from specbench_lib.notebook import LOG_ATTRIBUTE, appendix
-from specbench_lib.pages import relative_paths, run_summaries
-from specbench_lib.runs import RunDir
-from specbench_lib.tables import RESULTS, config_rank, interval_text, plan_sorted, readable
+from specbench_lib.report.compare import RunComparison
+from specbench_lib.report.pages import relative_paths, run_summaries
+from specbench_lib.runs.run import RunDir
 
 PLAN = {"configs": [{"name": "auto"}, {"name": "ngram"}, {"name": "draft"}]}
 

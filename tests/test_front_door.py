@@ -15,10 +15,10 @@ import pytest
 
 import specbench_lib as sb
 from specbench_lib import cli, notebook_link
-from specbench_lib.display import Html, Rendered, html_table, link
-from specbench_lib.preflight import Preflight, doctor, require
-from specbench_lib.preview import PlanPreview
-from specbench_lib.provenance import file_identity
+from specbench_lib.core.display import Html, Rendered, html_table, link
+from specbench_lib.runs.provenance import file_identity
+from specbench_lib.sweep.preflight import Preflight, doctor, require
+from specbench_lib.sweep.preview import PlanPreview
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "tiny.yaml"
@@ -299,7 +299,7 @@ class _Run:
 
 
 def test_comparison_is_a_value_and_its_writers_are_functions(tmp_path: Path, outputs: Path) -> None:
-    from specbench_lib.report import Comparison, write
+    from specbench_lib.report.export import Comparison, write
 
     base = {"workload": "code", "context": 128, "output_tokens": 64, "concurrency": 1, "load": "",
             "series": "ngram", "target_rate_rps": None, "e2e_p50_s": 1.0, "speedup_lo": None,

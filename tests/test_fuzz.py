@@ -1,13 +1,13 @@
 """Property-based fuzzing (Hypothesis): whatever bytes a server sends, only specbench's documented
 errors or stream events come out, never another exception.
 
-- :mod:`specbench_lib.http1` reads random and mutated response heads, chunk framing and bodies
+- :mod:`specbench_lib.client.http1` reads random and mutated response heads, chunk framing and bodies
   from a real socket server on 127.0.0.1 that writes the fuzzed bytes in random pieces: the
-  result is a response or a :class:`~specbench_lib.errors.TransportError`; a well-framed chunked
+  result is a response or a :class:`~specbench_lib.core.errors.TransportError`; a well-framed chunked
   body split anywhere is decoded exactly.
 - every adapter's ``stream_parser()`` reads random and mutated SSE lines and JSON objects
   (sequences of them, one parser per stream): each line gives None or a well-typed StreamEvent.
-- :func:`~specbench_lib.dispatch.dispatch_cell` end to end: mutated streams of each engine,
+- :func:`~specbench_lib.client.dispatch.dispatch_cell` end to end: mutated streams of each engine,
   framed as chunked, Content-Length or read-until-close bodies: every request gets a record
   whose outcome is a documented reason or a valid final.
 
@@ -31,17 +31,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specbench_lib.catalogue import CODES
-from specbench_lib.dispatch import dispatch_cell
-from specbench_lib.engines import BaseAdapter, StreamEvent
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.engines.sglang import SGLangAdapter
-from specbench_lib.engines.vllm import VllmAdapter
-from specbench_lib.errors import TransportError
-from specbench_lib.http1 import Connection
-from specbench_lib.records import FinalStats, RequestRecord
-from specbench_lib.streamread import parse_line
-from specbench_lib.validate import request_problems
+from specbench_lib.analysis.validate import request_problems
+from specbench_lib.client.dispatch import dispatch_cell
+from specbench_lib.client.http1 import Connection
+from specbench_lib.client.streamread import parse_line
+from specbench_lib.core.errors import TransportError
+from specbench_lib.model.catalogue import CODES
+from specbench_lib.model.records import FinalStats, RequestRecord
+from specbench_lib.servers.engines import BaseAdapter, StreamEvent
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
+from specbench_lib.servers.engines.sglang import SGLangAdapter
+from specbench_lib.servers.engines.vllm import VllmAdapter
 
 ADAPTERS = [LlamaCppAdapter(), SGLangAdapter(), VllmAdapter()]
 IDS = [a.name for a in ADAPTERS]

@@ -25,11 +25,13 @@ from test_fuzz import FUZZ
 from test_record_integrity import dead_pid, recorded_run, small_plan
 
 import specbench_lib as sb
-from specbench_lib import cli, report, serverlog
-from specbench_lib.hostfacts import HostLoad, HostProcess
-from specbench_lib.records import CellFacts
-from specbench_lib.runs import Run, RunDir, list_runs
-from specbench_lib.server import ServerProcess
+from specbench_lib import cli
+from specbench_lib.model.hostfacts import HostLoad, HostProcess
+from specbench_lib.model.records import CellFacts
+from specbench_lib.report import export as report
+from specbench_lib.runs.run import Run, RunDir, list_runs
+from specbench_lib.servers import log as serverlog
+from specbench_lib.servers.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "params" / "embedded.yaml"
@@ -127,7 +129,7 @@ def _take_over(base: Path, barrier: Any, results: Any) -> None:
 
 def test_a_hundred_racing_takeovers_of_a_stale_lock_have_one_winner(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("specbench_lib.runlock.LOCK_WAIT_S", 0.0)  # a loser gives up at once
+    monkeypatch.setattr("specbench_lib.runs.lock.LOCK_WAIT_S", 0.0)  # a loser gives up at once
     for trial in range(TRIALS):
         stale_run(tmp_path / f"t{trial}")
     ctx = multiprocessing.get_context("fork")  # the racers inherit LOCK_WAIT_S
@@ -148,8 +150,8 @@ def test_a_hundred_racing_takeovers_of_a_stale_lock_have_one_winner(
 def test_racing_processes_have_one_winner_and_a_killed_winner_frees_the_lock(
         tmp_path: Path) -> None:
     run = stale_run(tmp_path)
-    script = ("import sys, time\nfrom pathlib import Path\nfrom specbench_lib.runs import RunDir\n"
-              "from specbench_lib.errors import StoreError\n"
+    script = ("import sys, time\nfrom pathlib import Path\nfrom specbench_lib.runs.run import RunDir\n"
+              "from specbench_lib.core.errors import StoreError\n"
               "while not Path(sys.argv[2]).exists(): time.sleep(0.001)\n"
               "try:\n    RunDir.open('r1', root=Path(sys.argv[1]))\nexcept StoreError:\n"
               "    print('refused', flush=True); sys.exit(3)\n"
@@ -408,7 +410,7 @@ def test_a_plan_of_too_many_cells_is_refused_before_it_is_built(tmp_path: Path) 
     "request_rate: {per_s: [1.0, 2.0]}\nconcurrency: [1, 2]",
     "request_rate: {profile: 3}\nconcurrency: [1, 4]\nrepeats: 2"])
 def test_the_cell_count_is_the_plans(tmp_path: Path, extra: str) -> None:
-    from specbench_lib.plan import _cell_count
+    from specbench_lib.model.plan import _cell_count
 
     path = tmp_path / "p.yaml"
     path.write_text(f"extends: {EMBEDDED}\n{extra}\n")
@@ -450,7 +452,7 @@ def test_unwritable_outputs_stop_the_library_before_anything(
     with pytest.raises(sb.StoreError, match="is a file, not a folder") as err:
         Run.start(plan, {c.cell_id: "fp" for c in plan.cells}, run_id="r1", outputs=out)
     assert err.value.path.startswith(str(blocker))
-    from specbench_lib.preflight import _disk
+    from specbench_lib.sweep.preflight import _disk
 
     with pytest.raises(sb.PreflightError, match="cannot be written") as perr:
         _disk(out)  # run_sweep's preflight names it before any server starts

@@ -13,15 +13,15 @@ import pytest
 from cellfactory import make_cell
 from hogs import child_hog, cpu_rate, other_hog
 
-from specbench_lib import analysis
-from specbench_lib.errors import ParamsError
-from specbench_lib.hostfacts import HostLoad, HostProcess
-from specbench_lib.hostload import MAX_SHARE, HostSampler, sample_host
-from specbench_lib.hostsources import CpuTimes, parse_stat
-from specbench_lib.plan import load_plan
-from specbench_lib.records import CellFacts, CellRecord
-from specbench_lib.sections import HostParams
-from specbench_lib.validate import judge_host
+from specbench_lib.analysis import analyse as analysis
+from specbench_lib.analysis.validate import judge_host
+from specbench_lib.core.errors import ParamsError
+from specbench_lib.host.load import MAX_SHARE, HostSampler, sample_host
+from specbench_lib.host.sources import CpuTimes, parse_stat
+from specbench_lib.model.hostfacts import HostLoad, HostProcess
+from specbench_lib.model.plan import load_plan
+from specbench_lib.model.records import CellFacts, CellRecord
+from specbench_lib.model.sections import HostParams
 
 ROOT = Path(__file__).resolve().parent.parent
 linux = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
@@ -137,7 +137,7 @@ def test_other_processes_are_counted_and_the_sweep_and_its_server_are_not(tmp_pa
 
 
 def test_another_placed_server_is_a_co_tenant_not_other_load(tmp_path: Path) -> None:
-    """A packed placement (:mod:`specbench_lib.placement`) runs other configs' servers on this
+    """A packed placement (:mod:`specbench_lib.sweep.placement`) runs other configs' servers on this
     node: their process groups carry ``SPECBENCH_PLACED`` and are named as co-tenants in the
     cell's placement facts, so they are not the unknown load ``busy_host`` is about."""
     fake = FakeProc(tmp_path / "proc")
@@ -286,7 +286,7 @@ def test_busy_host_makes_a_cell_invalid_at_analysis_time_from_its_stored_facts()
 
 def test_busy_host_adds_to_an_invalid_cell_and_leaves_a_crash_alone() -> None:
     host = busy_load()
-    from specbench_lib.records import Reason, Verdict
+    from specbench_lib.model.records import Reason, Verdict
 
     invalid = Verdict("invalid", (Reason("timeout", "first token"),), (0,))
     judged = judge_host(invalid, host, 0.5)
@@ -318,7 +318,7 @@ concurrency: [1]
 
 def test_host_params_default_to_auto_refuse_nonsense_and_leave_fingerprints_alone(
         tmp_path: Path) -> None:
-    from specbench_lib.fingerprint import Components, cell_fingerprints
+    from specbench_lib.model.fingerprint import Components, cell_fingerprints
 
     assert HostParams().cpu_limit(2) == 0.5 and HostParams().cpu_limit(16) == 2.0
     assert HostParams(max_other_cpu_cores=None).cpu_limit(2) is None
@@ -337,7 +337,7 @@ def test_host_params_default_to_auto_refuse_nonsense_and_leave_fingerprints_alon
 def test_an_attached_servers_processes_are_the_listeners_on_its_port() -> None:
     import socket
 
-    from specbench_lib.hostload import server_pids
+    from specbench_lib.host.load import server_pids
 
     assert server_pids(1234, "http://127.0.0.1:1") == (1234,)  # launched: its own group
     assert server_pids(None, "http://gpu-box.example:30000") == ()  # not on this host

@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from specbench_lib.errors import TransportError
-from specbench_lib.http1 import _SO_TIMESTAMPNS, Connection, HTTPError, StaleConnection, _Pieces
+from specbench_lib.client.http1 import _SO_TIMESTAMPNS, Connection, HTTPError, StaleConnection, _Pieces
+from specbench_lib.core.errors import TransportError
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]
 

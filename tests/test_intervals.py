@@ -10,8 +10,7 @@ import pytest
 from cellfactory import make_cell, spread_cell
 from simcells import Truth, simulate_panels, true_speedup, true_tok_s
 
-from specbench_lib.errors import ParamsError
-from specbench_lib.intervals import (
+from specbench_lib.analysis.intervals import (
     LEVEL,
     independent_units,
     interval,
@@ -20,7 +19,8 @@ from specbench_lib.intervals import (
     sequential_level,
     throughput_replicates,
 )
-from specbench_lib.metrics import GROUP, PANEL, results_table
+from specbench_lib.analysis.metrics import GROUP, PANEL, results_table
+from specbench_lib.core.errors import ParamsError
 
 
 def test_the_interval_holds_the_estimate_and_narrows_with_more_requests() -> None:

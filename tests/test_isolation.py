@@ -14,16 +14,16 @@ from cellfactory import make_cell, not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 
 import specbench_lib as sb
-from specbench_lib import preflight
-from specbench_lib.analysis import analyse
-from specbench_lib.engines import get_adapter
-from specbench_lib.errors import EngineError, PreflightError
-from specbench_lib.params import ServerConfig
-from specbench_lib.promptbook import PromptBook
-from specbench_lib.sections import EngineParams
-from specbench_lib.served import PromptRecord, ServedBefore
-from specbench_lib.serversweep import cell_order
-from specbench_lib.workload import build_prompts
+from specbench_lib.analysis.analyse import analyse
+from specbench_lib.core.errors import EngineError, PreflightError
+from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.sections import EngineParams
+from specbench_lib.model.served import PromptRecord, ServedBefore
+from specbench_lib.prompts.promptbook import PromptBook
+from specbench_lib.prompts.workload import build_prompts
+from specbench_lib.servers.engines import get_adapter
+from specbench_lib.sweep import preflight
+from specbench_lib.sweep.serversweep import cell_order
 
 PORT = 8231
 # this module judges what the server remembers, not the client host (a busy 2-core host can

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from reference_server import ReferenceServer, expected_itl_mean, expected_tpot_mean
 
-from specbench_lib.dispatch import dispatch_cell
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.metrics import cell_metrics
-from specbench_lib.validate import judge_cell
+from specbench_lib.analysis.metrics import cell_metrics
+from specbench_lib.analysis.validate import judge_cell
+from specbench_lib.client.dispatch import dispatch_cell
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 
 INTERVAL, TOKENS = 0.02, 32
 

@@ -31,7 +31,7 @@ from fakeparams import fake_argv, fake_engine
 from procs import pids_with
 
 from specbench_lib import notebook_link
-from specbench_lib.runs import RunDir
+from specbench_lib.runs.run import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from cellfactory import spread_cell
 
-from specbench_lib.latency import QUANTILES, _replicates, quantile
-from specbench_lib.metrics import results_table
+from specbench_lib.analysis.latency import QUANTILES, _replicates, quantile
+from specbench_lib.analysis.metrics import results_table
 
 
 def rates(n: int, seed: int) -> list[float]:

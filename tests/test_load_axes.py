@@ -16,8 +16,8 @@ from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 matplotlib.use("Agg")
 
 import specbench_lib as sb  # noqa: E402
-from specbench_lib import plots  # noqa: E402
-from specbench_lib.runs import RunDir  # noqa: E402
+from specbench_lib.report import plots  # noqa: E402
+from specbench_lib.runs.run import RunDir  # noqa: E402
 
 PORT = 8205
 INTERVAL = 0.01  # the fake server's seconds before each token
@@ -106,8 +106,8 @@ def test_fixed_rates_are_load_points_and_a_rate_the_client_cannot_keep_says_so(
 
 
 def test_a_profile_point_without_ok_anchors_is_skipped_naming_them(tmp_path: Path) -> None:
-    from specbench_lib.loadprofile import profile_rate
-    from specbench_lib.params import CellSpec
+    from specbench_lib.model.params import CellSpec
+    from specbench_lib.sweep.loadprofile import profile_rate
 
     spec = CellSpec("ng", "ng", "ngram", 8, "code", 16, 4, output_tokens=8, profile_point=1,
                     profile_points=3)
@@ -146,7 +146,7 @@ def test_a_crashed_load_point_is_marked_on_the_load_figure_never_drawn(tmp_path:
 
 
 def test_the_report_states_where_a_config_stops_paying(tmp_path: Path) -> None:
-    from specbench_lib.report import Comparison, write
+    from specbench_lib.report.export import Comparison, write
 
     run = RunDir(tmp_path / "run")
     run.cells_dir.mkdir(parents=True)

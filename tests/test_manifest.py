@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import specbench_lib as sb
-from specbench_lib.manifest import Attempt, Manifest, ServerEntry
-from specbench_lib.runs import Run, RunDir
+from specbench_lib.runs.manifest import Attempt, Manifest, ServerEntry
+from specbench_lib.runs.run import Run, RunDir
 
 EMBEDDED = Path(__file__).resolve().parent.parent / "params" / "embedded.yaml"
 

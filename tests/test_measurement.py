@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from cellfactory import make_cell
 
-from specbench_lib.engines import FinalStats
-from specbench_lib.errors import ParamsError
-from specbench_lib.lossless import common_prefix, losslessness
-from specbench_lib.metrics import cell_metrics, results_table
-from specbench_lib.plan import load_plan
-from specbench_lib.records import CellDispatch, CellRecord, RequestRecord
-from specbench_lib.sections import WorkloadParams
-from specbench_lib.workload import build_prompts
+from specbench_lib.analysis.lossless import common_prefix, losslessness
+from specbench_lib.analysis.metrics import cell_metrics, results_table
+from specbench_lib.core.errors import ParamsError
+from specbench_lib.model.plan import load_plan
+from specbench_lib.model.records import CellDispatch, CellRecord, RequestRecord
+from specbench_lib.model.sections import WorkloadParams
+from specbench_lib.prompts.workload import build_prompts
+from specbench_lib.servers.engines import FinalStats
 
 TINY = Path(__file__).resolve().parent / "data" / "tiny.yaml"
 
@@ -130,8 +130,8 @@ def test_losslessness_against_auto_for_the_same_prompts() -> None:
 
 
 def test_a_malformed_line_in_a_users_jsonl_is_named_with_its_line(tmp_path: Path) -> None:
-    from specbench_lib.errors import PreflightError
-    from specbench_lib.workload import documents
+    from specbench_lib.core.errors import PreflightError
+    from specbench_lib.prompts.workload import documents
 
     mine = tmp_path / "mine.jsonl"
     mine.write_text('{"text": "a question"}\n\n{"text": "cut short\n["a list"]\n')

@@ -5,9 +5,9 @@ import math
 import pytest
 from cellfactory import make_cell
 
-from specbench_lib.engines import FinalStats
-from specbench_lib.metrics import cell_metrics, results_table
-from specbench_lib.records import CellDispatch, CellRecord, RequestRecord
+from specbench_lib.analysis.metrics import cell_metrics, results_table
+from specbench_lib.model.records import CellDispatch, CellRecord, RequestRecord
+from specbench_lib.servers.engines import FinalStats
 
 
 def rec(times: list[float], *, start: float = 0.0, accepted: int = 0, drafted: int = 0,

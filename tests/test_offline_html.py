@@ -30,9 +30,10 @@ import pytest
 from cellfactory import make_cell, spread_cell
 from fakeparams import fake_argv, fake_engine
 
-from specbench_lib import SweepResult, report
-from specbench_lib.compare import RunComparison, write_comparison
-from specbench_lib.runs import RunDir
+from specbench_lib import SweepResult
+from specbench_lib.report import export as report
+from specbench_lib.report.compare import RunComparison, write_comparison
+from specbench_lib.runs.run import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 8197

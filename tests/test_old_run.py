@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from specbench_lib import SweepResult
-from specbench_lib.coalescing import coalesced
-from specbench_lib.metrics import CellMetrics
-from specbench_lib.records import SCHEMA_VERSION, CellRecord
-from specbench_lib.runs import RunDir, _matching_ok
+from specbench_lib.analysis.coalescing import coalesced
+from specbench_lib.analysis.metrics import CellMetrics
+from specbench_lib.model.records import SCHEMA_VERSION, CellRecord
+from specbench_lib.runs.run import RunDir, _matching_ok
 
 OLD = next((Path(__file__).resolve().parent / "data" / "old_run").glob("2*_old_*"))
 OK = "auto__code__ctx16__c2__q30"

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from specbench_lib import ParamsError, load_params, load_plan
-from specbench_lib.plan import build_plan
+from specbench_lib.model.plan import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "params" / "embedded.yaml"

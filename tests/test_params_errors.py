@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import specbench_lib as sb
-from specbench_lib.layering import load_params
-from specbench_lib.nbparams import check_notebook_parameters
-from specbench_lib.plan import load_plan
+from specbench_lib.model.layering import load_params
+from specbench_lib.model.nbparams import check_notebook_parameters
+from specbench_lib.model.plan import load_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "params" / "embedded.yaml"

@@ -22,9 +22,9 @@ import ray
 from fakeparams import FAKE, LENIENT_HOST, fake_argv, fake_engine
 
 import specbench_lib as sb
-from specbench_lib.errors import ParamsError, PreflightError
-from specbench_lib.hostfacts import CoTenant, Placement
-from specbench_lib.records import CellFacts
+from specbench_lib.core.errors import ParamsError, PreflightError
+from specbench_lib.model.hostfacts import CoTenant, Placement
+from specbench_lib.model.records import CellFacts
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 8240  # the driver leases it; placed servers take 8241-8259
@@ -38,8 +38,8 @@ def ray_head() -> Iterator[None]:
     ray.init(address="local", num_gpus=4, num_cpus=4, include_dashboard=False,
              _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="WARNING")
     def warm() -> None:  # defined here: Ray ships it by value (tests/ is not on its path)
-        import specbench_lib.placement  # noqa: F401
-        import specbench_lib.sweep  # noqa: F401
+        import specbench_lib.sweep.driver  # noqa: F401
+        import specbench_lib.sweep.placement  # noqa: F401
 
         time.sleep(1.0)  # held, so the four run on four workers
 
@@ -166,7 +166,7 @@ def test_placed_configs_run_at_once_on_distinct_gpus_as_a_sequential_run_would(
     assert placed.manifest["params"]["placement"]["engine"] == "ray"
     # the placed run reads like any run: its table has every config; the report says where
     assert set(placed.table()["config"]) == set(gpus)
-    from specbench_lib.report import Comparison
+    from specbench_lib.report.export import Comparison
 
     names = Comparison([placed]).names()
     assert names.endswith(f"{placed.run_id} (placed on ray, packed)"), names
@@ -273,7 +273,7 @@ def test_ctrl_c_stops_every_placed_server(tmp_path: Path, ray_head: None) -> Non
 
 
 def test_doctor_checks_the_ray_cluster_against_the_plan(tmp_path: Path, ray_head: None) -> None:
-    from specbench_lib.preflight import doctor
+    from specbench_lib.sweep.preflight import doctor
 
     plan = sb.load_plan(write_params(tmp_path, placement="{engine: ray, gpus_per_server: 1}"))
     check = next(c for c in doctor(plan, outputs=tmp_path / "out") if c.name == "ray")
@@ -288,7 +288,7 @@ def test_doctor_checks_the_ray_cluster_against_the_plan(tmp_path: Path, ray_head
 
 
 def test_an_address_where_no_ray_answers_is_named_at_once() -> None:
-    from specbench_lib.raycluster import _connect
+    from specbench_lib.sweep.raycluster import _connect
 
     began = time.monotonic()
     with pytest.raises(PreflightError, match="no Ray cluster answers at placement.address "
@@ -319,8 +319,8 @@ def test_placement_facts_round_trip_and_old_files_still_load() -> None:
 
 
 def test_the_sequential_path_does_not_import_ray() -> None:
-    code = ("import sys, specbench_lib, specbench_lib.sweep, specbench_lib.cli, "
-            "specbench_lib.preflight; assert 'ray' not in sys.modules, 'ray imported'")
+    code = ("import sys, specbench_lib, specbench_lib.sweep.driver, specbench_lib.cli, "
+            "specbench_lib.sweep.preflight; assert 'ray' not in sys.modules, 'ray imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
 
 
@@ -353,7 +353,7 @@ placement: {{engine: ray, gpus_per_server: 1, port_span: 9}}
 
 
 def test_reap_kills_the_marked_server_groups_and_nothing_else() -> None:
-    from specbench_lib.placed import _MARK, _reap
+    from specbench_lib.sweep.placed import _MARK, _reap
 
     sleep = [sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable,"
              " '-c', 'import time; time.sleep(60)']); time.sleep(60)"]

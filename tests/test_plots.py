@@ -11,8 +11,9 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from specbench_lib import SweepResult, figurekit, plots  # noqa: E402
-from specbench_lib.runs import RunDir  # noqa: E402
+from specbench_lib import SweepResult
+from specbench_lib.report import figurekit, plots  # noqa: E402
+from specbench_lib.runs.run import RunDir  # noqa: E402
 
 
 def make_run(tmp_path: Path) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import specbench_lib as sb
-from specbench_lib.preview import PlanPreview
+from specbench_lib.sweep.preview import PlanPreview
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

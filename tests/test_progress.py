@@ -8,7 +8,7 @@ import re
 
 from cellfactory import make_cell, spread_cell
 
-from specbench_lib.progress import Progress
+from specbench_lib.sweep.progress import Progress
 
 
 def test_a_line_per_cell_with_its_verdict_number_interval_and_eta() -> None:

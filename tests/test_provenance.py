@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench_lib.provenance import git_state
+from specbench_lib.runs.provenance import git_state
 
 NOTEBOOK = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
             "cells": [{"cell_type": "markdown", "id": "a", "metadata": {}, "source": ["# TP1"]},

@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from specbench_lib.dispatch import dispatch_cell
-from specbench_lib.engines.llamacpp import LlamaCppAdapter
-from specbench_lib.http1 import _SO_TIMESTAMPNS
-from specbench_lib.validate import judge_cell
+from specbench_lib.analysis.validate import judge_cell
+from specbench_lib.client.dispatch import dispatch_cell
+from specbench_lib.client.http1 import _SO_TIMESTAMPNS
+from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 
 DELAY_S = 0.005  # the server's true time to the first event after the response head
 TOKENS = 4

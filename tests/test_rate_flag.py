@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from specbench_lib.engines import FinalStats
-from specbench_lib.metrics import cell_metrics, rate_shortfall
-from specbench_lib.records import CellDispatch, RequestRecord
+from specbench_lib.analysis.metrics import cell_metrics, rate_shortfall
+from specbench_lib.model.records import CellDispatch, RequestRecord
+from specbench_lib.servers.engines import FinalStats
 
 
 def records(starts: list[float], scheduled: list[float] | None) -> list[RequestRecord]:
@@ -48,7 +48,7 @@ def test_closed_loop_has_no_rate_figures() -> None:
 def test_a_rate_not_reached_makes_the_cell_invalid_on_analysis() -> None:
     from cellfactory import make_cell
 
-    from specbench_lib.analysis import analyse
+    from specbench_lib.analysis.analyse import analyse
 
     sched = [0.1 * i for i in range(11)]
     base = make_cell("auto", "auto", None)

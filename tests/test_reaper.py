@@ -14,7 +14,7 @@ from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 from procs import pids_with
 
 import specbench_lib as sb
-from specbench_lib import reaper
+from specbench_lib.servers import reaper
 
 PORT = 8236
 

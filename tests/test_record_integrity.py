@@ -15,13 +15,14 @@ import pytest
 from cellfactory import make_cell
 
 import specbench_lib as sb
-from specbench_lib import cli, report
-from specbench_lib.layering import load_params
-from specbench_lib.params import CellSpec
-from specbench_lib.plan import build_plan
-from specbench_lib.records import CellFacts, CellRecord, JudgeInputs, Reason, Verdict
-from specbench_lib.runs import Run, RunDir, list_runs
-from specbench_lib.store import REDACTED, is_secret_name, redact
+from specbench_lib import cli
+from specbench_lib.core.store import REDACTED, is_secret_name, redact
+from specbench_lib.model.layering import load_params
+from specbench_lib.model.params import CellSpec
+from specbench_lib.model.plan import build_plan
+from specbench_lib.model.records import CellFacts, CellRecord, JudgeInputs, Reason, Verdict
+from specbench_lib.report import export as report
+from specbench_lib.runs.run import Run, RunDir, list_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED = ROOT / "params" / "embedded.yaml"
@@ -202,7 +203,7 @@ def test_a_failed_start_releases_the_lock_and_leaves_no_empty_run(
     def broken() -> dict[str, Any]:
         raise OSError("no space left on device")
 
-    monkeypatch.setattr("specbench_lib.runs.environment_info", broken)
+    monkeypatch.setattr("specbench_lib.runs.run.environment_info", broken)
     with pytest.raises(OSError, match="no space"):
         Run.start(plan, {c.cell_id: "fp" for c in plan.cells}, run_id="r9", outputs=tmp_path / "out")
     assert not (tmp_path / "out" / "runs" / "r9").exists()

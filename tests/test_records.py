@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 from cellfactory import make_cell
 
-from specbench_lib import SchemaError, SweepResult, analysis, catalogue, validate
-from specbench_lib.hostfacts import HostLoad, HostProcess
-from specbench_lib.records import (
+from specbench_lib import SchemaError, SweepResult
+from specbench_lib.analysis import analyse as analysis
+from specbench_lib.analysis import validate
+from specbench_lib.model import catalogue
+from specbench_lib.model.hostfacts import HostLoad, HostProcess
+from specbench_lib.model.records import (
     CellFacts,
     CellRecord,
     FinalStats,
@@ -21,8 +24,8 @@ from specbench_lib.records import (
     RequestRecord,
     Verdict,
 )
-from specbench_lib.runs import RunDir
-from specbench_lib.served import PromptRecord
+from specbench_lib.model.served import PromptRecord
+from specbench_lib.runs.run import RunDir
 
 
 def through_json(data: dict) -> dict:
@@ -182,7 +185,7 @@ def test_the_record_model_and_analysis_import_no_dispatcher_or_adapter() -> None
     import subprocess
     import sys
 
-    code = ("import sys, specbench_lib.analysis, specbench_lib.results\n"
+    code = ("import sys, specbench_lib.analysis.analyse, specbench_lib.runs.results\n"
             "print(sorted(m for m in sys.modules if m.startswith('specbench_lib')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from cellfactory import make_cell
 
-from specbench_lib import report
-from specbench_lib.runs import RunDir
+from specbench_lib.report import export as report
+from specbench_lib.runs.run import RunDir
 
 PHASE = "tp1_a%&"  # every name that LaTeX reads as a command when raw
 WORKLOAD = "code_&%"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from cellfactory import make_cell
 
-from specbench_lib.errors import ValidationFailed
-from specbench_lib.report import compare
-from specbench_lib.runs import RunDir
+from specbench_lib.core.errors import ValidationFailed
+from specbench_lib.report.export import compare
+from specbench_lib.runs.run import RunDir
 
 
 def write_run(root: Path, run_id: str, *, budget: int | None = None, tok_s: float = 50.0) -> None:
@@ -60,8 +60,8 @@ def test_the_report_carries_its_figures_with_failed_budgets_marked(
         tmp_path: Path, outputs: Path) -> None:
     import matplotlib.colors as mcolors
 
-    from specbench_lib import plots
-    from specbench_lib.report import write
+    from specbench_lib.report import plots
+    from specbench_lib.report.export import write
 
     run = RunDir(outputs / "runs" / "r")
     run.cells_dir.mkdir(parents=True)

@@ -15,9 +15,9 @@ from cellfactory import not_ok
 from fakeparams import fake_argv, fake_engine
 
 import specbench_lib as sb
-from specbench_lib import catalogue
-from specbench_lib.engines import llamacpp
-from specbench_lib.serversweep import ServerSweep
+from specbench_lib.model import catalogue
+from specbench_lib.servers.engines import llamacpp
+from specbench_lib.sweep.serversweep import ServerSweep
 
 PORT = 8237
 

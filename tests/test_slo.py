@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from cellfactory import spread_cell
 
-from specbench_lib.errors import ParamsError
-from specbench_lib.metrics import results_table
-from specbench_lib.plan import load_plan
-from specbench_lib.sections import SloParams
-from specbench_lib.slo import capacity, goodput
+from specbench_lib.analysis.metrics import results_table
+from specbench_lib.analysis.slo import capacity, goodput
+from specbench_lib.core.errors import ParamsError
+from specbench_lib.model.plan import load_plan
+from specbench_lib.model.sections import SloParams
 
 
 def latencies_cell(e2e: list[float], *, concurrency: int = 1, config: str = "auto"):

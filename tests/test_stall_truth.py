@@ -24,12 +24,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from sglang_refserver import RefServerProcess  # noqa: E402
 
-from specbench_lib import dispatch  # noqa: E402
-from specbench_lib.coalescing import coalesced, late_firsts  # noqa: E402
-from specbench_lib.engines.sglang import SGLangAdapter  # noqa: E402
-from specbench_lib.http1 import Connection  # noqa: E402
-from specbench_lib.records import CellDispatch, RequestRecord  # noqa: E402
-from specbench_lib.validate import coalesced_reads, judge_cell  # noqa: E402
+from specbench_lib.analysis.coalescing import coalesced, late_firsts  # noqa: E402
+from specbench_lib.analysis.validate import coalesced_reads, judge_cell  # noqa: E402
+from specbench_lib.client import dispatch  # noqa: E402
+from specbench_lib.client.http1 import Connection  # noqa: E402
+from specbench_lib.model.records import CellDispatch, RequestRecord  # noqa: E402
+from specbench_lib.servers.engines.sglang import SGLangAdapter  # noqa: E402
 
 INTERVAL, TOKENS, CONCURRENCY = 0.01, 16, 4
 

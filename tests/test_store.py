@@ -12,13 +12,13 @@ import pytest
 from cellfactory import make_cell
 
 from specbench_lib import PreflightError, StoreError, SweepResult
-from specbench_lib.enginefiles import engine_files
-from specbench_lib.params import KnownBad, ServerConfig
-from specbench_lib.provenance import file_identity
-from specbench_lib.records import CellRecord
-from specbench_lib.runs import RunDir, list_runs
-from specbench_lib.sections import EngineParams
-from specbench_lib.store import write_json_atomic
+from specbench_lib.core.store import write_json_atomic
+from specbench_lib.model.params import KnownBad, ServerConfig
+from specbench_lib.model.records import CellRecord
+from specbench_lib.model.sections import EngineParams
+from specbench_lib.runs.provenance import file_identity
+from specbench_lib.runs.run import RunDir, list_runs
+from specbench_lib.servers.files import engine_files
 
 
 def test_a_write_killed_halfway_leaves_the_previous_file(tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ def test_list_runs_summarises_manifests(tmp_path: Path) -> None:
 
 
 def test_secrets_are_redacted_from_params_and_argv() -> None:
-    from specbench_lib.store import REDACTED, redact
+    from specbench_lib.core.store import REDACTED, redact
 
     params = {"engine": {"api_key": "sk-SECRET", "port": 1}, "configs": [{"name": "a"}]}
     assert redact(params) == {"engine": {"api_key": REDACTED, "port": 1}, "configs": [{"name": "a"}]}
@@ -170,7 +170,7 @@ def test_secrets_are_redacted_from_params_and_argv() -> None:
 
 
 def test_model_identity_is_compared_with_the_last_run(tmp_path: Path, monkeypatch) -> None:
-    from specbench_lib.preflight import model_matches_last_run
+    from specbench_lib.sweep.preflight import model_matches_last_run
 
     monkeypatch.setenv("SPECBENCH_OUTPUTS", str(tmp_path))
     model = tmp_path / "m.gguf"

@@ -18,11 +18,11 @@ from fakeparams import fake_argv
 from simcells import ConfigTruth, Truth, simulate_panel
 
 import specbench_lib as sb
-from specbench_lib.answer import answer_lines, panel_line
+from specbench_lib.analysis.answer import answer_lines, panel_line
+from specbench_lib.analysis.rounds import Budget, Contention, look_alpha
 from specbench_lib.cli import main
-from specbench_lib.durations import parse_duration
-from specbench_lib.errors import ParamsError
-from specbench_lib.rounds import Budget, Contention, look_alpha
+from specbench_lib.core.durations import parse_duration
+from specbench_lib.core.errors import ParamsError
 
 
 def _answer(result: sb.SweepResult) -> dict:
@@ -197,7 +197,7 @@ def test_a_bad_time_budget_in_params_names_the_key(tmp_path: Path) -> None:
 
 
 def test_each_round_line_says_what_is_still_in_and_the_time_left() -> None:
-    from specbench_lib.adaptive import round_line
+    from specbench_lib.sweep.adaptive import round_line
 
     truth = Truth(configs=(ConfigTruth("auto", gain_sigma=0.05),
                            ConfigTruth("ngram-b8", "ngram", 8, gain=1.6, gain_sigma=0.1)))

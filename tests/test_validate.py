@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from specbench_lib.engines import FinalStats
-from specbench_lib.records import RequestRecord
-from specbench_lib.validate import context_guard, judge_cell, request_problems
+from specbench_lib.analysis.validate import context_guard, judge_cell, request_problems
+from specbench_lib.model.records import RequestRecord
+from specbench_lib.servers.engines import FinalStats
 
 
 def record(*, completion: int = 8, prompt: int = 16, tokens: int | None = None,
@@ -59,7 +59,7 @@ def test_context_guard_refuses_with_numbers() -> None:
 
 
 def test_counter_engines_need_moving_draft_counters() -> None:
-    from specbench_lib.validate import Verdict, judge_counters
+    from specbench_lib.analysis.validate import Verdict, judge_counters
 
     ok = Verdict("ok")
     assert judge_counters(ok, {"source": "/metrics", "drafts": 12, "acceptance_length": 3.0}) is ok

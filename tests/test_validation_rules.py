@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from specbench_lib import catalogue, params
-from specbench_lib.catalogue import BY_CODE, CATALOGUE, CODES, LEVELS
-from specbench_lib.engines import FinalStats
-from specbench_lib.errors import UnknownReason
-from specbench_lib.records import JudgeInputs, Reason, RequestRecord
-from specbench_lib.validate import judge_cell, request_problems
+from specbench_lib.analysis.validate import judge_cell, request_problems
+from specbench_lib.core.errors import UnknownReason
+from specbench_lib.model import catalogue, params
+from specbench_lib.model.catalogue import BY_CODE, CATALOGUE, CODES, LEVELS
+from specbench_lib.model.records import JudgeInputs, Reason, RequestRecord
+from specbench_lib.servers.engines import FinalStats
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "specbench_lib"
@@ -99,7 +99,7 @@ def _minted() -> dict[str, list[str]]:
 def test_every_reason_specbench_builds_has_a_catalogue_entry_and_every_entry_is_built() -> None:
     minted = _minted()
     unknown = {c: where for c, where in minted.items() if c not in CODES}
-    assert not unknown, f"reason codes missing from specbench_lib/catalogue.py: {unknown}"
+    assert not unknown, f"reason codes missing from specbench_lib/model/catalogue.py: {unknown}"
     unused = CODES - set(minted) - {"http_<status>"}  # http_<status>: catalogue.http_status
     assert not unused, f"catalogue entries no code builds: {sorted(unused)}"
 

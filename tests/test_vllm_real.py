@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specbench_lib.paths import cache_dir
-from specbench_lib.records import CellRecord
+from specbench_lib.core.paths import cache_dir
+from specbench_lib.model.records import CellRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -1,0 +1,3 @@
+"""Reading the measurements: verdict rules, coalescing, metrics, intervals, the confidence set for
+the best and the answer.
+"""

@@ -1,0 +1,43 @@
+"""A cell's verdict and metrics, concluded from what was measured: the stored requests and facts.
+
+Tables, plots and reports read cells through :func:`analyse`, so a fix to a metric or to an
+analysis-time rule applies to every run already on disk, with no request sent again. What only
+the measurement could observe (the server died, a log signature, spec counters, a verdict
+reached before any request) comes from the cell's :class:`~specbench_lib.model.records.CellFacts` as stored.
+"""
+
+from __future__ import annotations
+
+from ..model.records import CellRecord, Verdict
+from .metrics import CellMetrics, cell_metrics, spec_metrics
+from .validate import judge as judge_all
+
+
+def judge(cell: CellRecord) -> Verdict:
+    """The verdict the rules give the cell's stored requests and facts."""
+    return judge_all(cell.records, cell.facts, cell.judge, target_rate=cell.target_rate,
+                     prompts=cell.prompts)
+
+
+def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
+    """The metrics of an ok cell (None otherwise); the speculative statistics from the server's
+    counters when the requests carry none, by the same definitions (:func:`~.metrics.spec_metrics`)."""
+    if not verdict.ok:
+        return None
+    metrics = cell_metrics(cell, exclude=verdict.failed)
+    counters = cell.facts.spec_counters
+    if metrics.get("verify_steps") is None and counters.get("drafts"):  # vLLM: only counters
+        metrics.update(spec_metrics(
+            int(metrics["completion_tokens"]), int(metrics["n_requests"]),
+            accepted=counters.get("accepted_tokens") or 0,
+            drafted_tokens=counters.get("draft_tokens"), drafted_steps=counters.get("drafts")))
+        for key in ("position_acceptance_rate", "acceptance_histogram"):
+            if counters.get(key) is not None:
+                metrics[key] = counters[key]
+    return metrics
+
+
+def analyse(cell: CellRecord) -> CellRecord:
+    """The cell with the verdict and metrics that this specbench concludes from it now."""
+    verdict = judge(cell)
+    return cell.with_analysis(verdict, measure(cell, verdict))

@@ -1,0 +1,255 @@
+"""The best-config statement: per panel (workload × context × output length × load point), the
+confidence set for the fastest ok config, its decision and its speedup over ``auto`` with an
+interval that accounts for having picked it (:mod:`~.selection`); and where each config stops
+paying as the load grows (its crossover).
+
+The statement names the leader (highest mean output tok/s), the set of configs that cannot be
+excluded as the fastest (Holm over the comparisons with the leader, simultaneous 95 %), and the
+decision: ``decided`` (the set is the leader alone), ``tie`` (every config of the set within
+±``equivalence`` of the leader) or ``undecided``. It carries the flags that limit it: an
+unstable row (CV across repeats, or a failed repeat), greedy outputs that differ from
+``auto``'s (``lossless``: the fraction identical), and no ok baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.display import Rendered, html_text
+from ..core.tables import RESULTS, bullets, readable
+from ..model.records import CellRecord
+from .intervals import group_replicates, independent_units, key_value, ok_groups
+from .metrics import PANEL, load_points
+from .selection import EQUIVALENCE, ratio, select, selected_interval
+
+BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
+                "confidence_set", "decision", "unstable", "lossless", "repeats_n", "requests_n",
+                "statement"]
+
+
+def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
+                 equivalence: float = EQUIVALENCE) -> Any:
+    """One row per panel of ``table`` (:func:`~.metrics.results_table` of ``cells``): the
+    leader, the confidence set (``confidence_set``: labels in the table's order), the
+    ``decision`` and the leader's speedup with its selection-aware interval (see :mod:`~.selection`)."""
+    import pandas as pd
+
+    groups = ok_groups(cells, group)
+    replicates = group_replicates(groups)
+    rows = []
+    for panel, rows_of in table.groupby(PANEL, sort=False):
+        if str(panel[PANEL.index("load")]).endswith("/s"):  # a fixed offered rate
+            rows.append(_at_rate(panel, rows_of))
+            continue
+        keys = {str(r["config"]): tuple(key_value(r[g]) for g in group)
+                for _, r in rows_of.iterrows()}
+        reps = {c: replicates.get(k) for c, k in keys.items()}
+        units = {c: independent_units(groups.get(k, ())) for c, k in keys.items()}
+        best = rows_of.sort_values("output_tok_s", ascending=False).iloc[0]
+        chosen = select(list(keys), reps, units, str(best["config"]), equivalence=equivalence)
+        autos = [c for c, m in zip(rows_of["config"], rows_of["method"], strict=True) if m == "auto"]
+        auto = str(autos[0]) if autos else None
+        speedup = float(best["speedup"])
+        low, high = selected_interval(
+            ratio(reps[chosen.leader], reps.get(auto) if auto else None),
+            min(units[chosen.leader], units.get(auto, 0) if auto else 0), len(keys))
+        if speedup != speedup:  # no ok baseline (or a rate profile's point): no speedup at all
+            low = high = float("nan")
+        half = (100 * (high - low) / 2 / speedup if best["method"] != "auto" and speedup == speedup
+                and speedup else float("nan"))  # auto against itself has no interval to speak of
+        lossless = best.get("lossless_identical")
+        row = {**dict(zip(PANEL, panel, strict=True)), "best": chosen.leader,
+               "speedup": speedup, "speedup_lo": low, "speedup_hi": high,
+               "half_width_pct": half, "confidence_set": ", ".join(chosen.members),
+               "decision": chosen.decision, "unstable": bool(best["unstable"]),
+               "lossless": None if lossless is None or lossless != lossless else float(lossless),
+               "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"])}
+        rows.append({**row, "statement": _statement(row, str(best["method"]), equivalence,
+                                                    outputs=table["output_tokens"].nunique() > 1)})
+    return pd.DataFrame(rows, columns=BEST_COLUMNS)
+
+
+def _at_rate(panel: tuple[Any, ...], rows_of: Any) -> dict[str, Any]:
+    """A fixed offered rate's panel: every config's throughput is the rate asked for, so the
+    configs are compared by E2E p50 at that load (the lowest leads); a point estimate, said so,
+    and never a decision."""
+    best = rows_of.sort_values("e2e_p50_s").iloc[0]
+    row = {**dict(zip(PANEL, panel, strict=True)), "best": str(best["config"]),
+           "speedup": float("nan"), "speedup_lo": float("nan"), "speedup_hi": float("nan"),
+           "half_width_pct": float("nan"), "confidence_set": ", ".join(map(str, rows_of["config"])),
+           "decision": "undecided", "unstable": bool(best["unstable"]), "lossless": None,
+           "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"])}
+    statement = (f"{where(row)}: lowest E2E p50 {row['best']} ({1000 * best['e2e_p50_s']:.0f} ms) "
+                 f"at this offered rate, where every config's throughput is the rate (point "
+                 f"estimates, not a decision)")
+    return {**row, "statement": statement}
+
+
+def where(row: Any, *, outputs: bool = False) -> str:
+    """A panel as text: ``code/ctx256/c2``, with its output length (``outputs``: an axis) and
+    its open-loop load point (``code/ctx256/o64/c4/2.5/s``)."""
+    out = f"/o{int(row['output_tokens'])}" if outputs else ""
+    load = f"/{row['load']}" if row.get("load") else ""
+    return f"{row['workload']}/ctx{row['context']}{out}/c{row['concurrency']}{load}"
+
+
+def _statement(row: dict[str, Any], method: str, equivalence: float, *, outputs: bool) -> str:
+    where_ = where(row, outputs=outputs)
+    n = f"n={row['requests_n']} requests, {row['repeats_n']} repeat(s)"
+    decided = row["decision"] == "decided"
+    if method == "auto":
+        lead = f"no config beats auto (simultaneous 95 %, {n})"
+    elif row["speedup"] != row["speedup"]:
+        lead = f"{row['best']} fastest, no ok auto baseline to compare with ({n})"
+    else:
+        lead = (f"{row['best']} {'best' if decided else 'fastest'}, {row['speedup']:.2f}x "
+                f"[{row['speedup_lo']:.2f}, {row['speedup_hi']:.2f}] vs auto "
+                f"(simultaneous 95 %, {n})")
+    if row["decision"] == "tie":
+        text = f"{where_}: tie within ±{100 * equivalence:g} %: {row['confidence_set']}: {lead}"
+    elif row["decision"] == "undecided":
+        text = f"{where_}: undecided between {row['confidence_set']}: {lead}"
+    else:
+        text = f"{where_}: {lead}; every other config excluded"
+    same = row["lossless"]
+    flags = [f for f, on in (("UNSTABLE", row["unstable"]),
+                             (f"{100 * (1 - (same or 0)):.0f} % of outputs differ from auto's",
+                              same is not None and same < 1)) if on]
+    return text + (f" [{', '.join(flags)}]" if flags else "")
+
+
+def crossovers(table: Any) -> Any:
+    """Per speculative config × workload × context × output length measured at several load
+    points of one axis: where it beats ``auto`` and where it loses, as a statement such as
+    "ngram-b8 code/ctx256: beats auto up to concurrency 2; loses from concurrency 4".
+
+    Closed loop (concurrency): by the speedup's interval (above 1 beats, below 1 loses). Open
+    loop at fixed rates: every config is sent the same requests a second, so throughput is the
+    rate; it pays where its E2E latency p50 is below ``auto``'s at that rate (point estimates,
+    said so). A rate profile's points (each config at its own rates) are curves, not compared."""
+    import pandas as pd
+
+    keys = ["config", "workload", "context", "output_tokens", "load_axis"]
+    points = load_points(table)
+    auto = points[points["method"] == "auto"].set_index(PANEL)["e2e_p50_s"]
+    spec = points[(points["method"] != "auto") & ~points["load"].astype(str).str.startswith("p")]
+    several = table["output_tokens"].nunique() > 1
+    rows = []
+    for key, group in spec.groupby(keys, sort=False):
+        if group["load_value"].nunique() < 2:
+            continue
+        group = group.sort_values("load_value")
+        axis = str(key[-1])
+        if axis == "concurrency":
+            beats = list(group.loc[group["speedup_lo"] > 1, "load_value"])
+            loses = list(group.loc[group["speedup_hi"] < 1, "load_value"])
+        else:
+            base = group.set_index(PANEL).index.map(auto.to_dict().get)
+            ratio = pd.Series(list(base), index=group.index, dtype=float) / group["e2e_p50_s"]
+            beats = list(group.loc[ratio > 1, "load_value"])
+            loses = list(group.loc[ratio < 1, "load_value"])
+        levels = list(group["load_value"])
+        # the crossover: the loads where it pays are the lowest ones, those where it loses the
+        # highest (None where they are not: no single point where it stops paying)
+        rows.append({**dict(zip(keys, key, strict=True)),
+                     "beats_up_to": max(beats) if beats and beats == levels[:len(beats)] else None,
+                     "loses_from": min(loses) if loses and loses == levels[-len(loses):] else None,
+                     "statement": _crossing(key, several, axis, levels, beats, loses)})
+    return pd.DataFrame(rows, columns=[*keys, "beats_up_to", "loses_from", "statement"])
+
+
+def _crossing(key: tuple[Any, ...], several: bool, axis: str, levels: list[Any],
+              beats: list[Any], loses: list[Any]) -> str:
+    def at(value: Any) -> str:
+        return f"concurrency {int(value)}" if axis == "concurrency" else f"{value:.3g} req/s"
+
+    out = f"/o{int(key[3])}" if several else ""
+    where_ = f"{key[0]} {key[1]}/ctx{key[2]}{out}"
+    if axis == "concurrency":
+        span, how = f"concurrency measured ({int(levels[0])}-{int(levels[-1])})", ""
+    else:
+        span = f"rate measured ({levels[0]:.3g}-{levels[-1]:.3g} req/s)"
+        how = " (E2E p50 vs auto's at the same rate, point estimates)"
+    if beats and len(beats) == len(levels):
+        return f"{where_}: beats auto at every {span}{how}"
+    if loses and len(loses) == len(levels):
+        return f"{where_}: loses to auto at every {span}{how}"
+    if not beats and not loses:
+        return f"{where_}: indistinguishable from auto at every {span}{how}"
+    parts = []  # "up to" and "from" only where they hold for every load below / above
+    if beats:
+        parts.append(f"beats auto up to {at(max(beats))}" if beats == levels[:len(beats)]
+                     else f"beats auto at {', '.join(at(v) for v in beats)}")
+    if loses:
+        parts.append(f"loses from {at(min(loses))}" if loses == levels[-len(loses):]
+                     else f"loses at {', '.join(at(v) for v in loses)}")
+    rest = [at(v) for v in levels if v not in beats and v not in loses]
+    if rest:
+        parts.append(f"indistinguishable from auto at {', '.join(rest)}")
+    return f"{where_}: {'; '.join(parts)}{how}"
+
+
+def capacity_statements(capacity: Any) -> list[str]:
+    """One line per row of :func:`~.slo.capacity`: "ngram-b8 code/ctx256: meets the SLO (p90)
+    up to concurrency 2 (goodput 1.3 req/s)", or "at no concurrency measured"."""
+    several = capacity["output_tokens"].nunique() > 1
+    lines = []
+    for _, row in capacity.iterrows():
+        out = f"/o{int(row['output_tokens'])}" if several else ""
+        closed = row["load_axis"] == "concurrency"
+        top = row["max_concurrency_meeting_slo" if closed else "max_rate_meeting_slo"]
+        what = "concurrency" if closed else "rate"
+        p = f"p{100 * row['percentile']:g}"
+        where_ = f"{row['config']} {row['workload']}/ctx{row['context']}{out}"
+        if top is None or top != top:
+            lines.append(f"{where_}: meets the SLO ({p}) at no {what} measured")
+            continue
+        at = f"concurrency {int(top)}" if closed else f"{top:.3g} req/s"
+        lines.append(f"{where_}: meets the SLO ({p}) up to {at} "
+                     f"(goodput {row['goodput_rps']:.3g} req/s)")
+    return lines
+
+
+class Summary(Rendered):
+    """What a phase notebook ends with: the best-config statements, where each speculative
+    config stops beating ``auto`` as the load grows, then the table behind them (per config:
+    throughput and speedup with their intervals, n, flags)."""
+
+    def __init__(self, best: Any, table: Any, crossing: Any = None, capacity: Any = None) -> None:
+        self.best, self.table, self.crossing, self.capacity = best, table, crossing, capacity
+
+    def _sections(self) -> list[tuple[str, list[str]]]:
+        found = [("best config per workload / context / concurrency (confidence set, "
+                  "simultaneous 95 %)",
+                  list(self.best["statement"]) or ["no ok cell"])]
+        if self.crossing is not None and len(self.crossing):
+            found.append(("speedup vs load (95 % intervals)", list(self.crossing["statement"])))
+        if self.capacity is not None and len(self.capacity):
+            found.append(("the highest load that meets the SLO", capacity_statements(self.capacity)))
+        return found
+
+    def text(self) -> str:
+        lines = [line for title, items in self._sections()
+                 for line in (f"{title}:", *(f"  {s}" for s in items))]
+        return "\n".join(lines) + "\n\n" + self.table.to_string(index=False)
+
+    def html(self) -> str:
+        parts = [html_text(title[0].upper() + title[1:], bold=True) + bullets(items)
+                 for title, items in self._sections()]
+        return "".join(parts) + readable(_with_notes(self.table), RESULTS, what="rows")
+
+
+def _with_notes(table: Any) -> Any:
+    """The table with ``notes``: why a row has no interval, and its flags (unstable, greedy
+    outputs that differ from ``auto``'s), in one cell."""
+    notes = []
+    for row in table.to_dict("records"):
+        found = [str(row.get("interval_note") or "")]
+        if row.get("unstable") is True:
+            found.append("unstable")
+        identical = row.get("lossless_identical")
+        if isinstance(identical, float) and identical == identical and identical < 1:
+            found.append(f"{100 * identical:.0f} % of outputs identical to auto's")
+        notes.append("; ".join(n for n in found if n and n != "nan"))
+    return table.assign(notes=notes)

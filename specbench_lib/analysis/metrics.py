@@ -1,0 +1,342 @@
+"""Measured requests of ok cells → per-cell metrics → a tidy table with speedups."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Protocol, TypedDict, cast
+
+from ..model.catalogue import RATE_TOLERANCE
+from ..model.records import CellRecord, RequestRecord
+from ..model.sections import SloParams
+from ..model.tablekeys import GROUP as GROUP
+from ..model.tablekeys import PANEL as PANEL
+from ..model.tablekeys import load_points as load_points
+from .latency import add_percentiles, deliveries, token_itls
+from .latency import quantile as _quantile
+
+_STATS = ("mean", "p50", "p90", "p99")
+_LATENCIES = ("ttft", "tpot", "itl", "e2e", "delivery_gap")
+METRIC_COLUMNS = (
+    "output_tok_s", "request_throughput_rps", "request_decode_tok_s",
+    *(f"{m}_{s}_s" for m in _LATENCIES for s in _STATS),
+    "acceptance_length", "tokens_per_step", "draft_acceptance_rate", "tokens_per_chunk",
+    "tokens_per_delivery",
+    "n_requests", "n_failed",
+    "completion_tokens", "target_rate_rps", "achieved_rate_rps", "rate_not_reached",
+    *(f"{m}_sched_{s}_s" for m in ("ttft", "e2e") for s in _STATS),
+)
+LOSSLESS_COLUMNS = ("lossless_identical", "lossless_prefix_tokens", "lossless_n")
+REPEAT_COLUMNS = ("repeats_n", "repeats_failed", "output_tok_s_cv", "unstable")
+
+
+class CellMetrics(TypedDict, total=False):
+    """The metrics of one ok cell, as :func:`cell_metrics` gives them and a cell file stores
+    them (``CellRecord.metrics``); times in seconds, rates per second. The open-loop keys
+    (``target_rate_rps`` … ``*_sched_*``) only for a cell with a request rate, the position and
+    histogram keys only from a server's spec counters (:func:`~specbench_lib.analysis.analyse.measure`)."""
+
+    output_tok_s: float | None
+    request_throughput_rps: float | None
+    request_decode_tok_s: float | None
+    ttft_mean_s: float | None
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    tpot_mean_s: float | None
+    tpot_p50_s: float | None
+    tpot_p90_s: float | None
+    tpot_p99_s: float | None
+    itl_mean_s: float | None
+    itl_p50_s: float | None
+    itl_p90_s: float | None
+    itl_p99_s: float | None
+    e2e_mean_s: float | None
+    e2e_p50_s: float | None
+    e2e_p90_s: float | None
+    e2e_p99_s: float | None
+    delivery_gap_mean_s: float | None
+    delivery_gap_p50_s: float | None
+    delivery_gap_p90_s: float | None
+    delivery_gap_p99_s: float | None
+    acceptance_length: float | None
+    tokens_per_step: float | None
+    acceptance_length_drafted: float | None
+    draft_acceptance_rate: float | None
+    verify_steps: int | None
+    accepted_tokens: int | None
+    position_acceptance_rate: list[float] | None
+    acceptance_histogram: list[int] | None
+    tokens_per_chunk: float | None
+    tokens_per_delivery: float | None
+    chunk_size_counts: dict[str, int]
+    n_requests: int
+    n_failed: int
+    completion_tokens: int
+    window_s: float
+    target_rate_rps: float
+    scheduled_rate_rps: float | None
+    achieved_rate_rps: float | None
+    max_send_lag_s: float
+    rate_not_reached: bool
+    rate_note: str | None
+    ttft_sched_mean_s: float | None
+    ttft_sched_p50_s: float | None
+    ttft_sched_p90_s: float | None
+    ttft_sched_p99_s: float | None
+    e2e_sched_mean_s: float | None
+    e2e_sched_p50_s: float | None
+    e2e_sched_p90_s: float | None
+    e2e_sched_p99_s: float | None
+
+
+class Measured(Protocol):
+    """A cell's requests: a :class:`~specbench_lib.model.records.CellRecord` or a fresh ``CellDispatch``."""
+
+    @property
+    def records(self) -> list[RequestRecord]: ...
+
+    @property
+    def measured(self) -> list[RequestRecord]: ...
+
+    @property
+    def target_rate(self) -> float | None: ...
+
+
+def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> CellMetrics:
+    """Metrics of one cell's measured requests, with token counts as the server reported them.
+
+    ``output_tok_s`` is completion tokens over the measurement window, from the first request
+    sent to the last token received. A *delivery* is the tokens that reached the client
+    together: one chunk, or a burst of events less than :data:`~.latency.DELIVERY_GAP_S` apart
+    (llama.cpp sends each accepted draft token as its own event, microseconds apart). ``delivery_gap`` is
+    the time between a request's deliveries, ``tokens_per_delivery`` their mean size; ITL is per
+    token, a delivery's gap shared by its k tokens (gap / k each), so its percentiles are
+    latencies a user waits per token; TPOT is a request's (last − first token) / (n − 1);
+    acceptance length is tokens per verify step, weighted by tokens: sum(tokens) /
+    sum(verify steps). ``exclude`` names failed requests a tolerant verdict let through: they
+    are left out and counted in ``n_failed``, never averaged in.
+    """
+    skip = set(exclude)
+    recs = [r for r in dispatch.measured if r.index not in skip]
+    total = sum(r.final.completion_tokens or 0 for r in recs if r.final)
+    starts = [r.start for r in recs]
+    lasts = [r.token_times[-1] for r in recs if r.token_times]
+    window = (max(lasts) - min(starts)) if starts and lasts else 0.0
+    series, decode_rates, sizes = _latency_series(recs)
+    chunks = [size for r in recs for size in r.chunk_sizes]
+    metrics: dict[str, Any] = {
+        "output_tok_s": total / window if window > 0 else None,
+        "request_throughput_rps": len(recs) / window if window > 0 else None,
+        "request_decode_tok_s": _mean(decode_rates),
+    }
+    for name, values in series.items():
+        metrics[f"{name}_mean_s"] = _mean(values)
+        for q in (50, 90, 99):
+            metrics[f"{name}_p{q}_s"] = _quantile(values, q / 100)
+    metrics.update(_request_spec_metrics(recs, total))
+    metrics.update({
+        "tokens_per_chunk": total / len(chunks) if chunks else None,
+        "tokens_per_delivery": _mean([float(k) for k in sizes]),
+        "chunk_size_counts": {str(k): v for k, v in sorted(Counter(chunks).items())},
+        "n_requests": len(recs),
+        "n_failed": len(dispatch.measured) - len(recs),
+        "completion_tokens": total,
+        "window_s": window,
+    })
+    metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
+    metrics.update(_from_schedule(recs))
+    return cast(CellMetrics, metrics)
+
+
+def _latency_series(recs: Sequence[RequestRecord]) -> tuple[dict[str, list[float]], list[float],
+                                                             list[int]]:
+    """Each latency's values over ``recs`` (TTFT, E2E, TPOT, ITL, delivery gap), the requests'
+    decode rates and the sizes of their deliveries."""
+    decode_rates: list[float] = []
+    series: dict[str, list[float]] = {name: [] for name in _LATENCIES}
+    sizes: list[int] = []
+    for r in recs:
+        times = r.token_times
+        if r.ttft is not None:
+            series["ttft"].append(r.ttft)
+        series["e2e"].append(r.e2e)
+        if len(times) >= 2 and times[-1] > times[0]:
+            series["tpot"].append((times[-1] - times[0]) / (len(times) - 1))
+            decode_rates.append((len(times) - 1) / (times[-1] - times[0]))
+        found = deliveries(times)
+        sizes.extend(k for _, k in found)
+        series["delivery_gap"].extend(b - a for (a, _), (b, _) in zip(found, found[1:],
+                                                                        strict=False))
+        series["itl"].extend(token_itls(found))
+    return series, decode_rates, sizes
+
+
+def _request_spec_metrics(recs: Sequence[RequestRecord], total: int) -> dict[str, Any]:
+    """The speculative statistics from the requests' own counts (None each when the server
+    counted no verify steps)."""
+    finals = [r.final for r in recs if r.final]
+    steps = sum((f.verify_steps or 0) for f in finals)
+    if not steps:
+        return {k: None for k in SPEC_METRICS}
+    accepted = sum(f.accepted_tokens if f.accepted_tokens is not None else
+                   max((f.completion_tokens or 0) - (f.verify_steps or 0), 0) if f.verify_steps
+                   else 0 for f in finals)
+    drafted = sum((f.draft_tokens or 0) for f in finals)
+    return spec_metrics(total, len(recs), accepted=accepted, drafted_tokens=drafted)
+
+
+SPEC_METRICS = ("acceptance_length", "tokens_per_step", "acceptance_length_drafted",
+                "draft_acceptance_rate", "verify_steps", "accepted_tokens")
+
+
+def spec_metrics(tokens: int, requests: int, *, accepted: float, drafted_tokens: float | None,
+                 drafted_steps: float | None = None) -> dict[str, Any]:
+    """The speculative statistics of a cell, one definition for every engine.
+
+    Only tokens the client received count: accepted drafts are capped at ``tokens - requests``
+    (a request's first token is never a draft; a server may count drafts it accepted past a
+    request's token limit, which vLLM's counters do). Then ``verify_steps`` = tokens − accepted
+    (every target forward step yields one token of its own plus its accepted drafts);
+    ``acceptance_length`` = ``tokens_per_step`` = tokens / verify steps, over **all** steps
+    (τ of the EAGLE, DFlash and DDTree papers); ``acceptance_length_drafted`` = 1 + accepted /
+    drafted steps, over the steps that carried a draft, where the engine counts those (vLLM's
+    and llama.cpp's ``num_drafts``; None otherwise); ``draft_acceptance_rate`` = accepted /
+    drafted tokens.
+    """
+    got = max(min(float(accepted), float(tokens - requests)), 0.0)
+    steps = tokens - got
+    return {
+        "acceptance_length": tokens / steps if steps > 0 else None,
+        "tokens_per_step": tokens / steps if steps > 0 else None,
+        "acceptance_length_drafted": 1 + got / drafted_steps if drafted_steps else None,
+        "draft_acceptance_rate": got / drafted_tokens if drafted_tokens else None,
+        "verify_steps": int(round(steps)),
+        "accepted_tokens": int(round(got)),
+    }
+
+
+def _from_schedule(recs: Sequence[RequestRecord]) -> dict[str, Any]:
+    """Open loop: TTFT and E2E timed from each request's *scheduled* arrival, so time spent
+    waiting for a free slot counts (no coordinated omission); empty for a closed loop."""
+    timed = [r for r in recs if r.scheduled is not None]
+    if not timed:
+        return {}
+    series = {"ttft": [r.token_times[0] - r.scheduled for r in timed if r.token_times
+                       and r.scheduled is not None],
+              "e2e": [r.end - r.scheduled for r in timed if r.scheduled is not None]}
+    found: dict[str, Any] = {}
+    for name, values in series.items():
+        found[f"{name}_sched_mean_s"] = _mean(values)
+        for q in (50, 90, 99):
+            found[f"{name}_sched_p{q}_s"] = _quantile(values, q / 100)
+    return found
+
+
+
+
+def rate_shortfall(records: list[RequestRecord], target_rate: float | None) -> dict[str, Any]:
+    """Target vs achieved send rate of an open-loop cell's measured requests (empty if closed loop).
+
+    The achieved rate is (n - 1) / (last send - first send); it is compared with the rate of the
+    drawn schedule itself (Poisson draws of a few requests differ from the target), and
+    ``rate_not_reached`` is set when it falls more than ``RATE_TOLERANCE`` below it.
+    """
+    sent = [r for r in records if not r.warmup and r.scheduled is not None]
+    if target_rate is None or len(sent) < 2:
+        return {}
+    starts = sorted(r.start for r in sent)
+    planned = sorted(r.scheduled for r in sent if r.scheduled is not None)
+    achieved = (len(sent) - 1) / (starts[-1] - starts[0]) if starts[-1] > starts[0] else None
+    scheduled = (len(sent) - 1) / (planned[-1] - planned[0]) if planned[-1] > planned[0] else None
+    late = max(r.start - (r.scheduled or 0.0) for r in sent)
+    short = achieved is not None and scheduled is not None and (
+        achieved < (1 - RATE_TOLERANCE) * scheduled)
+    return {"target_rate_rps": target_rate, "scheduled_rate_rps": scheduled,
+            "achieved_rate_rps": achieved, "max_send_lag_s": late, "rate_not_reached": short,
+            "rate_note": (f"rate_not_reached: sent {achieved:.3g}/s of a scheduled {scheduled:.3g}/s "
+                          f"(target {target_rate:g}/s)") if short else None}
+
+
+def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
+                  slo: SloParams | None = None) -> Any:
+    """A pandas DataFrame of ok cells: one row per config × :data:`PANEL` (workload × context ×
+    output tokens × concurrency × open-loop load point).
+
+    Repeats of a cell are averaged; ``output_tok_s_cv`` is their coefficient of variation
+    (sample std / mean; NaN for one repeat), ``repeats_failed`` counts the row's repeats that
+    ended ``invalid`` or ``crashed``, and ``unstable`` flags a CV above ``unstable_cv`` or any
+    failed repeat (the row stays, marked). ``speedup`` compares mean output tok/s with the ``auto`` row of
+    the same workload, context and concurrency; it is NaN when that baseline is not ok;
+    ``speedup_vs_linear`` does the same against the best ok ``linear`` config, when any. The
+    ``lossless_*`` columns compare greedy outputs with ``auto``'s (see :mod:`~.lossless`).
+    ``output_tok_s_lo/hi`` and ``speedup_lo/hi`` are 95 % bootstrap intervals over the row's
+    independent units (repeats, requests, or blocks of requests in flight together),
+    ``requests_n`` the requests and ``units_n`` the units behind them, ``interval_note`` why a
+    row has none (see :mod:`~specbench_lib.analysis.intervals`). TTFT, ITL and E2E
+    percentiles are of the row's requests pooled over its repeats, with intervals
+    (``ttft_p50_s_lo/hi``, …); p99 (every ``*_p99_s``) only with at least 100 requests behind
+    it, else NaN, and ``*_max_s`` the maximum of ``max_n`` requests (see :mod:`~.latency`).
+    With an ``slo``, the :data:`~specbench_lib.analysis.slo.SLO_COLUMNS` too (``meets_slo`` as the fraction of
+    repeats that met it).
+    """
+    import pandas as pd
+
+    from .intervals import add_intervals
+    from .lossless import losslessness
+    from .slo import SLO_COLUMNS, goodput
+
+    same = losslessness(cells)
+
+    rows = [{**c.spec.row(), **(c.metrics or {}), **same.get(c.cell_id, {}),
+             **(goodput(c, slo) if slo is not None else {})} for c in cells if c.verdict.ok]
+    columns = [*GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s",
+               *(SLO_COLUMNS if slo is not None else ())]
+    table = pd.DataFrame(rows, columns=columns)
+    numeric = [c for c in columns if c not in GROUP]
+    table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
+    grouped = table.groupby(GROUP, dropna=False, sort=False)
+    means = grouped[numeric].mean().reset_index()
+    means = _speedups(_repeat_columns(means, grouped, cells, unstable_cv))
+    keys = PANEL
+    means = add_intervals(means, cells, keys, GROUP)
+    means = add_percentiles(means, cells, GROUP)
+    # a rate profile's point k runs each config at its own rate: no like-for-like baseline
+    profile = means["load"].str.startswith("p")
+    means.loc[profile, ["speedup", "speedup_lo", "speedup_hi", "speedup_vs_linear"]] = float("nan")
+    return means
+
+
+def _repeat_columns(means: Any, grouped: Any, cells: Sequence[CellRecord],
+                    unstable_cv: float) -> Any:
+    """The :data:`REPEAT_COLUMNS` of each row: its repeats, failed repeats, CV, stability."""
+    from .intervals import key_value
+
+    tok_s = grouped["output_tok_s"]
+    means["repeats_n"] = grouped.size().to_numpy()
+    failed = Counter(tuple(key_value(c.spec.row()[k]) for k in GROUP) for c in cells
+                     if c.status in ("invalid", "crashed"))
+    means["repeats_failed"] = [failed[tuple(key_value(v) for v in row)]
+                               for row in means[GROUP].itertuples(index=False, name=None)]
+    means["output_tok_s_cv"] = (tok_s.std(ddof=1) / tok_s.mean()).to_numpy()
+    means["unstable"] = (means["output_tok_s_cv"] > unstable_cv) | (means["repeats_failed"] > 0)
+    return means
+
+
+def _speedups(means: Any) -> Any:
+    """``speedup`` against the panel's ``auto`` row, ``speedup_vs_linear`` against its best
+    ``linear`` row (NaN where there is none)."""
+    keys = PANEL
+    base = means[means["method"] == "auto"][[*keys, "output_tok_s"]]
+    base = base.rename(columns={"output_tok_s": "auto_tok_s"})
+    means = means.merge(base, on=keys, how="left")
+    means["speedup"] = means["output_tok_s"] / means["auto_tok_s"]
+    linear = means[means["method"] == "linear"].groupby(keys)["output_tok_s"].max()
+    means = means.merge(linear.rename("linear_tok_s").reset_index(), on=keys, how="left")
+    means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
+    return means.drop(columns=["auto_tok_s", "linear_tok_s"])
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None

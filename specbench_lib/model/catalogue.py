@@ -1,0 +1,219 @@
+"""The one catalogue of verdict reasons: every code a verdict can carry, at every level.
+
+A reason's ``code`` names an entry here (:data:`CODES`); building a
+:class:`~specbench_lib.model.records.Reason` with any other code is a programming error
+(:class:`~specbench_lib.core.errors.UnknownReason`). Each entry says its level (a ``request``'s
+problem, a ``cell``'s rule, a ``config``'s server, the ``run``'s plan or workers), what it
+protects against, and the params keys of its thresholds with their defaults: the defaults live
+here only, and params, the judge inputs and the rules read them from here. Adding a rule with a
+threshold touches this table and its test (``tests/test_validation_rules.py``).
+
+This module is a leaf: it imports nothing of specbench but :mod:`~specbench_lib.core.errors`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from ..core.errors import UnknownReason
+
+Level = Literal["request", "cell", "config", "run"]
+LEVELS: tuple[Level, ...] = ("request", "cell", "config", "run")
+
+# thresholds' defaults (their params keys are named by the entries below)
+DEFAULT_MAX_FAILED_FRACTION = 0.0
+# measured tokens, and first tokens, whose receive time a client stall made late by more than
+# 10 % of what it times (coalesced_reads): past 5 % of the tokens an ITL p95 is read from wrong
+# times, past 1 % of the first tokens a TTFT p99 (on a 2-core host whose server takes both
+# cores, 2-5 ms stalls touch a token or two of every few hundred: not a reason to drop a cell)
+DEFAULT_MAX_COALESCED_FRACTION = 0.05
+DEFAULT_MAX_COALESCED_FIRST_FRACTION = 0.01
+RATE_TOLERANCE = 0.05  # achieved send rate may fall this fraction below the schedule's
+
+# a request's transport or server error: ``http_<status>`` stands for every HTTP status
+HTTP_STATUS = re.compile(r"http_\d+")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A number a rule compares against: its params key (dotted) and its default."""
+
+    key: str
+    default: float | str | None
+
+
+@dataclass(frozen=True)
+class Code:
+    """One reason code: its level, what it protects against, its thresholds."""
+
+    name: str
+    level: Level
+    protects: str
+    thresholds: tuple[Threshold, ...] = ()
+
+
+def _c(name: str, level: Level, protects: str, *thresholds: Threshold) -> Code:
+    return Code(name, level, protects, thresholds)
+
+
+CATALOGUE: tuple[Code, ...] = (
+    # request: one request's problem (its record), counted over the cell's requests
+    _c("http_<status>", "request", "an HTTP error answer (e.g. http_400 for a prompt over the "
+       "context) counted as a fast, empty request"),
+    _c("error_in_stream", "request", "an error event inside an HTTP-200 stream (SGLang sends "
+       "errors this way) counted as a success"),
+    _c("timeout", "request", "a hung server or stalled stream (connect, first token, between "
+       "tokens, whole request) waiting forever or pulling the averages"),
+    _c("connection_error", "request", "a server that died or dropped the connection mid-stream"),
+    _c("incomplete_stream", "request", "a stream that ended without the server's final "
+       "statistics, so its token counts are unknown"),
+    _c("empty_output", "request", "an empty stream counted as a successful request"),
+    _c("short_output", "request", "fewer tokens than requested with ignore_eos (a silent "
+       "clamp), which inflates per-token speed and deflates throughput"),
+    _c("long_output", "request", "more tokens than requested: the request was not the one planned"),
+    _c("truncated", "request", "output cut by the context (llama.cpp answers 200 with "
+       "truncated: true)"),
+    _c("prompt_mismatch", "request", "a prompt of another length than planned (client "
+       "re-tokenization drift, special tokens, a cached prefix)"),
+    _c("prefix_cache_hit", "request", "prompt tokens served from the server's prefix cache "
+       "(the same prompts recur across cells of one server), so TTFT and throughput skip the "
+       "prefill; allowed with engine.prefix_cache"),
+    _c("token_count_mismatch", "request", "streamed tokens that differ from the server's count "
+       "(chunks counted as tokens, lost events), which corrupts ITL and TPOT"),
+    _c("missing_spec_stats", "request", "a speculative config whose server reports no "
+       "speculative statistics (per request, or counters that did not move), so acceptance "
+       "length would be invented"),
+    # cell: a rule over the cell's requests and facts
+    _c("server_died", "cell", "numbers from a server that crashed during the cell"),
+    _c("crash_signature", "cell", "numbers from a server whose log shows a fatal error "
+       "(CUDA error, assertion, out of memory) even if the process lingers"),
+    _c("log", "cell", "evidence, not a rule: the server log's crash line given with "
+       "server_died or server_failed"),
+    _c("returncode", "cell", "evidence, not a rule: the exit status of a server that failed"),
+    _c("too_few_completed", "cell", "a cell averaged over fewer requests than planned "
+       "(failed requests silently dropped)"),
+    _c("failed_fraction", "cell", "more failed requests than max_failed_fraction allows",
+       Threshold("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION)),
+    _c("coalesced_reads", "cell", "token times the client host took: events that queued in "
+       "the socket while the client did not run are read at once and all carry the last one's "
+       "kernel stamp (ITL gaps of 0, a late TTFT), and first tokens the kernel stamped in one "
+       "batch for several connections while the host starved the client; judged by the "
+       "stamps against the stalls, the requests named in the detail; more than "
+       "max_coalesced_fraction of the tokens, or max_coalesced_first_fraction of the first "
+       "tokens, makes the cell invalid",
+       Threshold("max_coalesced_fraction", DEFAULT_MAX_COALESCED_FRACTION),
+       Threshold("max_coalesced_first_fraction", DEFAULT_MAX_COALESCED_FIRST_FRACTION)),
+    _c("busy_host", "cell", "numbers measured while other processes used the CPUs (a build, "
+       "another benchmark, a spinning server) or the hypervisor stole (steal time): more than "
+       "host.max_other_cpu_cores cores of the two on average during the cell, the sweep and "
+       "its server not counted, makes it invalid",
+       Threshold("host.max_other_cpu_cores", "auto")),
+    _c("rate_not_reached", "cell", "an open-loop cell whose requests went out slower than "
+       "scheduled (client or concurrency cap): its latencies belong to another load than the "
+       "one asked for, so the cell is invalid (achieved_rate_rps and the note stay)",
+       Threshold("(rate tolerance, not a params key)", RATE_TOLERANCE)),
+    _c("seen_prompt", "cell", "a cell whose server had already answered one of its prompts, or "
+       "text one of them contains (an earlier cell's, or the warmup's), without the plan asking "
+       "for it (prompt_reuse): an engine that learns across requests (llama.cpp ngram-mod, "
+       "SGLang NGRAM, a prefix cache) then measures its memory, not the config"),
+    _c("context_overflow", "cell", "a prompt + output + speculative reserve that cannot fit the "
+       "context, refused before any request is sent (never measured as a fast failure)"),
+    _c("no_profile_rate", "cell", "a rate-profile point whose synchronous or saturated anchor "
+       "cell is not ok, so it has no rate to run at: skipped, naming the anchor"),
+    # config: the server of a config (its launch, its control endpoints, its history)
+    _c("server_failed", "config", "a server that could not be started or answered its control "
+       "calls wrongly: the config's cells crashed, the sweep goes on with the next config"),
+    _c("server_died_earlier", "config", "numbers from a server that crashed in an earlier cell "
+       "of its config: the later cells are not measured"),
+    _c("control_timeout", "config", "a control call (server info, tokenize) with no complete "
+       "answer within engine.control_timeout_s (a trickling endpoint), the limit named"),
+    _c("missing_endpoint", "config", "a server that lacks an endpoint specbench needs "
+       "(/tokenize, server info): invalid with the fix, not a crash"),
+    _c("bad_answer", "config", "a control answer (server info, tokenize) its adapter cannot "
+       "read, with the server's words; the sweep goes on with the next config"),
+    _c("known_bad", "config", "a config listed under known_bad for this GPU and engine version: "
+       "skipped, never started"),
+    # run: the plan and the workers that carry it out
+    _c("enough_repeats", "run", "a repeat the adaptive plan did not need (every speedup "
+       "interval already narrow enough): skipped by design, not a failure",
+       Threshold("repeat_until_half_width", None)),
+    _c("eliminated", "run", "a time-budgeted round a config was not measured in: it had left "
+       "the panel's confidence set for the best (Holm, corrected for the looks), so the budget "
+       "went to the configs still in contention; skipped by design"),
+    _c("decided", "run", "a time-budgeted round not measured because its panel was decided (its "
+       "set held one config, or its members tied within equivalence); skipped by design"),
+    _c("time_budget", "run", "a round the time budget could not afford (predicted from the "
+       "measured server starts and cell costs): skipped by design, the answer says so",
+       Threshold("time_budget_s", None)),
+    _c("corpus_exhausted", "run", "a round past the ones the corpus can feed with fresh "
+       "prompts (never a prompt a server already answered): skipped by design"),
+    _c("config_out", "run", "a round of a config that was out of the panel for its own failure "
+       "(crashed or skipped, with its reason): not measured again; skipped by design"),
+    _c("worker_lost", "run", "a placed config whose Ray worker or node was lost: its unfinished "
+       "cells crashed, the rest of the run goes on"),
+    _c("worker_error", "run", "a placed config whose Ray task raised: its unfinished cells "
+       "crashed, with the error"),
+)
+
+BY_CODE: dict[str, Code] = {c.name: c for c in CATALOGUE}
+CODES = frozenset(BY_CODE)
+# skipped reasons that are the plan's, not failures (adaptive repeats; a time budget's rounds)
+BY_DESIGN = frozenset({"enough_repeats", "eliminated", "decided", "time_budget",
+                       "corpus_exhausted", "config_out"})
+# rules that judge the client host, not the config under test: a cell invalid for these alone
+# is measured again at once (params ``retries``), with fresh prompts, before it stays invalid
+HOST_SIDE = frozenset({"coalesced_reads", "busy_host"})
+
+
+def host_side_only(codes: frozenset[str] | set[str]) -> bool:
+    """Whether every one of a verdict's ``codes`` is a host-side rule's (and there is one)."""
+    return bool(codes) and codes <= HOST_SIDE
+
+
+class _Names:
+    """Each code as an attribute (``C.busy_host == "busy_host"``): a minting site names its
+    entry, a mistyped name raises where it is named and the catalogue's test finds it."""
+
+    def __getattr__(self, name: str) -> str:
+        if name in BY_CODE:
+            return name
+        raise AttributeError(f"no reason code {name!r} in the catalogue")
+
+
+C = _Names()
+
+
+def http_status(status: int) -> str:
+    """The request code of an HTTP error answer (``http_400``)."""
+    return check(f"http_{status}")
+
+
+def entry(code: str) -> Code:
+    """The catalogue entry of ``code`` (``http_404`` → ``http_<status>``)."""
+    if HTTP_STATUS.fullmatch(code):
+        return BY_CODE["http_<status>"]
+    try:
+        return BY_CODE[code]
+    except KeyError:
+        raise UnknownReason(code) from None
+
+
+def check(code: str) -> str:
+    """``code`` when the catalogue has it; else :class:`UnknownReason`."""
+    entry(code)
+    return code
+
+
+def level(code: str) -> Level:
+    return entry(code).level
+
+
+def default(key: str) -> float | str | None:
+    """The default of the threshold whose params key is ``key``."""
+    for code in CATALOGUE:
+        for threshold in code.thresholds:
+            if threshold.key == key:
+                return threshold.default
+    raise KeyError(key)

@@ -1,0 +1,315 @@
+"""The params of a sweep: its validated top level (:class:`SweepParams`: configs, levels,
+requests, rules' thresholds, sizes), and the values a plan is made of (:class:`ServerConfig`,
+:class:`CellSpec`).
+
+A params file is YAML (read by :mod:`~.layering`, expanded into a plan by :mod:`~.plan`); its
+sections (engine, workloads, timeouts, load, host, SLO, placement) are :mod:`~specbench_lib.model.sections`'s
+models. Unknown keys and bad values are refused; :mod:`~.layering` names the file, the key and
+the value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..core.durations import parse_duration
+from ..core.errors import ParamsError
+from .catalogue import (
+    DEFAULT_MAX_COALESCED_FIRST_FRACTION,
+    DEFAULT_MAX_COALESCED_FRACTION,
+    DEFAULT_MAX_FAILED_FRACTION,
+)
+from .sections import (
+    AttachParams,
+    EngineParams,
+    HostParams,
+    LoadParams,
+    Method,
+    PlacementParams,
+    SloParams,
+    Strict,
+    TimeoutParams,
+    WorkloadParams,
+)
+
+_REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# sizes no real study reaches: past them a typo (10^12 requests) would hang or exhaust memory
+MAX_REQUESTS_PER_CELL = 100_000
+MAX_WARMUP_REQUESTS = 10_000
+MAX_REPEATS = 1000
+MAX_LEVEL = {"contexts": 10_000_000, "concurrency": 100_000, "output_tokens": 1_000_000}
+
+
+class ConfigParams(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    method: Method
+    budgets: tuple[int, ...] = ()
+    options: dict[str, int | float | str] = Field(default_factory=dict)
+    draft_model: str | None = None
+    extra_args: tuple[str, ...] = ()
+    spec_args: tuple[str, ...] = ()  # a flag template replacing the adapter's flags for the method
+    argv: tuple[str, ...] = ()  # a whole argv template for this config's servers
+    attach: AttachParams | None = None  # measure a running server instead of starting one
+
+    @field_validator("budgets")
+    @classmethod
+    def _positive(cls, budgets: tuple[int, ...]) -> tuple[int, ...]:
+        bad = [b for b in budgets if b <= 0]
+        if bad:
+            raise ValueError(f"budgets must be positive integers, got {bad}")
+        if len(set(budgets)) != len(budgets):
+            raise ValueError(f"budgets repeat a value: {list(budgets)}")
+        return budgets
+
+    @model_validator(mode="after")
+    def _budget_rule(self) -> ConfigParams:
+        if self.method == "auto" and self.budgets:
+            raise ValueError("method 'auto' takes no budgets (it drafts nothing)")
+        if self.method != "auto" and not self.budgets:
+            raise ValueError(f"method '{self.method}' needs at least one budget")
+        if self.attach is not None:
+            flags = [k for k in ("argv", "spec_args", "extra_args") if getattr(self, k)]
+            if flags:
+                raise ValueError(f"an attached server is already running, so {flags} cannot apply; "
+                                 f"remove them or 'attach'")
+            if len(self.budgets) > 1:
+                raise ValueError(f"an attached server runs one budget, got {list(self.budgets)}; "
+                                 f"give each budget its own config and server")
+        return self
+
+
+class KnownBad(Strict):
+    """A configuration known to fail: its cells are ``skipped`` with the reason, not run.
+
+    ``budgets`` empty means every budget of the config; ``engine_version`` and ``gpu`` are
+    substrings that must appear in the engine's version and in a visible GPU's name;
+    ``compute_cap`` is a GPU architecture as nvidia-smi reports it (``"12.0"`` for SM120: RTX
+    5090 and RTX PRO 6000 Blackwell alike), matched exactly against each visible GPU's.
+    """
+
+    config: str
+    budgets: tuple[int, ...] = ()
+    reason: str = Field(min_length=1)
+    engine_version: str | None = None
+    gpu: str | None = None
+    compute_cap: str | None = Field(None, pattern=r"^\d+\.\d+$")
+
+    def applies(self, server: ServerConfig, *, engine_version: str, gpus: list[str]) -> bool:
+        """Whether this entry covers ``server`` on this engine and these GPUs (the environment's
+        ``name, driver, memory[, compute capability]`` lines)."""
+        if server.name != self.config:
+            return False
+        if self.budgets and server.budget not in self.budgets:
+            return False
+        if self.engine_version and self.engine_version not in engine_version:
+            return False
+        if self.compute_cap and not any(g.rsplit(",", 1)[-1].strip() == self.compute_cap
+                                        for g in gpus):
+            return False
+        return not self.gpu or any(self.gpu in name for name in gpus)
+
+
+class SweepParams(Strict):
+    phase: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    description: str = ""
+    engine: EngineParams = EngineParams()
+    configs: tuple[ConfigParams, ...] = Field(min_length=1)
+    workloads: tuple[WorkloadParams, ...] = Field(min_length=1)
+    contexts: tuple[int, ...] = Field(min_length=1)
+    concurrency: tuple[int, ...] = Field(min_length=1)
+    # tokens each request generates; a list makes output length an axis of the plan
+    output_tokens: int | tuple[int, ...] = 128
+    requests_per_cell: int = Field(3, ge=1, le=MAX_REQUESTS_PER_CELL)
+    # per_concurrency: a closed-loop cell at concurrency c sends requests_per_cell x c requests,
+    # so it has requests_per_cell waves of requests in flight together (its independent units);
+    # fixed: requests_per_cell at every load point
+    requests_scale: Literal["per_concurrency", "fixed"] = "per_concurrency"
+    # False: every cell and repeat gets fresh prompts, never text its server already answered
+    # (promptbook.py); True: a cache-warm study, prompts shared by a panel's load points
+    prompt_reuse: bool = False
+    # shuffled: a server's cells run in an order drawn from the seed (recorded), so no drift of
+    # the machine lines up with an axis; fixed: the plan's order
+    cell_order: Literal["shuffled", "fixed"] = "shuffled"
+    # speedups within this fraction of each other are a tie (a decided answer), in best configs
+    equivalence: float = Field(0.03, ge=0, lt=1)
+    warmup_requests: int = Field(1, ge=0, le=MAX_WARMUP_REQUESTS)
+    # output tokens of each warmup request (None: output_tokens). A short one already does what
+    # warmup is for (first-use allocations, weights paged in, threads started) at less cost.
+    warmup_output_tokens: int | None = Field(None, gt=0, le=MAX_LEVEL["output_tokens"])
+    request_timeout_s: float = Field(120.0, gt=0)
+    seed: int = 0
+    known_bad: tuple[KnownBad, ...] = ()
+    timeouts: TimeoutParams = TimeoutParams()
+    request_rate: LoadParams | None = None  # None: closed loop (concurrency in flight)
+    host: HostParams = HostParams()  # other processes' CPU while a cell runs (busy_host)
+    placement: PlacementParams = PlacementParams()  # local (one after another) or on Ray
+    # failed requests a cell may tolerate (failed_fraction)
+    max_failed_fraction: float = Field(DEFAULT_MAX_FAILED_FRACTION, ge=0, lt=1)
+    # measured tokens, and first tokens, whose receive time was lost to a client stall, as
+    # fractions, above which a cell is invalid (coalesced_reads)
+    max_coalesced_fraction: float = Field(DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)
+    max_coalesced_first_fraction: float = Field(DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0, le=1)
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS)  # measurements of each cell (mean and CV across them)
+    # rounds: every config once per round, each round on a fresh server (drift lands on every
+    # config alike); back_to_back: a config's repeats one after another on one server
+    repeat_order: Literal["rounds", "back_to_back"] = "rounds"
+    # adaptive repeats: after each round from the second, stop once every speedup's 95 % interval
+    # has a half-width of at most this fraction of the speedup; `repeats` is the limit
+    repeat_until_half_width: float | None = Field(None, gt=0, lt=1)
+    unstable_cv: float = Field(0.10, gt=0)  # CV of output tok/s across repeats above which: unstable
+    # a wall-time budget (seconds, or "10m"): the sweep measures in rounds and stops once every
+    # panel's best config is decided or the budget is spent (rounds.py); None: the fixed full plan
+    time_budget_s: float | None = None
+    # with a time budget: at most this many rounds (the looks its error is spent over); fewer
+    # when the corpus cannot feed fresh prompts for more
+    max_rounds: int = Field(12, ge=2, le=MAX_REPEATS)
+    # a cell invalid for host-side rules alone (coalesced_reads, busy_host) is measured again at
+    # once with fresh prompts, this many times at most, before it stays invalid
+    retries: int = Field(2, ge=0, le=10)
+    slo: SloParams | None = None  # latency limits: goodput and the load that still meets them
+    # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
+    # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
+    # --hf-token, *_token, password, secret, Authorization and the like are always hidden
+    redact: tuple[str, ...] = ()
+
+    def requests_for(self, cell: CellSpec) -> int:
+        """The measured requests of ``cell``: ``requests_per_cell``, times the concurrency for a
+        closed-loop cell when ``requests_scale`` is ``per_concurrency``."""
+        closed = cell.rate is None and cell.profile_point is None
+        scale = cell.concurrency if closed and self.requests_scale == "per_concurrency" else 1
+        return self.requests_per_cell * scale
+
+    def request_timeouts(self) -> TimeoutParams:
+        """The timeouts with the whole-request limit resolved (``request_timeout_s`` by default)."""
+        if self.timeouts.request_s is not None:
+            return self.timeouts
+        return self.timeouts.model_copy(update={"request_s": self.request_timeout_s})
+
+    @property
+    def output_lengths(self) -> tuple[int, ...]:
+        """The output lengths of the plan, one or several."""
+        return self.output_tokens if isinstance(self.output_tokens, tuple) else (self.output_tokens,)
+
+    @field_validator("contexts", "concurrency", "output_tokens")
+    @classmethod
+    def _positive_levels(cls, values: int | tuple[int, ...], info: Any) -> int | tuple[int, ...]:
+        listed = values if isinstance(values, tuple) else (values,)
+        if not listed or any(v <= 0 for v in listed):
+            raise ValueError(f"must be positive integers, got {list(listed)}")
+        bound = MAX_LEVEL[info.field_name]
+        if any(v > bound for v in listed):
+            raise ValueError(f"must be at most {bound} (no study needs more), got {list(listed)}")
+        return values
+
+    @field_validator("time_budget_s", mode="before")
+    @classmethod
+    def _budget_seconds(cls, value: Any) -> float | None:
+        try:
+            return parse_duration(value)
+        except ParamsError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("redact")
+    @classmethod
+    def _names_to_redact(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [n for n in names if not _REDACT_NAME.match(n)]
+        if bad:
+            raise ValueError(f"names to redact are key or flag names (letters, digits, '-', '_', "
+                             f"'.'; a flag may start with '-' or '--'), got {bad}")
+        return names
+
+    @model_validator(mode="after")
+    def _names_and_baseline(self) -> SweepParams:
+        for what, names in (("configs", [c.name for c in self.configs]),
+                            ("workloads", [w.name for w in self.workloads])):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{what} names must be unique, repeated: {dupes}")
+        if not any(c.method == "auto" for c in self.configs):
+            raise ValueError("one config must have method 'auto': it is the baseline of speedups")
+        if self.repeat_until_half_width is not None and (
+                self.repeats < 2 or self.repeat_order != "rounds"):
+            raise ValueError("repeat_until_half_width needs repeat_order 'rounds' and repeats >= 2 "
+                             f"(the limit), got {self.repeat_order!r} and {self.repeats}")
+        if self.time_budget_s is not None and (self.repeat_until_half_width is not None
+                                               or self.repeat_order != "rounds"):
+            raise ValueError("time_budget_s measures in rounds and stops on its own: it needs "
+                             "repeat_order 'rounds' and no repeat_until_half_width")
+        if self.request_rate is not None and self.request_rate.profile is not None and (
+                1 not in self.concurrency or len(self.concurrency) < 2):
+            raise ValueError("request_rate.profile spreads rates between the concurrency-1 cell and "
+                             "the highest concurrency: concurrency needs 1 and a higher level, got "
+                             f"{list(self.concurrency)}")
+        return self
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One server start: a config at one budget (``budget`` is None for the baseline)."""
+
+    name: str
+    method: Method
+    budget: int | None
+    options: dict[str, int | float | str]
+    draft_model: str | None
+    extra_args: tuple[str, ...]
+    spec_args: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
+    attach: AttachParams | None = None  # a running server: nothing is launched for it
+
+    @property
+    def label(self) -> str:
+        return self.name if self.budget is None else f"{self.name}-b{self.budget}"
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One measurement: a server config × workload × context × concurrency.
+
+    ``config`` is the server's label (``ngram-b16``); ``series`` the config's name (``ngram``),
+    which a plot draws as one line over its budgets.
+    """
+
+    config: str
+    series: str
+    method: Method
+    budget: int | None
+    workload: str
+    context: int
+    concurrency: int
+    repeat: int = 0
+    repeats: int = 1
+    output_tokens: int = 0  # 0: a cell written before output length was in the spec
+    outputs: int = 1  # output lengths in the plan: with several, the id names the cell's
+    rate: float | None = None  # open loop at a fixed rate (requests a second); None: closed
+    profile_point: int | None = None  # open loop at point k of a rate profile (decided when run)
+    profile_points: int = 0
+
+    @property
+    def load(self) -> str:
+        """The open-loop load point ("2.5/s", "p2/3" of a profile); "" for a closed loop, whose
+        load is its concurrency."""
+        if self.rate is not None:
+            return f"{self.rate:g}/s"
+        if self.profile_point is not None:
+            return f"p{self.profile_point}/{self.profile_points}"
+        return ""
+
+    @property
+    def cell_id(self) -> str:
+        base = f"{self.config}__{self.workload}__ctx{self.context}__c{self.concurrency}"
+        if self.outputs > 1:
+            base += f"__o{self.output_tokens}"
+        if self.rate is not None:
+            base += f"__q{self.rate:g}"
+        if self.profile_point is not None:
+            base += f"__p{self.profile_point}of{self.profile_points}"
+        return f"{base}__r{self.repeat}" if self.repeats > 1 else base
+
+    def row(self) -> dict[str, Any]:
+        """The spec as a table row's keys: its fields and its ``load``."""
+        return {**asdict(self), "load": self.load}

@@ -1,0 +1,400 @@
+"""The record model: what one request, one cell and one verdict are, from the wire to the plot.
+
+Every reader of a run uses these types. A cell file is the versioned JSON form of a
+:class:`CellRecord` (``schema_version`` :data:`SCHEMA_VERSION`); ``CellRecord.from_dict``
+reads it back without loss, so metrics and the analysis-time rules can be computed again from
+the stored requests (see :mod:`~.analysis`). What was only observable while measuring (the
+server died, a log signature, the server's spec counters) is stored as a fact, never derived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from ..core.display import Rendered, html_table, html_text
+from ..core.errors import SchemaError
+from ..core.shapes import known_fields as _known
+from ..core.shapes import shape_problem
+from .catalogue import (
+    BY_DESIGN,
+    DEFAULT_MAX_COALESCED_FIRST_FRACTION,
+    DEFAULT_MAX_COALESCED_FRACTION,
+    DEFAULT_MAX_FAILED_FRACTION,
+    check,
+)
+from .hostfacts import HostLoad, Placement
+from .params import CellSpec
+from .served import PromptRecord, Remeasured, ServedBefore
+
+SCHEMA_VERSION = 3
+# versions read by migrating on read (never a reason to measure a cell again): 2 lacks the
+# requests' multi_reads and stalls, so coalescing keeps the counts decided while measuring
+MIGRATES_FROM = frozenset({2})
+Status = Literal["ok", "invalid", "crashed", "skipped"]
+STATUSES: tuple[Status, ...] = ("ok", "invalid", "crashed", "skipped")
+
+
+@dataclass
+class FinalStats:
+    """What the server reports about one finished generation (its own token counts)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    truncated: bool = False
+    draft_tokens: int | None = None
+    accepted_tokens: int | None = None
+    verify_steps: int | None = None
+    cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FinalStats:
+        return cls(**_known(cls, data))
+
+
+@dataclass
+class RequestRecord:
+    """Everything observed about one request; times are seconds from the cell's start."""
+
+    index: int
+    warmup: bool
+    prompt_tokens_planned: int
+    max_tokens: int
+    status: int | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    start: float = 0.0
+    end: float = 0.0
+    token_times: list[float] = field(default_factory=list)
+    chunk_sizes: list[int] = field(default_factory=list)
+    final: FinalStats | None = None
+    text_sha: str = ""
+    output_ids: list[int] = field(default_factory=list)
+    scheduled: float | None = None  # open loop: when the schedule said to send it
+    # the raw reads coalescing is decided from on read (:mod:`~.coalescing`), seconds from the
+    # cell's start: each read that carried several token events (its time, the tokens of all but
+    # its last event, whether the first token was among them), and the client stalls (dispatch's
+    # stall watch) that overlap the request; None: not recorded (a cell from before schema 3)
+    multi_reads: list[tuple[float, int, bool]] | None = None
+    stalls: list[tuple[float, float]] | None = None
+    # schema 2 (decided while measuring): tokens whose receive time is a later event's, and
+    # whether the TTFT is late too; read only where multi_reads and stalls are None
+    coalesced_tokens: int = 0
+    first_token_coalesced: bool = False
+
+    @property
+    def ttft(self) -> float | None:
+        return self.token_times[0] - self.start if self.token_times else None
+
+    @property
+    def e2e(self) -> float:
+        return self.end - self.start
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ttft"] = self.ttft  # derived, written for readers of the raw file
+        data["e2e"] = self.e2e
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        values = _known(cls, data)
+        if values.get("error_kind") is not None:
+            check(values["error_kind"])  # a reason code: UnknownReason (a ValueError) if not
+        final = values.get("final")
+        values["final"] = FinalStats.from_dict(final) if final is not None else None
+        for key in ("token_times", "chunk_sizes", "output_ids"):
+            values[key] = list(values.get(key) or [])
+        for key in ("multi_reads", "stalls"):
+            if values.get(key) is not None:
+                values[key] = [tuple(item) for item in values[key]]
+        return cls(**values)
+
+
+@dataclass
+class CellDispatch:
+    """The requests of one cell as the dispatcher returns them."""
+
+    records: list[RequestRecord]
+    window_start: float
+    window_end: float
+    origin: float = 0.0  # time.perf_counter() at the cell's time 0 (records are relative to it)
+    target_rate: float | None = None  # open loop: the requests per second asked for
+    # when the client did not run on time (dispatch's stall watch), seconds from the cell's start
+    stalls: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def measured(self) -> list[RequestRecord]:
+        return [r for r in self.records if not r.warmup]
+
+
+class Reason(str):
+    """One reason of a verdict: a rule's ``code`` and a ``detail``, counted over requests.
+
+    It reads as text (``"http_400: {...} (x3)"``, with a ``tolerated: `` prefix when a tolerant
+    verdict let it through), so a reason can be shown and searched as it is, and its parts are
+    fields, never parsed back out of the text. ``code`` is an entry of :mod:`~specbench_lib.model.catalogue`
+    (another is :class:`~specbench_lib.core.errors.UnknownReason`).
+    """
+
+    code: str
+    detail: str
+    count: int
+    tolerated: bool
+
+    def __new__(cls, code: str, detail: str = "", *, count: int = 1,
+                tolerated: bool = False) -> Reason:
+        text = f"{check(code)}: {detail}" if detail else check(code)
+        if count > 1:
+            text += f" (x{count})"
+        self = super().__new__(cls, f"tolerated: {text}" if tolerated else text)
+        self.code, self.detail, self.count, self.tolerated = code, detail, count, tolerated
+        return self
+
+    def __reduce__(self) -> Any:
+        return (_reason, (self.code, self.detail, self.count, self.tolerated))
+
+    def counted(self, count: int) -> Reason:
+        return Reason(self.code, self.detail, count=count, tolerated=self.tolerated)
+
+    def as_tolerated(self) -> Reason:
+        return Reason(self.code, self.detail, count=self.count, tolerated=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"code": self.code, "detail": self.detail}
+        if self.count > 1:
+            data["count"] = self.count
+        if self.tolerated:
+            data["tolerated"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Reason:
+        return cls(str(data["code"]), str(data.get("detail", "")), count=int(data.get("count", 1)),
+                   tolerated=bool(data.get("tolerated", False)))
+
+
+def _reason(code: str, detail: str, count: int, tolerated: bool) -> Reason:
+    return Reason(code, detail, count=count, tolerated=tolerated)
+
+
+@dataclass(frozen=True)
+class Verdict(Rendered):
+    """A cell's status, every reason that applied, and the measured requests that failed.
+
+    An ``ok`` cell may carry reasons only when ``max_failed_fraction`` tolerated some failed
+    requests: those reasons are ``tolerated`` and ``failed`` lists the requests' indices, which
+    metrics leave out (and count).
+    """
+
+    status: Status
+    reasons: tuple[Reason, ...] = ()
+    failed: tuple[int, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def by_design(self) -> bool:
+        """Skipped because the plan said so (adaptive repeats that were not needed): not a
+        failure, never marked on a figure or listed with the failed cells."""
+        return self.status == "skipped" and bool(self.reasons) and all(
+            r.code in BY_DESIGN for r in self.reasons)
+
+    @property
+    def codes(self) -> set[str]:
+        return {r.code for r in self.reasons}
+
+    def text(self) -> str:
+        return "\n".join([self.status, *(f"  {r}" for r in self.reasons)])
+
+    def html(self) -> str:
+        rows = [[r.code, r.detail, r.count, "yes" if r.tolerated else ""] for r in self.reasons]
+        table = html_table(["rule", "detail", "requests", "tolerated"], rows) if rows else ""
+        return html_text(self.status, bold=True) + table
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reasons": [r.to_dict() for r in self.reasons],
+                "failed": list(self.failed)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        status = data["status"]
+        if status not in STATUSES:
+            raise ValueError(f"unknown verdict status {status!r}")
+        return cls(status, tuple(Reason.from_dict(r) for r in data.get("reasons", ())),
+                   tuple(int(i) for i in data.get("failed", ())))
+
+
+@dataclass(frozen=True)
+class JudgeInputs:
+    """What the analysis-time rules need besides the requests, fixed when the cell was measured."""
+
+    planned: int  # measured requests planned
+    speculative: bool = False  # the config drafts (every method but auto)
+    spec_stats: Literal["per_request", "counters"] = "per_request"  # where its spec stats come from
+    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
+    prefix_cache: bool = False
+    max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION
+    max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION
+    max_other_cpu_cores: float | None = None  # busy_host's threshold (None: not judged)
+    prompt_reuse: bool = False  # the plan asks for prompts a server already answered (seen_prompt)
+
+
+@dataclass(frozen=True)
+class CellFacts:
+    """What was observed about the server while the cell was measured: stored, never derived.
+
+    ``decided`` is a verdict reached before or without requests (skipped as known bad, refused
+    by the context guard, the server failed to start or died in an earlier cell): the analysis
+    keeps it as it is.
+    """
+
+    decided: Verdict | None = None
+    server_alive: bool = True
+    crash_line: str | None = None
+    returncode: int | None = None
+    log_excerpt: str = ""
+    spec_counters: dict[str, Any] = field(default_factory=dict)
+    host: HostLoad | None = None  # the host while the requests ran (None: not sampled)
+    placement: Placement | None = None  # where a placed cell ran (None: this machine, alone)
+    served_before: ServedBefore | None = None  # the server's history (None: not recorded)
+    remeasured: tuple[Remeasured, ...] = ()  # attempts the client host spoiled (params retries)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["decided"] = self.decided.to_dict() if self.decided else None
+        # absent, the file stays as it was
+        return {k: v for k, v in data.items()
+                if v or k not in ("placement", "served_before", "remeasured")}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellFacts:
+        values = _known(cls, data)
+        decided = values.get("decided")
+        values["decided"] = Verdict.from_dict(decided) if decided else None
+        host = values.get("host")
+        values["host"] = HostLoad.from_dict(host) if host is not None else None
+        placement = values.get("placement")
+        values["placement"] = Placement.from_dict(placement) if placement is not None else None
+        served = values.get("served_before")
+        values["served_before"] = ServedBefore.from_dict(served) if served is not None else None
+        values["remeasured"] = tuple(Remeasured.from_dict(r) for r in values.get("remeasured") or ())
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who measured a cell: the attempt of the run, the commit, and when."""
+
+    attempt: int = 1
+    commit: str | None = None
+    dirty: bool | None = None
+    started: str | None = None
+    ended: str | None = None
+    reused_from: str | None = None  # the run an ok cell was copied from instead of measured
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Provenance:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """One cell: its spec and fingerprint, the requests as measured, the facts, the verdict.
+
+    ``verdict`` and ``metrics`` are what the analysis concluded: in a file, as concluded when it
+    was written; in a :class:`~specbench_lib.runs.results.SweepResult`, as the analysis of this
+    specbench concludes from the stored requests now.
+    """
+
+    run_id: str
+    spec: CellSpec
+    fingerprint: str
+    server_label: str
+    server_argv: tuple[str, ...]
+    verdict: Verdict
+    judge: JudgeInputs
+    facts: CellFacts = CellFacts()
+    provenance: Provenance = Provenance()
+    requests: tuple[RequestRecord, ...] = ()
+    prompts: tuple[PromptRecord, ...] = ()
+    target_rate: float | None = None
+    metrics: dict[str, Any] | None = None
+    timing: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cell_id(self) -> str:
+        return self.spec.cell_id
+
+    @property
+    def status(self) -> Status:
+        return self.verdict.status
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return list(self.requests)
+
+    @property
+    def measured(self) -> list[RequestRecord]:
+        return [r for r in self.requests if not r.warmup]
+
+    def with_analysis(self, verdict: Verdict, metrics: dict[str, Any] | None) -> CellRecord:
+        return replace(self, verdict=verdict, metrics=metrics)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION, "run_id": self.run_id, "cell_id": self.cell_id,
+            "fingerprint": self.fingerprint, "spec": asdict(self.spec),
+            "server": {"label": self.server_label, "argv": list(self.server_argv)},
+            "verdict": self.verdict.to_dict(), "metrics": self.metrics,
+            "judge": asdict(self.judge), "facts": self.facts.to_dict(),
+            "provenance": asdict(self.provenance), "target_rate": self.target_rate,
+            "prompts": [asdict(p) for p in self.prompts],
+            "requests": [r.to_dict() for r in self.requests], "timing": self.timing,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, path: Path | str = "<cell>") -> CellRecord:
+        """The record of a cell file's JSON; :class:`SchemaError` for another schema version."""
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if isinstance(version, int) and version in MIGRATES_FROM:  # absent fields: not recorded
+            data = {**data, "schema_version": SCHEMA_VERSION}
+        elif version != SCHEMA_VERSION:
+            raise SchemaError(
+                f"cell file has schema_version {version!r}, this specbench reads "
+                f"{SCHEMA_VERSION} (and migrates {sorted(MIGRATES_FROM)}; version 1 was written "
+                f"before typed records, which its "
+                f"numbers cannot be re-analysed from): resume the run to measure it again",
+                path=path, version=version)
+        try:
+            server = data["server"]
+            requests = tuple(RequestRecord.from_dict(r) for r in data.get("requests") or ())
+            spec = CellSpec(**data["spec"])
+            if not spec.output_tokens:  # written before output length was an axis: as asked
+                asked = {r.max_tokens for r in requests if not r.warmup}
+                spec = replace(spec, output_tokens=asked.pop() if len(asked) == 1 else 0)
+            record = cls(
+                run_id=str(data["run_id"]), spec=spec,
+                fingerprint=str(data["fingerprint"]), server_label=str(server["label"]),
+                server_argv=tuple(server.get("argv") or ()),
+                verdict=Verdict.from_dict(data["verdict"]),
+                judge=JudgeInputs(**_known(JudgeInputs, data["judge"])),
+                facts=CellFacts.from_dict(data.get("facts") or {}),
+                provenance=Provenance.from_dict(data.get("provenance") or {}),
+                requests=requests,
+                prompts=tuple(PromptRecord.from_dict(p) for p in data.get("prompts") or ()),
+                target_rate=data.get("target_rate"), metrics=data.get("metrics"),
+                timing=dict(data.get("timing") or {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SchemaError(f"cell file is not a schema {SCHEMA_VERSION} cell record "
+                              f"({type(exc).__name__}: {exc})", path=path,
+                              version=version) from None
+        problem = shape_problem(record)  # JSON of another shape: named while its file is known
+        if problem:
+            raise SchemaError(f"cell file is not a schema {SCHEMA_VERSION} cell record "
+                              f"({problem})", path=path, version=version)
+        return record

@@ -1,0 +1,22 @@
+"""The keys of the results table: what a panel and a row are, and each row's load point.
+
+Below both :mod:`~.metrics` (which builds the table) and :mod:`~.slo` (which reads its load
+points), so neither imports the other to know them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# a panel: the cells every config is compared within (``load``: an open-loop load point, "" for
+# a closed loop); a table row: a config in a panel
+PANEL = ["workload", "context", "output_tokens", "concurrency", "load"]
+GROUP = ["config", "series", "method", "budget", *PANEL]
+
+
+def load_points(table: Any) -> Any:
+    """``table`` with each row's load on its axis: ``load_axis`` "concurrency" (closed loop) or
+    "rate" (open loop), and ``load_value`` (the concurrency, or the rate asked for)."""
+    open_loop = table["load"].astype(str) != ""
+    return table.assign(load_axis=["rate" if o else "concurrency" for o in open_loop],
+                        load_value=table["target_rate_rps"].where(open_loop, table["concurrency"]))

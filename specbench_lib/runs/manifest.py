@@ -1,0 +1,185 @@
+"""The manifest's read model: ``manifest.json`` as typed values, for the readers of a run.
+
+:mod:`~specbench_lib.runs.run` writes the manifest as a JSON object (the file on disk is what it always was);
+:class:`Manifest` is how the readers (the index, the report, attempts, the CLI, results) see it:
+its plan-wide facts, each :class:`Attempt` of the run and each :class:`ServerEntry` (with its
+:class:`ServerPlacement` when Ray placed it), instead of reading string keys of dicts. A value
+missing from an older manifest reads as None (or empty); the dict stays available as ``raw``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# the manifest's sections that readers index, and their JSON types
+MANIFEST_SECTIONS: dict[str, type] = {
+    "params": dict, "plan_fingerprints": dict, "environment": dict, "servers": dict,
+    "verdict_counts": dict, "engine": dict, "model": dict, "fingerprint_components": dict,
+    "attempts": list}
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _number(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _section(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def git_of(environment: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``git`` part of an environment record (commit, dirty), or empty."""
+    git = environment.get("git")
+    return dict(git) if isinstance(git, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a run (a start or a resume): when, by which process, how it ended, the
+    notebook it kept, and the cells it kept or reused."""
+
+    n: int
+    started: str | None = None
+    ended: str | None = None
+    status: str | None = None
+    pid: int | None = None
+    params_file: str | None = None
+    budget: int | None = None
+    notebook: str | None = None
+    notebook_source: str | None = None  # JupyterLab's notebook that ran it, if any
+    kept_cells: tuple[str, ...] = ()
+    reused_from: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, index: int = 0) -> Attempt:
+        """An attempt as the manifest holds it; ``index``: its place in the list (an attempt
+        of an older run that names no number is the ``index + 1``-th)."""
+        return cls(n=int(data.get("n", index + 1)), started=_text(data.get("started")),
+                   ended=_text(data.get("ended")), status=_text(data.get("status")),
+                   pid=_number(data.get("pid")), params_file=_text(data.get("params_file")),
+                   budget=_number(data.get("budget")), notebook=_text(data.get("notebook")),
+                   notebook_source=_text(data.get("notebook_source")),
+                   kept_cells=tuple(str(c) for c in data.get("kept_cells") or ()),
+                   reused_from={str(k): str(v) for k, v in
+                                _section(data.get("reused_from")).items()},
+                   environment=_section(data.get("environment")))
+
+    @property
+    def git(self) -> dict[str, Any]:
+        return git_of(self.environment)
+
+
+@dataclass(frozen=True)
+class ServerPlacement:
+    """Where Ray placed a server config (:mod:`~specbench_lib.sweep.placement`): its node, GPUs and port."""
+
+    engine: str
+    mode: str
+    node: str | None = None
+    node_ip: str = ""
+    gpus: tuple[str, ...] = ()
+    port: int | None = None
+    submitted: str | None = None
+    started: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerPlacement:
+        return cls(engine=str(data.get("engine", "ray")), mode=str(data.get("mode", "packed")),
+                   node=_text(data.get("node")), node_ip=str(data.get("node_ip") or ""),
+                   gpus=tuple(str(g) for g in data.get("gpus") or ()),
+                   port=_number(data.get("port")), submitted=_text(data.get("submitted")),
+                   started=_text(data.get("started")))
+
+
+@dataclass(frozen=True)
+class ServerEntry:
+    """A server config's entry in the manifest: how it was started (or attached), its log and,
+    for a placed run, where it ran. ``raw`` holds the whole record (timing, warmup, ...)."""
+
+    key: str
+    controlled: bool | None = None
+    argv: tuple[str, ...] = ()
+    url: str | None = None
+    log: str | None = None
+    pid: int | None = None
+    starts: int = 0
+    error: str | None = None
+    placement: ServerPlacement | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, key: str, data: Mapping[str, Any]) -> ServerEntry:
+        placed = data.get("placement")
+        return cls(key=key, controlled=data.get("controlled"),
+                   argv=tuple(str(a) for a in data.get("argv") or ()), url=_text(data.get("url")),
+                   log=_text(data.get("log")), pid=_number(data.get("pid")),
+                   starts=int(data.get("starts") or 0), error=_text(data.get("error")),
+                   placement=(ServerPlacement.from_dict(placed)
+                              if isinstance(placed, Mapping) else None), raw=dict(data))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A run's manifest: what it planned, where, how it went, and each attempt."""
+
+    run_id: str | None = None
+    phase: str | None = None
+    status: str | None = None
+    started: str | None = None
+    ended: str | None = None
+    budget: int | None = None
+    elapsed_s: float | None = None
+    params_file: str | None = None
+    notebook: str | None = None
+    notebook_source: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    plan_fingerprints: dict[str, str] | None = None  # None: a manifest from before plans had them
+    environment: dict[str, Any] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    fingerprint_components: dict[str, Any] = field(default_factory=dict)
+    verdict_counts: dict[str, int] | None = None  # None while the run has recorded none
+    attempts: tuple[Attempt, ...] = ()
+    servers: dict[str, ServerEntry] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        """The manifest of a JSON object whose sections have their types (as
+        :meth:`~specbench_lib.runs.run.RunDir.manifest` checks)."""
+        fingerprints = data.get("plan_fingerprints")
+        counts = data.get("verdict_counts")
+        return cls(
+            run_id=_text(data.get("run_id")), phase=_text(data.get("phase")),
+            status=_text(data.get("status")), started=_text(data.get("started")),
+            ended=_text(data.get("ended")), budget=_number(data.get("budget")),
+            elapsed_s=data.get("elapsed_s"), params_file=_text(data.get("params_file")),
+            notebook=_text(data.get("notebook")),
+            notebook_source=_text(data.get("notebook_source")),
+            params=_section(data.get("params")),
+            plan_fingerprints=None if fingerprints is None else dict(fingerprints),
+            environment=_section(data.get("environment")), engine=_section(data.get("engine")),
+            model=_section(data.get("model")),
+            fingerprint_components=_section(data.get("fingerprint_components")),
+            verdict_counts=None if counts is None else dict(counts),
+            attempts=tuple(Attempt.from_dict(a, index=i)
+                           for i, a in enumerate(data.get("attempts") or ())),
+            servers={str(k): ServerEntry.from_dict(str(k), v)
+                     for k, v in _section(data.get("servers")).items()
+                     if isinstance(v, Mapping)},
+            raw=dict(data))
+
+    @property
+    def git(self) -> dict[str, Any]:
+        """The run's git commit and whether the tree was dirty (its first attempt's)."""
+        return git_of(self.environment)
+
+    @property
+    def last_attempt(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None

@@ -1,0 +1,204 @@
+"""A run's results as a value: its cells analysed now, verdicts, the ok-only table, checks.
+
+A :class:`RunResult` reads a run directory once (manifest and cell records), analyses every
+cell from its stored requests (:func:`~.analysis.analyse`), and caches its tables. It is the
+read model: drawing is :mod:`~.plots`', writing files :mod:`~.writers`', and the value a sweep
+returns, with both, :class:`~specbench_lib.report.outcome.SweepResult`.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ..analysis.analyse import analyse
+from ..core.display import Rendered, html_table, html_text
+from ..core.errors import StoreError, ValidationFailed
+from ..core.tables import plan_names, plan_sorted
+from ..model.records import STATUSES, CellRecord
+from .manifest import Manifest
+from .run import RunDir
+
+_COLOURS = {"ok": "#d8f3dc", "invalid": "#ffe5b4", "crashed": "#ffccd5", "skipped": "#e9ecef"}
+
+
+class RunResult(Rendered):
+    """The cells of one run directory; shows itself as a verdict table in JupyterLab.
+
+    Only cells whose fingerprint matches the run's plan are read (``cells``); any other cell file
+    is ``stale`` (an earlier plan, engine, model or code version) and never reaches a table or a
+    plot. ``missing`` lists planned cells that have no current file (an interrupted run);
+    ``damaged`` the cell files that could not be read (each a :class:`StoreError` naming it).
+    """
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.dir = RunDir(Path(run_dir))
+        self.run_dir = self.dir.path
+        self.manifest: dict[str, Any] = self.dir.manifest()
+        records, self.damaged = self.dir.read_cells()
+        every = [analyse(c) for c in records]
+        expected = self.info.plan_fingerprints
+        if expected is None:
+            self.cells, self.stale = every, []
+        else:
+            self.cells = [c for c in every if expected.get(c.cell_id) == c.fingerprint]
+            self.stale = [c for c in every if expected.get(c.cell_id) != c.fingerprint]
+        self.missing = sorted(set(expected or ()) - {c.cell_id for c in self.cells})
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    @property
+    def info(self) -> Manifest:
+        """The manifest as its read model (``manifest`` is the JSON object it was read from)."""
+        return Manifest.from_dict(self.manifest)
+
+    @property
+    def phase(self) -> str | None:
+        return self.info.phase
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(STATUSES, 0)
+        for cell in self.cells:
+            counts[cell.status] += 1
+        return counts
+
+    def cell(self, cell_id: str) -> CellRecord:
+        found = next((c for c in self.cells if c.cell_id == cell_id), None)
+        if found is None:
+            raise StoreError(f"no current cell {cell_id!r} in this run", path=self.run_dir)
+        return found
+
+    @cached_property
+    def _verdicts(self) -> Any:
+        import pandas as pd
+
+        rows = []
+        for cell in self.cells:
+            spec = cell.spec
+            rows.append({"config": spec.config, "series": spec.series, "budget": spec.budget,
+                         "workload": spec.workload, "context": spec.context,
+                         "output_tokens": spec.output_tokens, "concurrency": spec.concurrency,
+                         "load": spec.load, "rate_rps": cell.target_rate or spec.rate,
+                         "verdict": cell.status,
+                         "output_tok_s": (cell.metrics or {}).get("output_tok_s"),
+                         "reasons": "; ".join(cell.verdict.reasons),
+                         "failed": not cell.verdict.ok and not cell.verdict.by_design})
+        frame = pd.DataFrame(rows, columns=["config", "series", "budget", "workload", "context",
+                                            "output_tokens", "concurrency", "load", "rate_rps",
+                                            "verdict", "output_tok_s", "reasons", "failed"])
+        frame["budget"] = frame["budget"].astype("Int64")
+        return frame
+
+    def verdicts(self) -> Any:
+        """One row per cell: its spec, verdict, reasons and (ok cells only) throughput."""
+        return self._verdicts.copy()
+
+    @cached_property
+    def _table(self) -> Any:
+        from ..analysis.metrics import results_table
+
+        params = self.info.params
+        return results_table(self.cells, unstable_cv=params.get("unstable_cv", 0.10),
+                             slo=self.slo)
+
+    @property
+    def slo(self) -> Any:
+        """The run's SLO (``slo`` in its params), or None; set it to read the run against
+        another one: ``result.slo = SloParams(ttft_s=0.5)`` (tables are then made again)."""
+        if "_slo" not in self.__dict__:
+            found = self.info.params.get("slo")
+            from ..model.sections import SloParams
+
+            self.__dict__["_slo"] = SloParams.model_validate(found) if found else None
+        return self.__dict__["_slo"]
+
+    @slo.setter
+    def slo(self, value: Any) -> None:
+        self.__dict__["_slo"] = value
+        for cached in ("_table", "_best"):
+            self.__dict__.pop(cached, None)
+
+    def slo_capacity(self) -> Any:
+        """Per config × workload × context × output length, the highest concurrency and rate that
+        meet the SLO (see :func:`~specbench_lib.analysis.slo.capacity`), or None when the run has no SLO."""
+        from ..analysis.slo import capacity
+
+        return None if self.slo is None else capacity(self._table, self.slo)
+
+    def table(self) -> Any:
+        """The metrics of ok cells only, with speedup vs ``auto`` (see metrics.results_table)."""
+        return self._table.copy()
+
+    def best(self) -> Any:
+        """Per workload × context × concurrency: the best config, its speedup with an interval
+        that accounts for having picked it, the confidence set for the best and its decision
+        (decided / tie / undecided), and the flags that limit the claim (see :mod:`~.best`)."""
+        return self._best.copy()
+
+    @cached_property
+    def _best(self) -> Any:
+        from ..analysis.best import best_configs
+        from ..analysis.metrics import GROUP
+
+        return best_configs(self.cells, self._table, GROUP)
+
+    def summary(self) -> Any:
+        """The best-config statements, then mean output tok/s and speedup, each with its 95 %
+        interval, the requests and independent units behind it (and why a row has none) and
+        its flags, per config, workload, context and concurrency."""
+        from ..analysis.best import Summary, crossovers
+        from ..analysis.metrics import PANEL
+
+        cols = ["config", *PANEL, "output_tok_s", "output_tok_s_lo", "output_tok_s_hi", "speedup",
+                "speedup_lo", "speedup_hi", "requests_n", "units_n", "interval_note", "repeats_n",
+                "repeats_failed", "unstable", "lossless_identical", "acceptance_length",
+                "ttft_mean_s"]
+        table = plan_sorted(self._table[cols], plan_names(self.info.params), PANEL)
+        return Summary(self._best, table, crossovers(self._table), self.slo_capacity())
+
+    def require_valid(self) -> None:
+        """Raise :class:`ValidationFailed` when the run has no ok cell or no ok baseline."""
+        counts = self.counts()
+        if counts["ok"] == 0:
+            raise ValidationFailed(f"run {self.run_id} has no ok cell: {counts}; see the verdict "
+                                   f"table's reasons", run_dir=self.run_dir, counts=counts)
+        if not any(c.verdict.ok and c.spec.method == "auto" for c in self.cells):
+            raise ValidationFailed(f"run {self.run_id} has no ok 'auto' baseline cell, so no "
+                                   f"speedup can be computed: {counts}", run_dir=self.run_dir,
+                                   counts=counts)
+
+    def text(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
+        extra = "".join(f", {len(v)} {k}" for k, v in (("stale", self.stale),
+                                                       ("missing", self.missing),
+                                                       ("damaged", self.damaged)) if v)
+        info = self.info
+        elapsed = "?" if info.elapsed_s is None else info.elapsed_s
+        lines = [f"run {self.run_id} · {info.status} · {counts}{extra} · {elapsed} s"]
+        for cell in self.cells:
+            tok_s = (cell.metrics or {}).get("output_tok_s")
+            lines.append(f"  {cell.cell_id}: {cell.status}"
+                         + (f", {tok_s:.1f} tok/s" if tok_s is not None else "")
+                         + (f" ({'; '.join(cell.verdict.reasons)})" if cell.verdict.reasons else ""))
+        lines += [f"  damaged: {error}" for error in self.damaged]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        head = html_text(self.text().splitlines()[0], bold=True)
+        frame = plan_sorted(self._verdicts, plan_names(self.info.params),
+                            ["workload", "context", "output_tokens", "concurrency", "load"],
+                            config_first=True)
+        rows = [[r.config, r.workload, r.context, r.concurrency, r.verdict,
+                 "" if r.output_tok_s is None or r.output_tok_s != r.output_tok_s
+                 else f"{r.output_tok_s:.1f}", r.reasons] for r in frame.itertuples()]
+        styles = [f"background:{_COLOURS.get(r.verdict, 'white')}" for r in frame.itertuples()]
+        table = html_table(["config", "workload", "context", "concurrency", "verdict",
+                            "output tok/s", "reasons"], rows, row_styles=styles)
+        damaged = "".join(html_text(f"damaged: {e}") for e in self.damaged)
+        return f"{head}{table}{damaged}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.run_id!r}, {self.counts()})"

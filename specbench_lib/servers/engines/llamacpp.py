@@ -1,0 +1,149 @@
+"""llama.cpp ``llama-server``: the embedded CPU engine (facts in shared/ENGINE.md)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ...core.errors import EngineError, ParamsError
+from ...model.params import ServerConfig
+from ...model.records import FinalStats
+from ...model.sections import EngineParams
+from .adapter import BaseAdapter, int_option
+from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_dict, field_ids, opt_int, opt_str
+from .control import get_json, post_tokens, url_of
+
+_NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
+# speculative state that outlives a request (shared/ENGINE.md): ngram-mod's one hash pool for
+# every slot and request (llama.cpp PR #19164; begin() resets only a sequence's watermark,
+# issue #27852), ngram-cache's static and dynamic caches (PR #27866), the lookup caches
+_LEARNING = {"ngram-mod": "ngram-mod's n-gram pool is shared by all requests",
+             "ngram-cache": "ngram-cache keeps its caches across requests",
+             "ngram-map-k": "ngram-map-k keeps its keys and counts across requests",
+             "ngram-map-k4v": "ngram-map-k4v keeps its keys and hit counts across requests",
+             "--spec-default": "--spec-default is ngram-mod, whose pool is shared by all requests",
+             "--lookup-cache-dynamic": "the dynamic lookup cache outlives requests"}
+# /props keys that describe the configuration (not media_marker: random per start; is_sleeping)
+_SETTINGS = ("default_generation_settings", "total_slots", "model_path", "model_ftype", "build_info")
+
+
+@dataclass(frozen=True)
+class LlamaCppAdapter(BaseAdapter):
+    """Maps a config to ``llama-server`` flags and reads its native ``/completion`` stream."""
+
+    name = "llamacpp"
+    needs_gpu = False
+    spec_stats_per_request = True  # timings.draft_n / draft_n_accepted per request
+    metrics_prefix = "llamacpp:"  # a cross-check of the per-request timings (runs with --metrics)
+    crash_signatures = tuple(re.compile(p) for p in (
+        r"GGML_ASSERT", r"Segmentation fault", r"terminate called after throwing",
+        r"std::bad_alloc", r"out of memory", r"[Ii]llegal instruction", r"Aborted",
+    ))
+
+    def _default_argv(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
+                      model: Path, binary: Path) -> list[str]:
+        return [str(binary), "-m", str(model), "--host", engine.host, "--port", str(engine.port),
+                "-np", str(parallel), "-c", str(engine.context * parallel), "--no-kv-unified",
+                "-t", str(engine.threads), "--no-webui", "--metrics", "--log-prefix"]
+
+    def _spec_flags(self, server: ServerConfig, engine: EngineParams, model: Path) -> list[str]:
+        if server.method == "auto":
+            return []
+        budget = int(server.budget or 0)
+        if server.method == "ngram":
+            n_match = int_option(server, "n_match", _NGRAM_DEFAULTS["n_match"])
+            n_min = min(int_option(server, "n_min", _NGRAM_DEFAULTS["n_min"]), budget)
+            return ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", str(n_match),
+                    "--spec-ngram-mod-n-min", str(n_min), "--spec-ngram-mod-n-max", str(budget)]
+        if server.method == "draft":
+            draft = server.draft_model or str(model)
+            n_min = min(int_option(server, "n_min", 0), budget)
+            return ["--spec-type", "draft-simple", "-md", draft, "--spec-draft-n-max", str(budget),
+                    "--spec-draft-n-min", str(n_min)]
+        raise ParamsError(f"llama.cpp has no method {server.method!r}; use auto, ngram or draft "
+                          f"(or give spec_args)", key=f"configs.{server.name}.method",
+                          value=server.method)
+
+    def _learns(self, server: ServerConfig, argv: Sequence[str]) -> str | None:
+        words = {w for arg in argv for w in (arg, *arg.split(","))}
+        return "; ".join(why for flag, why in _LEARNING.items() if flag in words) or None
+
+    def server_info(self, client: httpx.Client) -> ServerInfo:
+        """``n_ctx`` per slot and the configuration from ``/props``."""
+        props = get_json(client, "/props", limit_s=self.control_timeout_s)
+        generation = props.get("default_generation_settings")
+        n_ctx = opt_int(generation.get("n_ctx")) if isinstance(generation, dict) else None
+        if n_ctx is None or n_ctx <= 0:
+            raise EngineError("/props has no default_generation_settings.n_ctx",
+                              url=url_of(client, "/props"), status=200)
+        settings = {k: props[k] for k in _SETTINGS if k in props}
+        served = opt_str(props.get("model_alias")) or opt_str(props.get("model_path"))
+        return ServerInfo(context_per_request=n_ctx, raw=props, settings=settings,
+                          served_model=served, version=opt_str(props.get("build_info")))
+
+    def tokenize(self, client: httpx.Client, text: str) -> list[int]:
+        return post_tokens(client, "/tokenize", {"content": text, "add_special": False},
+                           limit_s=self.control_timeout_s)
+
+    def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
+        return "/completion", {
+            "prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "ignore_eos": True,
+            "cache_prompt": bool(self.engine and self.engine.prefix_cache), "stream": True,
+            "return_tokens": True,
+        }
+
+    def stream_parser(self) -> Callable[[str], StreamEvent | None]:
+        return _Stream()
+
+
+# tokens a final event may carry without text: llama-server holds back the tokens of one
+# unfinished UTF-8 character (at most 4 bytes) and counts them in the final tokens_predicted
+_HELD_BACK = 4
+
+
+class _Stream(StreamParser):
+    """One ``/completion`` stream. An event's token count is the step of the cumulative
+    ``tokens_predicted``, not the length of its ``tokens``: llama-server holds back a token that
+    ends inside a UTF-8 character and then sends one event that lists only the last id (measured:
+    a 3-byte character from 2 tokens arrived as ``"tokens": [231], "tokens_predicted": 2``)."""
+
+    def __init__(self) -> None:
+        self.predicted = 0
+
+    def parse(self, data: dict[str, Any]) -> StreamEvent:
+        ids = field_ids(data, "tokens")
+        content = data.get("content")
+        text = content if isinstance(content, str) else ""
+        if content is not None and not isinstance(content, str):
+            raise BadLine("stream field 'content' is not a string")
+        n_tokens = len(ids) if ids is not None else (1 if text else 0)
+        predicted = opt_int(data.get("tokens_predicted"))
+        if predicted is not None:
+            n_tokens = max(predicted - self.predicted, 0)
+            if data.get("stop") and not ids and not text and n_tokens > _HELD_BACK:
+                n_tokens = 0  # claimed, never sent: the tokens received are the truth
+        self.predicted += n_tokens
+        event = StreamEvent(n_tokens=n_tokens, text=text, token_ids=ids or [])
+        if data.get("stop"):
+            timings = field_dict(data, "timings")
+            completion = predicted if predicted is not None else opt_int(timings.get("predicted_n"))
+            accepted = opt_int(timings.get("draft_n_accepted", 0))
+            prompt = opt_int(data.get("tokens_evaluated"))
+            event.final = FinalStats(
+                prompt_tokens=prompt if prompt is not None else opt_int(timings.get("prompt_n")),
+                completion_tokens=completion,
+                finish_reason=opt_str(data.get("stop_type")),
+                truncated=bool(data.get("truncated", False)),
+                draft_tokens=opt_int(timings.get("draft_n", 0)),
+                accepted_tokens=accepted,
+                verify_steps=(completion - accepted) if completion is not None and accepted is not None
+                else None,
+                cached_tokens=opt_int(timings.get("cache_n")),
+            )
+            event.done = True
+        return event

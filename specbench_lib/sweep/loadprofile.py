@@ -1,0 +1,45 @@
+"""Rate profiles: the open-loop rate of each profile cell, from its config's closed-loop cells.
+
+As GuideLLM's sweep profile: a config's synchronous throughput (its concurrency-1 cell) and its
+saturated throughput (its highest-concurrency cell) are measured first; point k of a profile of
+n runs at ``sync + k / (n + 1) * (saturated - sync)`` requests a second, uncapped (the server
+queues what its slots cannot take). A profile cell whose anchors are not ``ok`` has no rate to run at: it is
+``skipped``, naming the anchor and its verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..model.catalogue import C
+from ..model.params import CellSpec
+from ..model.records import CellRecord, Reason, Verdict
+
+
+def anchors(spec: CellSpec, levels: tuple[int, ...]) -> tuple[str, str]:
+    """The ids of the synchronous and saturated cells of profile cell ``spec``, given the plan's
+    concurrency ``levels``."""
+    base = replace(spec, rate=None, profile_point=None, profile_points=0)
+    return (replace(base, concurrency=1).cell_id,
+            replace(base, concurrency=max(levels)).cell_id)
+
+
+def profile_rate(spec: CellSpec, levels: tuple[int, ...],
+                 lookup: Callable[[str], CellRecord | None]) -> float | Verdict:
+    """The rate of profile cell ``spec`` (requests a second), or the ``skipped`` verdict saying
+    why it has none; ``lookup`` finds a cell of the run by id (None when not measured)."""
+    assert spec.profile_point is not None
+    rates = []
+    for role, cell_id in zip(("synchronous", "saturated"), anchors(spec, levels), strict=True):
+        found = lookup(cell_id)
+        rps = (found.metrics or {}).get("request_throughput_rps") if found is not None else None
+        if found is None or not found.verdict.ok or not rps:
+            state = "not measured" if found is None else found.status
+            return Verdict("skipped", (Reason(
+                C.no_profile_rate, f"the {role} cell {cell_id} is {state}, so point "
+                f"{spec.profile_point} of the rate profile has no rate to run at; resume the run "
+                f"once it is ok"),))
+        rates.append(float(rps))
+    sync, saturated = rates
+    return sync + spec.profile_point / (spec.profile_points + 1) * (saturated - sync)

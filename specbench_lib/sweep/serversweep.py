@@ -1,0 +1,380 @@
+"""One server config measured: start its server (or a fresh one per cell), warm it up, measure
+its cells in their seeded order, record what it saw as :class:`~.records.CellRecord` facts, stop.
+
+:mod:`~specbench_lib.sweep.driver` drives the configs of a plan through :class:`ServerSweep`, and so does
+:mod:`~.placement` on a Ray worker: both hand it a :class:`RunWriter` (the run directory, or the
+worker's event queue), the only thing it writes to.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol
+
+import httpx
+
+from ..analysis.analyse import analyse
+from ..analysis.validate import context_guard
+from ..client.dispatch import dispatch_cell, warm_client
+from ..core.errors import EngineError, ServerError
+from ..core.store import redact, utc_now
+from ..host.cpuset import CpuSplit, pinned
+from ..host.load import HostSampler, server_pids
+from ..host.sources import usable_cpus
+from ..model.catalogue import host_side_only
+from ..model.params import CellSpec, ServerConfig, SweepParams
+from ..model.plan import Plan
+from ..model.records import CellFacts, CellRecord, JudgeInputs, Provenance, RequestRecord, Verdict
+from ..model.sections import RequestRateParams
+from ..model.served import PromptRecord, Remeasured
+from ..prompts.history import History as _History
+from ..prompts.history import prompt_records as _prompt_records
+from ..prompts.promptbook import PromptBook
+from ..prompts.workload import Prompt
+from ..runs.run import RunDir
+from ..servers.engines import Adapter, Isolation, Launch
+from ..servers.facts import DIED_EARLIER, before_cells, dead_facts, failed_facts
+from ..servers.process import Server, open_server
+from .loadprofile import profile_rate
+from .progress import Progress
+
+
+class RunWriter(Protocol):
+    """Where a :class:`ServerSweep` writes: :class:`~specbench_lib.runs.run.Run` here, a Ray worker's queue
+    (:class:`~specbench_lib.sweep.placement.WorkerRun`) on a node."""
+
+    dir: RunDir
+    fingerprints: dict[str, str]
+
+    def provenance(self) -> Provenance: ...
+
+    def write_cell(self, record: CellRecord) -> None: ...
+
+    def store_server(self, label: str, record: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class _Measured:
+    """What one cell's requests produced, before it becomes a record."""
+
+    facts: CellFacts
+    requests: tuple[Any, ...] = ()
+    prompts: tuple[PromptRecord, ...] = ()
+    target_rate: float | None = None
+    started: str | None = None
+    timing: dict[str, Any] | None = None
+
+
+class ServerSweep:
+    """One server config: start it, warm it up, measure its cells, stop it; with isolation
+    ``restart``, a fresh server (and warmup) for every cell."""
+
+    def __init__(self, plan: Plan, server: ServerConfig, launch: Launch, run: RunWriter,
+                 adapter: Adapter, progress: Progress, *, round_number: int = 0,
+                 book: PromptBook | None = None) -> None:
+        self.plan, self.server, self.launch, self.run = plan, server, launch, run
+        # a server of a later round of repeats has its own manifest entry and log
+        self.key = server.label if round_number == 0 else f"{server.label}.r{round_number}"
+        self.round_number = round_number
+        self.adapter, self.progress = adapter, progress
+        self.book = book or PromptBook(plan.params, plan.cells)
+        self.isolation = _isolation(adapter, server, launch)
+        self.argv = tuple(redact(launch.argv, extra=plan.params.redact))
+        self.written: set[str] = set()
+        self.done: dict[str, CellRecord] = {}  # this sweeper's cells, as analysed
+        self.tokens: dict[str, list[int]] = {}
+        self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
+        self.record: dict[str, Any] = {"isolation": self.isolation.to_dict(), "starts": 0,
+                                       "order": []}
+
+    def judge(self, cell: CellSpec) -> JudgeInputs:
+        params = self.plan.params
+        return JudgeInputs(
+            planned=params.requests_for(cell), speculative=self.server.method != "auto",
+            spec_stats="per_request" if self.adapter.spec_stats_per_request else "counters",
+            max_failed_fraction=params.max_failed_fraction,
+            max_coalesced_fraction=params.max_coalesced_fraction,
+            max_coalesced_first_fraction=params.max_coalesced_first_fraction,
+            prefix_cache=params.engine.prefix_cache,
+            max_other_cpu_cores=params.host.cpu_limit(usable_cpus()),
+            prompt_reuse=params.prompt_reuse)
+
+    def _analysed(self, cell: CellSpec, facts: CellFacts, m: _Measured) -> CellRecord:
+        """The cell's record as it would be written, with its verdict decided on it."""
+        return analyse(CellRecord(
+            run_id=self.run.dir.run_id, spec=cell, fingerprint=self.run.fingerprints[cell.cell_id],
+            server_label=self.server.label, server_argv=self.argv,
+            verdict=Verdict("invalid"), judge=self.judge(cell), facts=facts,
+            provenance=Provenance(**{**asdict(self.run.provenance()), "started": m.started,
+                                     "ended": utc_now()}),
+            requests=tuple(m.requests), prompts=m.prompts, target_rate=m.target_rate,
+            timing=m.timing or {}))
+
+    def write(self, cell: CellSpec, facts: CellFacts, measured: _Measured | None = None) -> Verdict:
+        began = time.perf_counter()
+        m = measured or _Measured(facts)
+        analysed = self._analysed(cell, facts, m)
+        self.run.write_cell(analysed)
+        self.done[cell.cell_id] = analysed
+        self.timing["cells"][cell.cell_id] = {**(m.timing or {}),
+                                              "store_s": round(time.perf_counter() - began, 4)}
+        self.written.add(cell.cell_id)
+        self.progress.cell(analysed)
+        return analysed.verdict
+
+    def measure_all(self, cells: list[CellSpec]) -> None:
+        """Measure ``cells`` in the seeded order (:func:`cell_order`), on one server or, with
+        isolation ``restart``, each on its own; after a crash (or a config-level failure) the
+        rest of the config's cells keep that verdict without a server."""
+        order = cell_order(cells, self.plan.params, f"{self.server.label}:{self.round_number}")
+        self.record["order"] += [c.cell_id for c in order]
+        if self.isolation.mode != "restart":
+            self._serve(order)
+            return
+        dead: CellFacts | None = None
+        for cell in order:
+            if dead is not None:
+                self.write(cell, dead)
+                continue
+            dead = self._serve([cell])
+
+    def _serve(self, cells: list[CellSpec]) -> CellFacts | None:
+        """One server's life: start, warm up, measure ``cells``; the facts that end the config
+        (a crash, a server that failed or answers what its adapter cannot read), None if none."""
+        params, server, launch = self.plan.params, self.server, self.launch
+        log_path = self.run.dir.log_path(self.key)
+        cpus = launch.cpus or CpuSplit(None, None, "an attached server: nothing pinned")
+        proc = open_server(server.label, server.attach,
+                           (launch.argv, launch.base_url, launch.health_path), log_path,
+                           self.adapter.crash_signatures, params.redact, cpus=cpus.server)
+        record = self.record
+        record["cpus"] = cpus.to_dict()
+        record.update({"controlled": True, "argv": list(self.argv)} if server.attach is None
+                      else {"controlled": False, "url": server.attach.url,
+                            "unit": server.attach.unit})
+        record["log"] = str(log_path.relative_to(self.run.dir.path))
+        record["timing"] = self.timing
+        base = proc.log_size()  # this server's log starts here (a config's servers share one)
+        try:
+            began = time.perf_counter()
+            self.progress.server(self.key, f"starting, waiting up to {params.engine.ready_timeout_s:.0f} "
+                            "s for it to be ready")
+            proc.start()
+            record["pid"], record["starts"] = proc.pid, record["starts"] + 1
+            record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
+            self.progress.server(self.key, f"ready in {record['ready_s']} s")
+            self.timing["start_s"] = round(time.perf_counter() - began, 4)
+            with pinned(cpus.client), httpx.Client(
+                    base_url=launch.base_url, timeout=params.request_timeout_s,
+                    headers=proc.headers) as client:
+                return self._cells(proc, client, cells, base)
+        except (ServerError, EngineError) as exc:
+            record["error"] = f"{type(exc).__name__}: {exc}"
+            record["returncode"] = proc.returncode
+            self.run.store_server(self.key, record)
+            facts = failed_facts(proc, exc, base)
+            for cell in cells:
+                if cell.cell_id not in self.written:
+                    self.write(cell, facts)
+            return facts
+        finally:
+            began = time.perf_counter()
+            proc.stop()
+            self.timing["stop_s"] = round(time.perf_counter() - began, 4)
+            self._ended(proc)
+
+    def _ended(self, proc: Server) -> None:
+        """Name in the manifest what had left the server's process group and had to be ended."""
+        if proc.ended:
+            self.record["ended_after_stop"] = [*self.record.get("ended_after_stop", []),
+                                               *(asdict(e) for e in proc.ended)]
+            self.run.store_server(self.key, self.record)
+
+    def _cells(self, proc: Server, client: httpx.Client, cells: list[CellSpec],
+               base: int) -> CellFacts | None:
+        """The started server: its info, warmup and cells (see :meth:`_serve`)."""
+        record, ready_at = self.record, proc.log_size()
+        info = self.adapter.server_info(client)
+        adapter = self.adapter.for_server(info)
+        record["context_per_request"] = info.context_per_request
+        record["reported_version"] = info.version
+        record["effective"] = redact(info.raw, extra=self.plan.params.redact)
+        began = time.perf_counter()
+        tokenize = self._tokenizer(adapter, client)
+        self.book.check(tokenize, url=self.launch.base_url)
+        record["warmup"], warmup, history = _warmup(self.plan, proc, client, adapter,
+                                                    self.book.warmup(tokenize))
+        self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
+        self.run.store_server(self.key, record)
+        offset = proc.log_size()
+        early = before_cells(proc, base, ready_at, offset)
+        if early is not None:
+            for cell in cells:
+                self.write(cell, early, _Measured(early, warmup))
+            return dead_facts(proc, Verdict("crashed", (DIED_EARLIER,)), base)
+        dead: Verdict | None = None
+        for cell in cells:
+            if dead is not None:
+                self.write(cell, dead_facts(proc, dead, base))
+                continue
+            if self.isolation.mode == "flush":  # the engine's own reset, before every cell
+                adapter.reset(client)
+                history = _History()
+                history.add("flush", ())
+            measured = self._attempts(cell, proc, client, adapter, info.context_per_request,
+                                      warmup, offset, history)
+            offset = proc.log_size()
+            verdict = self.write(cell, measured.facts, measured)
+            if verdict.status == "crashed":
+                dead = Verdict("crashed", (DIED_EARLIER, *verdict.reasons))
+        self.run.store_server(self.key, record)
+        return None if dead is None else dead_facts(proc, dead, base)
+
+    def _tokenizer(self, adapter: Adapter, client: httpx.Client) -> Callable[[str], list[int]]:
+        """The server's tokenizer, each document tokenized once per server (prompts of many
+        requests reuse the same documents, and a server's tokens do not change while it runs)."""
+        def tokenize(text: str) -> list[int]:
+            if text not in self.tokens:
+                self.tokens[text] = adapter.tokenize(client, text)
+            return list(self.tokens[text])
+        return tokenize
+
+    def _attempts(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
+                  context: int, warmup: tuple[RequestRecord, ...], since: int,
+                  history: _History) -> _Measured:
+        """The cell measured; one that host-side rules alone made invalid (the client stalled,
+        the host was busy: ``catalogue.HOST_SIDE``) is measured again at once with fresh
+        prompts, ``retries`` times at most, its earlier attempts kept in its facts."""
+        earlier: list[Remeasured] = []
+        measured = self._measure(cell, proc, client, adapter, context, warmup, since, history)
+        for attempt in range(self.plan.params.retries + 1):
+            if attempt:
+                fresh = self.book.retry(cell, attempt, self._tokenizer(adapter, client))
+                if fresh is None:  # no fresh documents left: the last attempt's verdict stands
+                    break
+                measured = self._measure(cell, proc, client, adapter, context, warmup, since,
+                                         history, fresh)
+            since = proc.log_size()
+            history.add(cell.cell_id if attempt == 0 else f"{cell.cell_id}#{attempt}",
+                        measured.prompts)
+            verdict = self._analysed(cell, measured.facts, measured).verdict
+            if measured.facts.decided is not None or not host_side_only(verdict.codes):
+                break
+            if attempt == self.plan.params.retries:
+                break
+            earlier.append(Remeasured(attempt, tuple(str(r) for r in verdict.reasons),
+                                      len(measured.requests) - len(warmup),
+                                      tuple(p.sha for p in measured.prompts), measured.started))
+            self.progress.note(f"{cell.cell_id}: invalid for the client host alone "
+                               f"({', '.join(sorted(verdict.codes))}); measuring it again "
+                               f"({attempt + 1} of {self.plan.params.retries})")
+        if earlier:
+            measured.facts = replace(measured.facts, remeasured=tuple(earlier))
+        return measured
+
+    def _measure(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
+                 context: int, warmup: tuple[RequestRecord, ...], since: int,
+                 history: _History, fresh: list[Prompt] | None = None) -> _Measured:
+        params = self.plan.params
+        refused = context_guard(prompt_tokens=cell.context, output_tokens=cell.output_tokens,
+                                reserve=adapter.speculative_reserve(self.server), context=context)
+        if refused is not None:
+            return _Measured(CellFacts(decided=refused))
+        rate = self._rate(cell)
+        if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
+            return _Measured(CellFacts(decided=rate))
+        began = time.perf_counter()
+        prompts = fresh or self.book.for_cell(cell, self._tokenizer(adapter, client))
+        started = utc_now()
+        counters = adapter.metrics_snapshot(client)
+        timing = {"prompts_s": round(time.perf_counter() - began, 4)}
+        began = time.perf_counter()
+        with HostSampler(server=server_pids(proc.pid, proc.base_url),
+                         interval_s=params.host.sample_interval_s) as host:  # what else ran
+            dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
+                                     concurrency=cell.concurrency, max_tokens=cell.output_tokens,
+                                     timeouts=params.request_timeouts(),
+                                     request_rate=rate, seed=params.seed,
+                                     headers=proc.headers)
+        timing["dispatch_s"] = round(time.perf_counter() - began, 4)
+        timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
+        # the client did not run on time (its reads may have coalesced: coalesced_reads)
+        timing["client_stall_s"] = round(sum(b - a for a, b in dispatch.stalls), 4)
+        alive = proc.healthy()
+        line = proc.crash_signature(since)
+        counted = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
+        facts = (CellFacts(server_alive=alive, crash_line=line, spec_counters=counted,
+                           host=host.load, served_before=history.before())
+                 if alive and line is None else
+                 CellFacts(server_alive=alive, crash_line=line,
+                           returncode=proc.returncode if alive else proc.exit_status(),
+                           log_excerpt=proc.log_tail(40), spec_counters=counted, host=host.load,
+                           served_before=history.before()))
+        return _Measured(facts, (*warmup, *dispatch.records),
+                         tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources))
+                               for p in prompts),
+                         dispatch.target_rate, started, timing)
+
+    def _rate(self, cell: CellSpec) -> RequestRateParams | Verdict | None:
+        """An open-loop cell's arrival schedule (None: closed loop); a rate profile's point gets
+        its rate from the config's closed-loop cells (:mod:`~specbench_lib.sweep.loadprofile`)."""
+        load = self.plan.params.request_rate
+        if load is None or not cell.load:
+            return None
+        if cell.rate is not None:
+            return load.at(cell.rate)
+        found = profile_rate(cell, self.plan.params.concurrency, self._cell)
+        return found if isinstance(found, Verdict) else load.at(found)
+
+    def _cell(self, cell_id: str) -> CellRecord | None:
+        """A cell of this run: measured by this sweeper, or kept from an earlier attempt."""
+        if cell_id not in self.done:
+            cells, _ = self.run.dir.read_cells()
+            self.done.update((c.cell_id, analyse(c)) for c in cells if c.cell_id == cell_id)
+        return self.done.get(cell_id)
+
+
+def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
+            prompts: list[Prompt]) -> tuple[dict[str, Any], tuple[RequestRecord, ...], _History]:
+    """Requests sent once per server before its first cell, excluded from every statistic; their
+    records go into each cell of the server, whose verdict a failed warmup makes invalid. The
+    history starts with them: a cell must not send what the warmup sent (``seen_prompt``)."""
+    params = plan.params
+    history = _History()
+    warm_client(proc.base_url)  # the client's first-time work, before any measured request
+    if not prompts:
+        return {"requests": 0}, (), history
+    dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],
+                             warmup=len(prompts), concurrency=1,
+                             max_tokens=params.warmup_output_tokens or min(params.output_lengths),
+                             timeouts=params.request_timeouts(), headers=proc.headers)
+    errors = [r.error for r in dispatch.records if r.error]
+    summary = {"requests": len(prompts), "seconds": round(dispatch.window_start, 2),
+               "errors": errors}
+    history.add("warmup", _prompt_records(prompts))
+    return summary, tuple(dispatch.records), history
+
+
+def cell_order(cells: Sequence[CellSpec], params: SweepParams, salt: str) -> list[CellSpec]:
+    """The order a server measures its cells in: shuffled by the seed and ``salt`` (the config
+    and round) unless ``cell_order`` is ``fixed``; a rate profile's points always come after the
+    closed-loop cells they are spread between."""
+    anchors = [c for c in cells if c.profile_point is None]
+    points = [c for c in cells if c.profile_point is not None]
+    if params.cell_order == "shuffled":
+        random.Random(zlib.crc32(f"{params.seed}:{salt}".encode())).shuffle(anchors)
+    return [*anchors, *points]
+
+
+def _isolation(adapter: Adapter, server: ServerConfig, launch: Launch) -> Isolation:
+    """The adapter's isolation for a launched config; an attached server cannot be restarted,
+    so its cells rely on fresh prompts alone (and ``seen_prompt`` says when that failed)."""
+    chosen = adapter.isolation(server, launch.argv)
+    if server.attach is not None and chosen.mode == "restart":
+        return Isolation("none", f"{chosen.why}; but an attached server cannot be restarted, "
+                         "so only fresh prompts keep its cells apart")
+    return chosen
