@@ -7,26 +7,44 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import papermill
 import yaml
 
 from .core.durations import parse_duration
-from .core.errors import ParamsError, SpecbenchError
+from .core.errors import ParamsError, SpecbenchError, StoreError
 from .core.paths import outputs_dir, project_root
 from .core.store import load_yaml
 from .kernelrun import Interrupts, execute
 from .lab import open_lab
+from .model.layering import load_params
+from .model.nbparams import unknown_parameter
+from .model.plan import load_plan
+from .report.diff import RunDiff, write_diff
+from .report.export import compare, write
+from .report.pages import build_index, render_html, run_summaries
 from .runs.attempts import keep_attempt
 from .runs.manifest import Manifest
+from .runs.results import RunResult
 from .runs.run import RunDir, check_run_id, make_folder, new_run_id, resumable_manifest
+from .sweep.preflight import doctor
+from .sweep.preview import PlanPreview
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="specbench", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute a phase notebook with papermill into a run dir")
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its help line, how it adds its arguments, what it runs (an exit status)."""
+
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    runs: Callable[[argparse.Namespace], int]
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("phase", help="a notebook name in notebooks/ (tp1) or a path to one")
     run.add_argument("--params", "-f", help="params file (sets the notebook's params_file)")
     run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
@@ -37,41 +55,62 @@ def main(argv: list[str] | None = None) -> int:
                      "this wall time is spent (10m, 90s, 480; none: the fixed full plan)")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
                      metavar=("NAME", "VALUE"), help="a notebook parameter (YAML value)")
-    sub.add_parser("runs", help="list the runs under outputs/runs")
-    report = sub.add_parser("report", help="compare runs: LaTeX table, comparison.json, figures, "
-                                            "results.html, index.html")
+
+
+def _report_arguments(report: argparse.ArgumentParser) -> None:
     report.add_argument("runs", nargs="*", help="run ids (default: the latest complete full-plan "
                         "run per phase)")
     report.add_argument("--merge", action="store_true", help="average two runs of one phase")
-    pair = sub.add_parser("compare", help="two runs side by side: metrics, verdict changes, setup")
+
+
+def _compare_arguments(pair: argparse.ArgumentParser) -> None:
     pair.add_argument("run_a", help="the reference run id")
     pair.add_argument("run_b", help="the run compared with it")
-    lab = sub.add_parser("lab", help="copy a phase notebook into outputs/lab/ and open the copy "
-                                      "in JupyterLab (the committed notebooks stay clean)")
+
+
+def _lab_arguments(lab: argparse.ArgumentParser) -> None:
     lab.add_argument("phase", nargs="?", default="tp1", help="a notebook name in notebooks/ "
                      "(default tp1) or a path to one")
     lab.add_argument("--fresh", action="store_true", help="a new copy (the old one is kept "
                      "beside it as <phase>.<n>.ipynb)")
     lab.add_argument("--jupyter", action="append", default=[], metavar="OPTION",
                      help="an option for JupyterLab, repeatable: --jupyter=--no-browser")
-    doctor = sub.add_parser("doctor", help="check what a sweep of PARAMS needs, start nothing")
-    doctor.add_argument("params", help="params file")
+
+
+def _lab(args: argparse.Namespace) -> int:
+    notebook = _notebook(args.phase)
+    return 2 if notebook is None else open_lab(notebook, fresh=args.fresh, extra=args.jupyter)
+
+
+def _none(_: argparse.ArgumentParser) -> None:
+    return None
+
+
+COMMANDS: dict[str, Command] = {
+    "run": Command("execute a phase notebook with papermill into a run dir", _run_arguments,
+                   lambda a: _run(a.phase, a.params, a.resume, a.parameter, dry_run=a.dry_run,
+                                  time_budget=a.time_budget)),
+    "runs": Command("list the runs under outputs/runs", _none, lambda a: _runs()),
+    "report": Command("compare runs: LaTeX table, comparison.json, figures, results.html, "
+                      "index.html", _report_arguments, lambda a: _report(a.runs, merge=a.merge)),
+    "compare": Command("two runs side by side: metrics, verdict changes, setup",
+                       _compare_arguments, lambda a: _compare(a.run_a, a.run_b)),
+    "lab": Command("copy a phase notebook into outputs/lab/ and open the copy in JupyterLab "
+                   "(the committed notebooks stay clean)", _lab_arguments, _lab),
+    "doctor": Command("check what a sweep of PARAMS needs, start nothing",
+                      lambda d: d.add_argument("params", help="params file"),
+                      lambda a: _doctor(a.params)),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="specbench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, command in COMMANDS.items():
+        command.arguments(sub.add_parser(name, help=command.help))
     args = parser.parse_args(argv)
     try:
-        if args.command == "runs":
-            return _runs()
-        if args.command == "doctor":
-            return _doctor(args.params)
-        if args.command == "report":
-            return _report(args.runs, merge=args.merge)
-        if args.command == "compare":
-            return _compare(args.run_a, args.run_b)
-        if args.command == "lab":
-            notebook = _notebook(args.phase)
-            return 2 if notebook is None else open_lab(notebook, fresh=args.fresh,
-                                                       extra=args.jupyter)
-        return _run(args.phase, args.params, args.resume, args.parameter, dry_run=args.dry_run,
-                    time_budget=args.time_budget)
+        return COMMANDS[args.command].runs(args)
     except SpecbenchError as exc:
         print(f"specbench: {exc}", file=sys.stderr)
         return 2
@@ -96,9 +135,6 @@ def _notebook(phase: str) -> Path | None:
 def _parameters(notebook: Path, pairs: list[list[str]]) -> tuple[list[str], dict[str, Any]]:
     """The parameters the notebook declares, and the ``-p`` values given (YAML), each checked:
     a name the notebook does not declare is refused with its closest match."""
-    import papermill
-
-    from .model.nbparams import unknown_parameter
 
     declared = list(papermill.inspect_notebook(str(notebook)))
     given: dict[str, Any] = {}
@@ -121,8 +157,6 @@ def _require_declared(name: str, flag: str, declared: list[str], notebook: Path)
 
 def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any]) -> str | None:
     """The params file the notebook will run: ``-f``, else ``-p params_file``, else its default."""
-    import papermill
-
     if params_file:
         return params_file
     if given.get("params_file"):
@@ -132,9 +166,6 @@ def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any])
 
 
 def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> int:
-    from .model.plan import load_plan
-    from .sweep.preview import PlanPreview
-
     params = _params_file(notebook, params_file, given)
     if params is None:
         print(f"specbench: {notebook.name} has no params_file parameter; nothing to plan",
@@ -149,7 +180,6 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
                  params_file: str | None, resume: str | None) -> tuple[RunDir | None, Path] | int:
     """The run directory (None for the report notebook) and the executed notebook's path; an
     exit status when the run cannot go there. Sets ``resume``/``run_id``/``params_file``."""
-    from .model.layering import load_params
 
     if resume:
         _require_declared("resume", "--resume", declared, notebook)
@@ -183,8 +213,6 @@ def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
 
 def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[list[str]], *,
          dry_run: bool = False, time_budget: str | None = None) -> int:
-    import papermill
-
     root = project_root()
     notebook = _notebook(phase)
     if notebook is None:
@@ -269,7 +297,6 @@ def _set_aside_unrecorded(run: RunDir, notebook: Path) -> Path:
 
 def _share(notebook: Path, *, quiet: bool = False) -> None:
     """Render the executed notebook to HTML and refresh outputs/index.html."""
-    from .report.pages import build_index, render_html
 
     if notebook.is_file():
         html = render_html(notebook)
@@ -281,7 +308,6 @@ def _share(notebook: Path, *, quiet: bool = False) -> None:
 
 
 def _report(runs: list[str], *, merge: bool = False) -> int:
-    from .report.export import compare, write
 
     comparison = compare(",".join(runs) or None, merge=merge, merge_hint="--merge")
     for path in write(comparison):  # unreadable runs: warned, skipped
@@ -290,23 +316,18 @@ def _report(runs: list[str], *, merge: bool = False) -> int:
 
 
 def _compare(run_a: str, run_b: str) -> int:
-    from .core.errors import StoreError
-    from .report.compare import RunComparison, write_comparison
-    from .runs.results import RunResult
-
     found = [RunDir.at(run_id) for run_id in (run_a, run_b)]
     missing = [run.run_id for run in found if not run.manifest_path.is_file()]
     if missing:
         raise StoreError(f"no such runs: {', '.join(missing)}; see 'specbench runs'",
                          path=outputs_dir() / "runs")
-    comparison = RunComparison(*(RunResult(run.path) for run in found))
+    comparison = RunDiff(*(RunResult(run.path) for run in found))
     print(comparison.text())
-    print(f"specbench: wrote {write_comparison(comparison, outputs_dir() / 'compare')}")
+    print(f"specbench: wrote {write_diff(comparison, outputs_dir() / 'compare')}")
     return 0
 
 
 def _runs() -> int:
-    from .report.pages import run_summaries
 
     runs = run_summaries()
     if not runs:
@@ -331,9 +352,6 @@ def _runs() -> int:
 
 
 def _doctor(params_file: str) -> int:
-    from .model.plan import load_plan
-    from .sweep.preflight import doctor
-
     checks = doctor(load_plan(params_file))
     for check in checks:
         print(check)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench_lib.core.paths import default_llama_server, default_model
+from specbench_lib.servers.engines.llamacpp import default_llama_server, default_model
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -108,7 +108,7 @@ def test_a_numeric_host_is_not_looked_up_in_the_loops_thread_pool() -> None:
             raise AssertionError("looked up in the thread pool")
 
         loop.getaddrinfo = no_lookup  # type: ignore[method-assign]
-        sock = await wire._open_socket(loop, "127.0.0.1", listener.getsockname()[1])
+        sock = await wire.open_socket(loop, "127.0.0.1", listener.getsockname()[1])
         sock.close()
 
     with listener:
@@ -148,7 +148,7 @@ class _Recorder:
         return getattr(self.sock, name)
 
 
-@pytest.mark.skipif(wire._SO_TIMESTAMPNS is None or wire._TCP_QUICKACK is None,
+@pytest.mark.skipif(wire.SO_TIMESTAMPNS is None or wire.TCP_QUICKACK is None,
                     reason="kernel receive stamps and TCP_QUICKACK: Linux")
 def test_quickack_follows_every_read_but_the_one_that_ends_a_chunked_body() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
@@ -157,9 +157,9 @@ def test_quickack_follows_every_read_but_the_one_that_ends_a_chunked_body() -> N
 
     async def main() -> list[list[int]]:
         loop = asyncio.get_running_loop()
-        sock = await wire._open_socket(loop, "127.0.0.1", listener.getsockname()[1])
+        sock = await wire.open_socket(loop, "127.0.0.1", listener.getsockname()[1])
         peer, _ = await loop.run_in_executor(None, listener.accept)
-        piece = wire._KernelStampedWire(sock)
+        piece = wire.KernelStampedWire(sock)
         recorder = _Recorder(sock)
         piece.sock = recorder  # type: ignore[assignment]
         calls = []
@@ -175,7 +175,7 @@ def test_quickack_follows_every_read_but_the_one_that_ends_a_chunked_body() -> N
 
     with listener:
         calls = asyncio.run(main())
-    assert calls == [[wire._TCP_QUICKACK], [wire._TCP_QUICKACK], []]
+    assert calls == [[wire.TCP_QUICKACK], [wire.TCP_QUICKACK], []]
 
 
 _FIRST_USE = """

@@ -20,7 +20,7 @@ from burst_server import BurstServer
 from cellfactory import make_cell
 from reference_server import ReferenceServer
 
-from specbench_lib.analysis.analyse import judge
+from specbench_lib.analysis.analyse import verdict_of
 from specbench_lib.analysis.coalescing import coalesced
 from specbench_lib.analysis.validate import coalesced_reads, judge_cell, judge_requests
 from specbench_lib.client import dispatch
@@ -160,23 +160,23 @@ def test_the_verdict_on_read_takes_the_cells_threshold() -> None:
     cell = make_cell("auto", "auto", None, outputs=[[1]] * 4)  # 4 requests of 16 tokens
     hit = [replace(r, coalesced_tokens=4 * (r.index == 3)) for r in cell.requests]  # 4 of 64
     stored = CellRecord.from_dict({**cell.to_dict(), "requests": [r.to_dict() for r in hit]})
-    assert judge(cell).ok and judge(stored).codes == {"coalesced_reads"}
+    assert verdict_of(cell).ok and verdict_of(stored).codes == {"coalesced_reads"}
     data = stored.to_dict()
     data["judge"]["max_coalesced_fraction"] = 0.1  # as params said when it was measured
-    assert judge(CellRecord.from_dict(data)).ok
+    assert verdict_of(CellRecord.from_dict(data)).ok
     late = [replace(r, first_token_coalesced=r.index == 3) for r in cell.requests]  # 1 of 4 TTFTs
     first = CellRecord.from_dict({**cell.to_dict(), "requests": [r.to_dict() for r in late]})
-    assert judge(first).codes == {"coalesced_reads"}
+    assert verdict_of(first).codes == {"coalesced_reads"}
     # the reason says how many requests it touched and the smallest counts that trip it here
-    detail = judge(first).reasons[0]
+    detail = verdict_of(first).reasons[0]
     assert "0 of 64 measured tokens (0.0%) and 1 of 4 first tokens (25.0%), in 1 of 4 requests" in detail
     assert "at this cell's size 4 tokens or 1 first tokens trip it" in detail
     data2 = first.to_dict()
     data2["judge"]["max_coalesced_first_fraction"] = 0.25
-    assert judge(CellRecord.from_dict(data2)).ok
+    assert verdict_of(CellRecord.from_dict(data2)).ok
     del data["judge"]["max_coalesced_fraction"], data["requests"][3]["coalesced_tokens"]
     old = CellRecord.from_dict(data)  # a cell written before the rule: judged as before
-    assert old.judge.max_coalesced_fraction == 0.05 and judge(old).ok
+    assert old.judge.max_coalesced_fraction == 0.05 and verdict_of(old).ok
 
 
 def test_the_threshold_comes_from_params(tmp_path: Path) -> None:

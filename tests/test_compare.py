@@ -13,7 +13,7 @@ import pytest
 from cellfactory import make_cell, spread_cell
 
 from specbench_lib import SweepResult
-from specbench_lib.report.compare import RunComparison, write_comparison
+from specbench_lib.report.diff import RunDiff, write_diff
 from specbench_lib.runs.run import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def test_metrics_verdict_changes_and_setup_differences(tmp_path: Path) -> None:
         spread_cell("auto", "auto", None, same),
         spread_cell("ngram-b8", "ngram", 8, [2 * r for r in same]),  # twice as fast: a change
         make_cell("ngram-b16", "ngram", 16, "crashed", None)])
-    comparison = RunComparison(SweepResult(a), SweepResult(b))
+    comparison = RunDiff(SweepResult(a), SweepResult(b))
     rows = comparison.metrics().set_index("config")
     assert rows.loc["ngram-b8", "b_over_a"] == 2.0 and rows.loc["ngram-b8", "differs"]
     assert rows.loc["ngram-b8", "b_over_a_lo"] > 1  # beyond the noise
@@ -53,7 +53,7 @@ def test_metrics_verdict_changes_and_setup_differences(tmp_path: Path) -> None:
     setup = comparison.setup().set_index("what")
     assert setup.loc["engine.version", "a"] == "b4000" and setup.loc["engine.version", "b"] == "b4100"
     assert "params.output_tokens" not in setup.index  # the same in both: not a difference
-    page = write_comparison(comparison, tmp_path / "compare")
+    page = write_diff(comparison, tmp_path / "compare")
     html = page.read_text()
     assert page.name == "a__vs__b.html" and "data:image/png;base64," in html
     assert "http://" not in html and "https://" not in html  # nothing fetched: works offline
@@ -71,7 +71,7 @@ def test_a_clear_change_differs_and_noise_does_not(tmp_path: Path) -> None:
               spread_cell("ngram-b8", "ngram", 8, rates(70, 24, 2))]
     after = [spread_cell("auto", "auto", None, rates(50, 24, 3)),  # new noise, the same speed
              spread_cell("ngram-b8", "ngram", 8, rates(0.8 * 70, 24, 4))]  # 0.8x: slower
-    comparison = RunComparison(SweepResult(write_run(tmp_path, "a", "b1", before)),
+    comparison = RunDiff(SweepResult(write_run(tmp_path, "a", "b1", before)),
                                SweepResult(write_run(tmp_path, "b", "b2", after)))
     rows = comparison.metrics().set_index("config")
     slow, same = rows.loc["ngram-b8"], rows.loc["auto"]
@@ -107,9 +107,9 @@ def test_the_index_links_the_comparison_pages(tmp_path: Path) -> None:
     from specbench_lib.report.export import build_index
 
     cells = [spread_cell("auto", "auto", None, [40.0, 50.0, 60.0])]
-    comparison = RunComparison(SweepResult(write_run(tmp_path, "a", "b1", cells)),
+    comparison = RunDiff(SweepResult(write_run(tmp_path, "a", "b1", cells)),
                                SweepResult(write_run(tmp_path, "b", "b2", cells)))
-    write_comparison(comparison, tmp_path / "compare")
+    write_diff(comparison, tmp_path / "compare")
     html = build_index(tmp_path).read_text()
     assert '<a href="compare/a__vs__b.html">a__vs__b.html</a>' in html
 
@@ -120,7 +120,7 @@ def test_the_figure_leaves_out_a_cell_ok_in_one_run_only_and_a_run_with_no_ok_ce
                                         make_cell("ngram-b8", "ngram", 8, tok_s=70.0)])
     b = write_run(tmp_path, "b", "b2", [make_cell("auto", "auto", None, tok_s=40.0),
                                         make_cell("ngram-b8", "ngram", 8, "crashed", None)])
-    comparison = RunComparison(SweepResult(a), SweepResult(b))
+    comparison = RunDiff(SweepResult(a), SweepResult(b))
     (ax,) = comparison.figure().axes  # a forest of B / A: matched rows only
     assert [t.get_text() for t in ax.get_yticklabels()] == ["auto code ctx256 c1",
                                                            "geometric mean (1 row)"]
@@ -131,7 +131,7 @@ def test_the_figure_leaves_out_a_cell_ok_in_one_run_only_and_a_run_with_no_ok_ce
     # every cell of B crashed: nothing in common, and the page is still written
     c = write_run(tmp_path, "c", "b3", [make_cell("auto", "auto", None, "crashed", None),
                                         make_cell("ngram-b8", "ngram", 8, "crashed", None)])
-    page = write_comparison(RunComparison(SweepResult(a), SweepResult(c)), tmp_path / "compare")
+    page = write_diff(RunDiff(SweepResult(a), SweepResult(c)), tmp_path / "compare")
     html = page.read_text()
     assert "data:image/png;base64," in html and html.count("crashed") >= 2
     assert "no row is ok in both runs" in html

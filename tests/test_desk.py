@@ -20,7 +20,7 @@ from specbench_lib.core.tables import RESULTS, config_rank, interval_text, plan_
 from specbench_lib.kernelrun import Echo
 from specbench_lib.livelog import LiveLog, log_section
 from specbench_lib.notebook import LOG_ATTRIBUTE, appendix
-from specbench_lib.report.compare import RunComparison
+from specbench_lib.report.diff import RunDiff
 from specbench_lib.report.pages import relative_paths, run_summaries
 from specbench_lib.runs.run import RunDir
 
@@ -187,7 +187,7 @@ def test_runs_are_told_apart_by_plan_budget_and_time(outputs: Path,
                      r"1 m 35 s\s+1\b", printed), printed
 
 
-def write_pair(tmp_path: Path) -> RunComparison:
+def write_pair(tmp_path: Path) -> RunDiff:
     same = [40.0, 50.0, 60.0] * 4
     first = [spread_cell("auto", "auto", None, same), spread_cell("ngram-b16", "ngram", 16, same),
              spread_cell("ngram-b4", "ngram", 4, same), make_cell("draft-b8", "draft", 8, tok_s=70.0),
@@ -200,7 +200,7 @@ def write_pair(tmp_path: Path) -> RunComparison:
     a, b = (run_with(tmp_path, run_id, cells, budget=budget,
                      plan_fingerprints={c.cell_id: c.fingerprint for c in cells})
             for run_id, cells, budget in (("a", first, None), ("b", second, 16)))
-    return RunComparison(SweepResult(a), SweepResult(b))
+    return RunDiff(SweepResult(a), SweepResult(b))
 
 
 def test_compare_names_the_plan_difference_one_line_per_config(tmp_path: Path) -> None:

@@ -269,7 +269,7 @@ def test_busy_host_makes_a_cell_invalid_at_analysis_time_from_its_stored_facts()
                    judge=replace(cell.judge, max_other_cpu_cores=0.5))
     again = CellRecord.from_dict(json.loads(json.dumps(busy.to_dict())))
     assert again.facts.host == busy_load() and again.judge.max_other_cpu_cores == 0.5
-    verdict = analysis.judge(again)
+    verdict = analysis.verdict_of(again)
     assert verdict.status == "invalid" and verdict.codes == {"busy_host"}
     detail = verdict.reasons[-1].detail
     for part in ("1.20 CPU cores", "3.0 s", "host.max_other_cpu_cores 0.5", "2 CPUs",
@@ -277,11 +277,11 @@ def test_busy_host_makes_a_cell_invalid_at_analysis_time_from_its_stored_facts()
         assert part in detail, (part, detail)
     assert analysis.analyse(again).metrics is None
 
-    assert analysis.judge(replace(busy, judge=cell.judge)).ok  # measured before the rule: None
-    assert analysis.judge(replace(busy, facts=CellFacts())).ok  # no host facts stored
+    assert analysis.verdict_of(replace(busy, judge=cell.judge)).ok  # measured before the rule: None
+    assert analysis.verdict_of(replace(busy, facts=CellFacts())).ok  # no host facts stored
     for quiet in (busy_load(other_cpu_cores=0.4), busy_load(window_s=0.2),
                   busy_load(server_separated=False), busy_load(available=False)):
-        assert analysis.judge(replace(busy, facts=CellFacts(host=quiet))).ok, quiet
+        assert analysis.verdict_of(replace(busy, facts=CellFacts(host=quiet))).ok, quiet
 
 
 def test_busy_host_adds_to_an_invalid_cell_and_leaves_a_crash_alone() -> None:
@@ -301,7 +301,7 @@ def test_an_old_cell_file_without_host_facts_loads_and_is_judged_as_before() -> 
     del data["judge"]["max_other_cpu_cores"]
     old = CellRecord.from_dict(json.loads(json.dumps(data)))
     assert old.facts.host is None and old.judge.max_other_cpu_cores is None
-    assert analysis.judge(old).ok
+    assert analysis.verdict_of(old).ok
 
 
 def params_file(tmp_path: Path, host: str) -> Path:
@@ -357,9 +357,9 @@ def test_stolen_cpu_counts_as_contention_on_read() -> None:
     assert quiet_others.contention_cores == pytest.approx(0.1)
     stolen = busy_load(other_cpu_cores=0.1, steal_fraction=0.22, top=())
     assert stolen.stolen_cores == pytest.approx(0.44) and stolen.busy(0.5)
-    judged = analysis.judge(replace(cell, facts=CellFacts(host=stolen),
+    judged = analysis.verdict_of(replace(cell, facts=CellFacts(host=stolen),
                                     judge=replace(cell.judge, max_other_cpu_cores=0.5)))
     assert judged.codes == {"busy_host"}
     assert "the hypervisor stole 0.44 (22% of the CPU time)" in judged.reasons[-1].detail
-    assert analysis.judge(replace(cell, facts=CellFacts(host=quiet_others),
+    assert analysis.verdict_of(replace(cell, facts=CellFacts(host=quiet_others),
                                   judge=replace(cell.judge, max_other_cpu_cores=0.5))).ok

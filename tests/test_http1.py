@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from specbench_lib.client.http1 import _SO_TIMESTAMPNS, Connection, HTTPError, StaleConnection, _Pieces
+from specbench_lib.client.http1 import SO_TIMESTAMPNS, Connection, HTTPError, Pieces, StaleConnection
 from specbench_lib.core.errors import TransportError
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]
@@ -242,7 +242,7 @@ def test_a_head_and_a_large_body_in_one_read_is_not_a_head_over_64_kib() -> None
     serve(script)(client)
 
 
-class _BrokenPipeWire(_Pieces):
+class _BrokenPipeWire(Pieces):
     """A connection the server has reset: writing to it raises, as the socket would."""
 
     def __init__(self) -> None:
@@ -276,7 +276,7 @@ def test_a_kept_alive_connection_that_fails_the_write_is_replaced_once() -> None
 
 def test_a_new_connection_that_fails_the_write_is_a_transport_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    async def connect(self: Connection) -> _Pieces:
+    async def connect(self: Connection) -> Pieces:
         return _BrokenPipeWire()
 
     monkeypatch.setattr(Connection, "_connect", connect)
@@ -302,7 +302,7 @@ def test_a_refused_connection_is_an_error() -> None:
     asyncio.run(client())
 
 
-@pytest.mark.skipif(_SO_TIMESTAMPNS is None, reason="kernel receive stamps: Linux x86_64/aarch64")
+@pytest.mark.skipif(SO_TIMESTAMPNS is None, reason="kernel receive stamps: Linux x86_64/aarch64")
 def test_a_piece_carries_the_kernel_arrival_time_even_when_the_client_was_busy() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     sends: list[float] = []

@@ -32,7 +32,7 @@ from fakeparams import fake_argv, fake_engine
 
 from specbench_lib import SweepResult
 from specbench_lib.report import export as report
-from specbench_lib.report.compare import RunComparison, write_comparison
+from specbench_lib.report.diff import RunDiff, write_diff
 from specbench_lib.runs.run import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -341,7 +341,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     specbench(outputs, "compare", run_dir.name, budget_dir.name)
     a = synthetic_run(outputs, "20260101T000000Z_synthetic_a", "b4000", 1.0)
     b = synthetic_run(outputs, "20260102T000000Z_synthetic_b", "b4100", 2.0)
-    compare_page = write_comparison(RunComparison(SweepResult(a), SweepResult(b)),
+    compare_page = write_diff(RunDiff(SweepResult(a), SweepResult(b)),
                                     outputs / "compare")
     index = report.build_index(outputs)
     return {"run_notebook": run_dir / "tp1.html", "report_notebook": outputs / "report" / "report.html",

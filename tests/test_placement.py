@@ -288,12 +288,12 @@ def test_doctor_checks_the_ray_cluster_against_the_plan(tmp_path: Path, ray_head
 
 
 def test_an_address_where_no_ray_answers_is_named_at_once() -> None:
-    from specbench_lib.sweep.raycluster import _connect
+    from specbench_lib.sweep.raycluster import connect
 
     began = time.monotonic()
     with pytest.raises(PreflightError, match="no Ray cluster answers at placement.address "
                        "'127.0.0.1:8259'"):
-        _connect("127.0.0.1:8259")  # nothing listens there (Ray alone would wait minutes)
+        connect("127.0.0.1:8259")  # nothing listens there (Ray alone would wait minutes)
     assert time.monotonic() - began < 5
 
 
@@ -353,7 +353,7 @@ placement: {{engine: ray, gpus_per_server: 1, port_span: 9}}
 
 
 def test_reap_kills_the_marked_server_groups_and_nothing_else() -> None:
-    from specbench_lib.sweep.placed import _MARK, _reap
+    from specbench_lib.sweep.placed import _MARK, reap_marked
 
     sleep = [sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable,"
              " '-c', 'import time; time.sleep(60)']); time.sleep(60)"]
@@ -362,7 +362,7 @@ def test_reap_kills_the_marked_server_groups_and_nothing_else() -> None:
                              start_new_session=True)
     try:
         time.sleep(0.5)  # both groups hold a leader and a child
-        assert _reap("run1/cfg") == 1
+        assert reap_marked("run1/cfg") == 1
         assert marked.wait(5) == -signal.SIGKILL
         time.sleep(0.2)
         assert other.poll() is None  # another config's server is left alone

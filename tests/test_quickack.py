@@ -18,7 +18,7 @@ import pytest
 
 from specbench_lib.analysis.validate import judge_cell
 from specbench_lib.client.dispatch import dispatch_cell
-from specbench_lib.client.http1 import _SO_TIMESTAMPNS
+from specbench_lib.client.http1 import SO_TIMESTAMPNS
 from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 
 DELAY_S = 0.005  # the server's true time to the first event after the response head
@@ -91,7 +91,7 @@ class NagleServer:
                 conn.sendall(b"0\r\n\r\n")
 
 
-@pytest.mark.skipif(_SO_TIMESTAMPNS is None or not hasattr(socket, "TCP_QUICKACK"),
+@pytest.mark.skipif(SO_TIMESTAMPNS is None or not hasattr(socket, "TCP_QUICKACK"),
                     reason="kernel-stamped wire with TCP_QUICKACK: Linux")
 def test_ttft_on_a_kept_alive_connection_is_the_servers_delay_not_a_delayed_ack() -> None:
     with NagleServer() as server:

@@ -168,15 +168,15 @@ def test_a_changed_rule_changes_an_existing_runs_verdicts_on_read(
 
 def test_decided_verdicts_and_counter_stats_are_facts_not_rejudged() -> None:
     cell = make_cell("ngram-b8", "ngram", 8, tok_s=20.0)
-    assert analysis.judge(cell).ok
+    assert analysis.verdict_of(cell).ok
     counters = replace(cell, judge=replace(cell.judge, spec_stats="counters"))
-    assert analysis.judge(counters).codes == {"missing_spec_stats"}  # no counters were stored
+    assert analysis.verdict_of(counters).codes == {"missing_spec_stats"}  # no counters were stored
     moved = replace(counters, facts=CellFacts(spec_counters={"drafts": 4, "acceptance_length": 2.5}))
     analysed = analysis.analyse(moved)
     assert analysed.verdict.ok and analysed.metrics["acceptance_length"] == pytest.approx(1.0)
     died = replace(cell, facts=CellFacts(server_alive=False, crash_line="CUDA error: boom"))
-    assert analysis.judge(died).status == "crashed"
-    assert analysis.judge(died).reasons[:2] == ("server_died: the server process exited, or "
+    assert analysis.verdict_of(died).status == "crashed"
+    assert analysis.verdict_of(died).reasons[:2] == ("server_died: the server process exited, or "
                                                 "stopped answering its health endpoint, during "
                                                 "the cell", "log: CUDA error: boom")
 

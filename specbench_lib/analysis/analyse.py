@@ -13,7 +13,7 @@ from .metrics import CellMetrics, cell_metrics, spec_metrics
 from .validate import judge as judge_all
 
 
-def judge(cell: CellRecord) -> Verdict:
+def verdict_of(cell: CellRecord) -> Verdict:
     """The verdict the rules give the cell's stored requests and facts."""
     return judge_all(cell.records, cell.facts, cell.judge, target_rate=cell.target_rate,
                      prompts=cell.prompts)
@@ -39,5 +39,5 @@ def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
 
 def analyse(cell: CellRecord) -> CellRecord:
     """The cell with the verdict and metrics that this specbench concludes from it now."""
-    verdict = judge(cell)
+    verdict = verdict_of(cell)
     return cell.with_analysis(verdict, measure(cell, verdict))

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 from ..core.errors import ConnectTimeout, StaleConnection, TransportError
-from .wire import _SO_TIMESTAMPNS, _KernelStampedWire, _open_socket, _Pieces, _TransportWire
+from .wire import SO_TIMESTAMPNS, KernelStampedWire, Pieces, TransportWire, open_socket
 
 HTTPError = TransportError  # the name this module's callers and tests know
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
@@ -50,20 +50,20 @@ class Connection:
         host = self.host if port is None else f"{self.host}:{port}"
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._head = f"Host: {host}\r\nAccept: */*\r\nUser-Agent: specbench\r\n{extra}"
-        self._wire: _Pieces | None = None
+        self._wire: Pieces | None = None
         self._idle_since = 0.0
         self.fresh = False  # the current request went out on a connection opened for it
 
-    async def _connect(self) -> _Pieces:
+    async def _connect(self) -> Pieces:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                if self.tls or _SO_TIMESTAMPNS is None:
+                if self.tls or SO_TIMESTAMPNS is None:
                     _, wire = await loop.create_connection(
-                        _TransportWire, self.host, self.port, ssl=self.ssl_context,
+                        TransportWire, self.host, self.port, ssl=self.ssl_context,
                         server_hostname=self.host if self.tls else None)
                     return wire
-                return _KernelStampedWire(await _open_socket(loop, self.host, self.port))
+                return KernelStampedWire(await open_socket(loop, self.host, self.port))
         except TimeoutError:
             raise ConnectTimeout(f"ConnectTimeout: no connection to {self.host}:{self.port} "
                                  f"within {self.connect_timeout_s:g} s") from None
@@ -124,7 +124,7 @@ class Connection:
                     raise HTTPError(f"ConnectError: {type(exc).__name__}: {exc}") from None
             attempt += 1
 
-    def _open_wire(self) -> _Pieces:
+    def _open_wire(self) -> Pieces:
         if self._wire is None:
             raise HTTPError("ConnectError: the connection is not open")
         return self._wire
@@ -295,7 +295,7 @@ class _Dechunker:
             self.buf = buf
 
 
-def _cut_short(wire: _Pieces) -> HTTPError:
+def _cut_short(wire: Pieces) -> HTTPError:
     why = f" ({wire.error})" if wire.error else ""
     return HTTPError(f"RemoteProtocolError: peer closed connection without sending complete "
                      f"message body{why}")

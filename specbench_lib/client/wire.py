@@ -19,7 +19,7 @@ from ..core.errors import TransportError
 HTTPError = TransportError  # the name this module's callers and tests know
 
 
-class _Pieces:
+class Pieces:
     """Received bytes with their arrival time (the ``time.perf_counter`` clock), and the end.
 
     Each piece also keeps when this process read it (``read_at``, the same clock): the kernel's
@@ -69,7 +69,7 @@ class _Pieces:
         raise NotImplementedError
 
 
-class _KernelStampedWire(_Pieces):
+class KernelStampedWire(Pieces):
     """Plain TCP read with ``recvmsg``: each piece carries the kernel's receive time
     (``SO_TIMESTAMPNS``), so a busy client loop does not delay a timestamp (Linux).
 
@@ -85,9 +85,9 @@ class _KernelStampedWire(_Pieces):
         super().__init__()
         self.sock = sock
         self.loop: asyncio.AbstractEventLoop = asyncio.get_running_loop()
-        if _SO_TIMESTAMPNS is None:
+        if SO_TIMESTAMPNS is None:
             raise HTTPError("kernel receive stamps need Linux on x86_64 or aarch64")
-        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         before = time.perf_counter()
         self.offset = time.time() - (before + time.perf_counter()) / 2  # realtime - perf_counter
         self.loop.add_reader(sock.fileno(), self._readable)
@@ -106,14 +106,14 @@ class _KernelStampedWire(_Pieces):
             return
         # the kernel clears it again: set after every read, but for the one that ends a chunked
         # body (nothing follows that an ACK could release; the next request carries the ACK)
-        if _TCP_QUICKACK is not None and not (data.endswith(_BODY_END) or data == _BODY_END[2:]):
+        if TCP_QUICKACK is not None and not (data.endswith(_BODY_END) or data == _BODY_END[2:]):
             try:
-                self.sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
+                self.sock.setsockopt(socket.IPPROTO_TCP, TCP_QUICKACK, 1)
             except OSError:
                 pass
         when = now
         for level, kind, raw in ancillary:
-            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= 16:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
                 sec, nsec = struct.unpack("qq", raw[:16])
                 stamped = sec + nsec * 1e-9 - self.offset
                 if now - 1.0 < stamped <= now:  # a clock step falls back to the loop's time
@@ -139,7 +139,7 @@ class _KernelStampedWire(_Pieces):
             self.sock.close()
 
 
-class _TransportWire(_Pieces, asyncio.Protocol):
+class TransportWire(Pieces, asyncio.Protocol):
     """Any other connection (TLS) through an asyncio transport; stamped when the loop reads."""
 
     def __init__(self) -> None:
@@ -170,9 +170,9 @@ class _TransportWire(_Pieces, asyncio.Protocol):
 
 
 # Python's socket module does not name it; 35 on Linux's 64-bit x86 and ARM (asm-generic).
-_SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64",
+SO_TIMESTAMPNS = 35 if sys.platform == "linux" and platform.machine() in ("x86_64",
                                                                           "aarch64") else None
-_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)  # Linux
+TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)  # Linux
 _BODY_END = b"\r\n0\r\n\r\n"  # a chunked body's last chunk after the one before it
 
 
@@ -184,7 +184,7 @@ def _numeric(host: str, port: int) -> list[tuple[Any, ...]] | None:
         return None
 
 
-async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
+async def open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
     """A connected non-blocking TCP socket (Nagle off), trying each address of ``host``.
 
     A numeric host is not looked up in the loop's thread pool (a cell's connections would start

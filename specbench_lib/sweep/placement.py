@@ -1,7 +1,7 @@
 """Server configs placed on Ray: each config (one server and its cells) a task on the GPUs Ray
 gives it; the driver writes what the tasks return into the one run directory.
 
-A task (:func:`~.placed._place`, a Ray streaming generator) asks for ``placement.gpus_per_server`` GPUs
+A task (:func:`~.placed.run_placed`, a Ray streaming generator) asks for ``placement.gpus_per_server`` GPUs
 and ``cpus_per_server`` CPUs; Ray sets its ``CUDA_VISIBLE_DEVICES``. On its node it leases a
 free port of ``engine.port + 1 … engine.port + port_span``, starts the server with the driver's
 argv on that port and measures its cells with the sweep's own code (``serversweep.ServerSweep``) into
@@ -31,9 +31,9 @@ from ..model.params import CellSpec
 from ..model.plan import Plan
 from ..model.records import CellFacts, CellRecord, Reason, Verdict
 from ..runs.run import Run
-from .placed import PlacementEvent, _now, _Payload, _place, _reap
+from .placed import Payload, PlacementEvent, now_iso, reap_marked, run_placed
 from .progress import Progress
-from .raycluster import _connect
+from .raycluster import connect
 from .serversweep import ServerSweep
 
 REAP_TIMEOUT_S = 15.0  # the longest wait for the tasks that kill a lost server's group
@@ -88,11 +88,11 @@ class Placer:
         self.gpus = self.options.gpus(plan.params.engine)
         self.owned = not ray.is_initialized()
         if self.owned:
-            _connect(self.options.address)
+            connect(self.options.address)
         self.jobs: list[_Job] = []
         self.tenancy: dict[str, _Tenancy] = {}
-        self.task = ray.remote(_place)
-        self.reaper = ray.remote(num_cpus=0)(_reap)
+        self.task = ray.remote(run_placed)
+        self.reaper = ray.remote(num_cpus=0)(reap_marked)
         self.nodes = self._nodes()
         self.node_ips = {n["NodeID"]: str(n.get("NodeManagerAddress", "")) for n in ray.nodes()}
 
@@ -154,7 +154,7 @@ class Placer:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         sweeper, run = job.sweeper, self.run
-        payload = _Payload(
+        payload = Payload(
             plan=self.plan, label=sweeper.server.label, key=sweeper.key,
             round_number=job.round_number,
             cells=tuple(job.cells), fingerprints={c.cell_id: run.fingerprints[c.cell_id]
@@ -162,7 +162,7 @@ class Placer:
             run_id=run.dir.run_id, provenance=run.provenance(), launch=sweeper.launch)
         strategy = (NodeAffinitySchedulingStrategy(node, soft=False) if node is not None
                     else "DEFAULT")
-        job.node, job.submitted = node, _now()  # exclusive: the node is busy from now on
+        job.node, job.submitted = node, now_iso()  # exclusive: the node is busy from now on
         job.ref = self.task.options(
             num_gpus=self.gpus, num_cpus=self.options.cpus_per_server, max_retries=0,
             scheduling_strategy=strategy, name=f"specbench {sweeper.key}").remote(payload)
@@ -192,7 +192,7 @@ class Placer:
             job.node_ip = self.node_ips.get(job.node or "") or event.node_ip
             job.gpus = event.gpus
             self.tenancy[job.sweeper.key] = _Tenancy(job.sweeper.key, job.node or "", job.gpus,
-                                                     event.at or _now())
+                                                     event.at or now_iso())
             self.progress.server(job.sweeper.key, f"on node {job.node_ip}, GPUs "
                                  f"{','.join(job.gpus) or 'none'}, port {job.port}")
         elif kind == "server":
@@ -203,7 +203,7 @@ class Placer:
                                    "started": self.tenancy[job.sweeper.key].started}
             self.run.store_server(str(event.key), record)
         elif kind == "cell":  # its window: from the task's previous event to this one
-            self._write(job, CellRecord.from_dict(event.record or {}), since, event.at or _now())
+            self._write(job, CellRecord.from_dict(event.record or {}), since, event.at or now_iso())
         elif kind == "done" and job.sweeper.key in self.tenancy:
             self.tenancy[job.sweeper.key].ended = event.at
         return True
@@ -235,7 +235,7 @@ class Placer:
         """The job's task has ended: a lost or failed one leaves its unwritten cells crashed."""
         key = job.sweeper.key
         if key in self.tenancy and self.tenancy[key].ended is None:
-            self.tenancy[key].ended = _now()
+            self.tenancy[key].ended = now_iso()
         left = [c for c in job.cells if c.cell_id not in job.written]
         if error is None and not left:
             return
@@ -247,13 +247,13 @@ class Placer:
         else:
             reason = Reason(C.worker_lost, f"{type(error).__name__}: the Ray worker (or its node) "
                             f"running this config died; its server was stopped")
-        self._reap([job])
+        self._reap_jobs([job])
         excerpt = "\n".join(job.log_tail.decode(errors="replace").splitlines()[-40:])
         self.progress.server(key, f"lost ({reason})")
         for cell in left:
             facts = CellFacts(decided=Verdict("crashed", (reason,)), server_alive=False,
                               log_excerpt=excerpt,
-                              placement=self._placement(job, job.last_at, _now()))
+                              placement=self._placement(job, job.last_at, now_iso()))
             job.sweeper.write(cell, facts)
             job.written.add(cell.cell_id)
 
@@ -262,9 +262,9 @@ class Placer:
         for job in running:
             with contextlib.suppress(Exception):
                 self.ray.cancel(job.ref, force=True)
-        self._reap(running)
+        self._reap_jobs(running)
 
-    def _reap(self, jobs: list[_Job]) -> None:
+    def _reap_jobs(self, jobs: list[_Job]) -> None:
         """Kill the process group of each job's server on its node (bounded; a lost node has
         nothing left to kill)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

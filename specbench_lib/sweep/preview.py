@@ -12,9 +12,9 @@ from typing import Any
 
 from ..analysis.validate import context_guard
 from ..core.display import Rendered, html_table, html_text
-from ..core.paths import default_llama_server, default_model
 from ..model.plan import Plan
 from ..servers.engines import get_adapter, server_launch
+from ..servers.engines.llamacpp import default_llama_server, default_model
 
 _CELL_COLUMNS = ("cell", "config", "budget", "workload", "context", "output_tokens", "concurrency",
                  "load", "guard", "known_bad")

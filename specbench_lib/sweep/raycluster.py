@@ -26,7 +26,7 @@ def _probe(address: str) -> None:
                              f"README shows) or set placement.address", what="ray") from None
 
 
-def _connect(address: str) -> None:
+def connect(address: str) -> None:
     """Connect this process to the Ray at ``address`` (``local``: start one here)."""
     import ray
 
@@ -59,7 +59,7 @@ def ray_check(plan: Plan) -> str:
                 f"{gpus} GPUs and {options.cpus_per_server:g} CPUs ({options.mode})")
     owned = not ray.is_initialized()
     if owned:
-        _connect(options.address)
+        connect(options.address)
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
     finally:

@@ -91,7 +91,7 @@ class ServerSweep:
         self.record: dict[str, Any] = {"isolation": self.isolation.to_dict(), "starts": 0,
                                        "order": []}
 
-    def judge(self, cell: CellSpec) -> JudgeInputs:
+    def judge_inputs(self, cell: CellSpec) -> JudgeInputs:
         params = self.plan.params
         return JudgeInputs(
             planned=params.requests_for(cell), speculative=self.server.method != "auto",
@@ -108,7 +108,7 @@ class ServerSweep:
         return analyse(CellRecord(
             run_id=self.run.dir.run_id, spec=cell, fingerprint=self.run.fingerprints[cell.cell_id],
             server_label=self.server.label, server_argv=self.argv,
-            verdict=Verdict("invalid"), judge=self.judge(cell), facts=facts,
+            verdict=Verdict("invalid"), judge=self.judge_inputs(cell), facts=facts,
             provenance=Provenance(**{**asdict(self.run.provenance()), "started": m.started,
                                      "ended": utc_now()}),
             requests=tuple(m.requests), prompts=m.prompts, target_rate=m.target_rate,

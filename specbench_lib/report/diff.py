@@ -15,7 +15,7 @@ replicate by replicate; units: the matched rows' units summed). Verdict changes 
 one line per config, with how the plans differ (cells planned, budget filter, time budget);
 what differs in the setup (engine, model, measuring code, host, params, server argv) is read
 from the two manifests. ``specbench compare A B`` prints it and writes an HTML page under
-``outputs/compare/`` (laid out by :mod:`~specbench_lib.report.comparepage`, with its forest plot of B / A).
+``outputs/compare/`` (laid out by :mod:`~specbench_lib.report.diffpage`, with its forest plot of B / A).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..analysis.metrics import GROUP, PANEL
 from ..core.display import Rendered, html_page, image, png_data_uri
 from ..runs.manifest import Manifest
 from ..runs.results import RunResult
-from .comparepage import compare_html, forest, plan_lines
+from .diffpage import compare_html, forest, plan_lines
 
 KEYS = ["config", *PANEL]
 METRICS = ("output_tok_s", "speedup", "ttft_p50_s", "itl_p50_s", "acceptance_length")
@@ -37,7 +37,7 @@ RATIO = ["b_over_a", "b_over_a_lo", "b_over_a_hi", "differs"]  # output tok/s, B
 _SHUFFLE = 20261202  # the seed of the permutation that makes B's draws independent of A's
 
 
-class RunComparison(Rendered):
+class RunDiff(Rendered):
     """Run ``a`` (the reference) against run ``b``."""
 
     def __init__(self, a: RunResult, b: RunResult) -> None:
@@ -163,11 +163,11 @@ class RunComparison(Rendered):
 
     def figure(self) -> Any:
         """A forest plot of output tok/s B / A: one row per matched config × panel with its 95 %
-        interval, a line at 1, the geometric mean last (:func:`~specbench_lib.report.comparepage.forest`)."""
+        interval, a line at 1, the geometric mean last (:func:`~specbench_lib.report.diffpage.forest`)."""
         return forest(self)
 
 
-def write_comparison(comparison: RunComparison, folder: Path) -> Path:
+def write_diff(comparison: RunDiff, folder: Path) -> Path:
     """``<A>__vs__<B>.html`` (the tables and the figure, inlined) in ``folder``: the page
     carries its figure as a ``data:`` URI and loads nothing, so it can be mailed and read offline."""
     import io
