@@ -27,7 +27,7 @@ def test_a_write_killed_halfway_leaves_the_previous_file(tmp_path: Path) -> None
     script = (
         "import json, os, sys\n"
         "from pathlib import Path\n"
-        "from specbench_lib import store\n"
+        "from specbench_lib.core import store\n"
         "real = json.dump\n"
         "def dying(obj, fh, **kw):\n"
         "    fh.write('{\"v\": 2, \"partial\": ')\n"
