@@ -10,6 +10,10 @@ SGLang only: ``meta_string`` (every stream event's ``meta_info`` is a string, no
 answers 404, as SGLang builds before 2025 do) and ``no_flush`` (``/flush_cache`` answers 400,
 as SGLang does while requests are pending). ``POST /flush_cache`` empties the radix cache and logs
 ``Cache flushed successfully!``.
+Both: ``overclaim`` (half the tokens streamed, each chunk's count claiming two: the final
+``completion_tokens`` says what was asked for, the ids that arrived say half) and, as a script,
+``shutdown_crash`` (every request served well, then SIGTERM makes it write the engine's crash
+lines and die: a server that crashed while idle or at shutdown, after its last cell).
 Run as a script (``python tests/protocol_servers.py sglang --port P --crash-after 1``) it is a
 server process that, after N generations, writes the engine's crash lines to its log and dies
 with SIGKILL as SGLang's process-tree kill does.
@@ -31,10 +35,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MALFORMED_MODES = ("done_only", "bad_utf8", "trickle_info", "trickle_tokenize")
+LIE_MODES = ("overclaim", "shutdown_crash")
 SGLANG_FAULT_MODES = ("meta_string", "html_info", "no_tokenize", "no_flush")
 SGLANG_MODES = ("ok", "spec", "error_line", "abort", "crash", "clamp", "legacy_info", "no_info",
-                *MALFORMED_MODES, *SGLANG_FAULT_MODES)
-VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage", *MALFORMED_MODES)
+                *MALFORMED_MODES, *SGLANG_FAULT_MODES, *LIE_MODES)
+VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage", *MALFORMED_MODES,
+              *LIE_MODES)
 TRICKLE_STEP_S = 0.2
 CRASH_LINES = {
     "sglang": ["[2026-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call "
@@ -257,7 +263,8 @@ class _SGLangHandler(_Base):
             self._data("[DONE]")
             self._end()
             return
-        produce = max_new // 2 if srv.mode == "clamp" else max_new
+        produce = max_new // 2 if srv.mode in ("clamp", "overclaim") else max_new
+        claim = 2 if srv.mode == "overclaim" else 1
         stop_early = not params.get("ignore_eos", False)
         if stop_early:
             produce = min(produce, 3)
@@ -271,12 +278,12 @@ class _SGLangHandler(_Base):
                 text += piece
                 done += 1
             verify += 1
-            meta = {**meta, "completion_tokens": done}
+            meta = {**meta, "completion_tokens": claim * done}
             last = done == produce
             if last:
                 meta["finish_reason"] = (
                     {"type": "stop", "matched": 151645} if stop_early
-                    else {"type": "length", "length": produce})
+                    else {"type": "length", "length": claim * produce})
                 meta["e2e_latency"] = 0.01
                 if srv.spec:
                     meta["spec_verify_ct"] = verify
@@ -365,6 +372,8 @@ class _VllmHandler(_Base):
         options = body.get("stream_options") or {}
         continuous = options.get("continuous_usage_stats") and srv.mode != "no_continuous_usage"
         produce = max_tokens if body.get("ignore_eos") else min(max_tokens, 3)
+        claim = 2 if srv.mode == "overclaim" else 1
+        produce //= claim
         self._start_stream()
         if self._maybe_crash() or self._malformed_stream():
             return
@@ -387,16 +396,17 @@ class _VllmHandler(_Base):
             if body.get("return_token_ids"):  # the prompt's ids on the first chunk only
                 choice["prompt_token_ids"] = list(prompt) if done == step else None
                 choice["token_ids"] = ids
-            usage = ({"prompt_tokens": len(prompt), "total_tokens": len(prompt) + done,
-                      "completion_tokens": done} if continuous else None)
+            usage = ({"prompt_tokens": len(prompt), "total_tokens": len(prompt) + claim * done,
+                      "completion_tokens": claim * done} if continuous else None)
             if srv.mode == "crash" and done >= 3:
                 self._drop()
                 return
             self._data({"id": cid, "object": "text_completion", "created": int(time.time()),
                         "model": srv.model, "choices": [choice], "usage": usage})
         if options.get("include_usage"):
-            final: dict[str, Any] = {"prompt_tokens": len(prompt), "total_tokens": len(prompt) + done,
-                                     "completion_tokens": done}
+            final: dict[str, Any] = {"prompt_tokens": len(prompt),
+                                     "total_tokens": len(prompt) + claim * done,
+                                     "completion_tokens": claim * done}
             if srv.prompt_details:  # --enable-prompt-tokens-details: on this last chunk only
                 final["prompt_tokens_details"] = {"cached_tokens": cached}
             self._data({"id": cid, "object": "text_completion", "created": int(time.time()),
@@ -568,7 +578,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"serving {args.api} on {server.url}, mode {args.mode}, budget {args.budget}", flush=True)
     if args.api == "sglang":
         print("The server is fired up and ready to roll!", flush=True)
+    if args.mode == "shutdown_crash":
+        signal.signal(signal.SIGTERM, lambda *_: _crash_now(args.api))
     server.serve_forever()
+
+
+def _crash_now(api: str) -> None:
+    """The engine's crash lines, then death by SIGKILL (its process-tree kill)."""
+    for line in CRASH_LINES[api]:
+        print(line, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 if __name__ == "__main__":

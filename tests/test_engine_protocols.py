@@ -78,6 +78,8 @@ def test_sglang_speculative_chunks_and_acceptance_length() -> None:
     ("abort", "error_in_stream", "abort: Abort in waiting queue"),
     ("clamp", "short_output", "6 of 12"),
     ("crash", "connection_error", ""),
+    # half the tokens streamed, twice as many claimed: the ids that arrived are counted
+    ("overclaim", "token_count_mismatch", "6 tokens streamed, server reported 12"),
 ])
 def test_sglang_faults_are_invalid_with_reason(mode: str, reason: str, needle: str) -> None:
     with sglang_server(mode) as srv:
@@ -86,6 +88,28 @@ def test_sglang_faults_are_invalid_with_reason(mode: str, reason: str, needle: s
     assert all(r.startswith(reason) for r in verdict.reasons), verdict.reasons
     assert needle in " ".join(verdict.reasons)
     assert all(r.status == 200 for r in result.records)  # SGLang errors come inside HTTP 200
+
+
+def test_sglang_counts_the_ids_that_arrived_cumulative_or_incremental() -> None:
+    """Cumulative ``output_ids`` (the default) and each chunk's own (``stream_output``, read from
+    the server info) give the same count; the server's ``completion_tokens`` never replaces it."""
+    from specbench_lib.engines.base import ServerInfo
+
+    chunks = [([1000], 2), ([1000, 1001], 4), ([1000, 1001, 1002], 6)]
+    cumulative = SGLangAdapter().stream_parser()
+    events = [cumulative(f'data: {{"text": "", "output_ids": {ids}, "meta_info": '
+                         f'{{"completion_tokens": {claim}}}}}') for ids, claim in chunks]
+    assert [e.n_tokens for e in events] == [1, 1, 1]
+    assert [e.token_ids for e in events] == [[1000], [1001], [1002]]
+    info = ServerInfo(context_per_request=64, raw={"stream_output": True})
+    incremental = SGLangAdapter().for_server(info).stream_parser()
+    events = [incremental(f'data: {{"text": "", "output_ids": {ids[-1:]}, "meta_info": '
+                          f'{{"completion_tokens": {claim}}}}}') for ids, claim in chunks]
+    assert [e.n_tokens for e in events] == [1, 1, 1]
+    shrinking = SGLangAdapter().stream_parser()
+    shrinking('data: {"text": "", "output_ids": [1, 2], "meta_info": {}}')
+    assert "shrank" in (shrinking('data: {"text": "", "output_ids": [1], "meta_info": {}}').error
+                        or "")
 
 
 def test_sglang_radix_cache_hits_are_invalid_unless_the_params_allow_them() -> None:
@@ -246,6 +270,7 @@ def test_vllm_counts_chunks_without_continuous_usage() -> None:
     ("ok", 10, "short_output", "5 of 12 tokens"),
     ("error_line", 4096, "error_in_stream", "EngineCore encountered an issue"),
     ("crash", 4096, "connection_error", ""),
+    ("overclaim", 4096, "token_count_mismatch", "6 tokens streamed, server reported 12"),
 ])
 def test_vllm_faults_are_invalid_with_reason(mode: str, context: int, reason: str,
                                              needle: str) -> None:

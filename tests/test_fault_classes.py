@@ -64,6 +64,8 @@ SGLANG_FAULTS = {
                    "within 1 s (engine.control_timeout_s)"),
     "notokenize": ("no_tokenize", "invalid", "missing_endpoint", "engine.tokenizer"),
     "noinfo": ("no_info", "invalid", "missing_endpoint", "/server_info"),
+    # half the tokens streamed, twice as many claimed: the ids that arrived are the truth
+    "overclaim": ("overclaim", "invalid", "token_count_mismatch", "server reported"),
 }
 # decided for the config, no request kept
 CONFIG_LEVEL = {"bad_answer", "control_timeout", "missing_endpoint"}

@@ -81,7 +81,8 @@ CATALOGUE: tuple[Code, ...] = (
        "(the same prompts recur across cells of one server), so TTFT and throughput skip the "
        "prefill; allowed with engine.prefix_cache"),
     _c("token_count_mismatch", "request", "streamed tokens that differ from the server's count "
-       "(chunks counted as tokens, lost events), which corrupts ITL and TPOT"),
+       "(chunks counted as tokens, lost events, a server that claims more than it sent), which "
+       "corrupts ITL, TPOT and throughput; the tokens are counted as the ids that arrived"),
     _c("missing_spec_stats", "request", "a speculative config whose server reports no "
        "speculative statistics (per request, or counters that did not move), so acceptance "
        "length would be invented"),

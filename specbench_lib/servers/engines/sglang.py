@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,12 @@ TREE_TEMPLATES = {
 
 @dataclass(frozen=True)
 class SGLangAdapter(BaseAdapter):
-    """Maps a config to ``sglang.launch_server`` flags and reads the native ``/generate`` stream."""
+    """Maps a config to ``sglang.launch_server`` flags and reads the native ``/generate`` stream.
+
+    ``incremental`` is the running server's ``stream_output`` (:meth:`for_server`): its
+    ``output_ids`` are then each chunk's own, else cumulative."""
+
+    incremental: bool = False
 
     name = "sglang"
     needs_gpu = True
@@ -138,6 +143,10 @@ class SGLangAdapter(BaseAdapter):
         return ServerInfo(context_per_request=min(limits), raw=info, settings=settings,
                           served_model=served, version=opt_str(info.get("version")))
 
+    def for_server(self, info: ServerInfo) -> SGLangAdapter:
+        incremental = info.raw.get("stream_output") is True
+        return self if incremental == self.incremental else replace(self, incremental=incremental)
+
     def speculative_reserve(self, server: ServerConfig) -> int:
         """Extra context a spec config takes: EAGLE family ``max(topk*steps, draft tokens)``."""
         if "reserve" in server.options:
@@ -167,16 +176,22 @@ class SGLangAdapter(BaseAdapter):
         }
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:
-        return _Stream()
+        return _Stream(incremental=self.incremental)
 
 
 class _Stream(StreamParser):
-    """One ``/generate`` stream: text and ``completion_tokens`` are cumulative, so keep the last."""
+    """One ``/generate`` stream: text and ``completion_tokens`` are cumulative, so keep the last.
 
-    def __init__(self) -> None:
+    The tokens a chunk brought are the ids that arrived in it (``output_ids``), never the
+    server's ``completion_tokens``: a server whose count disagrees with what it streamed is then
+    caught by ``token_count_mismatch`` instead of inflating throughput. Only a stream without
+    ``output_ids`` is counted by the server's count."""
+
+    def __init__(self, *, incremental: bool = False) -> None:
         self.text = ""
         self.completion = 0
         self.n_ids = 0
+        self.incremental = incremental
 
     def parse(self, data: dict[str, Any]) -> StreamEvent:
         meta = field_dict(data, "meta_info")
@@ -186,11 +201,14 @@ class _Stream(StreamParser):
         new_text = text[len(self.text):] if text.startswith(self.text) else text
         self.text = text
         completion = opt_int(meta.get("completion_tokens"))
-        n_tokens = 0
+        ids = self._new_ids(data)
+        if ids is not None:
+            n_tokens = len(ids)
+        else:
+            n_tokens = 0 if completion is None else max(0, completion - self.completion)
         if completion is not None:
-            n_tokens = max(0, completion - self.completion)
             self.completion = completion
-        event = StreamEvent(n_tokens=n_tokens, text=new_text, token_ids=self._new_ids(data, n_tokens))
+        event = StreamEvent(n_tokens=n_tokens, text=new_text, token_ids=ids or [])
         finish = meta.get("finish_reason")
         if finish:
             kind = opt_str(finish.get("type")) if isinstance(finish, dict) else str(finish)
@@ -207,15 +225,19 @@ class _Stream(StreamParser):
             )
         return event
 
-    def _new_ids(self, data: dict[str, Any], n_tokens: int) -> list[int]:
-        """``output_ids`` are cumulative by default, a delta with ``--stream-output``."""
+    def _new_ids(self, data: dict[str, Any]) -> list[int] | None:
+        """The ids this chunk brought (None without ``output_ids``): cumulative by default, a
+        delta with ``--stream-output``; a cumulative list shorter than before is a bad line."""
         ids = field_ids(data, "output_ids")
         if ids is None:
-            return []
-        if len(ids) == self.n_ids + n_tokens:
-            new = ids[self.n_ids:]
+            return None
+        if self.incremental:
+            new = ids
+        elif len(ids) < self.n_ids:
+            raise BadLine(f"stream field 'output_ids' shrank from {self.n_ids} to {len(ids)} "
+                          "ids (cumulative unless the server runs with --stream-output)")
         else:
-            new = ids[-n_tokens:] if n_tokens else []
+            new = ids[self.n_ids:]
         self.n_ids += len(new)
         return new
 

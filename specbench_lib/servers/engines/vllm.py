@@ -294,13 +294,15 @@ class _Stream(StreamParser):
             self.finish = opt_str(choice.get("finish_reason")) or self.finish
             ids = field_ids(choice, "token_ids")
             completion = opt_int(usage.get("completion_tokens")) if usage is not None else None
-            if completion is not None:
-                n_tokens = max(0, completion - self.completion)
-            elif ids is not None:
+            # the ids that arrived are the truth; the server's count is what token_count_mismatch
+            # compares them with (a server that claims more than it sent is caught, not believed)
+            if ids is not None:
                 n_tokens = len(ids)
+            elif completion is not None:
+                n_tokens = max(0, completion - self.completion)
             else:
                 n_tokens = 1 if text else 0
-            self.completion += n_tokens
+            self.completion = completion if completion is not None else self.completion + n_tokens
         if usage is not None:
             self.usage = usage
         event = StreamEvent(n_tokens=n_tokens, text=text, token_ids=ids or [])
