@@ -134,6 +134,10 @@ CATALOGUE: tuple[Code, ...] = (
        "(/tokenize, server info): invalid with the fix, not a crash"),
     _c("bad_answer", "config", "a control answer (server info, tokenize) its adapter cannot "
        "read, with the server's words; the sweep goes on with the next config"),
+    _c("crashed_after_cells", "config", "a server whose log shows a crash signature after its "
+       "config's last cell ended (it died while idle or at shutdown): its cells keep their "
+       "verdicts, but the run reports the config crashed at this budget, with the line, and the "
+       "known_bad entry that would skip it"),
     _c("known_bad", "config", "a config listed under known_bad for this GPU and engine version: "
        "skipped, never started"),
     # run: the plan and the workers that carry it out

@@ -111,6 +111,9 @@ class ServerEntry:
     starts: int = 0
     error: str | None = None
     placement: ServerPlacement | None = None
+    # the crash line its log showed after the config's last cell (idle, or at shutdown)
+    late_crash: str | None = None
+    reported_version: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -121,7 +124,9 @@ class ServerEntry:
                    log=_text(data.get("log")), pid=_number(data.get("pid")),
                    starts=int(data.get("starts") or 0), error=_text(data.get("error")),
                    placement=(ServerPlacement.from_dict(placed)
-                              if isinstance(placed, Mapping) else None), raw=dict(data))
+                              if isinstance(placed, Mapping) else None),
+                   late_crash=_text(_section(data.get("late_crash")).get("line")),
+                   reported_version=_text(data.get("reported_version")), raw=dict(data))
 
 
 @dataclass(frozen=True)

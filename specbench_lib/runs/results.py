@@ -8,6 +8,8 @@ returns, with both, :class:`~specbench_lib.report.outcome.SweepResult`.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -16,11 +18,28 @@ from ..analysis.analyse import analyse
 from ..core.display import Rendered, html_table, html_text
 from ..core.errors import StoreError, ValidationFailed
 from ..core.tables import plan_names, plan_sorted
-from ..model.records import STATUSES, CellRecord
+from ..model.catalogue import C
+from ..model.records import STATUSES, CellRecord, Reason
 from .manifest import Manifest
 from .run import RunDir
 
 _COLOURS = {"ok": "#d8f3dc", "invalid": "#ffe5b4", "crashed": "#ffccd5", "skipped": "#e9ecef"}
+
+
+@dataclass(frozen=True)
+class ConfigFault:
+    """A config-level failure its cells do not show: a server that crashed after its last cell
+    (``crashed_after_cells``), with the ``known_bad`` entry that would skip it next time."""
+
+    server: str
+    config: str
+    budget: int | None
+    reason: Reason
+    known_bad: str
+
+    def __str__(self) -> str:
+        return (f"config {self.server}: {self.reason}; to skip it on this engine, add under "
+                f"known_bad: {self.known_bad}")
 
 
 class RunResult(Rendered):
@@ -58,6 +77,26 @@ class RunResult(Rendered):
     @property
     def phase(self) -> str | None:
         return self.info.phase
+
+    @cached_property
+    def config_faults(self) -> tuple[ConfigFault, ...]:
+        """The configs whose server crashed after their last cell (idle or at shutdown)."""
+        info, faults = self.info, []
+        for key, entry in info.servers.items():
+            if entry.late_crash is None:
+                continue
+            spec = next((c.spec for c in self.cells if c.server_label == key.split(".r")[0]), None)
+            config = spec.series if spec is not None else key
+            budget = spec.budget if spec is not None else None
+            version = entry.reported_version or info.engine.get("version") or "unknown"
+            reason = Reason(C.crashed_after_cells, f"the server logged {entry.late_crash!r} after "
+                            f"its last cell ended (while idle or at shutdown)")
+            words = f"crashed its server after its cells: {entry.late_crash}"[:200]
+            budgets = "" if budget is None else f", budgets: [{budget}]"
+            faults.append(ConfigFault(key, config, budget, reason, (
+                f"{{config: {config}{budgets}, engine_version: {json.dumps(str(version))}, "
+                f"reason: {json.dumps(words)}}}")))
+        return tuple(faults)
 
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUSES, 0)
@@ -184,6 +223,7 @@ class RunResult(Rendered):
                          + (f", {tok_s:.1f} tok/s" if tok_s is not None else "")
                          + (f" ({'; '.join(cell.verdict.reasons)})" if cell.verdict.reasons else ""))
         lines += [f"  damaged: {error}" for error in self.damaged]
+        lines += [f"  {fault}" for fault in self.config_faults]
         return "\n".join(lines)
 
     def html(self) -> str:
@@ -198,7 +238,8 @@ class RunResult(Rendered):
         table = html_table(["config", "workload", "context", "concurrency", "verdict",
                             "output tok/s", "reasons"], rows, row_styles=styles)
         damaged = "".join(html_text(f"damaged: {e}") for e in self.damaged)
-        return f"{head}{table}{damaged}"
+        faults = "".join(html_text(str(f), bold=True) for f in self.config_faults)
+        return f"{head}{faults}{table}{damaged}"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.run_id!r}, {self.counts()})"

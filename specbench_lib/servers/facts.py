@@ -57,3 +57,13 @@ def failed_facts(proc: Server, exc: ServerError | EngineError, base: int) -> Cel
         *((Reason(C.log, signature),) if signature else ())))
     return CellFacts(decided=verdict, server_alive=False, crash_line=signature,
                      returncode=proc.returncode, log_excerpt=proc.log_tail(40))
+
+
+def after_cells(proc: Server, since: int) -> dict[str, str | int | None] | None:
+    """Crash evidence the server logged after its last cell ended (while idle or while it was
+    stopped), when there is some: the line and its exit status. Its cells keep their verdicts
+    (their requests had ended); the config is reported crashed (``crashed_after_cells``)."""
+    line = proc.crash_signature(since)
+    if line is None:
+        return None
+    return {"line": line, "returncode": proc.returncode}

@@ -37,7 +37,7 @@ from ..prompts.promptbook import PromptBook
 from ..prompts.workload import Prompt
 from ..runs.run import RunDir
 from ..servers.engines import Adapter, Isolation, Launch
-from ..servers.facts import DIED_EARLIER, before_cells, dead_facts, failed_facts
+from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts
 from ..servers.process import Server, open_server
 from .loadprofile import profile_rate
 from .progress import Progress
@@ -90,6 +90,7 @@ class ServerSweep:
         self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
         self.record: dict[str, Any] = {"isolation": self.isolation.to_dict(), "starts": 0,
                                        "order": []}
+        self.after: int | None = None  # the log offset after the last cell, while no crash
 
     def judge_inputs(self, cell: CellSpec) -> JudgeInputs:
         params = self.plan.params
@@ -186,6 +187,17 @@ class ServerSweep:
             proc.stop()
             self.timing["stop_s"] = round(time.perf_counter() - began, 4)
             self._ended(proc)
+            self._late_crash(proc)
+
+    def _late_crash(self, proc: Server) -> None:
+        """A crash logged after the last cell (idle, or at shutdown): the config's, in the
+        manifest (``late_crash``), and said at once."""
+        since, self.after = self.after, None
+        late = None if since is None else after_cells(proc, since)
+        if late is not None:
+            self.record.setdefault("late_crash", late)  # the first server's (restart: one a cell)
+            self.run.store_server(self.key, self.record)
+            self.progress.server(self.key, f"crashed after its last cell: {late['line']}")
 
     def _ended(self, proc: Server) -> None:
         """Name in the manifest what had left the server's process group and had to be ended."""
@@ -232,6 +244,7 @@ class ServerSweep:
             if verdict.status == "crashed":
                 dead = Verdict("crashed", (DIED_EARLIER, *verdict.reasons))
         self.run.store_server(self.key, record)
+        self.after = None if dead is not None else proc.log_size()
         return None if dead is None else dead_facts(proc, dead, base)
 
     def _tokenizer(self, adapter: Adapter, client: httpx.Client) -> Callable[[str], list[int]]:
