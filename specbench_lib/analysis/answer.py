@@ -20,7 +20,9 @@ from typing import Any
 
 from ..core.display import Rendered, html_text
 from ..core.durations import span
-from ..core.store import read_json, write_json_atomic
+from ..core.errors import StoreError
+from ..core.readback import ANSWER, ANSWER_FIX, read_doc
+from ..core.store import write_json_atomic
 from ..model.records import CellRecord
 from .intervals import interval, requests_n
 from .metrics import PANEL
@@ -101,9 +103,18 @@ def write_answer(run_dir: Path, answer: dict[str, Any]) -> Path:
 
 
 def read_answer(run_dir: Path | str) -> dict[str, Any] | None:
-    """The run's answer, or None for a fixed-plan run (no ``answer.json``)."""
+    """The run's answer, or None for a fixed-plan run (no ``answer.json``); a
+    :class:`~.errors.StoreError` naming it and the fix when it is not of its shape."""
     path = Path(run_dir) / ANSWER_FILE
-    return read_json(path) if path.is_file() else None
+    return read_doc(path, ANSWER, name="answer", fix=ANSWER_FIX) if path.is_file() else None
+
+
+def _answer_or_error(run_dir: Path | str) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`read_answer`, its error as one line instead (the rest of a report goes on)."""
+    try:
+        return read_answer(run_dir), None
+    except StoreError as exc:
+        return None, str(exc)
 
 
 def panel_name(panel: dict[str, Any], *, outputs: bool = False) -> str:
@@ -159,13 +170,17 @@ class Answer(Rendered):
     no ``answer.json``: its answer is the best-config statements (``statements``)."""
 
     def __init__(self, answer: dict[str, Any] | None, *, measured: bool = True,
-                 statements: Sequence[str] = (), counts: dict[str, int] | None = None) -> None:
+                 statements: Sequence[str] = (), counts: dict[str, int] | None = None,
+                 damaged: str | None = None) -> None:
         self.answer, self.measured = answer, measured
         self.statements, self.counts = list(statements), counts
+        self.damaged = damaged  # answer.json could not be read: the error's one line
 
     def lines(self) -> list[str]:
         if not self.measured:
             return ["a dry run measures nothing: no answer"]
+        if self.damaged is not None:
+            return [f"no answer: {self.damaged}", *self.statements]
         if self.answer is None and self.statements:
             cells = ", ".join(f"{k} {v}" for k, v in (self.counts or {}).items() if v)
             panels = f"{len(self.statements)} panel{'s' if len(self.statements) != 1 else ''}"
@@ -192,12 +207,12 @@ def answer_of(result: Any) -> Answer:
     run_dir = getattr(result, "run_dir", None)
     if run_dir is None:
         return Answer(None, measured=False)
-    found = read_answer(run_dir)
+    found, damaged = _answer_or_error(run_dir)
     if found is not None:
         return Answer(found)
     best = result.best()
     statements = list(best["statement"]) if "statement" in best else []
-    return Answer(None, statements=statements, counts=result.counts())
+    return Answer(None, statements=statements, counts=result.counts(), damaged=damaged)
 
 
 def answers_html(runs: Sequence[Any]) -> str:
@@ -205,9 +220,12 @@ def answers_html(runs: Sequence[Any]) -> str:
     head of the report's page; "" when none has one."""
     parts = []
     for run in runs:
-        found = read_answer(run.run_dir) if getattr(run, "run_dir", None) is not None else None
-        if found is not None:
-            parts.append(html_text(f"run {run.run_dir.name}", bold=True) + Answer(found).html())
+        if getattr(run, "run_dir", None) is None:
+            continue
+        found, damaged = _answer_or_error(run.run_dir)
+        if found is not None or damaged is not None:
+            parts.append(html_text(f"run {run.run_dir.name}", bold=True)
+                         + Answer(found, damaged=damaged).html())
     return "".join(parts)
 
 
@@ -216,7 +234,7 @@ def answers_json(runs: Sequence[Any]) -> dict[str, Any]:
     found = {}
     for run in runs:
         if getattr(run, "run_dir", None) is not None:
-            answer = read_answer(run.run_dir)
-            if answer is not None:
-                found[run.run_dir.name] = answer
+            answer, damaged = _answer_or_error(run.run_dir)
+            if answer is not None or damaged is not None:
+                found[run.run_dir.name] = answer if damaged is None else {"damaged": damaged}
     return found

@@ -13,12 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# the manifest's sections that readers index, and their JSON types
-MANIFEST_SECTIONS: dict[str, type] = {
-    "params": dict, "plan_fingerprints": dict, "environment": dict, "servers": dict,
-    "verdict_counts": dict, "engine": dict, "model": dict, "fingerprint_components": dict,
-    "attempts": list}
-
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)

@@ -29,10 +29,11 @@ import yaml
 
 from ..core.errors import ParamsError, StoreError
 from ..core.paths import folder_problem, outputs_dir
+from ..core.readback import MANIFEST, MANIFEST_FIX, read_doc
 from ..core.store import read_json, write_json_atomic
 from ..model.records import CellRecord
 from .lock import RunLock
-from .manifest import MANIFEST_SECTIONS, Manifest
+from .manifest import Manifest
 
 # a run id is a folder name under outputs/runs: no separator, no absolute path, no '.' or '..'
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -157,16 +158,7 @@ class RunDir:
         sections, where present, have their types: every reader relies on them)."""
         if not self.manifest_path.exists():
             return {}
-        data = read_json(self.manifest_path)
-        if not isinstance(data, dict):
-            raise StoreError("manifest is not a JSON object", path=self.manifest_path)
-        wrong = [f"{key} is {type(data[key]).__name__}, not {kind.__name__}"
-                 for key, kind in MANIFEST_SECTIONS.items()
-                 if data.get(key) is not None and not isinstance(data[key], kind)]
-        if wrong:
-            raise StoreError(f"manifest is not of its shape ({'; '.join(wrong)}); restore it from "
-                             f"a copy", path=self.manifest_path)
-        return data
+        return read_doc(self.manifest_path, MANIFEST, name="manifest", fix=MANIFEST_FIX)
 
     def read_manifest(self) -> Manifest:
         """The manifest as its read model (:class:`~.manifest.Manifest`); empty when there is
