@@ -1,6 +1,6 @@
-"""The one typed reader of the files the workbench reads back: ``answer.json``, the manifest,
-the resolved params copy (a cell goes through :meth:`~.records.CellRecord.from_dict`, whose
-shapes :mod:`.shapes` checks).
+"""The one typed reader of the files the workbench reads back: ``answer.json`` and the manifest
+(a cell goes through :meth:`~.records.CellRecord.from_dict`, whose shapes :mod:`.shapes`
+checks; ``params.yaml`` and ``cells/history/`` are written for people, never read back).
 
 A file is read as JSON (or YAML) and checked against its :class:`Doc`: each key a type hint (as
 :mod:`.shapes` reads them) or a nested :class:`Doc` / :class:`Each`, with the keys every reader
@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import StoreError
 from .shapes import shape_problem
-from .store import load_yaml, read_json
+from .store import read_json
 
 
 @dataclass(frozen=True)
@@ -79,19 +79,6 @@ def read_doc(path: Path, doc: Doc, *, name: str, fix: str) -> dict[str, Any]:
     return data
 
 
-def read_yaml_doc(path: Path, doc: Doc, *, name: str, fix: str) -> dict[str, Any]:
-    """:func:`read_doc` for a YAML file (the resolved params copy of a run)."""
-    try:
-        data = load_yaml(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise StoreError(f"cannot read the {name} ({type(exc).__name__}: {exc}); {fix}",
-                         path=path) from None
-    found = problem(data, doc)
-    if found is not None:
-        raise StoreError(f"{name} is not of its shape ({found}); {fix}", path=path)
-    return data
-
-
 # answer.json (answer.py writes it): the keys its readers index
 PANEL_KEY = Doc({"workload": str, "context": int, "output_tokens": int, "concurrency": int,
                  "load": str | None},
@@ -135,6 +122,3 @@ MANIFEST = Doc(
      "servers": Doc({}, values=SERVER_ENTRY)})
 MANIFEST_FIX = ("a damaged manifest: restore it from a copy, or move the run directory away; "
                 "the other runs read as before")
-
-PARAMS_COPY = Doc({"phase": str, "configs": list[Any], "engine": dict[str, Any]})
-PARAMS_FIX = "a damaged params copy: write it again with 'specbench run <phase> --resume <run>'"

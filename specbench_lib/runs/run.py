@@ -8,6 +8,7 @@ read model is :mod:`~specbench_lib.runs.manifest`'s.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,6 +51,7 @@ class Run:
     fingerprints: dict[str, str]
     attempt: dict[str, Any]
     kept: set[str] = field(default_factory=set)
+    spent_s: float = 0.0  # wall seconds the earlier attempts took (a budget counts them)
 
     @property
     def number(self) -> int:
@@ -85,6 +87,9 @@ class Run:
     def _begin(cls, run_dir: RunDir, plan: Plan, fingerprints: dict[str, str], *,
                resume: str | None, reuse: bool, manifest: dict[str, Any]) -> Run:
         if resume:
+            for stray in run_dir.remove_strays():
+                print(f"resume: removed the temporary file of an interrupted write: "
+                      f"{stray.relative_to(run_dir.path)}", flush=True)
             previous = resumable_manifest(run_dir)
             phase = previous.get("phase")
             if phase != plan.params.phase:
@@ -101,7 +106,8 @@ class Run:
                    "params_file": str(plan.source), "budget": plan.budget,
                    "notebook_source": str(source) if source else None,
                    "kept_cells": sorted(kept), "reused_from": {}, "environment": environment}
-        run = cls(run_dir, plan, fingerprints, attempt, kept)
+        run = cls(run_dir, plan, fingerprints, attempt, kept,
+                  spent_s=spent_before(run_dir, attempts) if resume else 0.0)
         if reuse:
             attempt["reused_from"] = run._reuse_cells()
             run.kept |= set(attempt["reused_from"])
@@ -180,6 +186,33 @@ def resumable_manifest(run_dir: RunDir) -> dict[str, Any]:
             f"files are intact: start a new run that copies their ok cells (specbench run "
             f"<phase> -p reuse true, or run_sweep(plan, reuse=True)), or restore manifest.json "
             f"from a copy", path=run_dir.manifest_path) from None
+
+
+def spent_before(run_dir: RunDir, attempts: list[dict[str, Any]]) -> float:
+    """Wall seconds the earlier attempts of a run took: each from its start to its end or, for
+    one that was killed (no end), to the end of the last cell it wrote (what it did after that
+    cell left no trace: at most one cell's time is missed)."""
+    last: dict[int, dt.datetime] = {}
+    for cell in run_dir.read_cells()[0]:
+        ended = _when(cell.provenance.ended)
+        n = cell.provenance.attempt
+        if ended is not None and (n not in last or ended > last[n]):
+            last[n] = ended
+    total = 0.0
+    for i, attempt in enumerate(attempts):
+        n = attempt.get("n", i + 1)
+        start = _when(attempt.get("started"))
+        end = _when(attempt.get("ended")) or last.get(n if isinstance(n, int) else i + 1)
+        if start is not None and end is not None:
+            total += max(0.0, (end - start).total_seconds())
+    return total
+
+
+def _when(stamp: Any) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
 
 
 def is_old_schema(error: StoreError) -> bool:

@@ -39,6 +39,9 @@ from .manifest import Manifest
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
+STRAY = re.compile(r"\.[^/]+\.\d+\.tmp")  # an atomic write's temporary file
+
+
 def check_run_id(run_id: object, *, key: str = "run_id") -> str:
     """``run_id`` as a run directory's name; a :class:`ParamsError` naming ``key`` and the value
     when it is not one (a path that would write outside ``outputs/runs``)."""
@@ -141,6 +144,14 @@ class RunDir:
             n += 1
         os.replace(path, target)
         return target
+
+    def remove_strays(self) -> list[Path]:
+        """Remove what interrupted atomic writes left (``.<name>.<pid>.tmp``, see
+        :func:`~.store.write_json_atomic`); only while this process holds the lock."""
+        strays = [p for p in self.path.rglob(".*.tmp") if STRAY.fullmatch(p.name) and p.is_file()]
+        for stray in strays:
+            stray.unlink(missing_ok=True)
+        return strays
 
     def discard_if_empty(self) -> bool:
         """Remove the run directory when it holds no file at all (only empty folders), as a run

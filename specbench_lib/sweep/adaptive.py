@@ -80,7 +80,8 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     """Rounds until every panel is decided, the rounds run out or the budget is spent; writes
     ``answer.json`` (and the manifest's ``answer``) and returns the answer."""
     params = ctx.plan.params
-    budget = Budget(float(params.time_budget_s or 0), began=ctx.began)
+    # a resumed run's budget counts what its earlier attempts spent
+    budget = Budget(float(params.time_budget_s or 0), began=ctx.began - ctx.run.spent_s)
     contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence)
     number, stopped = 0, "rounds"
     while number < contest.rounds:
@@ -121,6 +122,8 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
     cells = SweepResult(ctx.run.dir.path).cells
     answer = build_answer(contest, cells, seconds=budget.elapsed, budget_s=budget.seconds,
                           rounds=rounds, stopped=stopped)
+    answer["measured"] = measured(cells, ctx.run, budget.elapsed)
+    answer["rounds"] = max(rounds, answer["measured"]["rounds"])  # a resumed run's too
     write_answer(ctx.run.dir.path, answer)
     ctx.run.dir.update_manifest(answer={
         "file": "answer.json", "rounds": rounds, "stopped": stopped,
@@ -128,6 +131,15 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
     for line in answer_lines(answer):
         ctx.lines.note(line)
     return answer
+
+
+def measured(cells: list[Any], run: Run, seconds: float) -> dict[str, Any]:
+    """What the run measured, over all its attempts: the rounds with a measured cell, the cells,
+    the wall seconds (the earlier attempts' included) and the attempts."""
+    done = [c for c in cells if c.status != "skipped"]
+    return {"rounds": len({c.spec.repeat for c in done}), "cells": len(done),
+            "seconds": round(seconds, 1), "earlier_attempts_s": round(run.spent_s, 1),
+            "attempts": run.number}
 
 
 def _key(panel: dict[str, Any]) -> str:
@@ -148,8 +160,8 @@ def _round(ctx: SweepContext, placer: Placer | None, budget: Budget,
             budget.learn(server.label, took, len(todo), fixed=0.0)
         return True
     for server, todo in slices:
-        if not budget.slice_fits(server.label, len(todo)):
-            return False
+        if number > 0 and not budget.slice_fits(server.label, len(todo)):
+            return False  # the first round always starts: a budget never measures nothing
         began = time.monotonic()
         sweeper = ctx.slice(server, todo, number, None)
         timing = sweeper.timing

@@ -1,0 +1,67 @@
+"""A time budget is honest across a resume (issue 32): the time the earlier attempts spent
+counts against it, and ``answer.json`` says what the run measured (its rounds, cells and
+seconds over every attempt), also after a SIGKILL while the answer was being written. And a
+budget smaller than anything the first round can do still measures the first round, as the
+docs say (it always starts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from budgetparams import budget_params
+
+import specbench_lib as sb
+
+
+def _answer(result: sb.SweepResult) -> dict[str, Any]:
+    return json.loads((result.run_dir / "answer.json").read_text())
+
+
+def _killed_while_writing_the_answer(run_dir: Path) -> None:
+    """What a SIGKILL during ``answer.json``'s atomic write leaves: no answer (its temporary
+    file instead), the attempt without an end, the run ``running``."""
+    answer = run_dir / "answer.json"
+    (run_dir / ".answer.json.999999.tmp").write_text(answer.read_text()[:50])
+    answer.unlink()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["attempts"][-1].update(ended=None, status=None)
+    manifest.update(status="running", ended=None)
+    manifest.pop("answer", None)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_resumed_budgeted_run_counts_the_time_spent_and_says_what_it_measured(
+        tmp_path: Path) -> None:
+    plan = sb.load_plan(budget_params(tmp_path, seed=2, budget="4s"))
+    first = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
+    before = _answer(first)
+    assert before["stopped"] == "budget" and before["measured"]["attempts"] == 1
+    measured = {c.cell_id for c in first.cells if c.status != "skipped"}
+    _killed_while_writing_the_answer(first.run_dir)
+
+    again = sb.run_sweep(plan, resume=first.run_id, outputs=tmp_path / "out", progress=False)
+    after = _answer(again)
+    # the budget was spent by the first attempt: the resume measures nothing more
+    assert {c.cell_id for c in again.cells if c.status != "skipped"} == measured
+    assert after["stopped"] == "budget"
+    assert after["measured"]["rounds"] == before["measured"]["rounds"] == before["rounds"]
+    assert after["rounds"] >= before["rounds"]
+    assert after["measured"]["cells"] == len(measured)
+    assert after["measured"]["attempts"] == 2
+    # the first attempt's time (to its last cell, it has no end) is in the answer's seconds
+    assert after["measured"]["earlier_attempts_s"] >= 1
+    assert after["seconds"] >= after["measured"]["earlier_attempts_s"]
+    assert after["seconds"] > after["budget_s"]
+    assert not list(first.run_dir.glob(".*.tmp"))  # the stray temporary file is gone
+
+
+def test_a_budget_below_one_rounds_cost_still_measures_the_first_round(tmp_path: Path) -> None:
+    plan = sb.load_plan(budget_params(tmp_path, seed=4, budget="0.01s"))
+    result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
+    answer = _answer(result)
+    first = [c for c in result.cells if c.spec.repeat == 0]
+    assert first and all(c.status == "ok" for c in first), [c.verdict for c in first]
+    assert answer["rounds"] == 1 and answer["stopped"] == "budget"
+    assert answer["measured"] == {**answer["measured"], "rounds": 1, "cells": len(first)}
