@@ -12,13 +12,14 @@ import fcntl
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from ..core.errors import PreflightError, ServerError
@@ -214,28 +215,54 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
+class PortLease:
+    """A held port's lock file: it names the process holding it and, once known, its run."""
+
+    def __init__(self, fh: IO[str]) -> None:
+        self.fh = fh
+        self.name()
+
+    def name(self, run_id: str | None = None) -> None:
+        """Say in the lock who holds it: this process and (once minted) its run."""
+        self.fh.seek(0)
+        self.fh.truncate()
+        self.fh.write(f"{os.getpid()}" + (f" {run_id}" if run_id else ""))
+        self.fh.flush()
+
+
+def lease_address(host: str) -> str:
+    """What a lease on ``host`` is keyed by: the address it resolves to (``localhost`` and
+    ``127.0.0.1`` are one), the host's text where it does not resolve."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return host
+    v4 = [i[4][0] for i in infos if i[0] == socket.AF_INET]
+    return str(v4[0] if v4 else infos[0][4][0]) if infos else host
+
+
 @contextlib.contextmanager
-def port_lease(host: str, port: int) -> Iterator[None]:
-    """Hold ``host:port`` for one sweep: a second specbench run on the same port is refused before
-    it starts anything, instead of failing half-way (an advisory lock under the cache folder)."""
+def port_lease(host: str, port: int) -> Iterator[PortLease]:
+    """Hold ``host:port`` for one sweep: a second specbench run on the same port (of the same
+    address, however it is spelled) is refused before it starts anything, naming the run that
+    holds it, instead of failing half-way (an advisory lock under the cache folder)."""
     folder = cache_dir() / "ports"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{host.replace(':', '_')}-{port}.lock"
+    address = lease_address(host)
+    path = folder / f"{address.replace(':', '_')}-{port}.lock"
     with open(path, "a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             fh.seek(0)
-            owner = fh.read().strip() or "?"
-            raise PreflightError(f"port {port} on {host} is held by another specbench run "
-                                 f"(process {owner}); wait for it or set engine.port",
+            pid, _, run = (fh.read().strip() or "?").partition(" ")
+            holder = f"run {run} (process {pid})" if run else f"run (process {pid})"
+            spelled = host if address == host else f"{host} ({address})"
+            raise PreflightError(f"port {port} on {spelled} is held by another specbench "
+                                 f"{holder}; wait for it or set engine.port",
                                  what="port", path=path) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
         try:
-            yield
+            yield PortLease(fh)
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 

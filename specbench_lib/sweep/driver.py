@@ -26,7 +26,7 @@ from ..report.outcome import Outcome, SweepResult
 from ..runs.provenance import file_identity, measurement_code_hash
 from ..runs.run import Run, check_run_id
 from ..servers.engines import get_adapter, server_launch
-from ..servers.process import port_lease
+from ..servers.process import PortLease, port_lease
 from .adaptive import SweepContext, budgeted_rounds
 from .preflight import launches_servers, require
 from .preview import PlanPreview
@@ -63,16 +63,19 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     engine = plan.params.engine
     lease = (port_lease(engine.host, engine.port) if launches_servers(plan)
              else contextlib.nullcontext())
-    with lease:  # the port is this sweep's until it returns
+    with lease as held:  # the port is this sweep's until it returns
         return _sweep(plan, run_id=run_id, resume=resume, retry_known_bad=retry_known_bad,
-                      reuse=reuse, outputs=outputs, progress=progress)
+                      reuse=reuse, outputs=outputs, progress=progress, held=held)
 
 
 def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_bad: bool,
-           reuse: bool, outputs: Path | None, progress: bool) -> SweepResult:
+           reuse: bool, outputs: Path | None, progress: bool,
+           held: PortLease | None = None) -> SweepResult:
     ctx = _prepare(plan, run_id=run_id, resume=resume, retry_known_bad=retry_known_bad,
                    reuse=reuse, outputs=outputs, progress=progress)
     run = ctx.run
+    if held is not None:  # the port's lock names this run to a second sweep it refuses
+        held.name(run.dir.run_id)
     started = time.monotonic()
     status = "failed"
     placer: Placer | None = None
