@@ -98,7 +98,11 @@ def _num(value: float) -> float | None:
 def write_answer(run_dir: Path, answer: dict[str, Any]) -> Path:
     """``answer.json`` in the run directory (atomic)."""
     path = Path(run_dir) / ANSWER_FILE
-    write_json_atomic(path, answer)
+    try:
+        write_json_atomic(path, answer)
+    except OSError as exc:
+        raise StoreError(f"cannot write the answer ({exc.strerror or exc}); the cells are "
+                         f"intact: free disk space, then resume this run", path=path) from exc
     return path
 
 

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,28 @@ def utc_now() -> str:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to a temp file beside ``path``, fsync it, then rename it over ``path``."""
+
+    def dump(tmp: Path) -> None:
+        with open(tmp, "w") as fh:
+            json.dump(data, fh, indent=2, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    write_atomic(path, dump)
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """``write`` a temp file beside ``path`` (``.<name>.<pid>.tmp``), then rename it over
+    ``path``: the file is whole or as it was, never half; a failed write (a full disk) leaves
+    no temp file behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=2, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_json(path: Path) -> Any:

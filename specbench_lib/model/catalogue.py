@@ -138,6 +138,9 @@ CATALOGUE: tuple[Code, ...] = (
        "config's last cell ended (it died while idle or at shutdown): its cells keep their "
        "verdicts, but the run reports the config crashed at this budget, with the line, and the "
        "known_bad entry that would skip it"),
+    _c("write_failed", "config", "a cell whose record could not be written (a full disk, a "
+       "folder made read-only mid-sweep), and the cells of its config after it: crashed with "
+       "the error, never missing; the run ends interrupted and a resume measures them again"),
     _c("known_bad", "config", "a config listed under known_bad for this GPU and engine version: "
        "skipped, never started"),
     # run: the plan and the workers that carry it out

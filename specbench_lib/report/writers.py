@@ -5,16 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .store import write_atomic
+
 if TYPE_CHECKING:
     from ..runs.results import RunResult
     from ..runs.run import RunDir
 
 
 def write_tables(result: RunResult) -> Path:
-    """``results.csv`` and ``results.parquet`` of the run's ok, current cells; the CSV's path."""
+    """``results.csv`` and ``results.parquet`` of the run's ok, current cells, each written
+    whole or not at all (a full disk leaves the one before, or none: never an empty file);
+    the CSV's path."""
     table = result.table()
-    table.to_csv(result.dir.results_csv, index=False)
-    table.to_parquet(result.dir.results_parquet, index=False)
+    write_atomic(result.dir.results_csv, lambda tmp: table.to_csv(tmp, index=False))
+    write_atomic(result.dir.results_parquet, lambda tmp: table.to_parquet(tmp, index=False))
     return result.dir.results_csv
 
 

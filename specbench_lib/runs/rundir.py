@@ -179,7 +179,12 @@ class RunDir:
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         data = self.manifest()
         data.update(fields)
-        write_json_atomic(self.manifest_path, data)
+        try:
+            write_json_atomic(self.manifest_path, data)
+        except OSError as exc:
+            raise StoreError(f"cannot write the manifest ({exc.strerror or exc}); it is as it "
+                             f"was: free disk space or fix permissions, then resume this run",
+                             path=self.manifest_path) from exc
         return data
 
     def cell_path(self, cell_id: str) -> Path:

@@ -89,6 +89,10 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
     except KeyboardInterrupt:
         status = "interrupted"
         raise
+    except StoreError as exc:  # a write failed (a full disk): what was written is safe
+        status = "interrupted"
+        print(f"run {run.dir.run_id}: interrupted: {exc}", file=sys.stderr, flush=True)
+        raise
     finally:
         if placer is not None:
             placer.close()

@@ -8,10 +8,8 @@ worker's event queue), the only thing it writes to.
 
 from __future__ import annotations
 
-import random
 import time
-import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
@@ -20,15 +18,23 @@ import httpx
 from ..analysis.analyse import analyse
 from ..analysis.validate import context_guard
 from ..client.dispatch import dispatch_cell, warm_client
-from ..core.errors import EngineError, ServerError
+from ..core.errors import EngineError, ServerError, StoreError
 from ..core.store import redact, utc_now
 from ..host.cpuset import CpuSplit, pinned
 from ..host.load import HostSampler, server_pids
 from ..host.sources import usable_cpus
-from ..model.catalogue import host_side_only
-from ..model.params import CellSpec, ServerConfig, SweepParams
+from ..model.catalogue import C, host_side_only
+from ..model.params import CellSpec, ServerConfig
 from ..model.plan import Plan
-from ..model.records import CellFacts, CellRecord, JudgeInputs, Provenance, RequestRecord, Verdict
+from ..model.records import (
+    CellFacts,
+    CellRecord,
+    JudgeInputs,
+    Provenance,
+    Reason,
+    RequestRecord,
+    Verdict,
+)
 from ..model.sections import RequestRateParams
 from ..model.served import PromptRecord, Remeasured
 from ..prompts.history import History as _History
@@ -36,9 +42,10 @@ from ..prompts.history import prompt_records as _prompt_records
 from ..prompts.promptbook import PromptBook
 from ..prompts.workload import Prompt
 from ..runs.run import RunDir
-from ..servers.engines import Adapter, Isolation, Launch
+from ..servers.engines import Adapter, Launch
 from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts
 from ..servers.process import Server, open_server
+from .isolation import cell_order, isolation_of
 from .loadprofile import profile_rate
 from .progress import Progress
 
@@ -82,7 +89,7 @@ class ServerSweep:
         self.round_number = round_number
         self.adapter, self.progress = adapter, progress
         self.book = book or PromptBook(plan.params, plan.cells)
-        self.isolation = _isolation(adapter, server, launch)
+        self.isolation = isolation_of(adapter, server, launch)
         self.argv = tuple(redact(launch.argv, extra=plan.params.redact))
         self.written: set[str] = set()
         self.done: dict[str, CellRecord] = {}  # this sweeper's cells, as analysed
@@ -133,15 +140,30 @@ class ServerSweep:
         rest of the config's cells keep that verdict without a server."""
         order = cell_order(cells, self.plan.params, f"{self.server.label}:{self.round_number}")
         self.record["order"] += [c.cell_id for c in order]
-        if self.isolation.mode != "restart":
-            self._serve(order)
-            return
-        dead: CellFacts | None = None
-        for cell in order:
-            if dead is not None:
-                self.write(cell, dead)
-                continue
-            dead = self._serve([cell])
+        try:
+            if self.isolation.mode != "restart":
+                self._serve(order)
+                return
+            dead: CellFacts | None = None
+            for cell in order:
+                if dead is not None:
+                    self.write(cell, dead)
+                    continue
+                dead = self._serve([cell])
+        except StoreError as exc:  # a write failed (a full disk): the run cannot go on
+            self._unwritten(order, exc)
+            raise
+
+    def _unwritten(self, cells: list[CellSpec], exc: StoreError) -> None:
+        """The config's cells not written when a write failed: ``crashed`` with the error,
+        as far as the disk still takes them (a resume measures them again)."""
+        facts = CellFacts(decided=Verdict("crashed", (Reason(C.write_failed, str(exc)[:300]),)))
+        for cell in cells:
+            if cell.cell_id not in self.written:
+                try:
+                    self.write(cell, facts)
+                except StoreError:
+                    return
 
     def _serve(self, cells: list[CellSpec]) -> CellFacts | None:
         """One server's life: start, warm up, measure ``cells``; the facts that end the config
@@ -370,24 +392,3 @@ def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
                "errors": errors}
     history.add("warmup", _prompt_records(prompts))
     return summary, tuple(dispatch.records), history
-
-
-def cell_order(cells: Sequence[CellSpec], params: SweepParams, salt: str) -> list[CellSpec]:
-    """The order a server measures its cells in: shuffled by the seed and ``salt`` (the config
-    and round) unless ``cell_order`` is ``fixed``; a rate profile's points always come after the
-    closed-loop cells they are spread between."""
-    anchors = [c for c in cells if c.profile_point is None]
-    points = [c for c in cells if c.profile_point is not None]
-    if params.cell_order == "shuffled":
-        random.Random(zlib.crc32(f"{params.seed}:{salt}".encode())).shuffle(anchors)
-    return [*anchors, *points]
-
-
-def _isolation(adapter: Adapter, server: ServerConfig, launch: Launch) -> Isolation:
-    """The adapter's isolation for a launched config; an attached server cannot be restarted,
-    so its cells rely on fresh prompts alone (and ``seen_prompt`` says when that failed)."""
-    chosen = adapter.isolation(server, launch.argv)
-    if server.attach is not None and chosen.mode == "restart":
-        return Isolation("none", f"{chosen.why}; but an attached server cannot be restarted, "
-                         "so only fresh prompts keep its cells apart")
-    return chosen
