@@ -267,7 +267,11 @@ def main() -> None:
     parser.add_argument("--noise-seed", default="", help="seeds the jitter (default: the pid)")
     parser.add_argument("--speedups", default="", help="BUDGET:SPEEDUP,...: the config's budget "
                         "divides --interval by its speedup (a known truth per budget)")
-    args = parser.parse_args()
+    # llama-server's own flags (a shipped params file's argv, its launcher swapped for this
+    # stand-in: tests/test_shipped_params.py) are accepted and logged, not acted on
+    args, theirs = parser.parse_known_args()
+    if theirs:
+        print(f"ignored llama-server flags: {' '.join(theirs)}", flush=True)
     known = dict(pair.split(":") for pair in args.speedups.split(",") if pair)
     if args.budget is not None and str(args.budget) in known:
         args.interval /= float(known[str(args.budget)])

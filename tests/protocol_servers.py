@@ -571,10 +571,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loading-s", type=float, default=0.3)
     parser.add_argument("--budget", type=int, help="the config's budget (logged only)")
     parser.add_argument("--speculative-algorithm", help="SGLang's flag: any value drafts")
-    args = parser.parse_args(argv)
+    parser.add_argument("--speculative-config", help="vLLM's flag: any value drafts")
+    parser.add_argument("--context-length", "--max-model-len", type=int, default=4096,
+                        dest="context", help="SGLang's and vLLM's context flags")
+    # the engine's other flags (a shipped params file's argv with its launcher swapped for this
+    # stand-in: tests/test_shipped_params.py) are accepted and logged, not acted on
+    args, theirs = parser.parse_known_args(argv)
     make = sglang_server if args.api == "sglang" else vllm_server
     server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after,
-                  spec=args.speculative_algorithm is not None)
+                  spec=bool(args.speculative_algorithm or args.speculative_config),
+                  context=args.context)
+    if theirs:
+        print(f"ignored {args.api} flags: {' '.join(theirs)}", flush=True)
     print(f"serving {args.api} on {server.url}, mode {args.mode}, budget {args.budget}", flush=True)
     if args.api == "sglang":
         print("The server is fired up and ready to roll!", flush=True)
