@@ -195,14 +195,21 @@ class Comparison(Rendered):
         return ", ".join(f"{_phase(r)}: {r.run_id}{_placement(Manifest.from_dict(r.manifest))}"
                          for r in self.runs)
 
+    def faults(self) -> list[str]:
+        """The config-level failures the runs' cells do not show (a server that crashed after
+        its last cell), each with the ``known_bad`` entry that would skip it."""
+        return [f"run {run.run_id}: {fault}" for run in self.runs
+                for fault in getattr(run, "config_faults", ())]
+
     def text(self) -> str:
-        warnings = "".join(f"\nwarning: {note}" for note in self.skipped)
+        warnings = "".join(f"\nwarning: {note}" for note in [*self.skipped, *self.faults()])
         return f"comparing {self.names()}{warnings}\n{self.best_budgets().to_string(index=False)}"
 
     def html(self) -> str:
         """The best config of each panel as the headline (one statement a line), then the
         table behind it (key columns first, the full table collapsed) and the crossovers."""
         warnings = "".join(html_text(f"warning: {note}") for note in self.skipped)
+        warnings += "".join(html_text(fault, bold=True) for fault in self.faults())
         best = self.best_budgets()
         crossing = self.crossovers()
         where = (html_text("Where speculation stops paying (speedup vs load)", bold=True)
