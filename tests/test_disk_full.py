@@ -22,8 +22,8 @@ from budgetparams import free_port
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 
 import specbench_lib as sb
-from specbench_lib import store
-from specbench_lib.runs import list_runs
+from specbench_lib.core import store
+from specbench_lib.runs.run import list_runs
 
 FULL = OSError(errno.ENOSPC, "No space left on device")
 

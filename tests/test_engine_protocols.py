@@ -93,7 +93,7 @@ def test_sglang_faults_are_invalid_with_reason(mode: str, reason: str, needle: s
 def test_sglang_counts_the_ids_that_arrived_cumulative_or_incremental() -> None:
     """Cumulative ``output_ids`` (the default) and each chunk's own (``stream_output``, read from
     the server info) give the same count; the server's ``completion_tokens`` never replaces it."""
-    from specbench_lib.engines.base import ServerInfo
+    from specbench_lib.servers.engines.base import ServerInfo
 
     chunks = [([1000], 2), ([1000, 1001], 4), ([1000, 1001, 1002], 6)]
     cumulative = SGLangAdapter().stream_parser()

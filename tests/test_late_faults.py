@@ -20,9 +20,9 @@ from budgetparams import free_port
 from fakeparams import LENIENT_HOST, fake_engine
 
 import specbench_lib as sb
-from specbench_lib import preflight
-from specbench_lib.params import KnownBad
-from specbench_lib.results import RunResult
+from specbench_lib.model.params import KnownBad
+from specbench_lib.runs.results import RunResult
+from specbench_lib.sweep import preflight
 
 PROTOCOL = Path(__file__).resolve().parent / "protocol_servers.py"
 
@@ -73,7 +73,7 @@ def test_a_crash_after_the_last_cell_is_the_configs_with_its_known_bad_entry(
     assert (kb.config, kb.budgets, kb.engine_version) == ("lying", (4,), "0.5.5")
     assert "crashed_after_cells" in read.text() and "known_bad" in read.text()
     assert "crashed_after_cells" in read.html()
-    from specbench_lib import report
+    from specbench_lib.report import export as report
 
     page = report.write_page(report.compare(result.run_id, root=tmp_path / "outputs"),
                              tmp_path / "results.html", [])

@@ -8,7 +8,7 @@ import pytest
 from budgetparams import free_port
 
 import specbench_lib as sb
-from specbench_lib.server import lease_address, port_lease
+from specbench_lib.servers.process import lease_address, port_lease
 
 
 def test_localhost_and_its_address_are_one_lease_naming_the_holder() -> None:

@@ -20,9 +20,10 @@ from test_hostile_record import JSON, a_cell_dict, paths_of
 from test_record_integrity import recorded_run
 
 import specbench_lib as sb
-from specbench_lib import cli, report
-from specbench_lib.answer import ANSWER_FILE, answer_lines
-from specbench_lib.runs import Run, list_runs
+from specbench_lib import cli
+from specbench_lib.analysis.answer import ANSWER_FILE, answer_lines
+from specbench_lib.report import export as report
+from specbench_lib.runs.run import Run, list_runs
 
 PANEL = {"panel": {"workload": "code", "context": 128, "output_tokens": 64, "concurrency": 1,
                    "load": ""},

@@ -18,7 +18,7 @@ from budgetparams import free_port
 from fakeparams import FAKE, LENIENT_HOST
 
 import specbench_lib as sb
-from specbench_lib import preflight
+from specbench_lib.sweep import preflight
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = ROOT / "tests" / "protocol_servers.py"

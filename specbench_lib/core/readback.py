@@ -1,5 +1,5 @@
 """The one typed reader of the files the workbench reads back: ``answer.json`` and the manifest
-(a cell goes through :meth:`~.records.CellRecord.from_dict`, whose shapes :mod:`.shapes`
+(a cell goes through :meth:`~specbench_lib.model.records.CellRecord.from_dict`, whose shapes :mod:`.shapes`
 checks; ``params.yaml`` and ``cells/history/`` are written for people, never read back).
 
 A file is read as JSON (or YAML) and checked against its :class:`Doc`: each key a type hint (as

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .store import write_atomic
+from ..core.store import write_atomic
 
 if TYPE_CHECKING:
     from ..runs.results import RunResult

@@ -1,5 +1,5 @@
 """How a config's cells are kept apart on their server: the order it measures them in (drawn
-from the seed), and the isolation its engine's state needs (:meth:`~specbench_lib.servers.engines.Adapter.isolation`)."""
+from the seed), and the isolation its engine's state needs (its adapter's ``isolation``)."""
 
 from __future__ import annotations
 
