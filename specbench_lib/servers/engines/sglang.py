@@ -231,7 +231,7 @@ class _Stream(StreamParser):
         ids = field_ids(data, "output_ids")
         if ids is None:
             return None
-        if self.incremental:
+        if self.incremental or not ids:  # an empty list brings none (then counted as none)
             new = ids
         elif len(ids) < self.n_ids:
             raise BadLine(f"stream field 'output_ids' shrank from {self.n_ids} to {len(ids)} "
