@@ -126,7 +126,7 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
     answer["rounds"] = max(rounds, answer["measured"]["rounds"])  # a resumed run's too
     write_answer(ctx.run.dir.path, answer)
     ctx.run.dir.update_manifest(answer={
-        "file": "answer.json", "rounds": rounds, "stopped": stopped,
+        "file": "answer.json", "rounds": answer["rounds"], "stopped": stopped,
         "eliminated": {_key(p["panel"]): p["eliminated"] for p in answer["panels"]}})
     for line in answer_lines(answer):
         ctx.lines.note(line)
