@@ -47,6 +47,13 @@ test: setup-test
 lint:
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
 
+# The manual (docs/, nav in mkdocs.yml) as a site in outputs/site/, offline; fails on a broken
+# link or anchor. The reference pages are generated: scripts/params_reference.py and
+# scripts/rules_reference.py with --write refresh them.
+.PHONY: docs
+docs: $(VENV)/.deps-test
+	$(VENV)/bin/mkdocs build --strict
+
 # Benchmarks of the benchmark (issue 8): each prints its figures and writes
 # benchmarks/results/<name>.json; summary.py prints figures vs goals. About 10 minutes.
 .PHONY: bench

@@ -1,6 +1,6 @@
 """A fault-injecting stand-in for llama.cpp's streaming ``/completion`` (tests only).
 
-It speaks the native llama.cpp stream as recorded in shared/ENGINE.md (one ``data:`` line per
+It speaks the native llama.cpp stream as recorded in docs/engine-facts.md (one ``data:`` line per
 token event, a final ``"stop": true`` event with ``timings``; errors as HTTP 400 JSON). Each mode
 injects one fault our users met. It is never the engine of a real sweep.
 

@@ -69,7 +69,7 @@ def test_hang_times_out() -> None:
 
 @pytest.mark.parametrize("mode", ["done_only", "no_events"])
 def test_an_empty_200_stream_is_empty_output_not_incomplete(mode: str) -> None:
-    """The README's fault matrix: only ``data: [DONE]`` (or nothing) in a 200 stream."""
+    """docs/fault-matrix.md's fault matrix: only ``data: [DONE]`` (or nothing) in a 200 stream."""
     result, verdict = run(mode)
     assert verdict.status == "invalid"
     assert {r.split(":")[0] for r in verdict.reasons} == {"empty_output"}, verdict.reasons

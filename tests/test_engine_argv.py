@@ -1,4 +1,4 @@
-"""Launch argv per method, checked against the flags in shared/ENGINE.md; templates; the phases."""
+"""Launch argv per method, checked against the flags in docs/engine-facts.md; templates; the phases."""
 
 from __future__ import annotations
 

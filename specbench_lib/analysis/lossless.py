@@ -2,7 +2,7 @@
 
 Every request is greedy (temperature 0), so a lossless speculative decoder returns the same
 tokens as plain decoding for the same prompt. Batch-dependent numerics make a few differences
-normal (see shared/ENGINE.md), hence two figures rather than a pass/fail: the fraction of
+normal (see docs/engine-facts.md), hence two figures rather than a pass/fail: the fraction of
 identical outputs and the mean length, in tokens, of the common prefix.
 """
 

@@ -45,12 +45,13 @@ MAX_LEVEL = {"contexts": 10_000_000, "concurrency": 100_000, "output_tokens": 1_
 
 
 class ConfigParams(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    method: Method
-    budgets: tuple[int, ...] = ()
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")  # a server's label is name-b<budget>
+    method: Method  # auto (the baseline), ngram, draft, linear (DFlash), tree (DDTree), eagle…
+    budgets: tuple[int, ...] = ()  # drafted tokens per step (tree: nodes); none for auto
+    # more values for the engine's flags and templates (e.g. prompt_lookup_max for vLLM n-gram)
     options: dict[str, int | float | str] = Field(default_factory=dict)
-    draft_model: str | None = None
-    extra_args: tuple[str, ...] = ()
+    draft_model: str | None = None  # the draft model of this config (default engine.draft_model)
+    extra_args: tuple[str, ...] = ()  # appended to this config's server argv
     spec_args: tuple[str, ...] = ()  # a flag template replacing the adapter's flags for the method
     argv: tuple[str, ...] = ()  # a whole argv template for this config's servers
     attach: AttachParams | None = None  # measure a running server instead of starting one
@@ -91,9 +92,9 @@ class KnownBad(Strict):
     5090 and RTX PRO 6000 Blackwell alike), matched exactly against each visible GPU's.
     """
 
-    config: str
+    config: str  # the config's name
     budgets: tuple[int, ...] = ()
-    reason: str = Field(min_length=1)
+    reason: str = Field(min_length=1)  # why it fails: the skipped cells' reason
     engine_version: str | None = None
     gpu: str | None = None
     compute_cap: str | None = Field(None, pattern=r"^\d+\.\d+$")
@@ -114,15 +115,19 @@ class KnownBad(Strict):
 
 
 class SweepParams(Strict):
+    # the phase (tp1, tp4, ...): the run id is minted from it, the report groups runs by it
     phase: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
-    description: str = ""
-    engine: EngineParams = EngineParams()
+    description: str = ""  # free text, shown with the run
+    engine: EngineParams = EngineParams()  # the server program and how to start it
+    # the server configs: a method and its budgets each; one must be the `auto` baseline
     configs: tuple[ConfigParams, ...] = Field(min_length=1)
-    workloads: tuple[WorkloadParams, ...] = Field(min_length=1)
-    contexts: tuple[int, ...] = Field(min_length=1)
+    workloads: tuple[WorkloadParams, ...] = Field(min_length=1)  # the prompt corpora
+    contexts: tuple[int, ...] = Field(min_length=1)  # prompt lengths in server tokens, each an axis level
+    # closed-loop requests in flight, each a load point (with request_rate: the cap on them)
     concurrency: tuple[int, ...] = Field(min_length=1)
     # tokens each request generates; a list makes output length an axis of the plan
     output_tokens: int | tuple[int, ...] = 128
+    # measured requests of a cell (times the concurrency with requests_scale per_concurrency)
     requests_per_cell: int = Field(3, ge=1, le=MAX_REQUESTS_PER_CELL)
     # per_concurrency: a closed-loop cell at concurrency c sends requests_per_cell x c requests,
     # so it has requests_per_cell waves of requests in flight together (its independent units);
@@ -136,14 +141,15 @@ class SweepParams(Strict):
     cell_order: Literal["shuffled", "fixed"] = "shuffled"
     # speedups within this fraction of each other are a tie (a decided answer), in best configs
     equivalence: float = Field(0.03, ge=0, lt=1)
+    # requests each server answers before its first cell, kept with the cells, never measured
     warmup_requests: int = Field(1, ge=0, le=MAX_WARMUP_REQUESTS)
     # output tokens of each warmup request (None: output_tokens). A short one already does what
     # warmup is for (first-use allocations, weights paged in, threads started) at less cost.
     warmup_output_tokens: int | None = Field(None, gt=0, le=MAX_LEVEL["output_tokens"])
-    request_timeout_s: float = Field(120.0, gt=0)
-    seed: int = 0
-    known_bad: tuple[KnownBad, ...] = ()
-    timeouts: TimeoutParams = TimeoutParams()
+    request_timeout_s: float = Field(120.0, gt=0)  # the whole request, unless timeouts.request_s
+    seed: int = 0  # draws the prompts, the cell order, arrival times and the bootstrap
+    known_bad: tuple[KnownBad, ...] = ()  # configs known to fail here: skipped with the reason
+    timeouts: TimeoutParams = TimeoutParams()  # per-request time limits
     request_rate: LoadParams | None = None  # None: closed loop (concurrency in flight)
     host: HostParams = HostParams()  # other processes' CPU while a cell runs (busy_host)
     placement: PlacementParams = PlacementParams()  # local (one after another) or on Ray
@@ -152,7 +158,8 @@ class SweepParams(Strict):
     # measured tokens, and first tokens, whose receive time was lost to a client stall, as
     # fractions, above which a cell is invalid (coalesced_reads)
     max_coalesced_fraction: float = Field(DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)
-    max_coalesced_first_fraction: float = Field(DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0, le=1)
+    max_coalesced_first_fraction: float = Field(DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0,
+                                                le=1)  # the same for first tokens (coalesced_reads)
     repeats: int = Field(1, ge=1, le=MAX_REPEATS)  # measurements of each cell (mean and CV across them)
     # rounds: every config once per round, each round on a fresh server (drift lands on every
     # config alike); back_to_back: a config's repeats one after another on one server

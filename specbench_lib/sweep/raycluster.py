@@ -23,7 +23,8 @@ def _probe(address: str) -> None:
     except (OSError, ValueError) as exc:
         raise PreflightError(f"no Ray cluster answers at placement.address {address!r} ({exc}); "
                              f"start one (ray start --head, or inside a Slurm allocation as the "
-                             f"README shows) or set placement.address", what="ray") from None
+                             f"manual's placement page in docs/ shows) or set placement.address",
+                             what="ray") from None
 
 
 def connect(address: str) -> None:
@@ -40,8 +41,8 @@ def connect(address: str) -> None:
                 "token (~/.ray/auth_token or RAY_AUTH_TOKEN) when named by address")
         raise PreflightError(f"no Ray cluster answers at placement.address {address!r} "
                              f"({type(exc).__name__}: {exc}); start one (ray start --head, or "
-                             f"inside a Slurm allocation as the README shows) or set "
-                             f"placement.address{auth}", what="ray") from None
+                             f"inside a Slurm allocation as the manual's placement page in docs/ "
+                             f"shows) or set placement.address{auth}", what="ray") from None
 
 
 def ray_check(plan: Plan) -> str:

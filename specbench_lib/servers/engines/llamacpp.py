@@ -1,4 +1,4 @@
-"""llama.cpp ``llama-server``: the embedded CPU engine (facts in shared/ENGINE.md)."""
+"""llama.cpp ``llama-server``: the embedded CPU engine (facts in docs/engine-facts.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from .control import get_json, post_tokens, url_of
 LLAMA_CPP_VERSION = "11434.0.0"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _NGRAM_DEFAULTS = {"n_match": 8, "n_min": 8}
-# speculative state that outlives a request (shared/ENGINE.md): ngram-mod's one hash pool for
+# speculative state that outlives a request (docs/engine-facts.md): ngram-mod's one hash pool for
 # every slot and request (llama.cpp PR #19164; begin() resets only a sequence's watermark,
 # issue #27852), ngram-cache's static and dynamic caches (PR #27866), the lookup caches
 _LEARNING = {"ngram-mod": "ngram-mod's n-gram pool is shared by all requests",

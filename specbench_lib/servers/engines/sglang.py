@@ -1,4 +1,4 @@
-"""SGLang ``launch_server``: the research engine on GPUs (facts in shared/ENGINE.md).
+"""SGLang ``launch_server``: the research engine on GPUs (facts in docs/engine-facts.md).
 
 Methods: ``auto`` (no flags), ``linear`` (DFlash, budget = block size), ``tree`` (DDTree: a
 flag template from params, forks differ), ``eagle``/``eagle3``/``mtp`` (EAGLE, EAGLE3, NEXTN),

