@@ -48,13 +48,16 @@ def digest(*parts: Any) -> str:
 
 
 def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Components,
-                      attached: dict[str, dict[str, Any]] | None = None) -> dict[str, str]:
+                      attached: dict[str, dict[str, Any]] | None = None, *,
+                      isolation: dict[str, str] | None = None) -> dict[str, str]:
     """The fingerprint each cell of ``plan`` must carry to be read into a table.
 
     Args:
         argv: the launch argv per server label (empty for an attached config).
         components: engine identity, model, measurement code and request body.
         attached: per attached server label, its URL and effective settings (from preflight).
+        isolation: per server label, its planned isolation mode (:mod:`.lifetimes`: one server
+            for all its cells, or a restart or flush before each) when it is known.
     """
     params = plan.params.model_dump(mode="json")
     measured = {k: v for k, v in params.items() if k not in _NOT_MEASURED}
@@ -67,6 +70,7 @@ def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Compon
                                                        for a in argv[cell.config]]
         arrival = ({"arrival": plan.params.request_rate.arrival}
                    if plan.params.request_rate is not None and cell.load else {})
-        prints[cell.cell_id] = digest(asdict(cell), {**measured, **arrival},
+        kept = {"isolation": isolation[cell.config]} if isolation else {}
+        prints[cell.cell_id] = digest(asdict(cell), {**measured, **arrival, **kept},
                                       workloads[cell.workload], server, components.to_dict())
     return prints

@@ -238,6 +238,11 @@ class SweepParams(Strict):
                 raise ValueError(f"{what} names must be unique, repeated: {dupes}")
         if not any(c.method == "auto" for c in self.configs):
             raise ValueError("one config must have method 'auto': it is the baseline of speedups")
+        for w in self.workloads:
+            if not any(w.runs_at(ctx) for ctx in self.contexts):
+                raise ValueError(f"workload {w.name!r}: max_context {w.max_context} is below every "
+                                 f"context of the plan {list(self.contexts)}; raise it or remove "
+                                 f"the workload")
         if self.repeat_until_half_width is not None and (
                 self.repeats < 2 or self.repeat_order != "rounds"):
             raise ValueError("repeat_until_half_width needs repeat_order 'rounds' and repeats >= 2 "

@@ -62,8 +62,12 @@ class EngineParams(Strict):
     prefix_cache: bool = False
     # how cells of one config are kept from remembering each other: auto (the adapter's choice,
     # e.g. a fresh llama-server per cell for ngram-mod, whose n-gram pool outlives requests),
-    # restart (a fresh server for every cell) or none (one server per config)
-    isolation: Literal["auto", "restart", "none"] = "auto"
+    # restart (a fresh server for every cell), flush (the engine's reset before every cell:
+    # SGLang's /flush_cache) or none (one server per config). With auto, a plan whose corpus
+    # cannot feed fresh prompts for a whole server's life gets a reset before every cell
+    # instead (flush where the engine has one, else restart), so prompts need to be fresh
+    # only within a cell (specbench_lib/lifetimes.py)
+    isolation: Literal["auto", "restart", "flush", "none"] = "auto"
     api: str | None = None  # the protocol of a template server (kinds.APIS)
     argv_template: tuple[str, ...] = ()  # a whole argv, for kind template (or any kind)
     spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags
@@ -135,6 +139,12 @@ class WorkloadParams(Strict):
     source: Literal["humaneval", "sharegpt", "copyedit", "jsonl"]
     path: str | None = None  # the JSONL file (source jsonl)
     field: str = "text"  # the JSONL field holding each document's text
+    # the longest of the plan's contexts this workload runs at (its corpus holds no more text
+    # than that: HumanEval is about 26k tokens); the plan's longer contexts leave it out
+    max_context: int | None = Field(None, ge=1)
+
+    def runs_at(self, context: int) -> bool:
+        return self.max_context is None or context <= self.max_context
 
     @model_validator(mode="after")
     def _path_for_jsonl(self) -> WorkloadParams:

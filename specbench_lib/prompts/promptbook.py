@@ -15,19 +15,26 @@ context × repeat, shared by the load points.
 With a time budget the repeats are the sweep's rounds (:mod:`~.rounds`): the book draws round by
 round (every key of round 0, then of round 1, ...) and keeps the whole rounds the corpus can
 feed, at least two (``rounds_fed``); the sweep never plans a round past them.
+
+Fresh prompts are needed only within one server's memory (:class:`Lifetimes`, planned by
+:mod:`.lifetimes`). When every config's server forgets before each cell (isolation
+``restart`` or ``flush``), a cell's prompts need fresh documents only among themselves: the
+book then walks each corpus round and round (the warmup's documents set aside), and every cell
+of a workload × context × repeat sends the same prompts whatever its output length and load
+point (paired across load points too), the first ``requests_for(cell)`` of them.
 """
 
 from __future__ import annotations
 
-import random
-import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import EngineError, PreflightError
 from ..model.params import CellSpec, SweepParams
-from ..model.sections import WorkloadParams
-from .workload import COPYEDIT, MIN_MATERIAL, Prompt, build_prompts, corpus_documents, documents
+from ..servers.engines.base import Isolation
+from .corpora import Corpora
+from .workload import Prompt, build_prompts
 
 Tokenize = Callable[[str], list[int]]
 _WARMUP = ("", -1, -1, -1, -1.0, -1, -1)  # the warmup's key sorts first
@@ -40,13 +47,40 @@ def cell_key(spec: CellSpec) -> tuple[Any, ...]:
             -1 if spec.profile_point is None else spec.profile_point, spec.repeat)
 
 
+@dataclass(frozen=True)
+class Lifetimes:
+    """How long the plan's servers remember: ``per_cell`` when every config's server forgets
+    before each cell (restarted or flushed), so prompts need to be fresh only within a cell;
+    ``learns``: the text-learning state a config keeps (then no document repeats within a
+    cell; None: distinct first documents suffice); each config's isolation as planned."""
+
+    per_cell: bool = False
+    learns: str | None = "not known"
+    isolations: Mapping[str, Isolation] = field(default_factory=dict)
+    why: str = "one server's memory for the whole run (the conservative default)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_cell": self.per_cell, "learns": self.learns, "why": self.why}
+
+
+def group_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The cells that send the same prompts when servers forget before each cell: one
+    workload × context × repeat, whatever the output length and the load point."""
+    return (key[0], key[1], key[-1])
+
+
 class PromptBook:
     """The prompts of a plan, built once per sweep with the first server's tokenizer."""
 
-    def __init__(self, params: SweepParams, cells: Sequence[CellSpec]) -> None:
+    def __init__(self, params: SweepParams, cells: Sequence[CellSpec],
+                 lifetimes: Lifetimes | None = None) -> None:
         self.params = params
+        self.lifetimes = lifetimes or Lifetimes()
         counts: dict[tuple[Any, ...], int] = {}
+        launched = not any(c.attach for c in params.configs)
         for cell in cells:
+            if launched and cell.context + cell.output_tokens > params.engine.context - 1:
+                continue  # the context guard refuses it in every config: it sends no prompt
             counts[cell_key(cell)] = params.requests_for(cell)
         self.layout = sorted(counts.items())  # (key, requests) in the order prompts are drawn
         self.budgeted = params.time_budget_s is not None and not params.prompt_reuse
@@ -56,7 +90,7 @@ class PromptBook:
         self._built: dict[tuple[Any, ...], list[Prompt]] | None = None
         self._probe: tuple[str, list[int]] = ("", [])  # a text and its ids as built
         self._workloads = {w.name: w for w in params.workloads}
-        self._corpora: _Corpora | None = None
+        self._corpora: Corpora | None = None
         self._retries: dict[tuple[Any, ...], list[Prompt]] = {}
 
     def warmup(self, tokenize: Tokenize) -> list[Prompt]:
@@ -99,8 +133,12 @@ class PromptBook:
             workload = self._workloads[cell.workload]
             n = params.requests_for(cell)
             try:
-                self._retries[key] = [self._corpora.prompt(workload, cell.context, i, n)
-                                      for i in range(n)]
+                self._retries[key] = (
+                    self._corpora.group(workload, cell.context, n, n,
+                                        learns=self.lifetimes.learns,
+                                        prefix_cache=self.params.engine.prefix_cache)
+                    if self.lifetimes.per_cell else
+                    [self._corpora.prompt(workload, cell.context, i, n) for i in range(n)])
             except PreflightError:
                 return None
         return self._retries[key]
@@ -120,20 +158,35 @@ class PromptBook:
                               "were built with (another model or tokenizer?): its prompts would "
                               "not be the planned token counts", url=url)
 
+    def build(self, tokenize: Tokenize) -> int:
+        """Walk the corpora for every prompt of the plan, keeping no token ids (a dry run's and
+        the doctor's check that the corpus feeds it: a :class:`PreflightError` naming the
+        numbers when not); the number of prompts."""
+        if self.params.prompt_reuse:
+            return 0
+        built = self._build(Corpora(self.params.seed, tokenize, count_only=True))
+        return sum(len(v) for v in built.values())
+
     def _book(self, tokenize: Tokenize) -> dict[tuple[Any, ...], list[Prompt]]:
         if self._built is None:
-            corpora = _Corpora(self.params.seed, tokenize)
+            corpora = Corpora(self.params.seed, tokenize)
             self._built = self._build(corpora)
             self._probe = corpora.probe
             self._corpora = corpora  # what is left of it feeds the cells measured again
         return self._built
 
-    def _build(self, corpora: _Corpora) -> dict[tuple[Any, ...], list[Prompt]]:
+    def _build(self, corpora: Corpora) -> dict[tuple[Any, ...], list[Prompt]]:
         params = self.params
         total = params.warmup_requests + sum(n for _, n in self.layout)
         first = params.workloads[0]
         book = {_WARMUP: [corpora.prompt(first, min(params.contexts), i, total)
                           for i in range(params.warmup_requests)]}
+        if self.lifetimes.per_cell:
+            # a restarted server warms up right before its cell: the warmup's documents never
+            # come back then; a flush after the warmup forgets them
+            corpora.wrap(set_aside=any(i.mode == "restart"
+                                       for i in self.lifetimes.isolations.values()))
+            return {**book, **self._groups(corpora, total)}
         for key, n in self.layout:
             workload = self._workloads[key[0]]
             try:
@@ -145,67 +198,14 @@ class PromptBook:
                 return {k: v for k, v in book.items() if k == _WARMUP or k[-1] < key[-1]}
         return book
 
-
-class _Corpora:
-    """Seeded, shuffled documents per corpus, each handed out once."""
-
-    def __init__(self, seed: int, tokenize: Tokenize) -> None:
-        self.seed, self.tokenize = seed, tokenize
-        self.orders: dict[str, list[tuple[str, str]]] = {}
-        self.cursor: dict[str, int] = {}
-        self.made = 0
-        self.probe: tuple[str, list[int]] = ("", [])  # the first document and its ids
-
-    def prompt(self, workload: WorkloadParams, tokens: int, index: int, total: int) -> Prompt:
-        """Prompt ``index`` of a cell: ``tokens`` tokens from documents no prompt used before."""
-        self.made += 1
-        if workload.source != "copyedit":
-            ids, used = self._material(workload, _corpus(workload), tokens, total)
-            return Prompt(ids[:tokens], tuple(used))
-        kind, head, tail = COPYEDIT[index % 2]
-        head_ids, tail_ids = self.tokenize(head), self.tokenize(tail)
-        room = tokens - len(head_ids) - len(tail_ids)
-        if room < MIN_MATERIAL:
-            raise PreflightError(f"copyedit prompts need at least {tokens - room + MIN_MATERIAL} "
-                                 f"tokens, got {tokens}", what="workload")
-        corpus = "humaneval" if kind == "code" else "sharegpt"
-        ids, used = self._material(workload, corpus, room, total)
-        return Prompt(head_ids + ids[:room] + tail_ids, (f"copyedit:{kind}", *used))
-
-    def _material(self, workload: WorkloadParams, corpus: str, tokens: int,
-                  total: int) -> tuple[list[int], list[str]]:
-        docs = self._order(workload, corpus)
-        ids: list[int] = []
-        used: list[str] = []
-        while len(ids) < tokens:
-            at = self.cursor[corpus]
-            if at >= len(docs):
-                raise PreflightError(
-                    f"workload {workload.name!r}: the {len(docs)} documents of {corpus} ran out "
-                    f"at prompt {self.made} of the plan's {total} ({tokens}-token material); "
-                    f"every cell gets fresh documents, so this plan needs more text: lower "
-                    f"requests_per_cell, load points, contexts or repeats, use a larger dataset, "
-                    f"or set prompt_reuse: true (cells then share prompts)", what="workload")
-            doc_id, text = docs[at]
-            self.cursor[corpus] = at + 1
-            found = self.tokenize(text + "\n\n")
-            if not self.probe[0]:
-                self.probe = (text + "\n\n", list(found))
-            ids += found
-            used.append(doc_id)
-        return ids, used
-
-    def _order(self, workload: WorkloadParams, corpus: str) -> list[tuple[str, str]]:
-        if corpus not in self.orders:
-            docs = list(corpus_documents(corpus) if corpus in ("humaneval", "sharegpt")
-                        else documents(workload))
-            random.Random(zlib.crc32(f"{self.seed}:{corpus}".encode())).shuffle(docs)
-            self.orders[corpus], self.cursor[corpus] = docs, 0
-        return self.orders[corpus]
-
-
-def _corpus(workload: WorkloadParams) -> str:
-    """The corpus a workload draws from (workloads of one corpus share its documents)."""
-    if workload.source in ("humaneval", "sharegpt"):
-        return workload.source
-    return f"jsonl:{workload.path}:{workload.field}"
+    def _groups(self, corpora: Corpora, total: int) -> dict[tuple[Any, ...], list[Prompt]]:
+        """Servers that forget before each cell: one group of prompts per workload × context ×
+        repeat (as many as its largest cell sends), each cell the first of them it needs."""
+        sizes: dict[tuple[Any, ...], int] = {}
+        for key, n in self.layout:
+            sizes[group_key(key)] = max(n, sizes.get(group_key(key), 0))
+        groups = {g: corpora.group(self._workloads[g[0]], g[1], n, total,
+                                   learns=self.lifetimes.learns,
+                                   prefix_cache=self.params.engine.prefix_cache)
+                  for g, n in sorted(sizes.items())}
+        return {key: groups[group_key(key)][:n] for key, n in self.layout}

@@ -28,6 +28,7 @@ from ..runs.run import Run, check_run_id
 from ..servers.engines import get_adapter, server_launch
 from ..servers.process import PortLease, port_lease
 from .adaptive import SweepContext, budgeted_rounds
+from .lifetimes import plan_lifetimes
 from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress
@@ -119,8 +120,10 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
     components = Components(
         engine=identity.to_dict(), model=model["fingerprint"], code=measurement_code_hash(),
         request=adapter.generation_request([0], max_tokens=params.output_lengths[0])[1])
-    fingerprints = cell_fingerprints(plan, {k: v.argv for k, v in launches.items()}, components,
-                                     ready.attached)
+    argvs = {k: v.argv for k, v in launches.items()}
+    lifetimes = plan_lifetimes(plan, adapter, argvs)  # refused here when the corpus cannot feed it
+    fingerprints = cell_fingerprints(plan, argvs, components, ready.attached, isolation={
+        label: i.mode for label, i in lifetimes.isolations.items()})
     for warning in ready.warnings:
         print(f"WARNING: {warning}", file=sys.stderr, flush=True)
     run = Run.start(plan, fingerprints, run_id=run_id, resume=resume, reuse=reuse,
@@ -135,7 +138,7 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress,
                      cells=None if budget else todo, budget_s=budget)
     return SweepContext(plan, run, adapter, launches, identity.version, lines,
-                        PromptBook(params, plan.cells), retry_known_bad, began)
+                        PromptBook(params, plan.cells, lifetimes), retry_known_bad, began)
 
 
 def _fixed_rounds(ctx: SweepContext, placer: Placer | None) -> None:

@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Sequence
 
 from ..model.params import CellSpec, ServerConfig, SweepParams
-from ..servers.engines import Adapter, Isolation, Launch
+from ..servers.engines import Adapter, Isolation
 
 __all__ = ["cell_order", "isolation_of"]
 
@@ -24,11 +24,13 @@ def cell_order(cells: Sequence[CellSpec], params: SweepParams, salt: str) -> lis
     return [*anchors, *points]
 
 
-def isolation_of(adapter: Adapter, server: ServerConfig, launch: Launch) -> Isolation:
-    """The adapter's isolation for a launched config; an attached server cannot be restarted,
-    so its cells rely on fresh prompts alone (and ``seen_prompt`` says when that failed)."""
-    chosen = adapter.isolation(server, launch.argv)
+def isolation_of(adapter: Adapter, server: ServerConfig, argv: Sequence[str]) -> Isolation:
+    """The adapter's isolation for a config launched with ``argv``; an attached server cannot be
+    restarted, so its cells rely on fresh prompts alone (and ``seen_prompt`` says when that
+    failed). The plan's lifetimes (:mod:`.lifetimes`) may still make a ``none`` forget before
+    every cell."""
+    chosen = adapter.isolation(server, argv)
     if server.attach is not None and chosen.mode == "restart":
         return Isolation("none", f"{chosen.why}; but an attached server cannot be restarted, "
-                         "so only fresh prompts keep its cells apart")
+                         "so only fresh prompts keep its cells apart", chosen.learns)
     return chosen

@@ -23,6 +23,7 @@ from ..host.sources import PLACED_MARK, placed_marker
 from ..model.params import CellSpec
 from ..model.plan import Plan
 from ..model.records import CellRecord, Provenance
+from ..prompts.promptbook import Lifetimes, PromptBook
 from ..runs.run import RunDir
 from ..servers.engines import Launch, get_adapter
 from ..servers.ports import check_port_free
@@ -76,6 +77,7 @@ class Payload:
     run_id: str
     provenance: Provenance
     launch: Launch  # the driver's launch, on engine.port (the task moves it to its own port)
+    lifetimes: Lifetimes  # the driver's plan of server lifetimes: its prompt book's scheme
 
     @property
     def marker(self) -> str:
@@ -149,7 +151,8 @@ def run_placed(payload: Payload) -> Iterator[dict[str, Any]]:
         sweeper = ServerSweep(plan, server, launch, run,
                                get_adapter(params.engine), Progress(len(payload.cells),
                                                                     enabled=False),
-                               round_number=payload.round_number)
+                               round_number=payload.round_number,
+                               book=PromptBook(plan.params, plan.cells, payload.lifetimes))
         log = run.dir.log_path(sweeper.key)
         offset = 0
 

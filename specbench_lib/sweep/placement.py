@@ -159,7 +159,8 @@ class Placer:
             round_number=job.round_number,
             cells=tuple(job.cells), fingerprints={c.cell_id: run.fingerprints[c.cell_id]
                                                   for c in job.cells},
-            run_id=run.dir.run_id, provenance=run.provenance(), launch=sweeper.launch)
+            run_id=run.dir.run_id, provenance=run.provenance(), launch=sweeper.launch,
+            lifetimes=sweeper.book.lifetimes)
         strategy = (NodeAffinitySchedulingStrategy(node, soft=False) if node is not None
                     else "DEFAULT")
         job.node, job.submitted = node, now_iso()  # exclusive: the node is busy from now on

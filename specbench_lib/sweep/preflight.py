@@ -159,6 +159,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
         _check("draft models", lambda: check_draft_models(plan) or "present (or none named)"),
         *(_check(f"workload {w.name}", lambda w=w: f"{len(documents(w))} documents")
           for w in params.workloads),
+        _check("prompts", lambda: _prompts(plan, adapter)),
     ]
     if launches:
         found.append(_check("port", lambda: check_port_free(engine.host, engine.port)
@@ -263,6 +264,14 @@ def _host_load(limit: float | None) -> Check:
         names = ", ".join(f"{p['name']} (pid {p['pid']}) {p['used_mib']:g} MiB" for p in gpu_others)
         warnings.append(f"other processes compute on the GPUs: {names}")
     return Check("host load", True, detail, what="host load", warning="; ".join(warnings))
+
+
+def _prompts(plan: Plan, adapter: Adapter) -> str:
+    """Whether the corpora feed the plan, given how long its servers remember (:mod:`.lifetimes`)."""
+    from .lifetimes import describe, launch_argvs, plan_lifetimes
+
+    argvs = launch_argvs(plan, adapter, lenient=True)
+    return "fresh " + describe(plan_lifetimes(plan, adapter, argvs))
 
 
 def _ray(plan: Plan) -> str:

@@ -13,8 +13,8 @@ from typing import Any
 from ..analysis.validate import context_guard
 from ..core.display import Rendered, html_table, html_text
 from ..model.plan import Plan
-from ..servers.engines import get_adapter, server_launch
-from ..servers.engines.llamacpp import default_llama_server, default_model
+from ..servers.engines import get_adapter
+from .lifetimes import describe, launch_argvs, plan_lifetimes
 
 _CELL_COLUMNS = ("cell", "config", "budget", "workload", "context", "output_tokens", "concurrency",
                  "load", "guard", "known_bad")
@@ -28,11 +28,10 @@ class PlanPreview(Rendered):
         params = plan.params
         engine = params.engine
         adapter = get_adapter(engine)
-        binary = Path(engine.binary) if engine.binary else default_llama_server()
-        model = Path(engine.model) if engine.model else default_model()
-        self.argv = {s.label: server_launch(adapter, s, engine, parallel=max(params.concurrency),
-                                            model=model, binary=binary,
-                                            local=params.placement.engine == "local").argv or
+        argvs = launch_argvs(plan, adapter)
+        # the corpus must feed the plan: refused here (a PreflightError) before any server starts
+        self.lifetimes = plan_lifetimes(plan, adapter, argvs)
+        self.argv = {s.label: argvs[s.label] or
                      [f"(attached: {s.attach.url})" if s.attach else ""]
                      for s in plan.servers}
         reserve = {s.label: adapter.speculative_reserve(s) for s in plan.servers}
@@ -90,8 +89,10 @@ class PlanPreview(Rendered):
     def text(self) -> str:
         refused = sum(1 for r in self.rows if r["guard"] != "fits")
         lines = [repr(self.plan), "", f"context guard: {len(self.rows) - refused} cells fit, "
-                 f"{refused} refused before sending", "", "argv per config:"]
-        lines += [f"  {label}: {shlex.join(argv)}" for label, argv in self.argv.items()]
+                 f"{refused} refused before sending",
+                 f"prompts: fresh {describe(self.lifetimes)}", "", "argv per config:"]
+        lines += [f"  {label}: {shlex.join(argv)} [isolation {self._mode(label)}]"
+                  for label, argv in self.argv.items()]
         lines += [f"  refused: {r['cell']}: {r['guard']}" for r in self.rows if r["guard"] != "fits"]
         known = {r["config"]: r["known_bad"] for r in self.rows if r["known_bad"]}
         lines += [f"  known bad: {label}: {rule}" for label, rule in known.items()]
@@ -107,8 +108,13 @@ class PlanPreview(Rendered):
         return (html_text("dry run", bold=True, detail=repr(self.plan).splitlines()[0])
                 + html_text(f"context guard: {len(self.rows) - refused} cells fit, {refused} "
                             f"refused before sending; nothing was started")
+                + html_text(f"prompts: fresh {describe(self.lifetimes)}")
                 + html_table(["config", "method", "budget", "argv"], servers)
                 + html_table(_CELL_COLUMNS, cells, row_styles=flagged))
+
+    def _mode(self, label: str) -> str:
+        found = self.lifetimes.isolations.get(label)
+        return found.mode if found is not None else "?"
 
     def __repr__(self) -> str:
         return self.text()

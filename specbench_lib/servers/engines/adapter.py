@@ -7,11 +7,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import httpx
 
-from ...core.errors import EngineError, ParamsError
+from ...core.errors import EngineError, ParamsError, PreflightError
 from ...model.params import ServerConfig
 from ...model.sections import EngineParams
 from . import prometheus
@@ -93,15 +93,23 @@ class BaseAdapter(ABC):
         """``engine.isolation`` when it is not ``auto``; else what the engine's state needs
         (:meth:`_learns` names the state that outlives a request, if any)."""
         chosen = self.engine.isolation if self.engine is not None else "auto"
-        if chosen != "auto":
-            return Isolation(chosen, f"engine.isolation: {chosen}")
         learns = self._learns(server, argv)
+        if chosen == "flush" and self.flush_path is None:
+            raise PreflightError(f"engine.isolation: flush, but the {self.name} adapter has no "
+                                 "reset call; use engine.isolation: restart (a fresh server for "
+                                 "every cell)", what="isolation")
+        if chosen != "auto":
+            return Isolation(chosen, f"engine.isolation: {chosen}", learns)
         if learns is None:
             return Isolation("none", "no engine state outlives a request that changes its speed, "
                              "given fresh prompts")
         if self.flush_path is not None:
-            return Isolation("flush", f"{learns}: POST {self.flush_path} before every cell")
-        return Isolation("restart", f"{learns}: a fresh server for every cell")
+            return Isolation("flush", f"{learns}: POST {self.flush_path} before every cell", learns)
+        return Isolation("restart", f"{learns}: a fresh server for every cell", learns)
+
+    def reset_mode(self) -> Literal["flush", "restart"]:
+        """How this engine forgets before a cell: its reset call if it has one, else a restart."""
+        return "flush" if self.flush_path is not None else "restart"
 
     def reset(self, client: httpx.Client) -> None:
         if self.flush_path is None:

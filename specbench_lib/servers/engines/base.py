@@ -89,13 +89,19 @@ class Isolation:
     server for every cell), ``flush`` (the engine's own reset, e.g. SGLang's ``/flush_cache``,
     before every cell) or ``none`` (one server for the config: the engine keeps nothing across
     requests that changes speed, given fresh prompts); ``why`` says which engine state decided
-    it (stored in the manifest)."""
+    it (stored in the manifest); ``learns`` names the engine state that learns from the text it
+    serves (an n-gram pool: any text shared between prompts carries over), None when there is
+    none (the prompt book then needs prompts fresh only by their start, :mod:`.promptbook`)."""
 
     mode: Literal["restart", "flush", "none"]
     why: str
+    learns: str | None = None
 
     def to_dict(self) -> dict[str, str]:
-        return {"mode": self.mode, "why": self.why}
+        found = {"mode": self.mode, "why": self.why}
+        if self.learns is not None:
+            found["learns"] = self.learns
+        return found
 
 
 class Adapter(Protocol):
