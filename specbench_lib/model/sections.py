@@ -66,7 +66,7 @@ class EngineParams(Strict):
     # SGLang's /flush_cache) or none (one server per config). With auto, a plan whose corpus
     # cannot feed fresh prompts for a whole server's life gets a reset before every cell
     # instead (flush where the engine has one, else restart), so prompts need to be fresh
-    # only within a cell (specbench_lib/lifetimes.py)
+    # only within a cell (specbench_lib/sweep/lifetimes.py)
     isolation: Literal["auto", "restart", "flush", "none"] = "auto"
     api: str | None = None  # the protocol of a template server (kinds.APIS)
     argv_template: tuple[str, ...] = ()  # a whole argv, for kind template (or any kind)
