@@ -121,6 +121,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         produced = {"empty": 0, "short": n_predict // 2, "crash": 3,
                     "overclaim": n_predict // 4}.get(mode, n_predict)
+        if body.get("ignore_eos") is False:  # the model's end of sequence: a length per prompt
+            produced = min(produced, 1 + sum(body["prompt"]) % max(1, n_predict))
         step = 4 if mode == "chunky" else 1
         seen = self.server.remember(body["prompt"]) if mode == "learns" else 0.0
         # a token every interval on a schedule, not a sleep after each write: the time to write

@@ -48,6 +48,11 @@ class CellMetrics(TypedDict, total=False):
     tpot_p50_s: float | None
     tpot_p90_s: float | None
     tpot_p99_s: float | None
+    tpot_weighted_s: float | None  # decode time over decode tokens, summed over requests
+    output_tokens_mean: float | None  # the answers' lengths (they vary when stop is eos)
+    output_tokens_p10: float | None
+    output_tokens_p50: float | None
+    output_tokens_p90: float | None
     itl_mean_s: float | None
     itl_p50_s: float | None
     itl_p90_s: float | None
@@ -135,6 +140,7 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> CellMetr
         metrics[f"{name}_mean_s"] = _mean(values)
         for q in (50, 90, 99):
             metrics[f"{name}_p{q}_s"] = _quantile(values, q / 100)
+    metrics.update(_lengths(recs))
     metrics.update(_request_spec_metrics(recs, total))
     metrics.update({
         "tokens_per_chunk": total / len(chunks) if chunks else None,
@@ -148,6 +154,21 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> CellMetr
     metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
     metrics.update(_from_schedule(recs))
     return cast(CellMetrics, metrics)
+
+
+def _lengths(recs: Sequence[RequestRecord]) -> dict[str, float | None]:
+    """Token-weighted TPOT (answers of different lengths weigh by their tokens) and the
+    distribution of the answers' lengths."""
+    spans = [(r.token_times[-1] - r.token_times[0], len(r.token_times) - 1) for r in recs
+             if len(r.token_times) >= 2]
+    tokens = sum(k for _, k in spans)
+    lengths = [float(r.final.completion_tokens or 0) for r in recs if r.final]
+    found: dict[str, float | None] = {
+        "tpot_weighted_s": sum(t for t, _ in spans) / tokens if tokens else None,
+        "output_tokens_mean": _mean(lengths)}
+    for q in (10, 50, 90):
+        found[f"output_tokens_p{q}"] = _quantile(lengths, q / 100)
+    return found
 
 
 def _latency_series(recs: Sequence[RequestRecord]) -> tuple[dict[str, list[float]], list[float],

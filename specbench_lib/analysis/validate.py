@@ -55,7 +55,7 @@ def request_problems(rec: RequestRecord, *, speculative: bool = False,
     completion = final.completion_tokens or 0
     if completion == 0:
         problems.append(Reason(C.empty_output, "the server reported 0 completion tokens"))
-    elif completion < rec.max_tokens:
+    elif completion < rec.max_tokens and rec.stop == "length":  # eos: the model ended it
         note = " (truncated by the context)" if final.truncated else ""
         problems.append(Reason(C.short_output, f"{completion} of {rec.max_tokens} tokens{note}"))
     elif completion > rec.max_tokens:

@@ -101,7 +101,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, warmup: int,
                   concurrency: int, max_tokens: int, timeout_s: float | None = None,
                   timeouts: TimeoutParams | None = None, request_rate: RequestRateParams | None = None,
-                  seed: int = 0, headers: dict[str, str] | None = None) -> CellDispatch:
+                  seed: int = 0, headers: dict[str, str] | None = None,
+                  stop: str = "length") -> CellDispatch:
     """Run ``warmup`` requests, then the rest: closed loop, or open loop at ``request_rate``.
 
     Args:
@@ -111,12 +112,13 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
         request_rate: arrivals per second; None keeps ``concurrency`` requests in flight.
         seed: seeds the open-loop arrival times.
         headers: sent with every request (e.g. an attached server's bearer token).
+        stop: ``length`` (exactly ``max_tokens``) or ``eos`` (the model's end, a cap).
     """
     limits = resolve_timeouts(timeouts, timeout_s)
     with _no_collector():
         return run_sync(_dispatch(adapter, base_url, prompts, warmup=warmup,
                                   concurrency=concurrency, max_tokens=max_tokens, limits=limits,
-                                  rate=request_rate, seed=seed, headers=headers))
+                                  rate=request_rate, seed=seed, headers=headers, stop=stop))
 
 
 def warm_client(base_url: str, *, host: bool = True) -> None:
@@ -199,10 +201,11 @@ def arrival_offsets(n: int, rate: RequestRateParams, seed: int) -> list[float]:
 async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *, warmup: int,
                     concurrency: int, max_tokens: int, limits: TimeoutParams,
                     rate: RequestRateParams | None, seed: int,
-                    headers: dict[str, str] | None = None) -> CellDispatch:
-    records = [RequestRecord(i, i < warmup, len(p), max_tokens, multi_reads=[], stalls=[])
-               for i, p in enumerate(prompts)]
-    bodies = [_encoded(adapter.generation_request(p, max_tokens=max_tokens)) for p in prompts]
+                    headers: dict[str, str] | None = None, stop: str = "length") -> CellDispatch:
+    records = [RequestRecord(i, i < warmup, len(p), max_tokens, multi_reads=[], stalls=[],
+                             stop=stop) for i, p in enumerate(prompts)]
+    bodies = [_encoded(adapter.generation_request(p, max_tokens=max_tokens, stop=stop))
+              for p in prompts]
     tls = ssl.create_default_context() if base_url.startswith("https:") else None
     conns = [Connection(base_url, headers=headers, connect_timeout_s=limits.connect_s,
                         keepalive_s=_KEEPALIVE_S, ssl_context=tls)

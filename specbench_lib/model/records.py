@@ -83,6 +83,7 @@ class RequestRecord:
     # whether the TTFT is late too; read only where multi_reads and stalls are None
     coalesced_tokens: int = 0
     first_token_coalesced: bool = False
+    stop: str = "length"  # length: exactly max_tokens (EOS ignored; all older cells); eos: a cap
 
     @property
     def ttft(self) -> float | None:
@@ -136,8 +137,7 @@ class Reason(str):
     It reads as text (``"http_400: {...} (x3)"``, with a ``tolerated: `` prefix when a tolerant
     verdict let it through), so a reason can be shown and searched as it is, and its parts are
     fields, never parsed back out of the text. ``code`` is an entry of :mod:`~specbench_lib.model.catalogue`
-    (another is :class:`~specbench_lib.core.errors.UnknownReason`).
-    """
+    (another is :class:`~specbench_lib.core.errors.UnknownReason`)."""
 
     code: str
     detail: str

@@ -142,6 +142,9 @@ class WorkloadParams(Strict):
     # the longest of the plan's contexts this workload runs at (its corpus holds no more text
     # than that: HumanEval is about 26k tokens); the plan's longer contexts leave it out
     max_context: int | None = Field(None, ge=1)
+    # length: every answer exactly output_tokens long (the end of sequence ignored, ignore_eos);
+    # eos: answers end where the model ends them, output_tokens only a cap (docs/workloads.md)
+    stop: Literal["length", "eos"] = "length"
 
     def runs_at(self, context: int) -> bool:
         return self.max_context is None or context <= self.max_context

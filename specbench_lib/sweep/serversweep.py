@@ -272,6 +272,10 @@ class ServerSweep:
         self.after = None if dead is not None else proc.log_size()
         return None if dead is None else dead_facts(proc, dead, base)
 
+    def _stop(self, cell: CellSpec) -> str:
+        """How the cell's answers end: its workload's ``stop`` (``length`` or ``eos``)."""
+        return next(w.stop for w in self.plan.params.workloads if w.name == cell.workload)
+
     def _tokenizer(self, adapter: Adapter, client: httpx.Client) -> Callable[[str], list[int]]:
         """The server's tokenizer, each document tokenized once per server (prompts of many
         requests reuse the same documents, and a server's tokens do not change while it runs)."""
@@ -337,7 +341,7 @@ class ServerSweep:
                                      concurrency=cell.concurrency, max_tokens=cell.output_tokens,
                                      timeouts=params.request_timeouts(),
                                      request_rate=rate, seed=params.seed,
-                                     headers=proc.headers)
+                                     headers=proc.headers, stop=self._stop(cell))
         timing["dispatch_s"] = round(time.perf_counter() - began, 4)
         timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
         # the client did not run on time (its reads may have coalesced: coalesced_reads)

@@ -150,8 +150,11 @@ class Adapter(Protocol):
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]: ...
 
-    def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
-        """The path and JSON body of one streamed, greedy generation of exactly max_tokens."""
+    def generation_request(self, prompt: list[int], *, max_tokens: int,
+                           stop: str = "length") -> tuple[str, dict[str, Any]]:
+        """The path and JSON body of one streamed, greedy generation: of exactly max_tokens
+        (``stop`` ``length``: the end of sequence ignored), or ending at the model's end of
+        sequence with max_tokens as a cap (``eos``)."""
         ...
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:

@@ -94,9 +94,11 @@ class LlamaCppAdapter(BaseAdapter):
         return post_tokens(client, "/tokenize", {"content": text, "add_special": False},
                            limit_s=self.control_timeout_s)
 
-    def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
+    def generation_request(self, prompt: list[int], *, max_tokens: int,
+                           stop: str = "length") -> tuple[str, dict[str, Any]]:
         return "/completion", {
-            "prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "ignore_eos": True,
+            "prompt": prompt, "n_predict": max_tokens, "temperature": 0.0,
+            "ignore_eos": stop == "length",
             "cache_prompt": bool(self.engine and self.engine.prefix_cache), "stream": True,
             "return_tokens": True,
         }

@@ -169,10 +169,12 @@ class SGLangAdapter(BaseAdapter):
             return tokenizer.encode_server(client, text, limit_s=limit)
         return tokenizer.encode_local(str(path), text)
 
-    def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
+    def generation_request(self, prompt: list[int], *, max_tokens: int,
+                           stop: str = "length") -> tuple[str, dict[str, Any]]:
         return "/generate", {
             "input_ids": prompt, "stream": True,
-            "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True},
+            "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0,
+                                "ignore_eos": stop == "length"},
         }
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:

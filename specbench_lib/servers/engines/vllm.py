@@ -239,9 +239,11 @@ class VllmAdapter(BaseAdapter):
         return tokenizer.encode_server(client, text, model=self.served_model,
                                        limit_s=self.control_timeout_s)
 
-    def generation_request(self, prompt: list[int], *, max_tokens: int) -> tuple[str, dict[str, Any]]:
+    def generation_request(self, prompt: list[int], *, max_tokens: int,
+                           stop: str = "length") -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
-            "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
+            "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
+            "ignore_eos": stop == "length",
             "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "return_token_ids": True,
         }
