@@ -19,7 +19,8 @@ feed, at least two (``rounds_fed``); the sweep never plans a round past them.
 Fresh prompts are needed only within one server's memory (:class:`Lifetimes`, planned by
 :mod:`.lifetimes`). When every config's server forgets before each cell (isolation
 ``restart`` or ``flush``), a cell's prompts need fresh documents only among themselves: the
-book then walks each corpus round and round (the warmup's documents set aside), and every cell
+book then walks each corpus round and round (the warmup's documents set aside where a restart
+warms up right before its cell), and every cell
 of a workload × context × repeat sends the same prompts whatever its output length and load
 point (paired across load points too), the first ``requests_for(cell)`` of them.
 """
@@ -58,9 +59,6 @@ class Lifetimes:
     learns: str | None = "not known"
     isolations: Mapping[str, Isolation] = field(default_factory=dict)
     why: str = "one server's memory for the whole run (the conservative default)"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"per_cell": self.per_cell, "learns": self.learns, "why": self.why}
 
 
 def group_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
