@@ -86,6 +86,19 @@ def test_the_80_cell_stand_in_plan_is_fed_by_forgetting_before_every_cell(tmp_pa
     assert by_key[(8, 0)]["auto"] != by_key[(8, 1)]["auto"]  # each repeat its own prompts
 
 
+def test_a_cell_measured_again_gets_fresh_prompts_of_its_own(tmp_path: Path) -> None:
+    plan = sb.load_plan(params(tmp_path))
+    book = PromptBook(plan.params, plan.cells, lifetimes_of(plan))
+    cell = next(c for c in plan.cells if c.concurrency == 8)
+    first = book.for_cell(cell, words)
+    again = book.retry(cell, 1, words)
+    assert again is not None and len(again) == len(first)
+    docs = [d for p in again for d in p.sources]
+    assert len(docs) == len(set(docs))  # fresh within the cell
+    assert not {p.sha for p in again} & {p.sha for p in first}
+    assert [p.sha for p in book.retry(cell, 1, words) or []] == [p.sha for p in again]
+
+
 def test_a_server_that_learns_from_text_needs_fresh_documents_within_a_cell(tmp_path: Path) -> None:
     plan = sb.load_plan(params(tmp_path, "requests_per_cell: 32\n", context=400, name="big.yaml"))
     argvs = {s.label: ["llama-server"] + (["--spec-type", "ngram-mod"] if s.method != "auto" else [])
@@ -159,9 +172,10 @@ def test_the_research_phases_dry_run_and_doctor_end_with_a_plan_that_can_be_fed(
         assert cli.main(["run", phase, "--dry-run", "--params", str(standin(tmp_path, phase))]) == 0
         out = capsys.readouterr().out
         assert "prompts: fresh per cell" in out and "isolation flush" in out, out[-2000:]
-    plan = sb.load_plan(standin(tmp_path, "tp1"))
-    check = next(c for c in preflight.doctor(plan, outputs=tmp_path / "out") if c.name == "prompts")
-    assert check.ok and "per cell" in check.detail, check
+    # `specbench doctor`: the stand-in's other checks may fail here (no GPU), the prompts pass
+    cli.main(["doctor", str(standin(tmp_path, "tp1"))])
+    line = next(x for x in capsys.readouterr().out.splitlines() if " prompts: " in x)
+    assert line.startswith("ok") and "fresh per cell" in line and "flush" in line, line
     # tp4 and tp8: HumanEval holds one 25600-token prompt, not a 49152-token one
     assert {c.context for c in sb.load_plan(standin(tmp_path, "tp8")).cells
             if c.workload == "code"} == {3072, 25600}
