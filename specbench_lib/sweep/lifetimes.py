@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..core.errors import PreflightError, SpecbenchError
-from ..model.params import ServerConfig
 from ..model.plan import Plan
 from ..prompts.promptbook import Lifetimes, PromptBook
 from ..servers.engines import Adapter, server_launch

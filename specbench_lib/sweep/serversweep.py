@@ -89,8 +89,7 @@ class ServerSweep:
         self.round_number = round_number
         self.adapter, self.progress = adapter, progress
         self.book = book or PromptBook(plan.params, plan.cells)
-        # as the plan's lifetimes planned it (a config may forget before every cell so that
-        # the corpus feeds the plan), else the adapter's
+        # as the plan's lifetimes planned it (lifetimes.py), else the adapter's
         self.isolation = (self.book.lifetimes.isolations.get(server.label)
                           or isolation_of(adapter, server, launch.argv))
         self.argv = tuple(redact(launch.argv, extra=plan.params.redact))
