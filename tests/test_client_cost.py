@@ -119,9 +119,10 @@ def test_bodies_are_encoded_before_the_first_request_goes_out() -> None:
     events: list[str] = []
 
     class Recording(LlamaCppAdapter):
-        def generation_request(self, prompt: list[int], *, max_tokens: int) -> Any:
+        def generation_request(self, prompt: list[int], *, max_tokens: int,
+                               stop: str = "length") -> Any:
             events.append("encoded")
-            return super().generation_request(prompt, max_tokens=max_tokens)
+            return super().generation_request(prompt, max_tokens=max_tokens, stop=stop)
 
         def stream_parser(self) -> Any:
             events.append("sent")

@@ -65,17 +65,10 @@ request_timeout_s: 30
     return path
 
 
-# Seen here (stand-ins, the short plan above): these three are refused once their first server
-# started, "workload 'code': the 164 documents of humaneval ran out at prompt 8 of the plan's 33
-# (25600-token material)" (a PreflightError from the prompt book's check), the failure issue 30
-# (prompt planning) fixes; nothing else fails. They pass when it is fixed, and strict says so.
-PROMPT_PLANNING = {"tp1.yaml", "tp4.yaml", "tp8.yaml"}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, raises=sb.PreflightError,
-                                            reason="issue 30: prompt planning"))
-    if n in PROMPT_PLANNING else n for n in SHIPPED])
+# Before issue 30's prompt planning, tp1/tp4/tp8 were refused once their first server started
+# ("workload 'code': the 164 documents of humaneval ran out at prompt 8 of the plan's 33"); the
+# prompt book planned by server lifetime feeds them now, and this test says so for every file.
+@pytest.mark.parametrize("name", SHIPPED)
 def test_a_shipped_params_file_runs_on_stand_ins_refusing_nothing_after_a_server_started(
         name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")

@@ -10,7 +10,9 @@ restart) and each cell's prompts need fresh documents only among themselves. A p
 still needs more text than its corpus holds is refused here, in the dry run and in
 ``specbench doctor``, with the numbers and the fixes. Before a server runs, documents are
 measured at :data:`BYTES_PER_TOKEN` bytes a token (the sweep builds the prompts again with
-its server's tokenizer).
+its server's tokenizer); a server kept for the whole run must be fed with half the corpus so
+measured (:data:`WHOLE_LIFE_MARGIN`), so a tokenizer coarser than the estimate cannot run it
+dry after the server started: else its config forgets before every cell.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ from ..servers.engines.llamacpp import default_llama_server, default_model
 from .isolation import isolation_of
 
 BYTES_PER_TOKEN = 4
+# A whole run's fresh prompts must fit the corpus measured at twice the bytes a token: code is
+# 3-4 bytes a BPE token, but a word-level tokenizer (the stand-ins') gives HumanEval 6.9
+WHOLE_LIFE_MARGIN = 2
 
 
-def estimate_tokenize(text: str) -> list[int]:
+def estimate_tokenize(text: str, bytes_per_token: int = BYTES_PER_TOKEN) -> list[int]:
     """A document's tokens, estimated from its length (every id 0: only the count matters)."""
-    return [0] * max(1, len(text.encode()) // BYTES_PER_TOKEN)
+    return [0] * max(1, len(text.encode()) // bytes_per_token)
 
 
 def launch_argvs(plan: Plan, adapter: Adapter, *, lenient: bool = False) -> dict[str, list[str]]:
@@ -69,7 +74,7 @@ def plan_lifetimes(plan: Plan, adapter: Adapter, argvs: Mapping[str, Sequence[st
     whole = Lifetimes(False, learns, isolations, f"{', '.join(keep)} keep one server for all "
                       "their cells: every prompt of the run fresh")
     try:
-        return _fed(plan, whole)
+        return _fed(plan, whole, BYTES_PER_TOKEN * WHOLE_LIFE_MARGIN)
     except PreflightError as exc:
         short = str(exc)
         mode = adapter.reset_mode()
@@ -87,12 +92,13 @@ def plan_lifetimes(plan: Plan, adapter: Adapter, argvs: Mapping[str, Sequence[st
     return _fed(plan, Lifetimes(True, learns, forget, f"{why}: prompts fresh within a cell"))
 
 
-def _fed(plan: Plan, lifetimes: Lifetimes) -> Lifetimes:
+def _fed(plan: Plan, lifetimes: Lifetimes, bytes_per_token: int = BYTES_PER_TOKEN) -> Lifetimes:
     """``lifetimes`` once the prompt book has been built for it with estimated sizes."""
     try:
-        PromptBook(plan.params, plan.cells, lifetimes).build(estimate_tokenize)
+        PromptBook(plan.params, plan.cells, lifetimes).build(
+            lambda text: estimate_tokenize(text, bytes_per_token))
     except PreflightError as exc:
-        raise PreflightError(f"{exc} (documents measured at {BYTES_PER_TOKEN} bytes a token "
+        raise PreflightError(f"{exc} (documents measured at {bytes_per_token} bytes a token "
                              f"before a server runs)", what=exc.what) from None
     return lifetimes
 
