@@ -74,8 +74,8 @@ def warm(workers: int) -> None:
     import ray
 
     def hold() -> None:  # defined here: Ray ships it by value (tests/ is not on its path)
-        import specbench_lib.placement  # noqa: F401
-        import specbench_lib.sweep  # noqa: F401
+        import specbench_lib.sweep.driver  # noqa: F401
+        import specbench_lib.sweep.placement  # noqa: F401
 
         time.sleep(1.0)
 
