@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -180,10 +179,11 @@ def test_gpus_are_read_from_nvidia_smi_when_it_exists(tmp_path: Path,
                    app(9999, 1, "ghost", 100)])
     monkeypatch.setenv("PATH", f"{smi.folder}{os.pathsep}{os.environ['PATH']}")
     load = HostSampler(server=[200], interval_s=600, root=fake.root, clock=fake.clock).start().stop()
-    gpu_ = load.gpu
+    gpu_ = load.gpu  # (gpu: the stand-in's row builder)
     assert gpu_ is not None and gpu_["note"] == ""
-    assert gpu_["gpus"] == [{"index": "0", "util_max": 87.0, "util_mean": 87.0, "memory_used_mib_max": 1024.0},
-                            {"index": "1", "util_max": 0.0, "util_mean": 0.0, "memory_used_mib_max": 10.0}]
+    assert gpu_["gpus"] == [
+        {"index": "0", "util_max": 87.0, "util_mean": 87.0, "memory_used_mib_max": 1024.0},
+        {"index": "1", "util_max": 0.0, "util_mean": 0.0, "memory_used_mib_max": 10.0}]
     assert gpu_["other_processes"] == [  # the server's own GPU process is not another's
         {"pid": 300, "gpu": "0", "name": "python3", "used_mib": 2048.0, "kind": "other", "seen_here": True},
         {"pid": 9999, "gpu": "1", "name": "ghost", "used_mib": 100.0, "kind": "other", "seen_here": False}]
