@@ -96,7 +96,7 @@ def test_a_foreign_process_on_the_cells_gpu_makes_it_busy_gpu(tmp_path: Path,
 
 def test_without_nvidia_smi_nothing_is_sampled_or_claimed(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", os.path.dirname(os.sys.executable))  # python, no nvidia-smi
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi (the sweep runs sys.executable)
     result = sb.run_sweep(sb.load_plan(params(tmp_path)), outputs=tmp_path / "out",
                           progress=False)
     cell = only_cell(result)
@@ -126,3 +126,15 @@ def test_energy_integrates_the_power_and_its_interval_widens_with_unsteady_power
     assert held["gpu_energy_j"] == pytest.approx(400) and held["gpu_j_per_token"] is None
     assert gpu_metrics(HostLoad(), 10) == {}  # an older cell, or no GPU: nothing claimed
     assert gpu_metrics(HostLoad(gpu={"gpus": [], "other_processes": [], "note": ""}), 10) == {}
+
+
+def test_the_gpu_script_says_there_is_no_gpu_and_exits_cleanly(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_telemetry.py")],
+                          env={**os.environ, "PATH": str(tmp_path)}, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "no GPU on this machine" in done.stdout and "nothing claimed" in done.stdout
