@@ -1,7 +1,9 @@
-"""What the GPUs did during a cell, derived on read from the telemetry a cell stores
-(``facts.host.gpu``, :mod:`~specbench_lib.host.gpus`): energy, energy per output token with its
-interval, mean power, peak memory, mean utilisation; and whether another process used the
-cell's GPUs (``busy_gpu``). A cell without samples (no GPU, an older cell) has none of them.
+"""GPU energy per output token, mean power and peak memory, and ``busy_gpu``, on read.
+
+Derived from the telemetry a cell stores (``facts.host.gpu``, :mod:`~specbench_lib.host.gpus`):
+energy, energy per output token with its interval, mean power, peak memory, mean utilisation;
+and whether another process used the cell's GPUs (``busy_gpu``). A cell without samples (no
+GPU, an older cell) has none of them.
 
 Energy: per GPU, the power samples integrated over the cell's window by the trapezoid rule,
 each end held flat to the window's edge (a sample is taken at the window's start and end), then
