@@ -46,7 +46,10 @@ def ray_nodes(nodes: int, *, gpus: int, cpus: float) -> Iterator[tuple[Any, list
     temp = tempfile.mkdtemp(prefix="rc-")  # short: Ray's socket paths must fit 107 bytes
     cluster = Cluster(shutdown_at_exit=True)
     try:
-        _add(cluster, num_cpus=1, num_gpus=0, include_dashboard=False, temp_dir=temp)
+        # its agent on a port of its own, not Ray's fixed 52365: another Ray on this host (a
+        # test's ray.init) may hold that one, and the raylet then waits for an agent that failed
+        _add(cluster, num_cpus=1, num_gpus=0, include_dashboard=False, temp_dir=temp,
+             dashboard_agent_listen_port=None)
         workers = [_add(cluster, num_cpus=cpus, num_gpus=gpus) for _ in range(nodes)]
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")

@@ -13,7 +13,7 @@ from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 from nvsmi import StandIn, app, gpu
 
 import specbench_lib as sb
-from specbench_lib.analysis.energy import gpu_metrics
+from specbench_lib.analysis.energy import foreign_processes, gpu_metrics
 from specbench_lib.model.hostfacts import HostLoad
 
 PORT = 8340
@@ -138,3 +138,18 @@ def test_the_gpu_script_says_there_is_no_gpu_and_exits_cleanly(tmp_path: Path) -
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "no GPU on this machine" in done.stdout and "nothing claimed" in done.stdout
+
+
+def test_with_every_gpu_sampled_only_those_the_server_is_on_are_the_cells() -> None:
+    fields = ["t_s", "index", "util_pct", "memory_mib", "power_w", "temp_c", "sm_mhz"]
+    samples = [[float(t), i, 50.0, 10.0, 300.0 if i == 0 else 100.0, 60.0, 1500.0]
+               for t in range(3) for i in (0, 1)]
+    every = {"fields": fields, "samples": samples, "scope": "all"}  # CUDA_VISIBLE_DEVICES unset
+    on_one = HostLoad(window_s=2.0, gpu={**every, "processes": [
+        {"pid": 5, "gpu": "1", "kind": "server"}, {"pid": 6, "gpu": "0", "kind": "other"}]})
+    assert gpu_metrics(on_one, 10)["gpu_power_mean_w"] == pytest.approx(100)  # GPU 1 alone
+    assert foreign_processes(on_one, 0.0) == []  # another's process, but on GPU 0: not busy_gpu
+    # a CPU engine on a GPU host: its server is on no GPU, so no GPU's energy is its
+    assert gpu_metrics(HostLoad(window_s=2.0, gpu={**every, "processes": []}), 10) == {}
+    named = HostLoad(window_s=2.0, gpu={**every, "scope": "CUDA_VISIBLE_DEVICES"})
+    assert gpu_metrics(named, 10)["gpu_power_mean_w"] == pytest.approx(400)  # both, as named

@@ -5,6 +5,8 @@ energy, energy per output token with its interval, mean power, peak memory, mean
 and whether another process used the cell's GPUs (``busy_gpu``). A cell without samples (no
 GPU, an older cell) has none of them.
 
+The cell's GPUs: those its server's processes were on (nvidia-smi's process list), else those
+its ``CUDA_VISIBLE_DEVICES`` named; with neither (a CPU engine on a GPU host), none.
 Energy: per GPU, the power samples integrated over the cell's window by the trapezoid rule,
 each end held flat to the window's edge (a sample is taken at the window's start and end), then
 summed over the cell's GPUs. Energy per token: that over the cell's completion tokens. Its 95 %
@@ -27,17 +29,28 @@ ENERGY_COLUMNS = ("gpu_energy_j", "gpu_j_per_token", "gpu_j_per_token_lo", "gpu_
 Z95 = 1.96
 
 
+def _theirs(gpu: dict[str, Any]) -> set[int] | None:
+    """The GPUs that are the cell's: those its server's processes were on; else, when the
+    server's ``CUDA_VISIBLE_DEVICES`` named them, every one sampled (None); else none (every
+    GPU was sampled and the server was on none of them: a CPU engine on a GPU host)."""
+    used = {int(p["gpu"]) for p in gpu.get("processes") or () if p.get("kind") == "server"}
+    if used:
+        return used
+    return None if gpu.get("scope", "CUDA_VISIBLE_DEVICES") != "all" else set()
+
+
 def _series(gpu: dict[str, Any]) -> dict[int, list[tuple[float, ...]]]:
     fields = list(gpu.get("fields") or ())
     if not fields or "power_w" not in fields:
         return {}
+    theirs = _theirs(gpu)
     at = {name: fields.index(name) for name in fields}
     by_gpu: dict[int, list[tuple[float, ...]]] = {}
     for row in gpu.get("samples") or ():
         by_gpu.setdefault(int(row[at["index"]]), []).append(
             (float(row[at["t_s"]]), float(row[at["power_w"]]), float(row[at["memory_mib"]]),
              float(row[at["util_pct"]])))
-    return {k: sorted(v) for k, v in by_gpu.items()}
+    return {k: sorted(v) for k, v in by_gpu.items() if theirs is None or k in theirs}
 
 
 def _energy(rows: list[tuple[float, ...]], window: float) -> float:
@@ -87,7 +100,9 @@ def foreign_processes(host: HostLoad | None, max_other_gpu_mib: float) -> list[d
     procs = gpu.get("processes")
     if procs is None:  # older cells: only the other processes, on any GPU
         return []
+    theirs = _theirs(gpu)
     return [p for p in procs if p.get("kind") == "other"
+            and (theirs is None or int(p.get("gpu") or -1) in theirs)
             and float(p.get("used_mib") or 0) > max_other_gpu_mib]
 
 

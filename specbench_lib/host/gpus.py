@@ -4,7 +4,8 @@ A :class:`GpuWatch` belongs to a :class:`~.load.HostSampler`, whose thread calls
 :meth:`GpuWatch.sample` at the window's start, every ``interval_s`` and at its end. Each sample
 reads ``nvidia-smi --query-gpu=index,uuid,utilization.gpu,memory.used,power.draw,
 temperature.gpu,clocks.sm --format=csv,noheader,nounits`` (one row a GPU; only the cell's GPUs
-are kept: its server's ``CUDA_VISIBLE_DEVICES``, every GPU when unset) and the compute
+are kept: its server's ``CUDA_VISIBLE_DEVICES``; every GPU when unset, ``scope`` ``all``, and
+the reading keeps those the server's processes are on) and the compute
 processes (``--query-compute-apps=pid,gpu_uuid,process_name,used_memory``). Its cost is bounded
 as the host sampler's is: the interval grows so that nvidia-smi's own CPU time stays under
 :data:`MAX_SHARE` of a core. Without ``nvidia-smi`` (no GPU) nothing is sampled and the summary
@@ -116,6 +117,7 @@ class GpuWatch:
         return {"gpus": gpus, "other_processes": [p for p in procs if p["kind"] == "other"],
                      "processes": procs, "note": self.note, "fields": list(SAMPLE_FIELDS),
                      "samples": self.samples, "visible": sorted(self._uuids.values()),
+                     "scope": "all" if self.gpus is None else "CUDA_VISIBLE_DEVICES",
                      "window_s": round(window_s, 3), "interval_s": round(self.interval_s, 3),
                      "cost_s": round(self.cost_s, 4)}
 
