@@ -71,6 +71,7 @@ def test_a_cell_stores_its_gpus_samples_and_reads_energy_per_token(
     row = result.table().iloc[0]  # the table shows them; read again from disk, the same
     assert row["gpu_j_per_token"] == pytest.approx(m["gpu_j_per_token"])
     assert sb.SweepResult(result.run_dir).table().iloc[0]["gpu_power_mean_w"] == pytest.approx(POWER_W)
+    assert "GPU J/token [95 %]" in result.summary().html()  # the summary's table shows it
     figure = result.figures()["energy_vs_budget"]  # J/token vs budget, auto's as a band
     assert figure.axes[0].get_ylabel() == "GPU energy (J / output token)"
 
@@ -105,6 +106,7 @@ def test_without_nvidia_smi_nothing_is_sampled_or_claimed(tmp_path: Path,
     assert not any(k.startswith("gpu_") for k in cell["metrics"])
     assert not any(c.startswith("gpu_") for c in result.table().columns)
     assert "energy_vs_budget" not in result.figures()
+    assert "GPU" not in result.summary().html()
 
 
 def test_energy_integrates_the_power_and_its_interval_widens_with_unsteady_power() -> None:
