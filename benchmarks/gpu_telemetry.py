@@ -21,6 +21,7 @@ job's would). Results: benchmarks/results/gpu_telemetry.json.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -62,11 +63,12 @@ def nvml_energy_mj(index: int) -> float | None:
         return None
 
 
-def sweep(params: Path, gpu: str) -> dict[str, Any]:
+def sweep(params: Path, gpu: str, outputs: Path | None) -> dict[str, Any]:
     import specbench_lib as sb
 
     os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-    result = sb.run_sweep(sb.load_plan(params), progress=True)
+    result = sb.run_sweep(sb.load_plan(params), progress=True,
+                          **({"outputs": outputs} if outputs is not None else {}))
     rows = []
     for cell in result.cells:
         m = cell.metrics or {}
@@ -134,6 +136,9 @@ def main() -> int:
     parser.add_argument("--gpu", default="0")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--params", type=Path, default=None)
+    parser.add_argument("--outputs", type=Path, default=None, help="the sweep's outputs folder")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="where the JSON goes (default benchmarks/results/gpu_telemetry.json)")
     args = parser.parse_args()
     listed = gpus_here()
     if not listed:
@@ -142,7 +147,7 @@ def main() -> int:
         return 0
     print("\n".join(listed))
     if args.params is not None:
-        found = {"mode": "sweep", **sweep(args.params, args.gpu)}
+        found = {"mode": "sweep", **sweep(args.params, args.gpu, args.outputs)}
     else:
         try:
             import torch  # noqa: F401
@@ -151,8 +156,12 @@ def main() -> int:
                   "sample; pass --params with a GPU engine's plan instead")
             return 2
         found = {"mode": "cuda workload", **workload(args.gpu, args.seconds)}
-    write_results("gpu_telemetry", {"args": {k: str(v) for k, v in vars(args).items()},
-                                    "gpus": listed, **found, "load": load_note()})
+    data = {"args": {k: str(v) for k, v in vars(args).items()}, "gpus": listed, **found,
+            "load": load_note()}
+    if args.results is None:
+        print(f"→ {write_results('gpu_telemetry', data)}")
+    else:
+        args.results.write_text(json.dumps(data, indent=2, default=str))
     return 0
 
 

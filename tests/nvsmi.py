@@ -1,5 +1,5 @@
 """A stand-in ``nvidia-smi`` the tests control: put its folder first on PATH. It answers
-``--query-gpu=<fields>`` and ``--query-compute-apps=<fields>`` with ``--format=csv,noheader,
+``-L``, ``--query-gpu=<fields>`` and ``--query-compute-apps=<fields>`` with ``--format=csv,noheader,
 nounits`` as nvidia-smi does (one row a GPU or process, the fields in the order asked, ``[N/A]``
 for one it lacks), from a JSON file it reads at every call, so a test can change what the GPUs
 do mid-run (``set``): ``{"gpus": [{"index": 0, "uuid": "GPU-a", "power.draw": 250, ...}],
@@ -19,6 +19,9 @@ if state.get("fail"):
     sys.exit(9)
 with open({calls!r}, "a") as fh:
     fh.write(" ".join(sys.argv[1:]) + "\\n")
+if sys.argv[1:] == ["-L"]:
+    for row in state["gpus"]:
+        print(f"GPU {{row['index']}}: Stand-in GPU (UUID: {{row['uuid']}})")
 for arg in sys.argv[1:]:
     for flag, rows in (("--query-gpu=", state["gpus"]), ("--query-compute-apps=", state["apps"])):
         if arg.startswith(flag):

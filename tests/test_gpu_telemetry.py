@@ -155,3 +155,19 @@ def test_with_every_gpu_sampled_only_those_the_server_is_on_are_the_cells() -> N
     assert gpu_metrics(HostLoad(window_s=2.0, gpu={**every, "processes": []}), 10) == {}
     named = HostLoad(window_s=2.0, gpu={**every, "scope": "CUDA_VISIBLE_DEVICES"})
     assert gpu_metrics(named, 10)["gpu_power_mean_w"] == pytest.approx(400)  # both, as named
+
+
+def test_the_gpu_script_prints_each_cells_energy_from_a_sweep(tmp_path: Path, smi: StandIn) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "found.json"
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_telemetry.py"),
+                           "--params", str(params(tmp_path)), "--outputs", str(tmp_path / "out"),
+                           "--results", str(out)], env={**os.environ, "PYTHONPATH": str(root)},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "GPU 0: Stand-in GPU" in done.stdout and "auto__code__ctx16__c1: ok" in done.stdout
+    (cell,) = json.loads(out.read_text())["cells"]
+    assert cell["gpu_power_mean_w"] == pytest.approx(POWER_W) and cell["gpu_j_per_token"] > 0
