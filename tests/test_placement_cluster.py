@@ -2,12 +2,14 @@
 without GPUs and three worker raylets of 2 logical GPUs each, every one its own Ray node, so the
 driver, the scheduler, node affinity, node loss and the reaper take the paths they take on a
 cluster of machines. Fake servers with fixed timing (tests/fake_server.py); few, short cells
-(2 cores). Ports 8300-8339. The wall times: benchmarks/placement_overhead.py --nodes 3."""
+(2 cores); a stand-in nvidia-smi on the nodes' PATH (tests/nvsmi.py). Ports 8300-8339. The
+wall times: benchmarks/placement_overhead.py --nodes 3."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 from budgetparams import budget_params
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from nvsmi import StandIn, gpu
 from raynodes import ray_nodes, warm
 from test_placement import cells, fake_servers, in_background, overlap
 
@@ -26,11 +29,20 @@ NODES, GPUS = 3, 2
 ONE_S = dt.timedelta(seconds=1)  # a cell file's times are whole seconds
 
 
+POWER = {0: 200.0, 1: 120.0}  # the stand-in nvidia-smi's GPUs, as every node's workers see it
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[tuple[Any, list[Any]]]:
-    with ray_nodes(NODES, gpus=GPUS, cpus=2) as (ray_cluster, workers):
-        warm(NODES * GPUS)
-        yield ray_cluster, workers
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, list[Any]]]:
+    """The cluster, its raylets (and so their workers and servers) with a stand-in nvidia-smi
+    first on their PATH: a node's GPUs 0 and 1 at known power."""
+    smi = StandIn(tmp_path_factory.mktemp("smi"),
+                  [gpu(i, power=p, util=80) for i, p in POWER.items()])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", f"{smi.folder}{os.pathsep}{os.environ['PATH']}")
+        with ray_nodes(NODES, gpus=GPUS, cpus=2) as (ray_cluster, workers):
+            warm(NODES * GPUS)
+            yield ray_cluster, workers
 
 
 def write_params(tmp_path: Path, *, placement: str, budgets: str, contexts: str = "[16]",
@@ -92,6 +104,10 @@ def test_packed_configs_fill_every_node_and_name_their_node_neighbours(
     assert any(p["co_tenants"] for p in placed.values())
     manifest = result.manifest["servers"]
     assert {k: s["placement"]["node"] for k, s in manifest.items()} == nodes
+    for cell in found.values():  # each placed cell sampled the GPU Ray gave its server, alone
+        (index,) = cell["facts"]["placement"]["gpus"]
+        assert cell["facts"]["host"]["gpu"]["visible"] == [index]
+        assert cell["metrics"]["gpu_power_mean_w"] == pytest.approx(POWER[int(index)])
 
 
 def test_exclusive_runs_one_server_per_node_at_a_time_on_every_node(
