@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..model.hostfacts import HostLoad, HostProcess
-from .gpus import GpuWatch
+from .gpus import GpuWatch, visible_gpus
 from .sources import CpuTimes, ProcStat, listener_pids, parse_stat, placed_marker, usable_cpus
 
 MAX_SHARE = 0.01  # of a core, the most the background samples may cost (the interval grows)
@@ -94,6 +94,14 @@ class HostSampler:
         self._cpu: CpuTimes | None = None
         self._loads: list[tuple[float, float, float]] = []
         self.load: HostLoad | None = None  # what stop() found (set on leaving a with block)
+
+    @classmethod
+    def of_server(cls, pid: int | None, base_url: str, interval_s: float) -> HostSampler:
+        """The sampler of a cell of the server ``pid`` (None: attached) at ``base_url``: its
+        processes (:func:`server_pids`) and the GPUs it sees (this process's
+        ``CUDA_VISIBLE_DEVICES``, which it inherits; none for a server on another host)."""
+        pids = server_pids(pid, base_url)
+        return cls(server=pids, interval_s=interval_s, gpus=() if pids == () else visible_gpus())
 
     def start(self) -> HostSampler:
         self._began = self._prev_at = self.clock()

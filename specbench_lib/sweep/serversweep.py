@@ -21,8 +21,7 @@ from ..client.dispatch import dispatch_cell, warm_client
 from ..core.errors import EngineError, ServerError, StoreError
 from ..core.store import redact, utc_now
 from ..host.cpuset import CpuSplit, pinned
-from ..host.gpus import visible_gpus
-from ..host.load import HostSampler, server_pids
+from ..host.load import HostSampler
 from ..host.sources import usable_cpus
 from ..model.catalogue import C, host_side_only
 from ..model.params import CellSpec, ServerConfig
@@ -110,9 +109,8 @@ class ServerSweep:
             max_failed_fraction=params.max_failed_fraction,
             max_coalesced_fraction=params.max_coalesced_fraction,
             max_coalesced_first_fraction=params.max_coalesced_first_fraction,
-            prefix_cache=params.engine.prefix_cache,
+            prefix_cache=params.engine.prefix_cache, max_other_gpu_mib=params.host.max_other_gpu_mib,
             max_other_cpu_cores=params.host.cpu_limit(usable_cpus()),
-            max_other_gpu_mib=params.host.max_other_gpu_mib,
             prompt_reuse=params.prompt_reuse)
 
     def _analysed(self, cell: CellSpec, facts: CellFacts, m: _Measured) -> CellRecord:
@@ -336,9 +334,8 @@ class ServerSweep:
         counters = adapter.metrics_snapshot(client)
         timing = {"prompts_s": round(time.perf_counter() - began, 4)}
         began = time.perf_counter()
-        pids = server_pids(proc.pid, proc.base_url)  # () for a server on another host:
-        with HostSampler(server=pids, interval_s=params.host.sample_interval_s,  # what else ran
-                         gpus=() if pids == () else visible_gpus()) as host:  # (no GPU of it here)
+        with HostSampler.of_server(proc.pid, proc.base_url,
+                                   params.host.sample_interval_s) as host:  # what else ran
             dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
                                      concurrency=cell.concurrency, max_tokens=cell.output_tokens,
                                      timeouts=params.request_timeouts(),
