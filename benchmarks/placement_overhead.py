@@ -1,12 +1,15 @@
 """Placement overhead: a sweep's wall time run sequentially vs placed on Ray, on the same plan.
 
     .venv/bin/python benchmarks/placement_overhead.py [--repeats 3] [--configs 4] [--interval 0.02]
+        [--nodes 1] [--gpus-per-node 4]
 
 The plan: ``--configs`` server configs (auto + ngram budgets) of tests/fake_server.py with fixed
 timing (``--interval`` s before each token; 2 contexts x 1 concurrency, 4 requests x 16 tokens a
 cell), on ports 8240-8259, into a temporary outputs folder. A private Ray head with 4 logical
-GPUs is started once (its start-up is reported apart); then sequential and placed sweeps
-alternate, ``--repeats`` times each.
+GPUs is started once (its start-up is reported apart); with ``--nodes N`` (N > 1) a Ray cluster
+of N worker raylets instead, each its own node with ``--gpus-per-node`` logical GPUs, and a head
+without GPUs (tests/raynodes.py: the multi-node code path on this one machine); then sequential
+and placed sweeps alternate, ``--repeats`` times each.
 
 Reported: the wall time of each (median, min, max over n), their ratio; Ray's overhead per config,
 from the placed runs: ``queue_s`` (driver's submission to the task's first event, from the
@@ -20,6 +23,7 @@ Results: benchmarks/results/placement_overhead.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import subprocess
 import sys
@@ -32,6 +36,7 @@ from _common import ROOT, load_note, spread, table, write_results
 
 sys.path.insert(0, str(ROOT / "tests"))
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine  # noqa: E402
+from raynodes import ray_nodes  # noqa: E402
 
 PORT = 8240
 
@@ -78,12 +83,30 @@ def one_run(plan_file: Path, outputs: Path) -> dict[str, Any]:
     configs = {k: _config_s(s) for k, s in servers.items()}
     queue = [_seconds(s["placement"]["submitted"], s["placement"]["started"])
              for s in servers.values() if "placement" in s]
+    nodes = {s["placement"]["node"] for s in servers.values() if "placement" in s}
     return {"wall_s": wall, "ok": result.counts()["ok"], "cells": sum(result.counts().values()),
-            "config_s": configs, "queue_s": queue}
+            "config_s": configs, "queue_s": queue, "nodes": len(nodes)}
 
 
 def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+@contextlib.contextmanager
+def _ray(nodes: int, gpus: int) -> Any:
+    """One head with ``gpus`` logical GPUs, or ``nodes`` worker nodes of ``gpus`` each."""
+    import ray
+
+    if nodes <= 1:
+        ray.init(address="local", num_gpus=gpus, num_cpus=4, include_dashboard=False,
+                 log_to_driver=False, logging_level="WARNING")
+        try:
+            yield
+        finally:
+            ray.shutdown()
+        return
+    with ray_nodes(nodes, gpus=gpus, cpus=2):
+        yield
 
 
 def main() -> None:
@@ -91,16 +114,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--configs", type=int, default=4)
     parser.add_argument("--interval", type=float, default=0.02)
+    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--gpus-per-node", type=int, default=None)
     args = parser.parse_args()
-    import ray
-
+    args.gpus_per_node = args.gpus_per_node or (4 if args.nodes <= 1 else 2)
     load_before = uptime()
     began = time.monotonic()
-    ray.init(address="local", num_gpus=4, num_cpus=4, include_dashboard=False,
-             log_to_driver=False, logging_level="WARNING")
-    ray_start_s = time.monotonic() - began
     runs: dict[str, list[dict[str, Any]]] = {"local": [], "ray": []}
-    try:
+    with _ray(args.nodes, args.gpus_per_node):
+        ray_start_s = time.monotonic() - began
         with tempfile.TemporaryDirectory(prefix="placement-bench-") as tmp:
             folder = Path(tmp)
             files = {e: params_file(folder, engine=e, configs=args.configs, interval=args.interval)
@@ -109,8 +131,6 @@ def main() -> None:
             for _ in range(args.repeats):
                 for engine in ("local", "ray"):
                     runs[engine].append(one_run(files[engine], folder / "out"))
-    finally:
-        ray.shutdown()
     load_after = uptime()
     local_walls = [r["wall_s"] for r in runs["local"]]
     ray_walls = [r["wall_s"] for r in runs["ray"]]
@@ -130,13 +150,16 @@ def main() -> None:
         {"what": "Ray queue per config: submit → start (s)", "n": len(queue), **spread(queue)},
     ]
     all_ok = all(r["ok"] == r["cells"] for v in runs.values() for r in v)
+    nodes = [r["nodes"] for r in runs["ray"]]
     print(f"plan: {args.configs} configs x 2 cells (4 requests x 16 tokens, "
-          f"{args.interval} s a token) on 4 logical GPUs; Ray start-up {ray_start_s:.1f} s "
+          f"{args.interval} s a token) on {max(args.nodes, 1)} Ray node(s) of "
+          f"{args.gpus_per_node} logical GPUs (the placed runs used {min(nodes)}-{max(nodes)} "
+          f"nodes); Ray start-up {ray_start_s:.1f} s "
           f"(once, not in the walls); every cell ok: {all_ok}")
     print(table(rows, [("what", "", 0), ("n", "n", 0), ("median", "median", 3),
                        ("min", "min", 3), ("max", "max", 3)]))
     print(f"load before: {load_before}\nload after:  {load_after}")
-    write_results("placement_overhead", {
+    write_results("placement_overhead" + (f"_{args.nodes}nodes" if args.nodes > 1 else ""), {
         "args": vars(args), "ray_start_s": ray_start_s, "rows": rows, "runs": runs, "cold": cold,
         "uptime_before": load_before, "uptime_after": load_after, "load": load_note()})
 

@@ -7,10 +7,10 @@ to judge) launched through the argv-template engine: its own process group, as a
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakeparams import fake_engine
@@ -82,9 +82,12 @@ def test_the_servers_own_cpu_and_the_sweeps_own_are_not_counted(
     """Measured over a controlled set of processes (other developers' CPU on a shared machine
     would make any threshold flaky): this process, its child, the server and its burner."""
     with child_hog() as own_child:
-        watched = functools.partial(hostload.HostSampler,
-                                    watch=lambda: [os.getpid(), own_child, *servers(8222)])
-        monkeypatch.setattr(serversweep, "HostSampler", watched)
+        class Watched(hostload.HostSampler):  # the sweep's sampler, over these processes
+            def __init__(self, **options: Any) -> None:
+                super().__init__(watch=lambda: [os.getpid(), own_child, *servers(8222)],
+                                 **options)
+
+        monkeypatch.setattr(serversweep, "HostSampler", Watched)
         result = sb.run_sweep(sb.load_plan(params(tmp_path, 8222, max_cores=0.1, burn=True)),
                               outputs=tmp_path / "out", progress=False)
     cell = result.cells[0]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from cellfactory import make_cell
 from hogs import child_hog, cpu_rate, other_hog
+from nvsmi import StandIn, app, gpu
 
 from specbench_lib.analysis import analyse as analysis
 from specbench_lib.analysis.validate import judge_host
@@ -169,38 +169,41 @@ def test_without_proc_the_load_says_it_was_not_sampled(tmp_path: Path) -> None:
     assert not unknown.server_separated and "told apart" in (unknown.unjudged() or "")
 
 
-def fake_nvidia_smi(folder: Path, *, fail: bool = False) -> None:
-    folder.mkdir()
-    script = folder / "nvidia-smi"
-    script.write_text(f"#!{sys.executable}\nimport sys\n" + (
-        "sys.exit(9)\n" if fail else
-        "if any(a.startswith('--query-gpu') for a in sys.argv):\n"
-        "    print('0, 87, 1024\\n1, [N/A], 10')\n"
-        "else:\n"
-        "    print('300, python3, 2048\\n200, llama-server, 4096\\n9999, ghost, 100')\n"))
-    script.chmod(0o755)
-
-
 def test_gpus_are_read_from_nvidia_smi_when_it_exists(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeProc(tmp_path / "proc")
     fake.set(stat_line(200, "llama-server", pgrp=200, sid=200), stat_line(300, "python3"))
-    fake_nvidia_smi(tmp_path / "bin")
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    smi = StandIn(tmp_path / "bin", [gpu(0, power=300, util=87, memory=1024),
+                                     {**gpu(1, power=50, util=0, memory=10), "utilization.gpu": "[N/A]"}],
+                  [app(300, 0, "python3", 2048), app(200, 0, "llama-server", 4096),
+                   app(9999, 1, "ghost", 100)])
+    monkeypatch.setenv("PATH", f"{smi.folder}{os.pathsep}{os.environ['PATH']}")
     load = HostSampler(server=[200], interval_s=600, root=fake.root, clock=fake.clock).start().stop()
-    gpu = load.gpu
-    assert gpu is not None and gpu["note"] == ""
-    assert gpu["gpus"] == [{"index": "0", "util_max": 87.0, "util_mean": 87.0, "memory_used_mib_max": 1024.0},
-                           {"index": "1", "util_max": 0.0, "util_mean": 0.0, "memory_used_mib_max": 10.0}]
-    assert gpu["other_processes"] == [  # the server's own GPU process is not another's
-        {"pid": 300, "name": "python3", "used_mib": 2048.0, "seen_here": True},
-        {"pid": 9999, "name": "ghost", "used_mib": 100.0, "seen_here": False}]
-    assert load.sampler_cpu_s > 0  # the two nvidia-smi runs are its own cost
+    gpu_ = load.gpu  # (gpu: the stand-in's row builder)
+    assert gpu_ is not None and gpu_["note"] == ""
+    assert gpu_["gpus"] == [
+        {"index": "0", "util_max": 87.0, "util_mean": 87.0, "memory_used_mib_max": 1024.0},
+        {"index": "1", "util_max": 0.0, "util_mean": 0.0, "memory_used_mib_max": 10.0}]
+    assert gpu_["other_processes"] == [  # the server's own GPU process is not another's
+        {"pid": 300, "gpu": "0", "name": "python3", "used_mib": 2048.0, "kind": "other", "seen_here": True},
+        {"pid": 9999, "gpu": "1", "name": "ghost", "used_mib": 100.0, "kind": "other", "seen_here": False}]
+    assert {p["pid"]: p["kind"] for p in gpu_["processes"]}[200] == "server"
+    # a sample at the window's start and one at its end, of both GPUs, every field
+    assert gpu_["fields"] == ["t_s", "index", "util_pct", "memory_mib", "power_w", "temp_c", "sm_mhz"]
+    assert [s[1:] for s in gpu_["samples"]] == [[0, 87.0, 1024.0, 300.0, 60.0, 1800.0],
+                                               [1, 0.0, 10.0, 50.0, 60.0, 1800.0]] * 2
+    assert load.sampler_cpu_s > 0  # the nvidia-smi runs are its own cost
+    # only the server's GPUs (its CUDA_VISIBLE_DEVICES) are sampled, and only their processes
+    one = HostSampler(server=[200], interval_s=600, root=fake.root, clock=fake.clock,
+                      gpus=["1"]).start().stop().gpu
+    assert one is not None and {s[1] for s in one["samples"]} == {1} and one["visible"] == ["1"]
+    assert [p["pid"] for p in one["processes"]] == [9999]
+    assert HostSampler(interval_s=600, root=fake.root, clock=fake.clock, gpus=[]).start().stop().gpu is None
 
-    monkeypatch.setenv("PATH", os.environ["PATH"].replace(str(tmp_path / "bin"), str(tmp_path / "bad")))
-    fake_nvidia_smi(tmp_path / "bad", fail=True)
+    smi.set(fail=True)
     failed = HostSampler(interval_s=600, root=fake.root, clock=fake.clock).start().stop()
-    assert failed.gpu == {"gpus": [], "other_processes": [], "note": "nvidia-smi did not answer"}
+    assert failed.gpu is not None and failed.gpu["note"] == "nvidia-smi did not answer"
+    assert failed.gpu["samples"] == [] and failed.gpu["gpus"] == []
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert HostSampler(interval_s=600, root=fake.root).start().stop().gpu is None
 

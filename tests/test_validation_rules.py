@@ -72,6 +72,7 @@ def test_every_rule_is_listed_and_tested() -> None:
                      "rate_not_reached",  # a flag in the metrics: tests/test_rate_flag.py
                      "coalesced_reads",  # tests/test_coalesced_reads.py
                      "busy_host",  # tests/test_hostload.py, tests/test_busy_host.py
+                     "busy_gpu",  # tests/test_gpu_telemetry.py
                      "seen_prompt",  # tests/test_isolation.py
                      "no_profile_rate"}  # tests/test_load_axes.py
     assert all(c.protects and c.level in LEVELS for c in CATALOGUE)

@@ -9,6 +9,7 @@ reached before any request) comes from the cell's :class:`~specbench_lib.model.r
 from __future__ import annotations
 
 from ..model.records import CellRecord, Verdict
+from .energy import gpu_metrics
 from .metrics import CellMetrics, cell_metrics, spec_metrics
 from .validate import judge as judge_all
 
@@ -34,6 +35,7 @@ def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
         for key in ("position_acceptance_rate", "acceptance_histogram"):
             if counters.get(key) is not None:
                 metrics[key] = counters[key]
+    metrics.update(gpu_metrics(cell.facts.host, int(metrics.get("completion_tokens") or 0)))
     return metrics
 
 

@@ -79,6 +79,15 @@ class CellMetrics(TypedDict, total=False):
     n_requests: int
     n_failed: int
     completion_tokens: int
+    # the cell's GPUs, where they were sampled (:mod:`.energy`)
+    gpu_energy_j: float
+    gpu_j_per_token: float | None
+    gpu_j_per_token_lo: float | None
+    gpu_j_per_token_hi: float | None
+    gpu_power_mean_w: float
+    gpu_memory_peak_mib: float
+    gpu_util_mean_pct: float
+    gpu_samples: int
     window_s: float
     target_rate_rps: float
     scheduled_rate_rps: float | None
@@ -304,6 +313,7 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     """
     import pandas as pd
 
+    from .energy import ENERGY_COLUMNS
     from .intervals import add_intervals
     from .lossless import losslessness
     from .slo import SLO_COLUMNS, goodput
@@ -312,8 +322,9 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
 
     rows = [{**c.spec.row(), **(c.metrics or {}), **same.get(c.cell_id, {}),
              **(goodput(c, slo) if slo is not None else {})} for c in cells if c.verdict.ok]
+    gpus = any("gpu_energy_j" in (c.metrics or {}) for c in cells)  # sampled GPUs only
     columns = [*GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s",
-               *(SLO_COLUMNS if slo is not None else ())]
+               *(SLO_COLUMNS if slo is not None else ()), *(ENERGY_COLUMNS if gpus else ())]
     table = pd.DataFrame(rows, columns=columns)
     numeric = [c for c in columns if c not in GROUP]
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")

@@ -16,6 +16,7 @@ from ..model.hostfacts import HostLoad
 from ..model.records import STATUSES, CellFacts, JudgeInputs, Reason, RequestRecord, Status, Verdict
 from ..model.served import PromptRecord, ServedBefore
 from .coalescing import coalesced, late_firsts
+from .energy import judge_gpu
 from .metrics import rate_shortfall
 
 __all__ = ["STATUSES", "Reason", "Status", "Verdict", "coalesced_reads", "context_guard",
@@ -36,7 +37,8 @@ def judge(records: Sequence[RequestRecord], facts: CellFacts, inputs: JudgeInput
     if verdict.ok:
         verdict = judge_rate(verdict, list(records), target_rate)
     verdict = judge_history(verdict, facts.served_before, prompts, inputs.prompt_reuse)
-    return judge_host(verdict, facts.host, inputs.max_other_cpu_cores)  # other processes' CPU
+    verdict = judge_host(verdict, facts.host, inputs.max_other_cpu_cores)  # others' CPU
+    return judge_gpu(verdict, facts.host, inputs.max_other_gpu_mib)  # others' on its GPUs
 
 
 def request_problems(rec: RequestRecord, *, speculative: bool = False,

@@ -55,6 +55,10 @@ RESULTS = (*ROW_KEYS, Column("output_tok_s", "output tok/s [95 %]", "{:.1f}", in
            Column("requests_n", "requests", "{:g}"),
            Column("acceptance_length", "acceptance length", "{:.2f}"),
            Column("ttft_mean_s", "TTFT mean (ms)", "{:.0f}", scale=1000.0),
+           # where the cell's GPUs were sampled (a column without values is not shown)
+           Column("gpu_j_per_token", "GPU J/token [95 %]", "{:.3g}", interval=True),
+           Column("gpu_power_mean_w", "GPU power (W)", "{:.0f}"),
+           Column("gpu_memory_peak_mib", "GPU memory peak (MiB)", "{:.0f}"),
            Column("notes", "notes"))
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 import threading
 import time
@@ -27,18 +26,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..model.hostfacts import HostLoad, HostProcess
-from .sources import (
-    CpuTimes,
-    ProcStat,
-    csv_number,
-    listener_pids,
-    nvidia_smi_csv,
-    parse_stat,
-    placed_marker,
-    usable_cpus,
-)
+from .gpus import GpuWatch, visible_gpus
+from .sources import CpuTimes, ProcStat, listener_pids, parse_stat, placed_marker, usable_cpus
 
-GPU_INTERVAL_S = 5.0  # nvidia-smi costs tens of ms of CPU: queried this often at most
 MAX_SHARE = 0.01  # of a core, the most the background samples may cost (the interval grows)
 TOP = 5  # other processes named in a load
 _LOOPBACK = ("localhost", "::1", "0.0.0.0")  # and 127.*
@@ -71,19 +61,21 @@ class HostSampler:
         watch: the pids to read at each sample, instead of every pid (tests: a controlled set).
         root: the ``/proc`` to read.
         clock: seconds, monotonic.
-        gpu: query ``nvidia-smi`` when it is on the PATH.
+        gpu: query ``nvidia-smi`` when it is on the PATH (:mod:`.gpus`: the GPUs' telemetry).
+        gpus: the GPUs the server sees (its ``CUDA_VISIBLE_DEVICES``; None: every GPU).
     """
 
     def __init__(self, *, server: Collection[int] | None = (), interval_s: float = 0.5,
                  own: int | None = None, watch: Callable[[], Iterable[int]] | None = None,
                  root: Path | str = "/proc", clock: Callable[[], float] = time.monotonic,
-                 gpu: bool = True) -> None:
+                 gpu: bool = True, gpus: Collection[str] | None = None) -> None:
         self.server = None if server is None else frozenset(server)
         self.interval_s, self.own, self.watch = interval_s, own or os.getpid(), watch
         self.root, self.clock = Path(root), clock
         self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.available = (self.root / "self" / "stat").is_file() or (self.root / "stat").is_file()
-        self.nvidia_smi = shutil.which("nvidia-smi") if gpu else None
+        self.gpu = GpuWatch(gpus=None if gpus is None else tuple(gpus),
+                            binary="nvidia-smi" if gpu else None, clock=clock)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -93,9 +85,6 @@ class HostSampler:
         self._placed: dict[int, bool] = {}  # process group → led by another placed server
         self._sessions: set[int] = set()
         self._cost_s = 0.0
-        self._gpus: dict[str, dict[str, Any]] = {}
-        self._gpu_apps: dict[int, dict[str, Any]] = {}
-        self._gpu_note = ""
         self._samples = 0
         self._began = self._prev_at = 0.0
         self._boot0: float | None = None
@@ -106,11 +95,20 @@ class HostSampler:
         self._loads: list[tuple[float, float, float]] = []
         self.load: HostLoad | None = None  # what stop() found (set on leaving a with block)
 
+    @classmethod
+    def of_server(cls, pid: int | None, base_url: str, interval_s: float) -> HostSampler:
+        """The sampler of a cell of the server ``pid`` (None: attached) at ``base_url``: its
+        processes (:func:`server_pids`) and the GPUs it sees (this process's
+        ``CUDA_VISIBLE_DEVICES``, which it inherits; none for a server on another host)."""
+        pids = server_pids(pid, base_url)
+        return cls(server=pids, interval_s=interval_s, gpus=() if pids == () else visible_gpus())
+
     def start(self) -> HostSampler:
         self._began = self._prev_at = self.clock()
         if self.available:
             self._boot0 = self._uptime_ticks()
             self._sample(first=True)
+            self.gpu.sample()
             self._thread = threading.Thread(target=self._run, name="specbench-hostload",
                                             daemon=True)
             self._thread.start()
@@ -121,6 +119,7 @@ class HostSampler:
         if self._thread is not None:
             self._thread.join(timeout=max(5.0, 2 * self.interval_s))
             self._sample()
+            self.gpu.sample()
         return self._summary(self.clock() - self._began)
 
     def __enter__(self) -> HostSampler:
@@ -132,17 +131,20 @@ class HostSampler:
 
     def _run(self) -> None:
         began = time.thread_time()
-        next_gpu, wait = 0.0, self.interval_s
+        next_host = self.clock() + self.interval_s
         while True:
-            if self.nvidia_smi and self.clock() >= next_gpu:
-                self._query_gpu()
-                next_gpu = self.clock() + GPU_INTERVAL_S
-            if self._stop.wait(wait):
+            if self.gpu.due():
+                self.gpu.sample()
+            until = min(next_host, self.gpu.next_at) if self.gpu.active else next_host
+            if self._stop.wait(max(0.0, until - self.clock())):
                 break
+            if self.clock() < next_host:
+                continue
             cost = time.thread_time()
             self._sample()
             # a host of many processes is sampled less often, not at more than MAX_SHARE of a core
-            wait = max(self.interval_s, (time.thread_time() - cost) / MAX_SHARE)
+            next_host = self.clock() + max(self.interval_s,
+                                           (time.thread_time() - cost) / MAX_SHARE)
         self._cost_s += time.thread_time() - began  # its reads and queries; nvidia-smi's own apart
 
     def _uptime_ticks(self) -> float | None:
@@ -227,37 +229,10 @@ class HostSampler:
             self._placed[stat.pgrp] = placed_marker(self.root / str(stat.pgrp) / "environ") is not None
         return "co_tenant" if self._placed[stat.pgrp] else "other"
 
-    def _query_gpu(self) -> None:
-        assert self.nvidia_smi is not None
-        gpus = nvidia_smi_csv([self.nvidia_smi, "--query-gpu=index,utilization.gpu,memory.used",
-                               "--format=csv,noheader,nounits"])
-        apps = nvidia_smi_csv([self.nvidia_smi, "--query-compute-apps=pid,process_name,used_memory",
-                               "--format=csv,noheader,nounits"])
-        self._cost_s += gpus[1] + apps[1]
-        if gpus[0] is None or apps[0] is None:
-            self._gpu_note = "nvidia-smi did not answer"
-            self.nvidia_smi = None  # once is enough
-            return
-        for row in gpus[0]:
-            if len(row) >= 3:
-                stats = self._gpus.setdefault(row[0], {"index": row[0], "util": [], "mem_mib": 0})
-                stats["util"].append(csv_number(row[1]))
-                stats["mem_mib"] = max(stats["mem_mib"], csv_number(row[2]))
-        for row in apps[0]:
-            if len(row) >= 3 and row[0].isdigit():
-                self._gpu_apps[int(row[0])] = {"pid": int(row[0]), "name": row[1],
-                                               "used_mib": csv_number(row[2])}
-
-    def _gpu_summary(self) -> dict[str, Any] | None:
-        if not self._gpus and not self._gpu_note:
-            return None
-        kinds = {stat.pid: kind for stat, kind in self._last.values()}
-        others = [{**app, "seen_here": app["pid"] in kinds}
-                  for pid, app in sorted(self._gpu_apps.items()) if kinds.get(pid, "other") == "other"]
-        gpus = [{"index": s["index"], "util_max": max(s["util"], default=0.0),
-                 "util_mean": round(sum(s["util"]) / len(s["util"]), 1) if s["util"] else 0.0,
-                 "memory_used_mib_max": s["mem_mib"]} for s in self._gpus.values()]
-        return {"gpus": gpus, "other_processes": others, "note": self._gpu_note}
+    def _gpu_summary(self, window: float) -> dict[str, Any] | None:
+        self._cost_s += self.gpu.cost_s  # nvidia-smi's own CPU, counted with the sampler's
+        self.gpu.cost_s = 0.0
+        return self.gpu.summary({stat.pid: kind for stat, kind in self._last.values()}, window)
 
     def _summary(self, window: float) -> HostLoad:
         cpus = usable_cpus()
@@ -289,7 +264,7 @@ class HostSampler:
             co_tenant_cpu_cores=round(used["co_tenant"] / span, 3),
             server_separated=self.server is not None, host_busy_cores=busy, steal_fraction=steal,
             loadavg=loadavg, loadavg_1m_max=load_max, top=tuple(others[:TOP]),
-            gpu=self._gpu_summary(), sampler_cpu_s=round(self._cost_s, 4),
+            gpu=self._gpu_summary(window), sampler_cpu_s=round(self._cost_s, 4),
             note="" if self.server is not None else "the attached server's processes are not "
                  "visible here: its CPU cannot be told from others'")
 

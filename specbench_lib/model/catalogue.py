@@ -111,6 +111,11 @@ CATALOGUE: tuple[Code, ...] = (
        "host.max_other_cpu_cores cores of the two on average during the cell, the sweep and "
        "its server not counted, makes it invalid",
        Threshold("host.max_other_cpu_cores", "auto")),
+    _c("busy_gpu", "cell", "numbers measured while another process ran on the cell's GPUs "
+       "(another job's CUDA context, a stray server): a compute process on them, neither this "
+       "sweep's, its server's nor a placed co-tenant's, holding more than "
+       "host.max_other_gpu_mib MiB (nvidia-smi's process list during the cell) makes it invalid",
+       Threshold("host.max_other_gpu_mib", 0.0)),
     _c("rate_not_reached", "cell", "an open-loop cell whose requests went out slower than "
        "scheduled (client or concurrency cap): its latencies belong to another load than the "
        "one asked for, so the cell is invalid (achieved_rate_rps and the note stay)",

@@ -225,14 +225,13 @@ class Verdict(Rendered):
         status = data["status"]
         if status not in STATUSES:
             raise ValueError(f"unknown verdict status {status!r}")
-        return cls(status, tuple(Reason.from_dict(r) for r in data.get("reasons", ())),
-                   tuple(int(i) for i in data.get("failed", ())))
+        return cls(status, tuple(map(Reason.from_dict, data.get("reasons", ()))),
+                   tuple(map(int, data.get("failed", ()))))
 
 
 @dataclass(frozen=True)
 class JudgeInputs:
     """What the analysis-time rules need besides the requests, fixed when the cell was measured."""
-
     planned: int  # measured requests planned
     speculative: bool = False  # the config drafts (every method but auto)
     spec_stats: Literal["per_request", "counters"] = "per_request"  # where its spec stats come from
@@ -241,6 +240,7 @@ class JudgeInputs:
     max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION
     max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION
     max_other_cpu_cores: float | None = None  # busy_host's threshold (None: not judged)
+    max_other_gpu_mib: float | None = None  # busy_gpu's (None: not judged, as in older cells)
     prompt_reuse: bool = False  # the plan asks for prompts a server already answered (seen_prompt)
 
 

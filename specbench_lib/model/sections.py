@@ -221,10 +221,13 @@ class HostParams(Strict):
     A cell measured while processes other than the sweep and its server used more than
     ``max_other_cpu_cores`` CPU cores on average is ``invalid`` (``busy_host``); ``auto`` is
     max(0.5, CPUs / 8) (0.5 on a 2-core laptop, 2 on a 16-core GPU box); None judges nothing
-    (the load is still recorded). ``sample_interval_s``: seconds between samples.
+    (the load is still recorded). ``sample_interval_s``: seconds between samples. A cell whose
+    GPUs ran a compute process of someone else's holding more than ``max_other_gpu_mib`` MiB is
+    ``invalid`` (``busy_gpu``; None: not judged; :mod:`~specbench_lib.host.gpus`).
     """
 
     max_other_cpu_cores: float | Literal["auto"] | None = "auto"
+    max_other_gpu_mib: float | None = Field(0.0, ge=0)
     sample_interval_s: float = Field(0.5, gt=0, le=60)
 
     @field_validator("max_other_cpu_cores")

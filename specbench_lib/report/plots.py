@@ -22,7 +22,8 @@ from .loadplots import latency_throughput, speedup_vs_load
 
 _MARKERS = "osD^v<>p*h"
 _INTERVALS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
-              "speedup": ("speedup_lo", "speedup_hi")}  # drawn as 95 % error bars
+              "speedup": ("speedup_lo", "speedup_hi"),
+              "gpu_j_per_token": ("gpu_j_per_token_lo", "gpu_j_per_token_hi")}  # 95 % error bars
 _DODGE = 0.07  # log2 units between two workloads' points at one budget
 
 
@@ -58,6 +59,17 @@ def itl_vs_budget(result: RunResult) -> Any:
                       band="itl_p50_s", scale=1000.0)
 
 
+def energy_vs_budget(result: RunResult) -> Any:
+    """The cell's GPUs' energy per output token (J/token, :mod:`~specbench_lib.analysis.energy`)
+    vs budget, with its interval; only for a run whose GPUs were sampled."""
+    return _vs_budget(result, [("gpu_j_per_token", "")], "GPU energy (J / output token)",
+                      band="gpu_j_per_token", ring=False)
+
+
+def _sampled_gpus(result: RunResult) -> bool:
+    return "gpu_j_per_token" in result.table().columns
+
+
 def standard(result: RunResult) -> dict[str, Any]:
     """Every figure of a phase notebook by file name (the load figures when the run has several
     concurrency levels or open-loop rates)."""
@@ -65,6 +77,8 @@ def standard(result: RunResult) -> dict[str, Any]:
                "speedup_vs_budget": speedup_vs_budget(result),
                "acceptance_vs_budget": acceptance_vs_budget(result),
                "ttft_vs_budget": ttft_vs_budget(result), "itl_vs_budget": itl_vs_budget(result)}
+    if _sampled_gpus(result):
+        figures["energy_vs_budget"] = energy_vs_budget(result)
     verdicts = result.verdicts()
     if verdicts[verdicts["load"] == ""]["concurrency"].nunique() > 1:
         figures["latency_throughput"] = latency_throughput(result)
@@ -225,4 +239,6 @@ def report_figures(results: list[RunResult]) -> dict[str, Any]:
         stem = re.sub(r"[^A-Za-z0-9._-]+", "-", label)  # a file name on any system
         figures[f"speedup_vs_budget_{stem}"] = speedup_vs_budget(result)
         figures[f"throughput_vs_budget_{stem}"] = throughput_vs_budget(result)
+        if _sampled_gpus(result):
+            figures[f"energy_vs_budget_{stem}"] = energy_vs_budget(result)
     return figures

@@ -195,6 +195,8 @@ class RunResult(Rendered):
                 "speedup_lo", "speedup_hi", "requests_n", "units_n", "interval_note", "repeats_n",
                 "repeats_failed", "unstable", "lossless_identical", "acceptance_length",
                 "ttft_mean_s"]
+        cols += [c for c in ("gpu_j_per_token", "gpu_j_per_token_lo", "gpu_j_per_token_hi",
+                             "gpu_power_mean_w", "gpu_memory_peak_mib") if c in self._table]
         table = plan_sorted(self._table[cols], plan_names(self.info.params), PANEL)
         return Summary(self._best, table, crossovers(self._table), self.slo_capacity())
 

@@ -271,9 +271,10 @@ class Placer:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         refs = []
+        alive = {n["NodeID"] for n in self.ray.nodes() if n.get("Alive")}
         for job in jobs:
-            if job.node is None:  # not started: it has no server
-                continue
+            if job.node is None or job.node not in alive:  # not started, or its node is gone
+                continue  # (its server died with its worker: PR_SET_PDEATHSIG)
             refs.append(self.reaper.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(job.node, soft=False),
                 max_retries=0).remote(f"{self.run.dir.run_id}/{job.sweeper.key}"))

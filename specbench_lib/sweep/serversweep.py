@@ -21,7 +21,7 @@ from ..client.dispatch import dispatch_cell, warm_client
 from ..core.errors import EngineError, ServerError, StoreError
 from ..core.store import redact, utc_now
 from ..host.cpuset import CpuSplit, pinned
-from ..host.load import HostSampler, server_pids
+from ..host.load import HostSampler
 from ..host.sources import usable_cpus
 from ..model.catalogue import C, host_side_only
 from ..model.params import CellSpec, ServerConfig
@@ -109,7 +109,7 @@ class ServerSweep:
             max_failed_fraction=params.max_failed_fraction,
             max_coalesced_fraction=params.max_coalesced_fraction,
             max_coalesced_first_fraction=params.max_coalesced_first_fraction,
-            prefix_cache=params.engine.prefix_cache,
+            prefix_cache=params.engine.prefix_cache, max_other_gpu_mib=params.host.max_other_gpu_mib,
             max_other_cpu_cores=params.host.cpu_limit(usable_cpus()),
             prompt_reuse=params.prompt_reuse)
 
@@ -334,8 +334,8 @@ class ServerSweep:
         counters = adapter.metrics_snapshot(client)
         timing = {"prompts_s": round(time.perf_counter() - began, 4)}
         began = time.perf_counter()
-        with HostSampler(server=server_pids(proc.pid, proc.base_url),
-                         interval_s=params.host.sample_interval_s) as host:  # what else ran
+        with HostSampler.of_server(proc.pid, proc.base_url,
+                                   params.host.sample_interval_s) as host:  # what else ran
             dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts], warmup=0,
                                      concurrency=cell.concurrency, max_tokens=cell.output_tokens,
                                      timeouts=params.request_timeouts(),
