@@ -19,10 +19,12 @@ def free_port() -> int:
 
 def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, float] = KNOWN,
                   interval: float = 0.004, max_rounds: int = 8, tokens: int = 32,
-                  port: int | None = None, extra: str = "", jitter: float = 0.0) -> Path:
+                  port: int | None = None, extra: str = "", jitter: float = 0.0,
+                  equivalence: float | None = None) -> Path:
     """A params file: auto and ngram at the budgets of ``speedups``, one panel (chat, context
     32, concurrency 1), 3 requests a cell, ``time_budget_s: budget``; ``extra``: more config
-    lines (YAML list items); ``jitter``: each token's delay noisy around its known mean."""
+    lines (YAML list items); ``jitter``: each token's delay noisy around its known mean;
+    ``equivalence``: the margin within which the leader decides a panel (the default's if None)."""
     known = ",".join(f"{b}:{s}" for b, s in speedups.items())
     noise = ("--jitter", str(jitter)) if jitter else ()  # seeded per config and sweep seed:
     argv = fake_argv("--speedups", known, *noise, *(("--noise-seed", f"{seed}:{{budget}}") if jitter
@@ -44,5 +46,5 @@ warmup_requests: 1
 time_budget_s: {budget}
 max_rounds: {max_rounds}
 seed: {seed}
-{LENIENT_HOST}""")
+{f"equivalence: {equivalence}" + chr(10) if equivalence is not None else ""}{LENIENT_HOST}""")
     return path

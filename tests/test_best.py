@@ -10,11 +10,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from cellfactory import make_cell, spread_cell
+from scipy.special import stdtrit
 
 from specbench_lib.analysis.best import Summary, best_configs, crossovers
-from specbench_lib.analysis.intervals import group_replicates, interval, ok_groups
+from specbench_lib.analysis.claim import Units, claim, look_alpha, more_units, paired, spent, units_of
 from specbench_lib.analysis.metrics import GROUP, results_table
-from specbench_lib.analysis.selection import holm_excluded, select
 from specbench_lib.core.errors import ParamsError
 
 
@@ -39,9 +39,10 @@ def test_a_clear_winner_is_a_set_of_one_decided() -> None:
     assert row["decision"] == "decided"
     assert row["speedup_lo"] < row["speedup"] < row["speedup_hi"] and row["speedup_lo"] > 1.5
     assert 0 < row["half_width_pct"] < 10 and row["requests_n"] == 24
-    assert row["statement"].startswith("code/ctx256/c1: ng-b4 best, 1.")
-    assert "vs auto (simultaneous 95 %, n=24 requests" in row["statement"]
-    assert row["statement"].endswith("; every other config excluded")
+    assert row["statement"].startswith("code/ctx256/c1: ng-b4 best: every other config shown "
+                                       "slower (95 %); 1.")
+    assert "vs auto (simultaneous 95 %), n=24 requests" in row["statement"]
+    assert row["epsilon"] == 0
     assert "UNSTABLE" not in row["statement"]
 
 
@@ -60,54 +61,77 @@ def test_two_close_configs_are_both_in_the_set_a_tie_or_undecided_by_the_margin(
     for row in (wide, tiny):  # b16 and auto are excluded either way; the margin decides the rest
         assert row["best"] == "ng-b4" and row["confidence_set"] == "ng-b4, ng-b8"
     assert wide["decision"] == "tie" and tiny["decision"] == "undecided"
-    assert wide["statement"].startswith("code/ctx256/c1: tie within ±50 %: ng-b4, ng-b8: ng-b4 "
-                                        "fastest, 1.")
-    assert tiny["statement"].startswith("code/ctx256/c1: undecided between ng-b4, ng-b8: ng-b4 "
-                                        "fastest, 1.")
+    assert wide["statement"].startswith("code/ctx256/c1: ng-b4 at most ")
+    assert "slower than the best (95 %; within the 50 % margin); could also be the best: " \
+        "ng-b8; 1." in wide["statement"]
+    assert tiny["statement"].startswith("code/ctx256/c1: undecided: ng-b4 fastest, at most ")
+    assert "(95 %; decided at <= 0.1 %); could be the best: ng-b4, ng-b8; 1." in tiny["statement"]
     with pytest.raises(ParamsError, match="equivalence margin -0.1"):
         best_configs(cells, table, GROUP, equivalence=-0.1)
 
 
-def test_the_best_speedup_interval_is_simultaneous_so_wider_than_the_tables() -> None:
+def test_the_best_speedup_is_the_tables_row_paired_and_simultaneous() -> None:
     cells = close_pair()
     table = results_table(cells)
     row = best(cells)
     mine = table.set_index("config").loc["ng-b4"]
-    assert row["speedup"] == mine["speedup"]  # the point is the table's; its interval is not
-    assert row["speedup_lo"] < mine["speedup_lo"] and row["speedup_hi"] > mine["speedup_hi"]
-    level = 1 - 0.05 / 4  # Bonferroni over the panel's 4 configs
-    reps = group_replicates(ok_groups(cells, GROUP))
-    keys = {k[0]: k for k in reps}
-    assert (row["speedup_lo"], row["speedup_hi"]) == interval(
-        reps[keys["ng-b4"]] / reps[keys["auto"]], 24, level=level)
+    # one claim: the best's figure is its table row's, point and interval
+    assert (row["speedup"], row["speedup_lo"], row["speedup_hi"]) == (
+        mine["speedup"], mine["speedup_lo"], mine["speedup_hi"])
+    # a paired t interval of the log ratio, two-sided, Bonferroni over the 3 other configs
+    a, b = (units_of([c for c in cells if c.spec.config == n]) for n in ("ng-b4", "auto"))
+    diff, se, n = paired(a, b)
+    assert n == 24 and se > 0
+    reach = stdtrit(n - 1, 1 - 0.05 / 2 / 3) * se
+    assert row["speedup_lo"] == pytest.approx(np.exp(diff - reach))
+    assert row["speedup_hi"] == pytest.approx(np.exp(diff + reach))
 
 
-def marginal(mu: float, seed: int) -> np.ndarray:
-    """Replicates of a ratio leader / config: log-normal around ``mu`` with sd 0.05."""
-    return np.exp(mu + 0.05 * np.random.default_rng(seed).standard_normal(2000))
+def panel_units(means: dict[str, float], n: int, *, noise: float = 0.05, prompt: float = 0.25,
+                seed: int = 0) -> dict[str, Units]:
+    """Paired units: per prompt a speed factor shared by the configs, per request noise."""
+    rng = np.random.default_rng(seed)
+    shared = np.exp(prompt * rng.standard_normal(n))
+    ids = tuple((0, i) for i in range(n))
+    return {c: Units(ids, np.full(n, 64.0), 64.0 / (m * shared * np.exp(
+        noise * rng.standard_normal(n))), n) for c, m in means.items()}
 
 
-def test_holm_keeps_what_three_unadjusted_comparisons_would_exclude() -> None:
-    ratios = {c: marginal(0.05 * 2.15, seed) for seed, c in enumerate(("b", "c", "d"))}
-    units = dict.fromkeys(ratios, 1000)
-    # each alone: above 1 at 95 % (z 1.96), not at 1 - 0.05 / 3 (z 2.39)
-    assert all(interval(r, 1000)[0] > 1 for r in ratios.values())
-    assert holm_excluded(ratios, units) == set()
-    leader = np.full(2000, 100.0)
-    reps = {"a": leader, **{c: leader / r for c, r in ratios.items()}}
-    chosen = select(["a", "b", "c", "d"], reps, {"a": 1000, **units}, "a")
-    assert chosen.members == ("a", "b", "c", "d") and chosen.decision == "undecided"
+def test_the_prompt_factor_cancels_in_the_paired_comparison() -> None:
+    units = panel_units({"auto": 30.0, "b4": 33.0}, 12, noise=0.02, prompt=0.4)
+    diff, se, _ = paired(units["b4"], units["auto"])
+    assert diff == pytest.approx(np.log(1.1), abs=0.03) and se < 0.01  # unpaired: ~0.16
+    found = claim(units, ["auto", "b4"], "auto")
+    assert found.decision == "decided" and found.members == ("b4",) and found.epsilon == 0
 
 
-def test_holm_steps_down_after_a_clear_exclusion() -> None:
-    # 2 comparisons: the clear one goes at 1 - 0.05 / 2, then the marginal one is tested at
-    # 95 % and goes too (Bonferroni alone would keep it: not above 1 at 97.5 %)
-    ratios = {"clear": marginal(1.0, 1), "near": marginal(0.05 * 2.1, 2)}
-    units = dict.fromkeys(ratios, 1000)
-    assert interval(ratios["near"], 1000, level=0.975)[0] < 1 < interval(ratios["near"], 1000)[0]
-    assert holm_excluded(ratios, units) == {"clear", "near"}
-    assert holm_excluded({"near": ratios["near"], "x": marginal(0.0, 3)},
-                         dict.fromkeys(("near", "x"), 1000)) == set()  # no clear one first
+def test_a_near_tie_is_a_tie_within_the_margin_not_an_exclusion() -> None:
+    units = panel_units({"auto": 31.8, "b4": 34.2, "b8": 34.0, "b32": 29.5}, 40, seed=3)
+    found = claim(units, list(units), "auto", equivalence=0.05)
+    assert set(found.members) == {"b4", "b8"} and found.leader in found.members
+    assert found.decision == "tie" and 0 < found.epsilon <= 0.05
+    assert found.rows["b32"].in_set is False and found.rows["b8"].behind_max < 0.1
+    tight = claim(units, list(units), "auto", equivalence=0.001)
+    assert tight.decision == "undecided" and tight.epsilon == found.epsilon
+    assert more_units(units, tight) is None or more_units(units, tight) > 40
+
+
+def test_one_request_a_config_bounds_nothing() -> None:
+    found = claim(panel_units({"auto": 30.0, "b4": 60.0}, 1), ["auto", "b4"], "auto")
+    assert found.members == ("b4", "auto") and found.decision == "undecided"  # fastest first
+    assert found.epsilon == 1.0 and found.speedup == pytest.approx(2.0, rel=0.2)
+    assert found.speedup_lo != found.speedup_lo  # NaN: no interval from one unit
+
+
+def test_alpha_is_spent_over_the_looks_taken_and_all_of_it_at_the_last() -> None:
+    looks = [look_alpha(1, 10, 0.0, last=False)]
+    looks.append(look_alpha(2, 10, sum(looks), last=False))
+    looks.append(look_alpha(3, 10, sum(looks), last=True))
+    assert sum(looks) == pytest.approx(0.05) and looks[0] == pytest.approx(spent(0.1))
+    assert spent(1.0) == pytest.approx(0.05) and spent(1.0, kind="obf") == pytest.approx(0.05)
+    assert spent(0.2, kind="obf") < spent(0.2, kind="pocock") < 0.05
+    with pytest.raises(ParamsError, match="alpha spending 'x'"):
+        spent(0.5, kind="x")
 
 
 def test_when_auto_is_fastest_no_config_beats_it() -> None:
@@ -117,7 +141,7 @@ def test_when_auto_is_fastest_no_config_beats_it() -> None:
              spread_cell("ng-b32", "ngram", 32, rates(30, 16, 3))]
     row = best(cells)
     assert row["best"] == "auto" and row["confidence_set"] == "auto, ng-b4"
-    assert "no config beats auto" in row["statement"]
+    assert "auto itself is the fastest" in row["statement"]
 
 
 def test_a_failed_repeat_and_differing_outputs_are_flagged() -> None:
@@ -142,9 +166,10 @@ def test_one_row_per_panel_and_the_summary_shows_the_statements() -> None:
     assert list(frame["context"]) == [256, 512] and list(frame["best"]) == ["ng-b4", "auto"]
     summary = Summary(frame, table)
     text, html = summary.text(), summary.html()
-    assert "code/ctx256/c1: ng-b4 best" in text
+    assert "code/ctx256/c1: ng-b4 best: every other config shown slower" in text
     # one request a cell is one unit: no interval, so nothing can be excluded or decided
-    assert "code/ctx512/c1: undecided between auto, ng-b4: no config beats auto" in text
+    assert ("code/ctx512/c1: undecided: auto fastest, no bound yet on how far it is behind the "
+            "best (95 %; decided at <= 5 %); could be the best: auto, ng-b4") in text
     assert "<li>code/ctx256/c1: ng-b4 best" in html and "<table" in html
 
 

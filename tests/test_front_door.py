@@ -295,7 +295,8 @@ class _Run:
                               "best": fastest["config"],
                               "speedup": fastest["speedup"], "speedup_lo": float("nan"),
                               "speedup_hi": float("nan"), "confidence_set": fastest["config"],
-                              "decision": "decided", "requests_n": 1,
+                              "decision": "decided", "epsilon": 0.0, "alpha": 0.05,
+                              "equivalence": 0.05, "requests_n": 1,
                               "unstable": False, "statement": "best " + fastest["config"]}])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import pytest
 from cellfactory import make_cell
 
 matplotlib.use("Agg")
@@ -53,7 +54,7 @@ def test_every_standard_figure_draws_only_ok_values(tmp_path: Path) -> None:
     assert set(figures) == {"throughput_vs_budget", "speedup_vs_budget", "acceptance_vs_budget",
                             "ttft_vs_budget", "itl_vs_budget"}
     speedup = {c.get_label(): c.lines[0] for c in figures["speedup_vs_budget"].axes[0].containers}
-    assert [y for y in speedup["code · ngram"].get_ydata() if y == y] == [1.2, 1.4]
+    assert [y for y in speedup["code · ngram"].get_ydata() if y == y] == pytest.approx([1.2, 1.4])
     for fig in figures.values():
         for ax in fig.axes:
             for container in ax.containers:
@@ -152,12 +153,26 @@ def test_the_best_point_is_ringed(tmp_path: Path) -> None:
     best = result.best().set_index("workload")
     ax = plots.throughput_vs_budget(result).axes[0]
     rings = sorted(float(line.get_ydata()[0]) for line in ax.get_lines()
-                   if line.get_label() == "best")
+                   if line.get_label() in ("best", "fastest (the claim's leader)"))
     table = result.table().set_index(["workload", "config"])
     leaders = {w: str(best.loc[w, "best"]) for w in ("code", "chat")}
     assert leaders == {"code": "ngram-b16", "chat": "ngram-b16"}  # the fastest point of each
     assert rings == sorted(float(table.loc[(w, c), "output_tok_s"]) for w, c in leaders.items())
-    grey = [line for line in ax.get_lines() if line.get_label() == "cannot be told from the best"]
+    grey = [line for line in ax.get_lines() if line.get_label() == "could be the best (the claim's set)"]
     members = sum(len(str(best.loc[w, "confidence_set"]).split(", ")) - 1 for w in leaders)
     assert len(grey) == members - sum(  # auto is in the set as its band, not as a ringed point
         "auto" in str(best.loc[w, "confidence_set"]).split(", ") for w in leaders)
+
+
+def test_the_legend_never_covers_an_axis_label(tmp_path: Path) -> None:
+    result = two_workloads(tmp_path)
+    for figure in plots.standard(result).values():
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        legend = figure.legends[0].get_window_extent(renderer)
+        for ax in figure.axes:
+            label = ax.xaxis.label.get_window_extent(renderer)
+            if ax.xaxis.label.get_text():
+                assert not legend.overlaps(label), (figure, ax.xaxis.label.get_text())
+            assert not legend.overlaps(ax.get_window_extent(renderer))
+        plt.close(figure)

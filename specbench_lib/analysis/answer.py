@@ -1,19 +1,18 @@
 """The answer of a time-budgeted sweep, first: ``answer.json`` and one line per panel.
 
-    code/ctx256/c1: ngram-b8 best, 1.31× [1.22, 1.40] vs auto · decided in 3 m 10 s ·
-    out: draft-b4 (round 1), ngram-b32 (round 3)
+    code/ctx256/c1: ngram-b8 at most 2.1 % slower than the best (95 %; within the 5 % margin);
+    could also be the best: ngram-b4; 1.12× [1.05, 1.19] vs auto (simultaneous 95 %) ·
+    decided in 3 m 10 s · out: draft-b4 (round 1), ngram-b32 (round 3)
 
-Built from :class:`~.rounds.Contention` (the confidence sets as the last look left them) and the
-run's cells. The speedup is the best's mean output tok/s over the baseline's, its interval
-simultaneous over the panel's configs at the look's error (:func:`~.selection.selected_interval`
-with α / looks), so neither the pick nor the stopping shrinks it. An undecided panel says about
-how many more requests per config would decide it.
+Built from :class:`~.rounds.Contention`: each panel's claim as its last look made it
+(:mod:`.claim`, at the error that look spent), the same claim every reader of the run states
+(they make it again from the cells at the panel's ``alpha``). An undecided panel says about how
+many more requests per config would decide it.
 """
 
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,11 @@ from ..core.errors import StoreError
 from ..core.readback import ANSWER, ANSWER_FIX, read_doc
 from ..core.store import write_json_atomic
 from ..model.records import CellRecord
-from .intervals import interval, requests_n
+from .best import speedup_words, verdict_words
+from .claim import ALPHA, Claim, more_units, units_of
+from .intervals import requests_n
 from .metrics import PANEL
-from .rounds import Contention, PanelState, Pooled, panel_of, pooled
-from .selection import ratio, selected_interval
+from .rounds import Contention, PanelState, panel_of
 
 ANSWER_FILE = "answer.json"
 
@@ -37,18 +37,21 @@ def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: f
     """The answer document (see the module): the run's figures and one entry per panel."""
     panels = [_panel(contest, state, cells) for state in contest.panels.values()]
     return {"seconds": round(seconds, 1), "budget_s": budget_s, "rounds": rounds,
-            "stopped": stopped, "alpha": contest.alpha, "looks": max(1, contest.rounds - 1),
+            "stopped": stopped, "alpha": contest.alpha, "looks": contest.looked,
+            "spending": contest.spending, "equivalence": contest.equivalence,
             "panels": panels}
 
 
 def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) -> dict[str, Any]:
     mine = [c for c in cells if panel_of(c.spec) == state.panel]
-    members = pooled(mine, state.members)
-    best = max(members.means, key=lambda c: members.means[c]) if members.means else None
+    found: Claim | None = state.claim
     entry: dict[str, Any] = {
         "panel": dict(zip(PANEL, state.panel, strict=True)),
-        "decided": state.decision in ("decided", "tie"), "decision": state.decision,
-        "best": best, "confidence_set": list(state.members),
+        "decided": bool(found and found.decided), "decision": state.decision,
+        "best": found.leader if found else None,
+        "confidence_set": list(found.members) if found else list(state.members),
+        "epsilon": _num(found.epsilon) if found else None,
+        "alpha": round(state.alpha, 6), "alpha_spent": round(state.spent, 6),
         "speedup": None, "speedup_lo": None, "speedup_hi": None,
         "baseline": state.baseline,
         "requests": {c: requests_n([x for x in mine if x.spec.config == c and x.verdict.ok])
@@ -56,39 +59,13 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
         "eliminated": dict(state.eliminated), "out": dict(state.out),
         "decided_s": None if state.decided_s is None else round(state.decided_s, 1),
         "decided_round": state.decided_round, "more_requests": None}
-    base = state.baseline
-    pair = pooled(mine, [best, base]) if best is not None and base is not None else None
-    if pair is not None and best in pair.means and base in pair.means:
-        low, high = selected_interval(ratio(pair.replicates[best], pair.replicates[base]),
-                                      min(pair.units[best], pair.units[base]),
-                                      len(state.configs), alpha=contest.alpha_look)
-        entry.update(speedup=_num(pair.means[best] / pair.means[base]), speedup_lo=_num(low),
-                     speedup_hi=_num(high))
-    if state.open and best is not None:
-        entry["more_requests"] = _more(contest, state, members, best, mine)
+    if found is not None and found.leader is not None:
+        entry.update(speedup=_num(found.speedup), speedup_lo=_num(found.speedup_lo),
+                     speedup_hi=_num(found.speedup_hi))
+        if not found.decided:
+            units = {c: units_of([x for x in mine if x.spec.config == c]) for c in state.configs}
+            entry["more_requests"] = more_units(units, found)
     return entry
-
-
-def _more(contest: Contention, state: PanelState, pool: Pooled, best: str,
-          cells: Sequence[CellRecord]) -> int | None:
-    """About how many more requests per config would decide the panel: the units its widest
-    comparison needs to clear 1 (or the equivalence margin) as intervals narrow with √n."""
-    need = 1.0
-    for other in state.members:
-        if other == best or other not in pool.means:
-            continue
-        units = min(pool.units[best], pool.units[other])
-        low, high = interval(ratio(pool.replicates[best], pool.replicates[other]), units,
-                             level=1 - contest.alpha_look / max(1, len(state.members) - 1))
-        if not (low > 0 and high > 0) or units < 2:
-            return None
-        reach = (math.log(high) - math.log(low)) / 2
-        gap = max(abs(math.log((high * low) ** 0.5)), math.log1p(contest.equivalence))
-        need = max(need, (reach / gap) ** 2)
-    units_now = min(pool.units[c] for c in state.members if c in pool.units)
-    per_unit = max(1, round(requests_n([c for c in cells if c.verdict.ok
-                                        and c.spec.config == best]) / max(1, pool.units[best])))
-    return max(1, math.ceil(units_now * (need - 1)) * per_unit)
 
 
 def _num(value: float) -> float | None:
@@ -133,35 +110,36 @@ def panel_name(panel: dict[str, Any], *, outputs: bool = False) -> str:
 
 
 def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
-    """One panel's answer in a line (see the module)."""
+    """One panel's answer in a line (see the module): the same words as the summary's."""
     name = panel_name(entry["panel"], outputs=outputs)
-    members = entry["confidence_set"]
-    if entry["speedup"] is not None and entry["best"] != entry["baseline"]:
-        figure = (f", {entry['speedup']:.2f}× [{entry['speedup_lo'] or math.nan:.2f}, "
-                  f"{entry['speedup_hi'] or math.nan:.2f}] vs {entry['baseline']}")
-    else:
-        figure = ""
-    if entry["decision"] == "decided":
-        head = f"{entry['best']} best{figure} · decided in {span(entry['decided_s'] or 0)}"
-    elif entry["decision"] == "tie":
-        head = (f"tie of {', '.join(members)} (within the equivalence margin); {entry['best']} "
-                f"fastest{figure} · decided in {span(entry['decided_s'] or 0)}")
-    elif entry["best"] is None:
+    if entry["best"] is None:
         head = "undecided: no config measured ok"
     else:
-        more = entry.get("more_requests")
-        hint = (f"; about {more} more requests per config would decide it" if more else
-                "; more requests would decide it")
-        head = (f"undecided between {', '.join(members)}; {entry['best']} fastest so far"
-                f"{figure}{hint}")
-    gone = [f"{c} (round {r})" for c, r in sorted(entry["eliminated"].items(), key=lambda x: x[1])]
+        row = {**entry, "confidence_set": ", ".join(entry["confidence_set"]),
+               "alpha": ALPHA, "epsilon": nan_if_none(entry.get("epsilon")),
+               **{k: nan_if_none(entry[k]) for k in ("speedup", "speedup_lo", "speedup_hi")}}
+        method = "auto" if entry["best"] == entry["baseline"] else "spec"
+        head = (f"{verdict_words(row, float(entry.get('equivalence') or 0.05))}; "
+                f"{speedup_words(row, method, entry['baseline'] or 'auto')}")
+        if entry["decided"]:
+            head += f" · decided in {span(entry['decided_s'] or 0)}"
+        else:
+            more = entry.get("more_requests")
+            head += (f" · about {more} more requests per config would decide it" if more else
+                     " · more requests would decide it")
+    gone = [f"{c} (round {r}{'; still measured as the baseline' if c == entry['baseline'] else ''})"
+            for c, r in sorted(entry["eliminated"].items(), key=lambda x: x[1])]
     gone += [f"{c} ({why})" for c, why in entry.get("out", {}).items()]
     return f"{name}: {head}" + (f" · out: {', '.join(gone)}" if gone else "")
 
 
+def nan_if_none(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
 def answer_lines(answer: dict[str, Any]) -> list[str]:
     """The answer's head line and one line per panel."""
-    panels = answer["panels"]
+    panels = [{**p, "equivalence": answer.get("equivalence")} for p in answer["panels"]]
     outputs = len({p["panel"]["output_tokens"] for p in panels}) > 1
     decided = sum(p["decided"] for p in panels)
     head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} of a "

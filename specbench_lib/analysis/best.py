@@ -1,73 +1,78 @@
 """The best-config statement: per panel (workload × context × output length × load point), the
-confidence set for the fastest ok config, its decision and its speedup over ``auto`` with an
-interval that accounts for having picked it (:mod:`~.selection`); and where each config stops
-paying as the load grows (its crossover).
+panel's claim (:mod:`.claim`: the confidence set for the best by multiple comparisons with the
+best, the leader's ε, the decision and the leader's speedup over ``auto`` with its interval,
+paired by prompt); and where each config stops paying as the load grows (its crossover).
 
-The statement names the leader (highest mean output tok/s), the set of configs that cannot be
-excluded as the fastest (Holm over the comparisons with the leader, simultaneous 95 %), and the
-decision: ``decided`` (the set is the leader alone), ``tie`` (every config of the set within
-±``equivalence`` of the leader) or ``undecided``. It carries the flags that limit it: an
+The statement says, in words, what the claim is: "ngram-b8 best: every other config shown
+slower", "ngram-b8 at most 2.1 % slower than the best" (a tie within the margin) or "undecided",
+then the speedup with its interval and the requests behind it, and the flags that limit it: an
 unstable row (CV across repeats, or a failed repeat), greedy outputs that differ from
 ``auto``'s (``lossless``: the fraction identical), and no ok baseline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.display import Rendered, html_text
 from ..core.tables import RESULTS, bullets, readable
 from ..model.records import CellRecord
-from .intervals import group_replicates, independent_units, key_value, ok_groups
+from .claim import ALPHA, EQUIVALENCE, Claim, Panel, behind_text, panel_claims
+from .intervals import key_value
 from .metrics import PANEL, load_points
-from .selection import EQUIVALENCE, ratio, select, selected_interval
 
+LEVEL = f"{100 * (1 - ALPHA):g} %"
 BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
-                "confidence_set", "decision", "unstable", "lossless", "repeats_n", "requests_n",
-                "statement"]
+                "confidence_set", "decision", "epsilon", "alpha", "equivalence", "unstable", "lossless",
+                "repeats_n", "requests_n", "statement"]
 
 
 def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
-                 equivalence: float = EQUIVALENCE) -> Any:
+                 equivalence: float = EQUIVALENCE,
+                 alphas: Mapping[Panel, float] | None = None) -> Any:
     """One row per panel of ``table`` (:func:`~.metrics.results_table` of ``cells``): the
-    leader, the confidence set (``confidence_set``: labels in the table's order), the
-    ``decision`` and the leader's speedup with its selection-aware interval (see :mod:`~.selection`)."""
+    panel's claim (:mod:`.claim`): its leader, confidence set (``confidence_set``: labels in the
+    table's order), ``decision``, ``epsilon`` and the leader's speedup with its interval."""
     import pandas as pd
 
-    groups = ok_groups(cells, group)
-    replicates = group_replicates(groups)
+    order = {tuple(key_value(v) for v in p): list(map(str, r["config"]))
+             for p, r in table.groupby(PANEL, sort=False, dropna=False)}
+    claims = panel_claims(cells, alphas=alphas, equivalence=equivalence, configs=order)
     rows = []
-    for panel, rows_of in table.groupby(PANEL, sort=False):
+    several = table["output_tokens"].nunique() > 1
+    for panel, rows_of in table.groupby(PANEL, sort=False, dropna=False):
         if str(panel[PANEL.index("load")]).endswith("/s"):  # a fixed offered rate
             rows.append(_at_rate(panel, rows_of))
             continue
-        keys = {str(r["config"]): tuple(key_value(r[g]) for g in group)
-                for _, r in rows_of.iterrows()}
-        reps = {c: replicates.get(k) for c, k in keys.items()}
-        units = {c: independent_units(groups.get(k, ())) for c, k in keys.items()}
-        best = rows_of.sort_values("output_tok_s", ascending=False).iloc[0]
-        chosen = select(list(keys), reps, units, str(best["config"]), equivalence=equivalence)
-        autos = [c for c, m in zip(rows_of["config"], rows_of["method"], strict=True) if m == "auto"]
-        auto = str(autos[0]) if autos else None
-        speedup = float(best["speedup"])
-        low, high = selected_interval(
-            ratio(reps[chosen.leader], reps.get(auto) if auto else None),
-            min(units[chosen.leader], units.get(auto, 0) if auto else 0), len(keys))
-        if speedup != speedup:  # no ok baseline (or a rate profile's point): no speedup at all
-            low = high = float("nan")
-        half = (100 * (high - low) / 2 / speedup if best["method"] != "auto" and speedup == speedup
-                and speedup else float("nan"))  # auto against itself has no interval to speak of
-        lossless = best.get("lossless_identical")
-        row = {**dict(zip(PANEL, panel, strict=True)), "best": chosen.leader,
-               "speedup": speedup, "speedup_lo": low, "speedup_hi": high,
-               "half_width_pct": half, "confidence_set": ", ".join(chosen.members),
-               "decision": chosen.decision, "unstable": bool(best["unstable"]),
-               "lossless": None if lossless is None or lossless != lossless else float(lossless),
-               "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"])}
-        rows.append({**row, "statement": _statement(row, str(best["method"]), equivalence,
-                                                    outputs=table["output_tokens"].nunique() > 1)})
+        found = claims.get(tuple(key_value(v) for v in panel))
+        if found is None or found.leader is None:
+            continue
+        best = rows_of.set_index("config").loc[found.leader]
+        rows.append(claim_row(dict(zip(PANEL, panel, strict=True)), found, best,
+                              outputs=several))
     return pd.DataFrame(rows, columns=BEST_COLUMNS)
+
+
+def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool) -> dict[str, Any]:
+    """A panel's row of :func:`best_configs` from its claim and its leader's table row."""
+    speedup = found.speedup
+    profile = str(panel.get("load") or "").startswith("p")
+    low, high = (found.speedup_lo, found.speedup_hi) if not profile else (float("nan"),) * 2
+    speedup = float("nan") if profile else speedup
+    half = (100 * (high - low) / 2 / speedup if best["method"] != "auto" and speedup == speedup
+            and speedup else float("nan"))  # auto against itself has no interval to speak of
+    lossless = best.get("lossless_identical")
+    top = found.rows[found.leader]
+    row = {**panel, "best": found.leader, "speedup": speedup, "speedup_lo": low,
+           "speedup_hi": high, "half_width_pct": half,
+           "confidence_set": ", ".join(found.members), "decision": found.decision,
+           "epsilon": found.epsilon, "alpha": found.alpha, "equivalence": found.equivalence,
+           "unstable": bool(best["unstable"]),
+           "lossless": None if lossless is None or lossless != lossless else float(lossless),
+           "repeats_n": int(best["repeats_n"]), "requests_n": top.requests_n}
+    return {**row, "statement": statement(row, str(best["method"]), found.equivalence,
+                                          outputs=outputs)}
 
 
 def _at_rate(panel: tuple[Any, ...], rows_of: Any) -> dict[str, Any]:
@@ -78,7 +83,8 @@ def _at_rate(panel: tuple[Any, ...], rows_of: Any) -> dict[str, Any]:
     row = {**dict(zip(PANEL, panel, strict=True)), "best": str(best["config"]),
            "speedup": float("nan"), "speedup_lo": float("nan"), "speedup_hi": float("nan"),
            "half_width_pct": float("nan"), "confidence_set": ", ".join(map(str, rows_of["config"])),
-           "decision": "undecided", "unstable": bool(best["unstable"]), "lossless": None,
+           "decision": "undecided", "epsilon": float("nan"), "alpha": ALPHA,
+           "equivalence": float("nan"), "unstable": bool(best["unstable"]), "lossless": None,
            "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"])}
     statement = (f"{where(row)}: lowest E2E p50 {row['best']} ({1000 * best['e2e_p50_s']:.0f} ms) "
                  f"at this offered rate, where every config's throughput is the rate (point "
@@ -94,24 +100,41 @@ def where(row: Any, *, outputs: bool = False) -> str:
     return f"{row['workload']}/ctx{row['context']}{out}/c{row['concurrency']}{load}"
 
 
-def _statement(row: dict[str, Any], method: str, equivalence: float, *, outputs: bool) -> str:
-    where_ = where(row, outputs=outputs)
-    n = f"n={row['requests_n']} requests, {row['repeats_n']} repeat(s)"
-    decided = row["decision"] == "decided"
-    if method == "auto":
-        lead = f"no config beats auto (simultaneous 95 %, {n})"
-    elif row["speedup"] != row["speedup"]:
-        lead = f"{row['best']} fastest, no ok auto baseline to compare with ({n})"
-    else:
-        lead = (f"{row['best']} {'best' if decided else 'fastest'}, {row['speedup']:.2f}x "
-                f"[{row['speedup_lo']:.2f}, {row['speedup_hi']:.2f}] vs auto "
-                f"(simultaneous 95 %, {n})")
+def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:
+    """The decision in words: "ngram-b8 best (every other config shown slower)", "ngram-b8 at
+    most 2.1 % slower than the best (could be the best: …)", or "undecided: …". The level is
+    the family's, 95 %: a budgeted run's looks share it (each claim at its look's share)."""
+    level = LEVEL
+    members = [m.strip() for m in str(row["confidence_set"]).split(",") if m.strip()]
+    others = ", ".join(m for m in members if m != row["best"])
+    if row["decision"] == "decided":
+        return f"{row['best']} best: every other config shown slower ({level})"
+    behind = behind_text(float(row["epsilon"]))
     if row["decision"] == "tie":
-        text = f"{where_}: tie within ±{100 * equivalence:g} %: {row['confidence_set']}: {lead}"
-    elif row["decision"] == "undecided":
-        text = f"{where_}: undecided between {row['confidence_set']}: {lead}"
-    else:
-        text = f"{where_}: {lead}; every other config excluded"
+        return (f"{row['best']} {behind} ({level}; within the {100 * equivalence:g} % margin); "
+                f"could also be the best: {others}")
+    return (f"undecided: {row['best']} fastest, {behind} ({level}; decided at "
+            f"<= {100 * equivalence:g} %); could be the best: {', '.join(members)}")
+
+
+def speedup_words(row: Mapping[str, Any], method: str, baseline: str = "auto") -> str:
+    """"1.12× [1.05, 1.19] vs auto (simultaneous 95 %)" or why there is none."""
+    level = LEVEL
+    if method == "auto":
+        return f"{baseline} itself is the fastest"
+    if row["speedup"] != row["speedup"]:
+        return f"no ok {baseline} baseline to compare with"
+    low, high = row["speedup_lo"], row["speedup_hi"]
+    span_ = (f"[{low:.2f}, {high:.2f}]" if low == low and high == high
+             else "[no interval: too few paired requests]")
+    return f"{row['speedup']:.2f}× {span_} vs {baseline} (simultaneous {level})"
+
+
+def statement(row: dict[str, Any], method: str, equivalence: float, *, outputs: bool) -> str:
+    """A panel's line: where, the decision in words, the speedup, the requests, the flags."""
+    n = f"n={row['requests_n']} requests of {row['best']}, {row['repeats_n']} repeat(s)"
+    text = (f"{where(row, outputs=outputs)}: {verdict_words(row, equivalence)}; "
+            f"{speedup_words(row, method)}, {n}")
     same = row["lossless"]
     flags = [f for f, on in (("UNSTABLE", row["unstable"]),
                              (f"{100 * (1 - (same or 0)):.0f} % of outputs differ from auto's",
@@ -220,8 +243,8 @@ class Summary(Rendered):
         self.best, self.table, self.crossing, self.capacity = best, table, crossing, capacity
 
     def _sections(self) -> list[tuple[str, list[str]]]:
-        found = [("best config per workload / context / concurrency (confidence set, "
-                  "simultaneous 95 %)",
+        found = [("best config per workload / context / concurrency (multiple comparisons "
+                  "with the best, paired by prompt)",
                   list(self.best["statement"]) or ["no ok cell"])]
         if self.crossing is not None and len(self.crossing):
             found.append(("speedup vs load (95 % intervals)", list(self.crossing["statement"])))

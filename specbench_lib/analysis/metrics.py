@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict, cast
 
 from ..model.catalogue import RATE_TOLERANCE
@@ -290,7 +290,7 @@ def rate_shortfall(records: list[RequestRecord], target_rate: float | None) -> d
 
 
 def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
-                  slo: SloParams | None = None) -> Any:
+                  slo: SloParams | None = None, alphas: Mapping[Any, float] | None = None) -> Any:
     """A pandas DataFrame of ok cells: one row per config × :data:`PANEL` (workload × context ×
     output tokens × concurrency × open-loop load point).
 
@@ -301,8 +301,10 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     the same workload, context and concurrency; it is NaN when that baseline is not ok;
     ``speedup_vs_linear`` does the same against the best ok ``linear`` config, when any. The
     ``lossless_*`` columns compare greedy outputs with ``auto``'s (see :mod:`~.lossless`).
-    ``output_tok_s_lo/hi`` and ``speedup_lo/hi`` are 95 % bootstrap intervals over the row's
-    independent units (repeats, requests, or blocks of requests in flight together),
+    ``output_tok_s_lo/hi`` is a 95 % bootstrap interval over the row's independent units
+    (repeats, requests, or blocks of requests in flight together); ``speedup`` and
+    ``speedup_lo/hi`` are the panel's claim (:mod:`~.claim`: paired by prompt, simultaneous
+    over the panel's configs, at the panel's error in ``alphas``: a budgeted run's last look),
     ``requests_n`` the requests and ``units_n`` the units behind them, ``interval_note`` why a
     row has none (see :mod:`~specbench_lib.analysis.intervals`). TTFT, ITL and E2E
     percentiles are of the row's requests pooled over its repeats, with intervals
@@ -313,6 +315,7 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     """
     import pandas as pd
 
+    from .claim import claim_columns, panel_claims
     from .energy import ENERGY_COLUMNS
     from .intervals import add_intervals
     from .lossless import losslessness
@@ -333,6 +336,7 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     means = _speedups(_repeat_columns(means, grouped, cells, unstable_cv))
     keys = PANEL
     means = add_intervals(means, cells, keys, GROUP)
+    means = claim_columns(means, panel_claims(cells, alphas=alphas))
     means = add_percentiles(means, cells, GROUP)
     # a rate profile's point k runs each config at its own rate: no like-for-like baseline
     profile = means["load"].str.startswith("p")

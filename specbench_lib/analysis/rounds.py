@@ -5,24 +5,24 @@ when the corpus cannot feed more fresh prompts: :class:`~specbench_lib.prompts.p
 ``rounds_fed``). A round measures, in every panel still open, one cell of each config still in
 contention and of the baseline (``auto``: the speedup needs it), each on the round's fresh prompts.
 
-**Elimination.** After every round from the second, each open panel's confidence set for the
-best (:func:`~.selection.select`: Holm over the comparisons with the leader, simultaneous over
-the configs still in) is taken at the look's error α_look = α / looks (Bonferroni spending: by
-the union bound the best is dropped at any look with probability at most α in all, whenever the
-sweep stops). looks = rounds − 1, and rounds is fixed after the first round, before any look:
-the fewest of ``max_rounds``, the rounds the corpus feeds, and twice the rounds of the first
-round's cost that fit in the budget. The comparisons pool the rounds as strata
-(:func:`pooled`): each round's blocks resampled (paired across configs by panel and round), the
-rounds averaged, the units every round's blocks, so the rounds' shared drift cancels in the
-ratios and a look has the requests' degrees of freedom, not the rounds'. A config that left the
-set is out of that panel for good (``eliminated``: the round); a config out of every panel's set
-is not started again (each slice starts and stops its own server, so that is its server
-stopped). A config whose cell crashed (or was skipped) is ``out`` with its reason, not
-eliminated. An open-loop point (a fixed rate or a rate profile's) is not contested: it is
-measured while its config is still in some panel.
+**Elimination.** After every round (from the first when a round gives each config two
+requests or more, else from the second), each open panel's claim
+(:func:`~.claim.claim`: multiple comparisons with the best over every config of the panel
+measured so far, paired by prompt, rounds and repeats alike) is made at the look's error: the
+Lan-DeMets spending function's share of α at the information τ = rounds seen / rounds planned,
+and all that is left at the sweep's last look (:func:`~.claim.look_alpha`); by the union bound
+every look's claim holds together with probability ≥ 1 − α, whenever the sweep stops. rounds is
+fixed after the first round, before any look: the fewest of ``max_rounds``, the rounds the
+corpus feeds, and twice the rounds of the first round's cost that fit in the budget. A config
+out of the set is not measured in that panel (``eliminated``: the round; it comes back if a later
+look puts it back); a config out of every panel's set is not started again (each slice starts
+and stops its own server, so that is its server stopped). A config whose cell crashed (or was
+skipped) is ``out`` with its reason, not eliminated. An open-loop point (a fixed rate or a rate
+profile's) is not contested: it is measured while its config is still in some panel.
 
-**Decided.** A panel is decided when its set holds one config, or its members tie within
-``equivalence`` (:mod:`~specbench_lib.analysis.selection`); its configs are then no longer measured in it.
+**Decided.** A panel is decided when its leader is shown ε-good with ε <= ``equivalence``
+(``decided``: the set is the leader alone; ``tie``: within the margin); its configs are then no
+longer measured in it.
 
 **Stopping and overshoot.** The sweep stops when every panel is decided, the rounds run out, or
 the budget is spent. A round starts only when its predicted time fits what is left of the
@@ -40,30 +40,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import ParamsError
 from ..model.catalogue import C
 from ..model.params import CellSpec
 from ..model.records import CellRecord, Reason
-from .intervals import independent_units, panel_seed, throughput_replicates
+from .claim import ALPHA, EQUIVALENCE, MIN_LOOK_ALPHA, Claim, claim, look_alpha, units_of
 from .metrics import PANEL
-from .selection import ALPHA, EQUIVALENCE, select
 
 OVERSHOOT = 0.10  # a slice starts only while its predicted end is within the budget + 10 %
 Panel = tuple[Any, ...]
 
 
 def panel_of(spec: CellSpec) -> Panel:
-    """A cell's panel: its values of :data:`~specbench_lib.analysis.metrics.PANEL`."""
+    """A cell's panel: its values of :data:`~.metrics.PANEL`."""
     row = spec.row()
     return tuple(row[k] for k in PANEL)
-
-
-def look_alpha(looks: int, alpha: float = ALPHA) -> float:
-    """The error one look may spend: α / ``looks`` (Bonferroni over the looks planned)."""
-    if looks < 1:
-        raise ParamsError(f"{looks} looks: a sweep in rounds looks at least once", key="max_rounds",
-                          value=looks + 1)
-    return alpha / looks
 
 
 @dataclass
@@ -80,7 +70,9 @@ class PanelState:
     leader: str | None = None
     decided_round: int | None = None
     decided_s: float | None = None
-    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    claim: Claim | None = None  # the last look's
+    alpha: float = ALPHA  # the error of the last look's claim
+    spent: float = 0.0  # the error the looks have spent so far
 
     @property
     def open(self) -> bool:
@@ -96,8 +88,12 @@ class Contention:
     """Every panel's confidence set for the best config, updated after each round."""
 
     def __init__(self, cells: Sequence[CellSpec], *, rounds: int,
-                 equivalence: float = EQUIVALENCE, alpha: float = ALPHA) -> None:
-        self.alpha, self.equivalence = alpha, equivalence
+                 equivalence: float = EQUIVALENCE, alpha: float = ALPHA,
+                 spending: str = "obf", first_look: int = 1) -> None:
+        """``first_look``: the round (from 0) of the first look: 0 when a round gives each
+        config two requests or more (a look needs two paired units), else 1."""
+        self.alpha, self.equivalence, self.spending = alpha, equivalence, spending
+        self.first_look = first_look
         self.rounds = rounds
         self.looked = 0
         self.panels: dict[Panel, PanelState] = {}
@@ -118,10 +114,6 @@ class Contention:
             self.rounds = min(self.rounds, rounds)
 
     @property
-    def alpha_look(self) -> float:
-        return look_alpha(max(1, self.rounds - 1), self.alpha)
-
-    @property
     def done(self) -> bool:
         return not any(s.open for s in self.panels.values())
 
@@ -135,9 +127,10 @@ class Contention:
             self.panels[panel_of(c)].needs(c.config) if panel_of(c) in self.panels
             else self.needed(c.config))]
 
-    def observe(self, cells: Sequence[CellRecord], number: int, elapsed_s: float) -> None:
+    def observe(self, cells: Sequence[CellRecord], number: int, elapsed_s: float, *,
+                last: bool = False) -> None:
         """Round ``number`` (from 0) ended at ``elapsed_s``: mark what crashed, then look (from
-        the second round on) at every open panel."""
+        round ``first_look`` on, or at a ``last`` look) at every open panel."""
         for cell in cells:
             state = self.panels.get(panel_of(cell.spec))
             if (state is None or cell.spec.repeat != number or cell.verdict.ok
@@ -147,30 +140,37 @@ class Contention:
                 state.members.remove(cell.spec.config)
                 state.out[cell.spec.config] = str(cell.verdict.reasons[0]) if cell.verdict.reasons \
                     else cell.status
-        if number < 1:
+        if number < self.first_look and not last:
             return
         self.looked += 1
         for state in self.panels.values():
             if state.open:
-                self._look(state, cells, number, elapsed_s)
+                self._look(state, cells, number, elapsed_s, last=last)
 
     def _look(self, state: PanelState, cells: Sequence[CellRecord], number: int,
-              elapsed_s: float) -> None:
+              elapsed_s: float, *, last: bool) -> None:
         mine = [c for c in cells if panel_of(c.spec) == state.panel]
-        pool = pooled(mine, state.members)
-        if not pool.means:
+        units = {c: units_of([x for x in mine if x.spec.config == c]) for c in state.configs
+                 if c not in state.out}
+        if not any(u.n for u in units.values()):
             return
-        leader = max(pool.means, key=lambda c: pool.means[c])
-        chosen = select(state.members, pool.replicates, pool.units, leader,
-                        equivalence=self.equivalence, alpha=self.alpha_look)
+        alpha = look_alpha(min(number + 1, self.rounds), self.rounds, state.spent, last=last,
+                           alpha=self.alpha, kind=self.spending)
+        if alpha < MIN_LOOK_ALPHA:
+            return
+        state.spent += alpha
+        found = claim(units, list(units), state.baseline, alpha=alpha,
+                      equivalence=self.equivalence)
         for config in state.members:
-            if config not in chosen.members:
+            if config not in found.members:
                 state.eliminated[config] = number + 1
-        state.members = list(chosen.members)
-        state.leader, state.bounds = chosen.leader, chosen.bounds
-        if chosen.decision != "undecided" and all(c in pool.means for c in state.members):
+        for config in found.members:
+            state.eliminated.pop(config, None)
+        state.members = list(found.members)
+        state.leader, state.claim, state.alpha = found.leader, found, alpha
+        if found.decided:
             state.decision, state.decided_round, state.decided_s = (
-                chosen.decision, number + 1, elapsed_s)
+                found.decision, number + 1, elapsed_s)
 
     def reason(self, cell: CellSpec, *, budget_spent: bool, rounds_fed: int) -> Reason:
         """Why a cell of the plan was never measured (a skipped, by-design verdict)."""
@@ -197,44 +197,9 @@ class Contention:
             return Reason(C.time_budget, "the time budget was spent before this round")
         return Reason(C.decided, "the contest ended before this round")
 
-
-@dataclass
-class Pooled:
-    """Configs' throughput over the rounds they all have ok: the mean of the rounds' output
-    tok/s, its replicates (paired across the configs) and the independent units behind it."""
-
-    rounds: tuple[int, ...]
-    means: dict[str, float]
-    replicates: dict[str, Any]
-    units: dict[str, int]
-
-
-def pooled(cells: Sequence[CellRecord], configs: Sequence[str]) -> Pooled:
-    """The rounds as strata: over the rounds where every one of ``configs`` with an ok cell has
-    one, each round's replicates (its blocks resampled, seeded by the panel and the round, so
-    paired across configs) averaged round by round; the units are the blocks of every round
-    (requests at concurrency 1). The drift between rounds is shared by a round's configs and
-    cancels in their ratios, as for one repeat's speedup (:mod:`~specbench_lib.analysis.intervals`)."""
-    import numpy as np
-
-    ok: dict[str, dict[int, CellRecord]] = {}
-    for cell in cells:
-        if cell.verdict.ok and cell.spec.config in configs and (cell.metrics or {}).get(
-                "output_tok_s"):
-            ok.setdefault(cell.spec.config, {})[cell.spec.repeat] = cell
-    if not ok:
-        return Pooled((), {}, {}, {})
-    common = sorted(set.intersection(*(set(v) for v in ok.values())))
-    means, replicates, units = {}, {}, {}
-    for config, by_round in ok.items():
-        reps = [throughput_replicates([by_round[r]], panel_seed(by_round[r])) for r in common]
-        if not common or any(r is None for r in reps):
-            continue
-        means[config] = statistics.fmean(float(by_round[r].metrics["output_tok_s"])
-                                         for r in common)
-        replicates[config] = np.mean(np.vstack(reps), axis=0)
-        units[config] = sum(independent_units([by_round[r]]) for r in common)
-    return Pooled(tuple(common), means, replicates, units)
+    def alphas(self) -> dict[Panel, float]:
+        """The error of each contested panel's last claim (what every reader states it at)."""
+        return {p: s.alpha for p, s in self.panels.items() if s.claim is not None}
 
 
 class Budget:
@@ -272,6 +237,12 @@ class Budget:
             per = statistics.fmean(p for _, p in self.costs.values())
             known = (fixed, per)
         return known[0] + known[1] * cells
+
+    def would_fit(self, slices: dict[str, int], *, parallel: bool = False) -> bool:
+        """Whether a round of these slices is predicted to end in the budget (no side effect)."""
+        costs = [self.estimate(c, n) for c, n in slices.items()]
+        need = (max(costs) if parallel else sum(costs)) if costs else 0.0
+        return self.elapsed + need <= self.seconds
 
     def round_fits(self, slices: dict[str, int], *, parallel: bool = False) -> bool:
         """Whether a round of these slices (config: cells) is predicted to end in the budget

@@ -153,10 +153,11 @@ CATALOGUE: tuple[Code, ...] = (
        "interval already narrow enough): skipped by design, not a failure",
        Threshold("repeat_until_half_width", None)),
     _c("eliminated", "run", "a time-budgeted round a config was not measured in: it had left "
-       "the panel's confidence set for the best (Holm, corrected for the looks), so the budget "
-       "went to the configs still in contention; skipped by design"),
+       "the panel's confidence set for the best (multiple comparisons with the best, at the "
+       "error its look spent), so the budget went to the configs still in contention; skipped "
+       "by design"),
     _c("decided", "run", "a time-budgeted round not measured because its panel was decided (its "
-       "set held one config, or its members tied within equivalence); skipped by design"),
+       "leader was shown the best, or within equivalence of it); skipped by design"),
     _c("time_budget", "run", "a round the time budget could not afford (predicted from the "
        "measured server starts and cell costs): skipped by design, the answer says so",
        Threshold("time_budget_s", None)),

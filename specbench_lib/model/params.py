@@ -139,8 +139,11 @@ class SweepParams(Strict):
     # shuffled: a server's cells run in an order drawn from the seed (recorded), so no drift of
     # the machine lines up with an axis; fixed: the plan's order
     cell_order: Literal["shuffled", "fixed"] = "shuffled"
-    # speedups within this fraction of each other are a tie (a decided answer), in best configs
-    equivalence: float = Field(0.03, ge=0, lt=1)
+    # a panel is decided once its leader is shown at most this fraction slower than the best
+    # config (multiple comparisons with the best, claim.py; a budgeted sweep's stopping target)
+    equivalence: float = Field(0.05, ge=0, lt=1)
+    # how a budgeted sweep spends its error over its looks (Lan-DeMets: pocock or obf type)
+    alpha_spending: Literal["pocock", "obf"] = "obf"
     # requests each server answers before its first cell, kept with the cells, never measured
     warmup_requests: int = Field(1, ge=0, le=MAX_WARMUP_REQUESTS)
     # output tokens of each warmup request (None: output_tokens). A short one already does what

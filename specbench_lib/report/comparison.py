@@ -24,8 +24,10 @@ from ..runs.run import RunDir, list_runs, runs_root
 
 _KEYS = ["phase", *PANEL]
 _BEST = (Column("phase", "phase"), *ROW_KEYS[1:], Column("best", "best config"),
-         Column("speedup", "speedup vs auto [95 %, selection-aware]", "{:.2f}", interval=True),
+         Column("speedup", "speedup vs auto [95 %, paired, simultaneous]", "{:.2f}",
+                interval=True),
          Column("confidence_set", "could be the best"), Column("decision", "decision"),
+         Column("statement", "the claim"),
          Column("requests_n", "requests", "{:g}"))
 FAILURES = (Column("phase", "phase"), *ROW_KEYS, Column("verdict", "verdict"),
             Column("reasons", "reasons"))
@@ -117,7 +119,8 @@ class Comparison(Rendered):
 
     def best_budgets(self) -> Any:
         """Per run's phase × workload × context × concurrency: the best config with its
-        selection-aware speedup interval, the confidence set and its decision, and n
+        speedup interval (paired, simultaneous over the panel's configs), the confidence set, its
+        decision and ε (the panel's claim, :mod:`.claim`), and n
         (:meth:`RunResult.best`); when ``auto`` is fastest the row says no config beats it,
         never ranks it as a budget."""
         import pandas as pd
@@ -126,7 +129,8 @@ class Comparison(Rendered):
                   for r in self.runs]
         table = pd.concat(frames, ignore_index=True)
         return table[["phase", "run_id", *PANEL, "best", "speedup", "speedup_lo", "speedup_hi",
-                      "confidence_set", "decision", "requests_n", "unstable", "statement"]]
+                      "confidence_set", "decision", "epsilon", "alpha", "equivalence",
+                      "requests_n", "unstable", "statement"]]
 
     def crossovers(self) -> Any:
         """Per run's phase: where each speculative config stops beating ``auto`` as the load

@@ -146,10 +146,16 @@ class RunDiff(Rendered):
         changes = self.verdict_changes()
         return changes[(changes["verdict_a"] != "absent") & (changes["verdict_b"] != "absent")]
 
+    def claims(self) -> list[str]:
+        """Each run's claim per panel, as its summary states it (:mod:`.claim`)."""
+        return [f"{name}: {line}" for name, run in (("A", self.a), ("B", self.b))
+                for line in run.best()["statement"]]
+
     def text(self) -> str:
         shown = self.metrics()[[*KEYS, "output_tok_s_a", "output_tok_s_b", *RATIO]].round(3)
         return "\n\n".join([
             f"run A {self.a.run_id} vs run B {self.b.run_id}", self.headline(),
+            "each run's claim:\n" + "\n".join(f"  {line}" for line in self.claims()),
             "plan:\n" + "\n".join(f"  {line}" for line in self.plan_difference()),
             "setup differences:\n" + _or_none(self.setup()),
             "verdict changes:\n" + _or_none(self.changed()),

@@ -100,6 +100,7 @@ def compare_html(comparison: Any, figure: str = "") -> str:
         for what, *values in setup.itertuples(index=False, name=None)])
     return "".join([
         lead,
+        html_text("Each run's claim", bold=True), bullets(comparison.claims()),
         html_text("How the plans differ", bold=True), bullets(comparison.plan_difference()),
         figure,
         html_text("Verdict changes", bold=True,

@@ -29,14 +29,24 @@ def title(result: RunResult, what: str) -> str:
             f"{engine.get('version', '')}\nrun {result.run_id}")
 
 
-def legend(fig: Any, axes: Any) -> None:
+def legend(fig: Any, axes: Any) -> float:
+    """The figure's legend below its axes; returns the fraction of the figure's height it
+    takes, which the caller keeps free (``tight_layout(rect=(0, that, 1, 1))``), so the legend
+    never covers an axis or its label, however many rows it has."""
+    import math
+
     seen: dict[str, Any] = {}
     for ax in axes.flat:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             seen.setdefault(label, handle)
-    if seen:
-        fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(4, len(seen)),
-                   fontsize=8, frameon=False)
+    if not seen:
+        return 0.02
+    ncol = min(4, len(seen))
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=ncol,
+               fontsize=8, frameon=False)
+    rows = math.ceil(len(seen) / ncol)
+    height_pt = fig.get_figheight() * 72
+    return min(0.6, (rows * 8 * 1.45 + 12) / height_pt)
 
 
 def auto_band(ax: Any, rows: Any, column: str, colour: str, label: str,
@@ -71,8 +81,11 @@ def mark_failure(ax: Any, x: float | None, text: str, slot: int) -> None:
 
 
 def requests_note(rows: Any) -> str:
-    """``n = 3`` (or ``n = 3–9``): the measured requests behind each point of a panel."""
-    counts = sorted({int(n) for n in rows.get("n_requests", []) if n == n})
+    """``n = 3`` (or ``n = 3–9``): the measured requests behind each point of a panel (every
+    repeat's or round's, ``requests_n``; a cell's own ``n_requests`` where a table has no
+    ``requests_n``)."""
+    column = "requests_n" if "requests_n" in getattr(rows, "columns", ()) else "n_requests"
+    counts = sorted({int(n) for n in rows.get(column, []) if n == n})
     if not counts:
         return ""
     return f"n = {counts[0]}" if len(counts) == 1 else f"n = {counts[0]}–{counts[-1]}"

@@ -43,6 +43,8 @@ class Compared(Protocol):
 
     def failed_cells(self) -> list[dict[str, Any]]: ...
 
+    def best_budgets(self) -> Any: ...
+
 
 def text(value: object) -> str:
     """``value`` as LaTeX text: every character LaTeX would read as a command escaped."""
@@ -58,10 +60,12 @@ def write_latex(comparison: Compared, path: Path) -> Path:
     """Write ``results.tex``: a ``longtable`` per phase × workload × context of ``comparison``."""
     rows = table_rows(comparison)
     parts = []
+    claims = claim_lines(comparison)
     if len(rows):
         for (phase, workload, context), panel in rows.groupby(["phase", "workload", "context"],
                                                               sort=True):
-            parts.append(longtable(str(phase), str(workload), int(context), panel))
+            parts.append(longtable(str(phase), str(workload), int(context), panel,
+                                   claims.get((str(phase), str(workload), int(context)), [])))
     path.write_text(PREAMBLE + "\n".join(parts))
     return path
 
@@ -109,9 +113,27 @@ def plan_ranks(runs: Iterable[Any]) -> dict[tuple[str, str], int]:
     return ranks
 
 
-def longtable(phase: str, workload: str, context: int, rows: Any) -> str:
+def claim_lines(comparison: Compared) -> dict[tuple[str, str, int], list[str]]:
+    """Per phase × workload × context, each panel's claim in words (:mod:`.claim`, as the
+    summary and the answer state it), for the table's caption."""
+    from ..analysis.best import verdict_words
+
+    found: dict[tuple[str, str, int], list[str]] = {}
+    for row in comparison.best_budgets().to_dict("records"):
+        if row.get("decision") not in ("decided", "tie", "undecided") or row.get("alpha") is None:
+            continue
+        where = f"concurrency {int(row['concurrency'])}" + (f", {row['load']}" if row["load"]
+                                                           else "")
+        found.setdefault((str(row["phase"]), str(row["workload"]), int(row["context"])),
+                         []).append(f"{where}: {verdict_words(row, float(row['equivalence']))}")
+    return found
+
+
+def longtable(phase: str, workload: str, context: int, rows: Any,
+              claims: Iterable[str] = ()) -> str:
     """One panel's ``longtable``: a column per axis the panel varies, the config, its values,
-    and a verdict column only when a row is not ok."""
+    and a verdict column only when a row is not ok; its caption says what the interval is over
+    and each panel's claim (``claims``)."""
     axes = [(name, head) for name, head in _AXES
             if name == "concurrency" or rows[name].replace("", None).dropna().nunique() > 1
             or (name == "load" and (rows[name] != "").any())]
@@ -126,8 +148,12 @@ def longtable(phase: str, workload: str, context: int, rows: Any) -> str:
     lines = ["\\begingroup\\footnotesize\\setlength{\\tabcolsep}{3pt}",
              f"\\begin{{longtable}}{{@{{}}{spec}@{{}}}}",
              f"\\caption{{{text(phase)}, {text(workload)}, context {context}: output tokens/s, "
-             f"speedup vs autoregressive with its 95\\,\\% interval over n requests, TTFT p50, "
-             f"mean acceptance length (tokens per verify step){failed}}}"
+             f"speedup vs autoregressive (the geometric mean over prompts of the per-prompt "
+             f"speedup, every config sent the same prompts) with its 95\\,\\% interval (paired t "
+             f"over the prompts both measured, simultaneous over the panel's configs; n: the "
+             f"requests behind a row, over all its repeats or rounds), TTFT p50, "
+             f"mean acceptance length (tokens per verify step){failed}. "
+             f"{text('. '.join(claims)) + '.' if claims else ''}}}"
              f"\\label{{tab:specbench-{label(phase)}-{label(workload)}-{context}}}\\\\",
              "\\toprule", header, "\\midrule", "\\endfirsthead",
              f"\\multicolumn{{{width}}}{{@{{}}l}}{{{text(phase)}, "

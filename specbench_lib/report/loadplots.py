@@ -50,9 +50,9 @@ def latency_throughput(result: RunResult) -> Any:
             ax.set_xlim(left=0)
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3)
-    legend(fig, axes)
+    bottom = legend(fig, axes)
     fig.suptitle(title(result, "load curves: throughput vs per-user speed and TTFT"), fontsize=10)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     return fig
 
 
@@ -131,9 +131,9 @@ def _load_figure(result: RunResult, table: Any, verdicts: Any,
             ax.set_ylabel(ylabel)
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3)
-    legend(fig, axes)
+    bottom = legend(fig, axes)
     fig.suptitle(title(result, what), fontsize=10)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     return fig
 
 

@@ -124,9 +124,9 @@ def _vs_budget(result: RunResult, metrics: list[tuple[str, str]], ylabel: str, *
         _mark_failures(ax, failed, style)
         _axes(ax, spec, verdicts, ctx, level, panel, ylabel if c == 0 else None,
               r == len(contexts) - 1)
-    legend(fig, axes)
+    bottom = legend(fig, axes)
     fig.suptitle(title(result, ylabel), fontsize=10)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     return fig
 
 
@@ -195,8 +195,9 @@ def _draw_series(ax: Any, panel: Any, failed: Any, column: str, label: str, styl
 
 
 def _ring_best(ax: Any, panel: Any, best: Any, column: str, style: _Style, scale: float) -> None:
-    """The panel's best point ringed black; the configs in its confidence set (the data cannot
-    tell them from it) ringed grey. ``auto`` as the best is its band, not a point."""
+    """The panel's claim (:mod:`.claim`, through ``result.best()``): its leader ringed black,
+    the other configs of its confidence set ringed grey, and no other. ``auto`` as the leader is
+    its band, not a point."""
     for workload, rows in panel[panel["budget"].notna()].groupby("workload"):
         first = rows.iloc[0]
         here = best[(best["workload"] == workload) & (best["context"] == first["context"])
@@ -205,14 +206,15 @@ def _ring_best(ax: Any, panel: Any, best: Any, column: str, style: _Style, scale
                     & (best["output_tokens"] == first["output_tokens"])]
         if here.empty:
             continue
-        leader = str(here.iloc[0]["best"])
+        leader, decided = str(here.iloc[0]["best"]), here.iloc[0]["decision"] == "decided"
         members = {m.strip() for m in str(here.iloc[0]["confidence_set"]).split(",") if m.strip()}
         for _, row in rows[rows["config"].isin(members)].iterrows():
             lead = row["config"] == leader
             ax.plot(row["budget"] * style.dodge[workload], row[column] * scale, linestyle="none",
                     marker="o", markersize=15, markerfacecolor="none",
                     markeredgecolor="black" if lead else "0.6", markeredgewidth=1.5,
-                    label="best" if lead else "cannot be told from the best")
+                    label=("best" if decided else "fastest (the claim's leader)") if lead
+                    else "could be the best (the claim's set)")
 
 
 def _mark_failures(ax: Any, failed: Any, style: _Style) -> None:

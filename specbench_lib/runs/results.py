@@ -141,7 +141,19 @@ class RunResult(Rendered):
 
         params = self.info.params
         return results_table(self.cells, unstable_cv=params.get("unstable_cv", 0.10),
-                             slo=self.slo)
+                             slo=self.slo, alphas=self.alphas)
+
+    @cached_property
+    def alphas(self) -> dict[tuple[Any, ...], float]:
+        """A budgeted run's error per panel, that of the look its answer was made at
+        (``answer.json``); empty for a fixed plan (one look at α)."""
+        from ..core.store import read_json
+        from ..model.tablekeys import PANEL
+
+        path = self.run_dir / "answer.json"
+        found = read_json(path) if path.is_file() else {}
+        return {tuple(p["panel"][k] for k in PANEL): float(p["alpha"])
+                for p in found.get("panels", []) if p.get("alpha") is not None}
 
     @property
     def slo(self) -> Any:
@@ -182,7 +194,8 @@ class RunResult(Rendered):
         from ..analysis.best import best_configs
         from ..analysis.metrics import GROUP
 
-        return best_configs(self.cells, self._table, GROUP)
+        return best_configs(self.cells, self._table, GROUP, alphas=self.alphas,
+                            equivalence=float(self.info.params.get("equivalence", 0.05)))
 
     def summary(self) -> Any:
         """The best-config statements, then mean output tok/s and speedup, each with its 95 %

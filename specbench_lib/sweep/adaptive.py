@@ -82,7 +82,9 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     params = ctx.plan.params
     # a resumed run's budget counts what its earlier attempts spent
     budget = Budget(float(params.time_budget_s or 0), began=ctx.began - ctx.run.spent_s)
-    contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence)
+    contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence,
+                         spending=params.alpha_spending,
+                         first_look=0 if params.requests_per_cell >= 2 else 1)
     number, stopped = 0, "rounds"
     while number < contest.rounds:
         slices = [(s, contest.wanted([c for c in ctx.plan.cells_for(s)
@@ -100,16 +102,29 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
             took = max(budget.elapsed - before, 1e-3)
             contest.cap(min(ctx.book.rounds_fed,
                             max(2, math.ceil(2 * budget.seconds / took))))
-        contest.observe(SweepResult(ctx.run.dir.path).cells, number, budget.elapsed)
+        last = not whole or number + 1 >= contest.rounds or not _next_fits(
+            ctx, contest, budget, number + 1, placer)
+        contest.observe(SweepResult(ctx.run.dir.path).cells, number, budget.elapsed, last=last)
         ctx.lines.note(round_line(contest, number, budget))
         number += 1
         if contest.done:
             stopped = "decided"
             break
-        if not whole:
-            stopped = "budget"
+        if last:
+            stopped = "budget" if number < contest.rounds else "rounds"
             break
     return _finish(ctx, contest, budget, number, stopped)
+
+
+def _next_fits(ctx: SweepContext, contest: Contention, budget: Budget, number: int,
+               placer: Placer | None) -> bool:
+    """Whether round ``number`` at the configs still in (before this look) would fit the
+    budget: if not, this look is the last and spends all the error left."""
+    slices = {s.label: len(contest.wanted([c for c in ctx.plan.cells_for(s)
+                                           if c.cell_id not in ctx.run.kept], number))
+              for s in ctx.plan.servers if contest.needed(s.label)}
+    slices = {k: v for k, v in slices.items() if v}  # none: kept from an earlier attempt
+    return not slices or budget.would_fit(slices, parallel=placer is not None)
 
 
 def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
@@ -127,6 +142,7 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
     write_answer(ctx.run.dir.path, answer)
     ctx.run.dir.update_manifest(answer={
         "file": "answer.json", "rounds": answer["rounds"], "stopped": stopped,
+        "alphas": {_key(p["panel"]): p["alpha"] for p in answer["panels"]},
         "eliminated": {_key(p["panel"]): p["eliminated"] for p in answer["panels"]}})
     for line in answer_lines(answer):
         ctx.lines.note(line)

@@ -1,0 +1,115 @@
+"""Coverage and conditional error of a panel's claim (specbench_lib/claim.py), in simulation.
+
+    python benchmarks/claim_coverage.py [--sweeps 400] [--seed 1] [--quick]
+
+Simulated panels with a known truth (``tests/claimsim.py``): the issue's effect sizes (auto 31.8,
+ngram-b4 34.2, b8 33.4, b16 32.1, b32 29.5, draft-b4 15.9, then b2 33.0 and b64 28.0 tok/s: near
+ties), k = 2-8 configs, a per-prompt speed factor shared by the configs (log-normal σ 0.25),
+per-request noise (σ 0.10), 1-12 requests a round, 1-10 rounds, the ratio-of-sums estimator.
+
+Per design point, two ways of collecting the data:
+
+- **fixed**: every config every round, one claim at α = 0.05 (a fixed plan);
+- **budgeted**: the budgeted sweep's contest (a look after each round from the second, α spent
+  by the O'Brien-Fleming-type function over the rounds seen, the configs out of the set no longer
+  measured, a stop once decided).
+
+Prints per point: the coverage of the leader's speedup interval (of the sweeps that have one),
+of the confidence set (the true best in it), how often the claim is decided (``decided`` or
+``tie``) and its conditional error: of the decided sweeps, the share whose leader is more than
+the claimed ε behind the true best (wanted ≤ 5 %), with binomial Monte-Carlo errors (± 2 SE).
+Writes ``benchmarks/results/claim_coverage.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from _common import load_note, write_results  # noqa: E402
+from claimsim import Design, fixed, issue_design, sequential  # noqa: E402
+
+from specbench_lib.analysis.claim import Claim  # noqa: E402
+
+GRID = [(k, m, r) for k in (2, 4, 6, 8) for m in (1, 2, 4, 12) for r in (1, 3, 10)]
+QUICK = [(2, 1, 3), (6, 2, 3), (6, 2, 7), (5, 4, 5), (8, 12, 3)]
+
+
+def score(design: Design, found: Claim) -> dict[str, Any]:
+    """What one sweep's claim got right: its speedup interval, its set, its decision."""
+    best = max(design.names, key=design.rate)
+    row = found.rows.get(found.leader) if found.leader else None
+    truth = design.rate(found.leader) / design.rate(design.names[0]) if row else math.nan
+    has = row is not None and found.leader != design.names[0] and row.speedup_lo == row.speedup_lo
+    return {"interval": has, "covered": has and row.speedup_lo <= truth <= row.speedup_hi,
+            "in_set": best in found.members, "decided": found.decided,
+            "wrong": found.decided and design.rate(found.leader) < (1 - found.epsilon)
+            * design.best - 1e-12,
+            "wrong_margin": found.decided and design.rate(found.leader)
+            < (1 - found.equivalence) * design.best}
+
+
+def rate(hits: int, n: int) -> str:
+    if n == 0:
+        return "   -          "
+    p = hits / n
+    return f"{100 * p:5.1f} ± {200 * math.sqrt(max(p * (1 - p), 1e-9) / n):4.1f}"
+
+
+def point(k: int, m: int, r: int, sweeps: int, seed: int, mode: str) -> dict[str, Any]:
+    design = issue_design(k, m, r)
+    rng = np.random.default_rng([seed, k, m, r, mode == "budgeted"])
+    scores = [score(design, fixed(design, rng) if mode == "fixed"
+                    else sequential(design, rng).claim) for _ in range(sweeps)]
+    n_int = sum(s["interval"] for s in scores)
+    n_dec = sum(s["decided"] for s in scores)
+    return {"k": k, "per_round": m, "rounds": r, "mode": mode, "sweeps": sweeps,
+            "with_interval": n_int, "speedup_covered": sum(s["covered"] for s in scores),
+            "set_covered": sum(s["in_set"] for s in scores), "decided": n_dec,
+            "wrong": sum(s["wrong"] for s in scores),
+            "wrong_margin": sum(s["wrong_margin"] for s in scores)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweeps", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="a few design points only")
+    args = parser.parse_args()
+    began = time.monotonic()
+    print(load_note())
+    print(f"{'k':>2} {'req/rd':>6} {'rounds':>6} {'mode':>8}  {'speedup cov %':>14} "
+          f"{'set cov %':>14} {'decided %':>14} {'wrong | decided %':>18}")
+    rows = []
+    for k, m, r in QUICK if args.quick else GRID:
+        for mode in ("fixed", "budgeted"):
+            if mode == "budgeted" and r < 2:
+                continue
+            found = point(k, m, r, args.sweeps, args.seed, mode)
+            rows.append(found)
+            print(f"{k:>2} {m:>6} {r:>6} {mode:>8}  "
+                  f"{rate(found['speedup_covered'], found['with_interval']):>14} "
+                  f"{rate(found['set_covered'], found['sweeps']):>14} "
+                  f"{rate(found['decided'], found['sweeps']):>14} "
+                  f"{rate(found['wrong'], found['decided']):>18}", flush=True)
+    totals = {key: sum(r[key] for r in rows) for key in
+              ("with_interval", "speedup_covered", "sweeps", "set_covered", "decided", "wrong")}
+    print(f"all points: speedup {rate(totals['speedup_covered'], totals['with_interval'])} %, "
+          f"set {rate(totals['set_covered'], totals['sweeps'])} %, wrong when decided "
+          f"{rate(totals['wrong'], totals['decided'])} % ({totals['decided']} decided) "
+          f"in {time.monotonic() - began:.0f} s")
+    write_results("claim_coverage", {"rows": rows, "totals": totals, "seed": args.seed})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,379 @@
+"""A panel's claim: the one analysis every reader states (docs/uncertainty.md).
+
+**Units, paired by prompt.** Every config of a panel (workload × context × output length ×
+load point) is sent the same prompts: request i of repeat (round) r carries the same prompt in
+every config. So the unit is the prompt: at concurrency 1 a request, keyed (r, i); at
+concurrency c > 1 a block of c requests in the order sent (requests in flight together share the
+server's steps), keyed (r, block). A unit carries its tokens T and its time E: the requests'
+busy time (send to last token) over the cell's overlap (busy time over the cell's window), so
+Σ T / Σ E over one cell's units is that cell's output tok/s (:mod:`.metrics`). A fixed plan's
+repeats and a budgeted run's rounds are the same thing here: more units.
+
+**Estimates.** A config's throughput is the ratio of sums Σ T / Σ E over its units. Two
+configs are compared by the per-prompt paired log ratio d = log(T_i/E_i) − log(T_j/E_j) over the
+units both measured: its mean D_ij (the log of the geometric-mean speedup over the prompts),
+its standard error s_ij = sd(d)/√n and Student t with n − 1 degrees of freedom (the paired t;
+Student 1908). A prompt that is slow for one config is slow for all, and cancels in d; a
+round's drift, shared by its configs, cancels too.
+
+**The best: multiple comparisons with the best** (Hsu 1996, ch. 4; one-sided, constrained).
+With d_ij the one-sided t quantile at α / (k − 1) (Bonferroni over the k − 1 comparisons of the
+true best with the others, which is all the proof needs): config i is in the **confidence set**
+when no other config is shown faster, min_j (D_ij + d_ij s_ij) > 0; the set holds the true best
+with probability ≥ 1 − α. The leader (highest throughput) is **ε-good**: at most ε slower than
+the true best, with ε = 1 − exp(min(0, min_{j in set} (D_lj − d_lj s_lj))), simultaneously.
+
+**The decision** (``decision``): ``decided`` when the set is the leader alone (it is the best);
+``tie`` when the leader is shown within ``equivalence`` (default 5 %) of the best while others
+cannot be excluded (any of them may be the best, the leader is at most ε behind it);
+``undecided`` otherwise. Both ``decided`` and ``tie`` end a budgeted sweep's panel.
+
+**The speedup vs the baseline** (auto): the paired ratio over the units both measured, its
+two-sided interval simultaneous over the panel's k − 1 other configs (Bonferroni, α / (k − 1)),
+so picking the leader does not shrink it.
+
+**Looks.** A budgeted sweep looks after each round; look m spends α_m = A(τ_m) − A(τ_{m−1}) of a
+Lan-DeMets spending function A (Pocock type by default, O'Brien-Fleming type on request) at the
+information τ = rounds seen / rounds planned, and the last look spends what is left (Lan &
+DeMets 1983); by the union bound every look's claim holds together with probability ≥ 1 − α.
+A fixed plan is one look at α.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import ParamsError
+from ..model.records import CellRecord
+
+ALPHA = 0.05
+EQUIVALENCE = 0.05  # decided once the leader is shown within 5 % of the best
+DECISIONS = ("decided", "tie", "undecided")
+MIN_UNITS = 2  # the fewest paired units a comparison needs to exclude a config or bound ε
+MIN_LOOK_ALPHA = 1e-9  # a look that could spend less than this is not taken (it could say nothing)
+UnitId = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Units:
+    """One config's units in one panel: their keys, tokens and times, and the requests behind."""
+
+    ids: tuple[UnitId, ...]
+    tokens: Any  # numpy arrays, aligned with ids
+    seconds: Any
+    requests: int
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def rate(self) -> float:
+        """Σ T / Σ E (NaN with none)."""
+        total = float(self.seconds.sum()) if self.n else 0.0
+        return float(self.tokens.sum()) / total if total > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One config of a claim: its throughput, its speedup vs the baseline (simultaneous over
+    the panel's configs), whether it is in the set, and how far behind the best it may be."""
+
+    config: str
+    tok_s: float
+    speedup: float
+    speedup_lo: float
+    speedup_hi: float
+    in_set: bool
+    behind_max: float  # at most this fraction slower than the best (1.0: no bound)
+    requests_n: int
+    units_n: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A panel's claim (see the module): leader, set, decision, ε, speedup and rows."""
+
+    leader: str | None
+    members: tuple[str, ...]
+    decision: str
+    epsilon: float  # the leader is at most this fraction slower than the best (NaN: no bound)
+    baseline: str | None
+    speedup: float
+    speedup_lo: float
+    speedup_hi: float
+    alpha: float
+    equivalence: float
+    rows: dict[str, Row] = field(default_factory=dict)
+
+    @property
+    def decided(self) -> bool:
+        return self.decision in ("decided", "tie")
+
+
+def units_of(cells: Sequence[CellRecord]) -> Units:
+    """The units of one config's ok cells in one panel (see the module)."""
+    import numpy as np
+
+    ids: list[UnitId] = []
+    tokens: list[float] = []
+    seconds: list[float] = []
+    requests = 0
+    for cell in sorted((c for c in cells if c.verdict.ok), key=lambda c: c.spec.repeat):
+        skip = set(cell.verdict.failed)
+        recs = sorted((r for r in cell.measured if r.index not in skip and r.token_times
+                       and r.final), key=lambda r: (r.start, r.index))
+        busy = [r.token_times[-1] - r.start for r in recs]
+        window = (max(r.token_times[-1] for r in recs) - min(r.start for r in recs)) if recs else 0
+        if not recs or window <= 0 or sum(busy) <= 0:
+            continue
+        overlap = sum(busy) / window
+        slots = max(1, int(cell.spec.concurrency))
+        blocks = max(1, len(recs) // slots)
+        requests += len(recs)
+        for b in range(blocks):
+            mine = range(b * slots, len(recs) if b == blocks - 1 else (b + 1) * slots)
+            key = recs[b].index if slots == 1 else b
+            ids.append((cell.spec.repeat, key))
+            tokens.append(sum(float(recs[i].final.completion_tokens or 0) for i in mine))
+            seconds.append(sum(busy[i] for i in mine) / overlap)
+    return Units(tuple(ids), np.array(tokens, dtype=float), np.array(seconds, dtype=float),
+                 requests)
+
+
+def paired(a: Units, b: Units) -> tuple[float, float, int]:
+    """The mean over the units both measured of the per-prompt log ratio log(rate a / rate b)
+    (rate: the unit's T / E), its standard error and the units behind it (SE NaN with fewer
+    than 2 units)."""
+    import numpy as np
+
+    if a.ids == b.ids:  # the usual case: the same prompts, in the same order
+        ra, rb = a.tokens / a.seconds, b.tokens / b.seconds
+    else:
+        where = {u: k for k, u in enumerate(b.ids)}
+        mine = [(k, where[u]) for k, u in enumerate(a.ids) if u in where]
+        ra = np.array([a.tokens[k] / a.seconds[k] for k, _ in mine], dtype=float)
+        rb = np.array([b.tokens[k] / b.seconds[k] for _, k in mine], dtype=float)
+    keep = (ra > 0) & (rb > 0) & np.isfinite(ra) & np.isfinite(rb)
+    logs = np.log(ra[keep]) - np.log(rb[keep])
+    n = int(logs.size)
+    if n == 0:
+        return float("nan"), float("nan"), 0
+    if n < 2:
+        return float(logs.mean()), float("nan"), n
+    se = float(np.std(logs, ddof=1)) / math.sqrt(n)
+    return float(logs.mean()), se, n  # 0 only where every prompt gave the same ratio
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The Student t quantile at ``p`` with ``df`` degrees of freedom (NaN below 1)."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, p)) if df >= 1 else float("nan")
+
+
+def _bound(diff: float, se: float, n: int, p: float, sign: int, least: int = 2) -> float:
+    """diff + sign · t · se, ±inf (no bound) where the SE is unknown or from fewer than
+    ``least`` units."""
+    if se != se or n < max(2, least):
+        return sign * math.inf
+    return diff + sign * t_quantile(p, n - 1) * se
+
+
+def _pairs(units: Mapping[str, Units], configs: Sequence[str]) -> dict[tuple[str, str], Any]:
+    """Every ordered pair's paired comparison (each pair computed once: j, i is −(i, j))."""
+    found: dict[tuple[str, str], Any] = {}
+    for x, i in enumerate(configs):
+        for j in configs[x + 1:]:
+            diff, se, n = paired(units[i], units[j])
+            found[i, j], found[j, i] = (diff, se, n), (-diff, se, n)
+    return found
+
+
+def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None, *,
+          alpha: float = ALPHA, equivalence: float = EQUIVALENCE) -> Claim:
+    """The claim of a panel (see the module) from each config's ``units`` (``order``: the
+    panel's configs in plan order; ``baseline``: its auto config, or None)."""
+    check(alpha, equivalence)
+    configs = [c for c in order if c in units and units[c].n and units[c].rate() > 0]
+    if not configs:
+        return Claim(None, (), "undecided", math.nan, baseline, math.nan, math.nan, math.nan,
+                     alpha, equivalence)
+    k = len(configs)
+    unmeasured = [c for c in order if c not in configs]  # in contention, no data: no bound
+    one = 1 - alpha / max(1, k + len(unmeasured) - 1)  # one-sided, Bonferroni over k − 1
+    pairs = _pairs(units, configs)
+    upper = {i: min((_bound(*pairs[i, j], one, +1, MIN_UNITS) for j in configs if j != i),
+                    default=math.inf) for i in configs}
+    leader = max(configs, key=lambda c: units[c].rate())
+    # the set, fastest first (the leader leads), then any config never measured, in plan order
+    members = (*sorted((c for c in configs if upper[c] > 0), key=lambda c: -units[c].rate()),
+               *unmeasured)
+
+    def behind(i: str) -> float:
+        if unmeasured:
+            return 1.0
+        lows = [_bound(*pairs[i, j], one, -1, MIN_UNITS) for j in members if j != i]
+        low = min(0.0, min(lows, default=0.0))
+        return 1 - math.exp(max(low, -700.0)) if low > -math.inf else 1.0
+
+    epsilon = behind(leader) if k > 1 or len(order) < 2 else math.nan
+    decision = ("undecided" if epsilon != epsilon or unmeasured else
+                "decided" if members == (leader,) else
+                "tie" if leader in members and epsilon <= equivalence else "undecided")
+    rows = {c: _row(c, units, pairs, baseline, configs, alpha, c in members, behind(c))
+            for c in configs}
+    top = rows[leader]
+    return Claim(leader, members, decision, epsilon, baseline, top.speedup, top.speedup_lo,
+                 top.speedup_hi, alpha, equivalence, rows)
+
+
+def _row(config: str, units: Mapping[str, Units], pairs: Mapping[tuple[str, str], Any],
+         baseline: str | None, configs: Sequence[str], alpha: float, in_set: bool,
+         behind_max: float) -> Row:
+    mine = units[config]
+    nan = math.nan
+    if baseline is None or baseline not in configs:
+        low = high = speed = nan
+    elif config == baseline:  # itself: 1 exactly, with an "interval" only where it could have one
+        speed, low, high = 1.0, *((1.0, 1.0) if mine.n >= 2 else (nan, nan))
+    else:
+        diff, se, n = pairs[config, baseline]
+        two = 1 - alpha / 2 / max(1, len(configs) - 1)
+        speed = _exp(diff)
+        low, high = (_exp(_bound(diff, se, n, two, -1)) if se == se else nan,
+                     _exp(_bound(diff, se, n, two, +1)) if se == se else nan)
+    return Row(config, mine.rate(), speed, low, high, in_set, behind_max, mine.requests, mine.n)
+
+
+def _exp(value: float) -> float:
+    """exp, +inf past the float range (a look at a tiny error has a huge reach)."""
+    return math.exp(value) if value < 700 else math.inf
+
+
+def check(alpha: float, equivalence: float) -> None:
+    """A clear error for an error rate or margin out of range."""
+    if not 0 < alpha < 1:
+        raise ParamsError(f"a claim's error alpha must be between 0 and 1, not {alpha!r}",
+                          key="alpha", value=alpha)
+    if not equivalence >= 0:
+        raise ParamsError(f"equivalence margin {equivalence!r}: it must be a fraction >= 0 "
+                          f"(0.05 is 5 %); give a non-negative number", key="equivalence",
+                          value=equivalence)
+
+
+def spent(tau: float, alpha: float = ALPHA, kind: str = "obf") -> float:
+    """The error a Lan-DeMets spending function has spent by information ``tau`` (0-1):
+    Pocock type α · ln(1 + (e − 1) τ), or O'Brien-Fleming type 2 − 2 Φ(z(1 − α/2) / √τ)."""
+    from scipy.special import ndtr, ndtri
+
+    tau = min(1.0, max(0.0, tau))
+    if tau == 0:
+        return 0.0
+    if kind == "pocock":
+        return alpha * math.log(1 + (math.e - 1) * tau)
+    if kind == "obf":
+        return float(2 - 2 * ndtr(ndtri(1 - alpha / 2) / math.sqrt(tau)))
+    raise ParamsError(f"alpha spending {kind!r}: use 'pocock' or 'obf'", key="alpha_spending",
+                      value=kind)
+
+
+def look_alpha(seen: float, planned: float, before: float, *, last: bool,
+               alpha: float = ALPHA, kind: str = "obf") -> float:
+    """The error a look may spend: at information ``seen / planned`` the spending function's
+    total less what earlier looks spent (``before``); the last look spends all that is left."""
+    if planned <= 0 or seen <= 0:
+        raise ParamsError(f"a look at {seen} of {planned} rounds: a look needs data",
+                          key="max_rounds", value=planned)
+    total = alpha if last else spent(seen / planned, alpha, kind)
+    return max(0.0, total - before)
+
+
+def behind_text(fraction: float) -> str:
+    """"at most 2.1 % slower than the best" (or "no bound yet")."""
+    if fraction != fraction or fraction >= 1:
+        return "no bound yet on how far it is behind the best"
+    if fraction <= 0:
+        return "the best"
+    return f"at most {100 * fraction:.1f} % slower than the best"
+
+
+Panel = tuple[Any, ...]
+
+
+def panel_of_cell(cell: CellRecord) -> Panel:
+    """A cell's panel: its values of :data:`~.tablekeys.PANEL`."""
+    from ..model.tablekeys import PANEL
+
+    row = cell.spec.row()
+    return tuple(row[k] for k in PANEL)
+
+
+def panel_claims(cells: Sequence[CellRecord], *, alphas: Mapping[Panel, float] | None = None,
+                 equivalence: float = EQUIVALENCE,
+                 configs: Mapping[Panel, Sequence[str]] | None = None) -> dict[Panel, Claim]:
+    """Every panel's claim from a run's cells: its configs in the order they come (or
+    ``configs``), its baseline the first ``auto`` config, at the panel's error in ``alphas``
+    (a budgeted run's last look; :data:`ALPHA` otherwise)."""
+    by_panel: dict[Panel, dict[str, list[CellRecord]]] = {}
+    baselines: dict[Panel, str] = {}
+    for cell in cells:
+        panel = panel_of_cell(cell)
+        mine = by_panel.setdefault(panel, {}).setdefault(cell.spec.config, [])
+        if cell.verdict.ok or cell.status == "invalid" or cell.verdict.by_design:
+            mine.append(cell)  # a crashed (or known bad) config is out, not in contention
+        if cell.spec.method == "auto":
+            baselines.setdefault(panel, cell.spec.config)
+    found = {}
+    for panel, by_config in by_panel.items():
+        given = list((configs or {}).get(panel) or ())
+        order = [c for c in [*given, *(c for c in by_config if c not in given)]
+                 if by_config.get(c)]
+        units = {c: units_of(v) for c, v in by_config.items()}
+        found[panel] = claim(units, order, baselines.get(panel),
+                             alpha=(alphas or {}).get(panel, ALPHA), equivalence=equivalence)
+    return found
+
+
+def claim_columns(table: Any, claims: Mapping[Panel, Claim]) -> Any:
+    """``table`` (one row per config × panel) with ``speedup`` and ``speedup_lo/hi`` from the
+    panel's claim (paired by prompt, simultaneous over the panel's configs)."""
+    from ..model.tablekeys import PANEL
+
+    speed, low, high = [], [], []
+    for row in table.to_dict("records"):
+        panel = tuple(None if _missing(row[k]) else row[k] for k in PANEL)
+        found = claims.get(panel)
+        mine = found.rows.get(str(row["config"])) if found is not None else None
+        speed.append(mine.speedup if mine else math.nan)
+        low.append(mine.speedup_lo if mine else math.nan)
+        high.append(mine.speedup_hi if mine else math.nan)
+    return table.assign(speedup=speed, speedup_lo=low, speedup_hi=high)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def more_units(units: Mapping[str, Units], found: Claim) -> int | None:
+    """About how many more requests per config would show the leader within the margin, as
+    the standard errors shrink with √n at the same error (None where no number of requests
+    would, by the estimates now)."""
+    if found.leader is None or found.decided:
+        return None
+    top = units[found.leader]
+    one = 1 - found.alpha / max(1, len(found.rows) - 1)
+    floor = math.log(1 - found.equivalence) if found.equivalence < 1 else -math.inf
+    need = top.n
+    for other in found.members:
+        if other == found.leader:
+            continue
+        diff, se, n = paired(top, units[other])
+        if se != se or n < 2 or diff <= floor:
+            return None
+        reach = t_quantile(one, n - 1) * se
+        need = max(need, math.ceil(n * (reach / (diff - floor)) ** 2))
+    per_unit = top.requests / max(1, top.n)
+    return max(1, math.ceil((need - top.n) * per_unit))
