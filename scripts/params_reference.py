@@ -22,6 +22,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import generated  # scripts/generated.py, beside this one
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
@@ -168,13 +169,7 @@ def reference() -> str:
 
 def main() -> None:
     text = reference()
-    if "--write" not in sys.argv:
-        print(text, end="")
-        return
-    page = DOC.read_text()
-    head, rest = page.split(START, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{START}\n{text}{END}{tail}")
+    generated.main(DOC, START, END, text)
 
 
 if __name__ == "__main__":

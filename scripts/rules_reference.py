@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import generated  # scripts/generated.py, beside this one
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -55,13 +57,7 @@ def rows() -> list[str]:
 
 def main() -> None:
     table = "\n".join(rows())
-    if "--write" not in sys.argv:
-        print(table)
-        return
-    page = DOC.read_text()
-    head, rest = page.split(START, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{START}\n{table}\n{END}{tail}")
+    generated.main(DOC, START, END, table + "\n")
 
 
 if __name__ == "__main__":

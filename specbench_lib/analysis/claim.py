@@ -33,7 +33,7 @@ two-sided interval simultaneous over the panel's k − 1 other configs (Bonferro
 so picking the leader does not shrink it.
 
 **Looks.** A budgeted sweep looks after each round; look m spends α_m = A(τ_m) − A(τ_{m−1}) of a
-Lan-DeMets spending function A (Pocock type by default, O'Brien-Fleming type on request) at the
+Lan-DeMets spending function A (O'Brien-Fleming type by default, Pocock type on request) at the
 information τ = rounds seen / rounds planned, and the last look spends what is left (Lan &
 DeMets 1983); by the union bound every look's claim holds together with probability ≥ 1 − α.
 A fixed plan is one look at α.
