@@ -32,9 +32,15 @@ def _killed_while_writing_the_answer(run_dir: Path) -> None:
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
+# near-ties with noisy tokens that no round of this budget can decide (issue 29's claim decides
+# the clear b8 of the default speedups at round 1's last look): the budget is what stops them
+NEAR_TIES: dict[str, Any] = {"speedups": {4: 1.0, 8: 1.01, 16: 1.02}, "jitter": 0.3,
+                             "equivalence": 0.001}
+
+
 def test_a_resumed_budgeted_run_counts_the_time_spent_and_says_what_it_measured(
         tmp_path: Path) -> None:
-    plan = sb.load_plan(budget_params(tmp_path, seed=2, budget="4s"))
+    plan = sb.load_plan(budget_params(tmp_path, seed=2, budget="4s", **NEAR_TIES))
     first = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
     before = _answer(first)
     assert before["stopped"] == "budget" and before["measured"]["attempts"] == 1
@@ -58,7 +64,7 @@ def test_a_resumed_budgeted_run_counts_the_time_spent_and_says_what_it_measured(
 
 
 def test_a_budget_below_one_rounds_cost_still_measures_the_first_round(tmp_path: Path) -> None:
-    plan = sb.load_plan(budget_params(tmp_path, seed=4, budget="0.01s"))
+    plan = sb.load_plan(budget_params(tmp_path, seed=4, budget="0.01s", **NEAR_TIES))
     result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
     answer = _answer(result)
     first = [c for c in result.cells if c.spec.repeat == 0]

@@ -311,10 +311,12 @@ def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
         engine, outputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import specbench_lib as sb
     from specbench_lib.model import plan as plan_module
+    from specbench_lib.prompts import promptbook
     from specbench_lib.sweep import serversweep
 
     monkeypatch.setattr(serversweep, "context_guard", lambda **_: None)
     monkeypatch.setattr(plan_module, "_require_context_room", lambda *_: None)  # both guards
+    monkeypatch.setattr(promptbook, "refused_everywhere", lambda *_: False)  # and its prompts
     params = tmp_path / "p.yaml"
     params.write_text(f"extends: {TINY}\ncontexts: [2048]\nconcurrency: [1]\nwarmup_requests: 0\n")
     result = sb.run_sweep(sb.load_plan(params, budget=8), progress=False)

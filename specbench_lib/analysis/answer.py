@@ -90,7 +90,7 @@ def read_answer(run_dir: Path | str) -> dict[str, Any] | None:
     return read_doc(path, ANSWER, name="answer", fix=ANSWER_FIX) if path.is_file() else None
 
 
-def _answer_or_error(run_dir: Path | str) -> tuple[dict[str, Any] | None, str | None]:
+def answer_or_error(run_dir: Path | str) -> tuple[dict[str, Any] | None, str | None]:
     """:func:`read_answer`, its error as one line instead (the rest of a report goes on)."""
     try:
         return read_answer(run_dir), None
@@ -189,7 +189,7 @@ def answer_of(result: Any) -> Answer:
     run_dir = getattr(result, "run_dir", None)
     if run_dir is None:
         return Answer(None, measured=False)
-    found, damaged = _answer_or_error(run_dir)
+    found, damaged = answer_or_error(run_dir)
     if found is not None:
         return Answer(found)
     best = result.best()
@@ -204,7 +204,7 @@ def answers_html(runs: Sequence[Any]) -> str:
     for run in runs:
         if getattr(run, "run_dir", None) is None:
             continue
-        found, damaged = _answer_or_error(run.run_dir)
+        found, damaged = answer_or_error(run.run_dir)
         if found is not None or damaged is not None:
             parts.append(html_text(f"run {run.run_dir.name}", bold=True)
                          + Answer(found, damaged=damaged).html())
@@ -216,7 +216,7 @@ def answers_json(runs: Sequence[Any]) -> dict[str, Any]:
     found = {}
     for run in runs:
         if getattr(run, "run_dir", None) is not None:
-            answer, damaged = _answer_or_error(run.run_dir)
+            answer, damaged = answer_or_error(run.run_dir)
             if answer is not None or damaged is not None:
                 found[run.run_dir.name] = answer if damaged is None else {"damaged": damaged}
     return found

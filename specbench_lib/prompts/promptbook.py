@@ -67,6 +67,13 @@ def group_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
     return (key[0], key[1], key[-1])
 
 
+def refused_everywhere(params: SweepParams, cell: CellSpec) -> bool:
+    """Whether the context guard refuses ``cell`` in every config (launched servers share the
+    plan's context), so it needs no prompts."""
+    launched = not any(c.attach for c in params.configs)
+    return launched and cell.context + cell.output_tokens > params.engine.context - 1
+
+
 class PromptBook:
     """The prompts of a plan, built once per sweep with the first server's tokenizer."""
 
@@ -75,9 +82,8 @@ class PromptBook:
         self.params = params
         self.lifetimes = lifetimes or Lifetimes()
         counts: dict[tuple[Any, ...], int] = {}
-        launched = not any(c.attach for c in params.configs)
         for cell in cells:
-            if launched and cell.context + cell.output_tokens > params.engine.context - 1:
+            if refused_everywhere(params, cell):
                 continue  # the context guard refuses it in every config: it sends no prompt
             counts[cell_key(cell)] = params.requests_for(cell)
         self.layout = sorted(counts.items())  # (key, requests) in the order prompts are drawn

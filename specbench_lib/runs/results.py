@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.analyse import analyse
+from ..analysis.answer import answer_or_error
 from ..core.display import Rendered, html_table, html_text
 from ..core.errors import StoreError, ValidationFailed
 from ..core.tables import plan_names, plan_sorted
 from ..model.catalogue import C
 from ..model.records import STATUSES, CellRecord, Reason
+from ..model.tablekeys import PANEL
 from .manifest import Manifest
 from .run import RunDir
 
@@ -146,14 +148,11 @@ class RunResult(Rendered):
     @cached_property
     def alphas(self) -> dict[tuple[Any, ...], float]:
         """A budgeted run's error per panel, that of the look its answer was made at
-        (``answer.json``); empty for a fixed plan (one look at α)."""
-        from ..core.store import read_json
-        from ..model.tablekeys import PANEL
-
-        path = self.run_dir / "answer.json"
-        found = read_json(path) if path.is_file() else {}
+        (``answer.json``, through its typed reader); empty for a fixed plan (one look at α) and
+        for a damaged answer (named by the answer's own readers; the claims are then at α)."""
+        found, _ = answer_or_error(self.run_dir)
         return {tuple(p["panel"][k] for k in PANEL): float(p["alpha"])
-                for p in found.get("panels", []) if p.get("alpha") is not None}
+                for p in (found or {}).get("panels", []) if p.get("alpha") is not None}
 
     @property
     def slo(self) -> Any:
