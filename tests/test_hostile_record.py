@@ -344,13 +344,13 @@ BASE = a_cell_dict()
 PATHS = paths_of(BASE)
 
 
-@settings(FUZZ, max_examples=300)
-@given(picks=st.lists(st.tuples(st.sampled_from(PATHS), st.booleans(), JSON), min_size=1,
-                      max_size=3))
-def test_fuzz_a_mutated_cell_file_is_read_or_named_never_a_traceback(
-        tmp_path_factory: pytest.TempPathFactory, picks: list[tuple[Any, bool, Any]]) -> None:
-    data = json.loads(json.dumps(BASE))
+def with_picks(base: Any, picks: list[tuple[tuple[Any, ...], bool, Any]]) -> Any:
+    """A copy of ``base`` with each pick applied: (path, delete, value); an empty path replaces
+    the whole document; a pick whose path an earlier one changed away is passed over."""
+    data = json.loads(json.dumps(base))
     for path, delete, value in picks:
+        if not path:
+            return value
         node = data
         try:
             for part in path[:-1]:
@@ -361,6 +361,15 @@ def test_fuzz_a_mutated_cell_file_is_read_or_named_never_a_traceback(
                 node[path[-1]] = value
         except (KeyError, IndexError, TypeError):
             continue  # an earlier pick changed the path away
+    return data
+
+
+@settings(FUZZ, max_examples=300)
+@given(picks=st.lists(st.tuples(st.sampled_from(PATHS), st.booleans(), JSON), min_size=1,
+                      max_size=3))
+def test_fuzz_a_mutated_cell_file_is_read_or_named_never_a_traceback(
+        tmp_path_factory: pytest.TempPathFactory, picks: list[tuple[Any, bool, Any]]) -> None:
+    data = with_picks(BASE, picks)
     run_dir = tmp_path_factory.mktemp("fuzz")
     cell = run_dir / "cells" / "c.json"
     cell.parent.mkdir()

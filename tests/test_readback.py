@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fuzz import FUZZ
-from test_hostile_record import JSON, a_cell_dict, paths_of
+from test_hostile_record import JSON, a_cell_dict, paths_of, with_picks
 from test_record_integrity import recorded_run
 
 import specbench_lib as sb
@@ -118,24 +118,6 @@ def test_an_answer_cut_in_half_is_named_and_the_rest_of_the_report_is_written(
     assert (out / "report" / "results.html").is_file()
 
 
-def _mutate(base: Any, picks: list[tuple[tuple[Any, ...], bool, Any]]) -> Any:
-    data = json.loads(json.dumps(base))
-    for path, delete, value in picks:
-        if not path:
-            return value
-        node = data
-        try:
-            for part in path[:-1]:
-                node = node[part]
-            if delete and isinstance(node, dict):
-                node.pop(path[-1], None)
-            else:
-                node[path[-1]] = value
-        except (KeyError, IndexError, TypeError):
-            continue  # an earlier pick changed the path away
-    return data
-
-
 ANSWER_PATHS = [(), *paths_of(ANSWER)]
 # monkeypatch sets one variable to each example's folder; capsys is read out on every call
 SCOPED = [HealthCheck.function_scoped_fixture]
@@ -149,7 +131,7 @@ def test_fuzz_answer_json_is_read_or_named_through_every_entry_point(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         picks: list[tuple[tuple[Any, ...], bool, Any]]) -> None:
     out = copy_of(base_run, tmp_path_factory.mktemp("answer"))
-    (out / "runs" / "r1" / ANSWER_FILE).write_text(json.dumps(_mutate(ANSWER, picks)))
+    (out / "runs" / "r1" / ANSWER_FILE).write_text(json.dumps(with_picks(ANSWER, picks)))
     seen = read_every_way(out, monkeypatch, capsys)
     assert seen["answer"].startswith(("answer:", "no answer: answer is not of its shape")), seen
 
@@ -170,7 +152,7 @@ def test_fuzz_a_manifest_is_read_or_named_by_every_reader_and_resume(
                                min_size=1, max_size=3))
     out = copy_of(base_run, tmp_path_factory.mktemp("manifest"))
     run_dir = out / "runs" / "r1"
-    (run_dir / "manifest.json").write_text(json.dumps(_mutate(manifest_of, picks)))
+    (run_dir / "manifest.json").write_text(json.dumps(with_picks(manifest_of, picks)))
     seen = read_every_way(out, monkeypatch, capsys)
     if "result" in seen:  # unreadable: named by every reader, resume refuses in one line
         assert "manifest.json" in seen["result"] and seen["runs"] != "None"
@@ -197,7 +179,7 @@ def test_fuzz_a_cell_is_read_or_named_through_every_entry_point(
         picks: list[tuple[tuple[Any, ...], bool, Any]]) -> None:
     out = copy_of(base_run, tmp_path_factory.mktemp("cell"))
     cell = out / "runs" / "r1" / "cells" / "auto__code__ctx128__c1.json"
-    cell.write_text(json.dumps(_mutate(CELL, picks)))
+    cell.write_text(json.dumps(with_picks(CELL, picks)))
     read_every_way(out, monkeypatch, capsys)
 
 

@@ -90,7 +90,7 @@ PANEL_ANSWER = Doc(
      "eliminated": dict[str, int], "out": dict[str, str], "decided_s": float | None,
      "decided_round": int | None, "more_requests": int | None},
     frozenset({"panel", "decided", "decision", "best", "confidence_set", "speedup",
-               "baseline", "eliminated"}))
+               "speedup_lo", "speedup_hi", "baseline", "eliminated"}))
 ANSWER = Doc({"seconds": float, "budget_s": float, "rounds": int, "stopped": str,
               "alpha": float, "looks": int, "panels": Each(PANEL_ANSWER),
               "measured": dict[str, Any]},
