@@ -93,7 +93,7 @@ PANEL_ANSWER = Doc(
                "speedup_lo", "speedup_hi", "baseline", "eliminated"}))
 ANSWER = Doc({"seconds": float, "budget_s": float, "rounds": int, "stopped": str,
               "alpha": float, "looks": int, "panels": Each(PANEL_ANSWER),
-              "measured": dict[str, Any]},
+              "measured": dict[str, Any], "partial": dict[str, Any] | None},
              frozenset({"seconds", "budget_s", "rounds", "stopped", "panels"}))
 ANSWER_FIX = ("a damaged answer: run 'specbench run <phase> --resume <run>' to measure what is "
               "missing and write it again, or delete it to read the run by its cells")
