@@ -39,13 +39,14 @@ def test_a_first_round_that_took_most_of_the_budget_is_followed_by_the_contender
     (panel,) = answer["panels"]
     assert {"ngram-b16", "ngram-b32"} <= set(panel["eliminated"]), panel
     # the old prediction (all five configs, as before the first look) stopped after round 1
-    # with about a third of the budget left; the contenders' round fits in that
+    # at 21-23 s of the 30 (seeds 1, 2, 3, 5); the contenders' round, whole or partial, fits
+    # in what is left (here: a partial round of 4-5 of 6 requests, ending at 27.5-28 s)
     assert answer["rounds"] >= 2, answer
     second = {c.spec.config: c for c in result.cells if c.spec.repeat == 1}
     assert all(second[c].status == "ok" for c in ("ngram-b4", "ngram-b8")), second
     assert second["ngram-b16"].status == "skipped"
-    if answer["stopped"] == "budget":  # it stopped because the next round did not fit
-        assert answer["seconds"] >= 0.6 * answer["budget_s"], answer
+    if answer["stopped"] == "budget":  # it stopped because not even a smaller round fitted
+        assert answer["seconds"] >= 0.8 * answer["budget_s"], answer
 
 
 @pytest.fixture
