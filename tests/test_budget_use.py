@@ -118,3 +118,33 @@ def test_the_smallest_next_round_decides_the_last_look_not_the_configs_before_it
     # ranked: the set fastest first, then the baseline (measured only for the speedup)
     ranked = contest.ranked()
     assert ranked[-1] == "auto" and set(ranked[:2]) == {"ngram-b4", "ngram-b8"}
+
+
+def test_a_partial_round_keeps_every_contender_it_can_then_the_leaders() -> None:
+    from types import SimpleNamespace
+
+    contest = _contest()
+    ranked = contest.ranked()
+    assert len(ranked) == 3  # ngram-b32 out after the first look
+    cells = [c for c in _round_specs() if c.repeat == 1 and c.config in ranked]
+    slices = [(SimpleNamespace(label=c.config), [c]) for c in cells]
+    ctx = SimpleNamespace(plan=SimpleNamespace(params=SimpleNamespace(requests_per_cell=6)))
+    now = [70.0]
+    budget = Budget(100, clock=lambda: now[0], began=0.0)
+    for config in ranked:
+        budget.learn(config, 12, 1, fixed=3)  # 3 s start, 1.5 s a request
+    # 30 s left: a whole round of the three (36 s) does not fit; all three with 4 requests do
+    assert adaptive._partial(ctx, contest, budget, slices, False) == adaptive.Partial(
+        4, 6, tuple(ranked))
+    now[0] = 89.0  # 11 s left: three at one request (13.5 s) do not; the two leaders at one do
+    assert adaptive._partial(ctx, contest, budget, slices, False) == adaptive.Partial(
+        1, 6, tuple(ranked[:2]))
+    now[0] = 92.0  # 8 s: not even that
+    assert adaptive._partial(ctx, contest, budget, slices, False) is None
+
+
+def _round_specs() -> list:
+    truth = Truth(configs=(ConfigTruth("auto"), ConfigTruth("ngram-b4", "ngram", 4),
+                           ConfigTruth("ngram-b8", "ngram", 8),
+                           ConfigTruth("ngram-b32", "ngram", 32)))
+    return [c.spec for c in simulate_panel(truth, 1, 6, 2, np.random.default_rng(1))]
