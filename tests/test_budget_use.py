@@ -148,3 +148,15 @@ def _round_specs() -> list:
                            ConfigTruth("ngram-b8", "ngram", 8),
                            ConfigTruth("ngram-b32", "ngram", 32)))
     return [c.spec for c in simulate_panel(truth, 1, 6, 2, np.random.default_rng(1))]
+
+
+def test_an_answer_whose_partial_round_is_of_another_shape_is_named(tmp_path: Path) -> None:
+    from specbench_lib.analysis.answer import read_answer
+    from specbench_lib.core.errors import StoreError
+
+    answer = {"seconds": 1.0, "budget_s": 2.0, "rounds": 1, "stopped": "budget", "panels": []}
+    (tmp_path / "answer.json").write_text(json.dumps({**answer, "partial": None}))
+    assert read_answer(tmp_path)["partial"] is None  # a run without a partial round
+    (tmp_path / "answer.json").write_text(json.dumps({**answer, "partial": {"round": 2}}))
+    with pytest.raises(StoreError, match="partial"):
+        read_answer(tmp_path)
