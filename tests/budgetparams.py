@@ -20,9 +20,9 @@ def free_port() -> int:
 def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, float] = KNOWN,
                   interval: float = 0.004, max_rounds: int = 8, tokens: int = 32,
                   port: int | None = None, extra: str = "", jitter: float = 0.0,
-                  equivalence: float | None = None) -> Path:
+                  equivalence: float | None = None, requests: int = 3) -> Path:
     """A params file: auto and ngram at the budgets of ``speedups``, one panel (chat, context
-    32, concurrency 1), 3 requests a cell, ``time_budget_s: budget``; ``extra``: more config
+    32, concurrency 1), ``requests`` a cell, ``time_budget_s: budget``; ``extra``: more config
     lines (YAML list items); ``jitter``: each token's delay noisy around its known mean;
     ``equivalence``: the margin within which the leader decides a panel (the default's if None)."""
     known = ",".join(f"{b}:{s}" for b, s in speedups.items())
@@ -41,7 +41,7 @@ def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, f
 contexts: [32]
 concurrency: [1]
 output_tokens: {tokens}
-requests_per_cell: 3
+requests_per_cell: {requests}
 warmup_requests: 1
 time_budget_s: {budget}
 max_rounds: {max_rounds}

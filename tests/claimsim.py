@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from specbench_lib.analysis.claim import MIN_LOOK_ALPHA, Claim, Units, claim, look_alpha
+from specbench_lib.analysis.claim import ALPHA, MIN_LOOK_ALPHA, Claim, Units, claim, look_alpha
 
 ISSUE_RATES = {"auto": 31.8, "ngram-b4": 34.2, "ngram-b8": 33.4, "ngram-b16": 32.1,
                "ngram-b32": 29.5, "draft-b4": 15.9, "ngram-b2": 33.0, "ngram-b64": 28.0}
@@ -67,16 +67,24 @@ class Panel:
             n: [] for n in design.names}
         self.seconds = 0.0
 
-    def measure(self, number: int, configs: list[str]) -> None:
-        """Round ``number``: ``per_round`` fresh prompts to each of ``configs``."""
+    def measure(self, number: int, configs: list[str], requests: int | None = None) -> None:
+        """Round ``number``: ``per_round`` fresh prompts (the first ``requests`` of them in a
+        partial round) to each of ``configs``."""
         d = self.design
-        factor = np.exp(d.prompt_sd * self.rng.standard_normal(d.per_round))
+        factor = np.exp(d.prompt_sd * self.rng.standard_normal(d.per_round))[:requests]
         for name in configs:
-            noise = np.exp(d.noise_sd * self.rng.standard_normal(d.per_round))
+            noise = np.exp(d.noise_sd * self.rng.standard_normal(factor.size))
             took = d.tokens / (d.rate(name) * factor * noise)
             self.data[name] += [((number, i), float(d.tokens), float(t))
                                 for i, t in enumerate(took)]
             self.seconds += cost(d, float(took.sum()))
+
+    def predict(self, configs: list[str], requests: int) -> float:
+        """A round's expected seconds: ``requests`` a config of ``configs`` (the sweep predicts
+        from the round before; here the truth's mean: E[1 / factor] = exp(σ² / 2))."""
+        d = self.design
+        mean = float(np.exp(d.prompt_sd ** 2 / 2 + d.noise_sd ** 2 / 2))
+        return sum(cost(d, requests * d.tokens / d.rate(c) * mean) for c in configs)
 
     def units(self) -> dict[str, Units]:
         found = {}
@@ -111,18 +119,30 @@ class Outcome:
 def sequential(design: Design, rng: np.random.Generator, *, equivalence: float = 0.05,
                spending: str = "obf", budget_s: float | None = None,
                kind: type[Panel] = Panel) -> Outcome:
-    """The budgeted contest (see the module); with ``budget_s`` a round starts only while its
-    predicted cost (the last round's) fits what is left (``kind``: the panel's wall clock)."""
+    """The budgeted contest (see the module), as :func:`specbench_lib.sweep.adaptive.budgeted_rounds`
+    runs it: with ``budget_s`` a look is the last when not even the smallest next round (one
+    request of the two cheapest configs still measured) would fit; the next round is planned with
+    the configs in after the look, whole if it fits, else a partial last round (the leaders, fewer
+    requests); ``kind``: the panel's wall clock."""
     panel = kind(design, rng)
     members, base = list(design.names), design.names[0]
-    spent, found, last_cost = 0.0, None, 0.0
+    spent, found, partial = 0.0, None, None
     for number in range(design.rounds):
         active = [c for c in design.names if c in members or c == base]
-        before = panel.seconds
-        panel.measure(number, active)
-        last_cost = panel.seconds - before
-        last = number + 1 == design.rounds or (
-            budget_s is not None and panel.seconds + last_cost > budget_s)
+        if budget_s is not None and number > 0 and (
+                panel.seconds + panel.predict(active, design.per_round) > budget_s):
+            partial = _partial(panel, [*members, *([base] if base not in members else [])],
+                               budget_s)
+            if partial is None:  # the look before becomes the last, on the same data
+                if ALPHA - spent >= MIN_LOOK_ALPHA:
+                    found = claim(panel.units(), design.names, base, alpha=ALPHA - spent,
+                                  equivalence=equivalence)
+                return Outcome(_made(found), number, panel.seconds, None)
+            active = partial[0]
+        panel.measure(number, active, None if partial is None else partial[1])
+        cheap = sorted(active, key=lambda c: panel.predict([c], 1))[:2]
+        last = partial is not None or number + 1 == design.rounds or (
+            budget_s is not None and panel.seconds + panel.predict(cheap, 1) > budget_s)
         if number < (0 if design.per_round >= 2 else 1) and not last:
             continue
         alpha = look_alpha(number + 1, design.rounds, spent, last=last, kind=spending)
@@ -135,6 +155,19 @@ def sequential(design: Design, rng: np.random.Generator, *, equivalence: float =
             return Outcome(found, number + 1, panel.seconds, panel.seconds)
         if last:
             break
-    assert found is not None
-    return Outcome(found, number + 1, panel.seconds, None)
+    return Outcome(_made(found), number + 1, panel.seconds, None)
 
+
+def _made(found: Claim | None) -> Claim:
+    assert found is not None
+    return found
+
+
+def _partial(panel: Panel, ranked: list[str], budget_s: float) -> tuple[list[str], int] | None:
+    """The largest partial round that fits: the most leading configs (two at least), each with
+    the most requests that fit."""
+    for size in range(len(ranked), 1, -1):
+        for requests in range(panel.design.per_round - 1, 0, -1):
+            if panel.seconds + panel.predict(ranked[:size], requests) <= budget_s:
+                return ranked[:size], requests
+    return None

@@ -51,7 +51,9 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
         "best": found.leader if found else None,
         "confidence_set": list(found.members) if found else list(state.members),
         "epsilon": _num(found.epsilon) if found else None,
-        "alpha": round(state.alpha, 6), "alpha_spent": round(state.spent, 6),
+        # 12 significant digits: an early look's error is tiny (1e-5), and every reader makes
+        # the claim again at it
+        "alpha": float(f"{state.alpha:.12g}"), "alpha_spent": float(f"{state.spent:.12g}"),
         "speedup": None, "speedup_lo": None, "speedup_hi": None,
         "baseline": state.baseline,
         "requests": {c: requests_n([x for x in mine if x.spec.config == c and x.verdict.ok])
@@ -144,6 +146,10 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     decided = sum(p["decided"] for p in panels)
     head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} of a "
             f"{span(answer['budget_s'])} budget, {answer['rounds']} rounds ({answer['stopped']})")
+    part = answer.get("partial")
+    if part:  # the last round sent fewer requests a cell: the counts per config say how many
+        head += (f"; round {part['round']} partial: {part['requests']} of {part['of']} requests "
+                 f"a cell, for {', '.join(part['configs'])}")
     return [head, *(panel_line(p, outputs=outputs) for p in panels)]
 
 

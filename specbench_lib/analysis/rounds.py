@@ -30,10 +30,19 @@ budget, and a config's slice of a round (its server start-up, warmup and cells, 
 the round before) only while its predicted end is within the budget plus 10 %; the first round
 always starts. So a run overshoots by at most one slice's misprediction, never by more than one
 round, and server start-up (minutes for vLLM) is in every prediction.
+
+**The last look and a partial last round.** A look is the last (it spends all the error left)
+when not even the smallest round it could leave would fit: one request a cell of the two
+cheapest configs still needed in each open panel. That depends on the clock, not on the look's
+data. Otherwise the next round is planned with the configs still in after the look: whole if
+it fits, else a **partial last round**: the leading configs (:meth:`Contention.ranked`, as many
+as fit, at least two) with fewer requests a cell (the first of the round's prompts, the same in
+every config), whose look is the last.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -119,6 +128,17 @@ class Contention:
 
     def needed(self, config: str) -> bool:
         return any(s.needs(config) for s in self.panels.values())
+
+    def ranked(self) -> list[str]:
+        """The configs still needed, leaders first: by their best place in an open panel's
+        set (fastest first after a look), then the baselines measured only for the speedup."""
+        rank: dict[str, float] = {}
+        for state in self.panels.values():
+            for place, config in enumerate(state.members if state.open else ()):
+                rank[config] = min(rank.get(config, math.inf), place)
+            if state.baseline is not None and state.needs(state.baseline):
+                rank.setdefault(state.baseline, math.inf)
+        return sorted(rank, key=lambda c: rank[c])
 
     def wanted(self, cells: Iterable[CellSpec], number: int) -> list[CellSpec]:
         """The cells of round ``number`` among ``cells`` that the contest still needs (an
@@ -221,13 +241,13 @@ class Budget:
     def left(self) -> float:
         return self.seconds - self.elapsed
 
-    def learn(self, config: str, seconds: float, cells: int, fixed: float) -> None:
-        """A slice of ``config`` took ``seconds`` for ``cells`` cells, ``fixed`` of them server
-        start, warmup and stop."""
+    def learn(self, config: str, seconds: float, cells: float, fixed: float) -> None:
+        """A slice of ``config`` took ``seconds`` for ``cells`` cells (a fraction of one per
+        cell of a partial round), ``fixed`` of them server start, warmup and stop."""
         fixed = min(max(0.0, fixed), seconds)
-        self.costs[config] = (fixed, (seconds - fixed) / max(1, cells))
+        self.costs[config] = (fixed, (seconds - fixed) / (cells if cells > 0 else 1))
 
-    def estimate(self, config: str, cells: int) -> float:
+    def estimate(self, config: str, cells: float) -> float:
         """A slice's predicted seconds; a config not yet seen costs the mean of those seen."""
         known = self.costs.get(config)
         if known is None:
@@ -238,7 +258,7 @@ class Budget:
             known = (fixed, per)
         return known[0] + known[1] * cells
 
-    def would_fit(self, slices: dict[str, int], *, parallel: bool = False) -> bool:
+    def would_fit(self, slices: dict[str, float], *, parallel: bool = False) -> bool:
         """Whether a round of these slices is predicted to end in the budget (no side effect)."""
         costs = [self.estimate(c, n) for c, n in slices.items()]
         need = (max(costs) if parallel else sum(costs)) if costs else 0.0
@@ -253,7 +273,7 @@ class Budget:
         self.spent = self.spent or not fits
         return fits
 
-    def slice_fits(self, config: str, cells: int) -> bool:
+    def slice_fits(self, config: str, cells: float) -> bool:
         """Whether one slice may start: the budget not spent, its predicted end within 10 %."""
         fits = (self.elapsed < self.seconds and self.elapsed + self.estimate(config, cells)
                 <= self.seconds * (1 + OVERSHOOT))

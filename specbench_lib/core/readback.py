@@ -91,9 +91,11 @@ PANEL_ANSWER = Doc(
      "decided_round": int | None, "more_requests": int | None},
     frozenset({"panel", "decided", "decision", "best", "confidence_set", "speedup",
                "speedup_lo", "speedup_hi", "baseline", "eliminated"}))
+PARTIAL_ROUND = Doc({"round": int, "requests": int, "of": int, "configs": list[str]},
+                    frozenset({"round", "requests", "of", "configs"}))
 ANSWER = Doc({"seconds": float, "budget_s": float, "rounds": int, "stopped": str,
               "alpha": float, "looks": int, "panels": Each(PANEL_ANSWER),
-              "measured": dict[str, Any]},
+              "measured": dict[str, Any], "partial": PARTIAL_ROUND},
              frozenset({"seconds", "budget_s", "rounds", "stopped", "panels"}))
 ANSWER_FIX = ("a damaged answer: run 'specbench run <phase> --resume <run>' to measure what is "
               "missing and write it again, or delete it to read the run by its cells")

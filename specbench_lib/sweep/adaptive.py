@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.answer import answer_lines, build_answer, write_answer
-from ..analysis.rounds import Budget, Contention
+from ..analysis.rounds import Budget, Contention, panel_of
 from ..core.durations import span
 from ..model.catalogue import C
 from ..model.params import CellSpec, ServerConfig
@@ -41,15 +41,21 @@ class SweepContext:
     retry_known_bad: bool
     began: float  # time.monotonic() when the sweep began (its budget's clock starts there)
 
-    def sweeper(self, server: ServerConfig, number: int = 0) -> ServerSweep:
-        return ServerSweep(self.plan, server, self.launches[server.label], self.run,
+    def sweeper(self, server: ServerConfig, number: int = 0,
+                requests: int | None = None) -> ServerSweep:
+        """``server``'s sweeper for round ``number``; ``requests``: a partial round's requests
+        a cell (the first of the round's prompts, the same in every config), None: the plan's."""
+        plan = self.plan if requests is None else replace(self.plan, params=(
+            self.plan.params.model_copy(update={"requests_per_cell": requests})))
+        return ServerSweep(plan, server, self.launches[server.label], self.run,
                            self.adapter, self.lines, round_number=number, book=self.book)
 
     def slice(self, server: ServerConfig, todo: list[CellSpec], number: int,
-              placer: Placer | None) -> ServerSweep:
-        """Measure ``todo`` (cells of round ``number``) on ``server``'s config, here or placed;
-        a config listed under ``known_bad`` is skipped with the reason, never started."""
-        sweeper = self.sweeper(server, number)
+              placer: Placer | None, requests: int | None = None) -> ServerSweep:
+        """Measure ``todo`` (cells of round ``number``, ``requests`` a cell if not the plan's)
+        on ``server``'s config, here or placed; a config listed under ``known_bad`` is skipped
+        with the reason, never started."""
+        sweeper = self.sweeper(server, number, requests)
         params = self.plan.params
         bad = None if self.retry_known_bad else next(
             (kb for kb in params.known_bad
@@ -76,8 +82,25 @@ class SweepContext:
                 decided=Verdict("skipped", (reason_of(cell),))))
 
 
+Slices = list[tuple[ServerConfig, list[CellSpec]]]
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A partial last round: ``requests`` a cell (of the plan's ``of``) for ``configs``."""
+
+    requests: int
+    of: int
+    configs: tuple[str, ...]
+
+    def to_dict(self, number: int) -> dict[str, Any]:
+        return {"round": number + 1, "requests": self.requests, "of": self.of,
+                "configs": list(self.configs)}
+
+
 def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
-    """Rounds until every panel is decided, the rounds run out or the budget is spent; writes
+    """Rounds until every panel is decided, the rounds run out or the budget is spent (the
+    last one partial when a whole one would not fit but a smaller one does); writes
     ``answer.json`` (and the manifest's ``answer``) and returns the answer."""
     params = ctx.plan.params
     # a resumed run's budget counts what its earlier attempts spent
@@ -85,50 +108,86 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence,
                          spending=params.alpha_spending,
                          first_look=0 if params.requests_per_cell >= 2 else 1)
-    number, stopped = 0, "rounds"
+    number, stopped, partial, parallel = 0, "rounds", None, placer is not None
     while number < contest.rounds:
-        slices = [(s, contest.wanted([c for c in ctx.plan.cells_for(s)
-                                      if c.cell_id not in ctx.run.kept], number))
-                  for s in ctx.plan.servers if contest.needed(s.label)]
-        slices = [(s, todo) for s, todo in slices if todo]
-        if number > 0 and slices and not budget.round_fits(
-                {s.label: len(t) for s, t in slices}, parallel=placer is not None):
-            stopped = "budget"
-            break
+        slices = _slices(ctx, contest, number)
+        if number > 0 and slices and not budget.would_fit(_sizes(slices), parallel=parallel):
+            partial = _partial(ctx, contest, budget, slices, parallel)
+            if partial is None:  # not even one request of the two leading configs fits: the
+                # look before becomes the last, once more on its data with all the error left
+                contest.observe(SweepResult(ctx.run.dir.path).cells, number - 1,
+                                budget.elapsed, last=True)
+                stopped = "budget"
+                break
+            slices = [(s, [c for c in t if panel_of(c) in contest.panels])
+                      for s, t in slices if s.label in partial.configs]
         before = budget.elapsed
-        whole = _round(ctx, placer, budget, slices, number)
+        whole = _round(ctx, placer, budget, slices, number, partial)
         if number == 0:  # the looks it can afford: the rounds the corpus feeds, and about twice
             # the rounds of this one's cost that fit (eliminations make later rounds cheaper)
             took = max(budget.elapsed - before, 1e-3)
             contest.cap(min(ctx.book.rounds_fed,
                             max(2, math.ceil(2 * budget.seconds / took))))
-        last = not whole or number + 1 >= contest.rounds or not _next_fits(
-            ctx, contest, budget, number + 1, placer)
+        last = (partial is not None or not whole or number + 1 >= contest.rounds
+                or not _smallest_fits(contest, budget, params.requests_per_cell, parallel))
         contest.observe(SweepResult(ctx.run.dir.path).cells, number, budget.elapsed, last=last)
-        ctx.lines.note(round_line(contest, number, budget))
+        ctx.lines.note(round_line(contest, number, budget, partial))
         number += 1
         if contest.done:
             stopped = "decided"
             break
         if last:
-            stopped = "budget" if number < contest.rounds else "rounds"
+            stopped = "budget" if number < contest.rounds or partial is not None else "rounds"
             break
-    return _finish(ctx, contest, budget, number, stopped)
+    return _finish(ctx, contest, budget, number, stopped, partial)
 
 
-def _next_fits(ctx: SweepContext, contest: Contention, budget: Budget, number: int,
-               placer: Placer | None) -> bool:
-    """Whether round ``number`` at the configs still in (before this look) would fit the
-    budget: if not, this look is the last and spends all the error left."""
-    slices = {s.label: len(contest.wanted([c for c in ctx.plan.cells_for(s)
-                                           if c.cell_id not in ctx.run.kept], number))
-              for s in ctx.plan.servers if contest.needed(s.label)}
-    slices = {k: v for k, v in slices.items() if v}  # none: kept from an earlier attempt
-    return not slices or budget.would_fit(slices, parallel=placer is not None)
+def _slices(ctx: SweepContext, contest: Contention, number: int) -> Slices:
+    """Round ``number``'s slices: each config's cells the contest still needs (not kept)."""
+    slices = [(s, contest.wanted([c for c in ctx.plan.cells_for(s)
+                                  if c.cell_id not in ctx.run.kept], number))
+              for s in ctx.plan.servers if contest.needed(s.label)]
+    return [(s, todo) for s, todo in slices if todo]
+
+
+def _sizes(slices: Slices, share: float = 1.0) -> dict[str, float]:
+    return {s.label: len(todo) * share for s, todo in slices}
+
+
+def _smallest_fits(contest: Contention, budget: Budget, per_cell: int, parallel: bool) -> bool:
+    """Whether the smallest next round this look could leave would fit the budget: one
+    request a cell of the two cheapest configs still needed in each open panel. If not, this
+    look is the last and spends all the error left. Which configs stay depends on this look's
+    data; this does not, so the error spent stays what the spending function allows
+    (docs/uncertainty.md)."""
+    sizes: dict[str, float] = {}
+    for state in contest.panels.values():
+        if state.open:
+            needed = sorted((c for c in state.configs if state.needs(c)),
+                            key=lambda c: budget.estimate(c, 1))
+            for config in needed[:2]:
+                sizes[config] = sizes.get(config, 0.0) + 1 / per_cell
+    return not sizes or budget.would_fit(sizes, parallel=parallel)
+
+
+def _partial(ctx: SweepContext, contest: Contention, budget: Budget, slices: Slices,
+             parallel: bool) -> Partial | None:
+    """The largest partial last round that fits: the configs still needed, leaders first
+    (:meth:`~.rounds.Contention.ranked`), as many as fit at one request a cell or more (at
+    least two), each with the most requests a cell that fit; None if none does."""
+    full = ctx.plan.params.requests_per_cell
+    contested = [(s, [c for c in t if panel_of(c) in contest.panels]) for s, t in slices]
+    order = [s for s in contest.ranked() if any(x.label == s and t for x, t in contested)]
+    for size in range(len(order), 1, -1):
+        chosen = [(s, t) for s, t in contested if s.label in order[:size]]
+        for requests in range(full - 1, 0, -1):
+            if budget.would_fit(_sizes(chosen, requests / full), parallel=parallel):
+                return Partial(requests, full, tuple(order[:size]))
+    return None
 
 
 def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
-            stopped: str) -> dict[str, Any]:
+            stopped: str, partial: Partial | None) -> dict[str, Any]:
     """Skip what was never measured, then write and print the answer."""
     written = {c.cell_id for c in SweepResult(ctx.run.dir.path).cells} | set(ctx.run.kept)
     spent = stopped == "budget"
@@ -137,6 +196,7 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
     cells = SweepResult(ctx.run.dir.path).cells
     answer = build_answer(contest, cells, seconds=budget.elapsed, budget_s=budget.seconds,
                           rounds=rounds, stopped=stopped)
+    answer["partial"] = None if partial is None else partial.to_dict(rounds - 1)
     answer["measured"] = measured(cells, ctx.run, budget.elapsed)
     answer["rounds"] = max(rounds, answer["measured"]["rounds"])  # a resumed run's too
     write_answer(ctx.run.dir.path, answer)
@@ -163,30 +223,34 @@ def _key(panel: dict[str, Any]) -> str:
                                             "concurrency", "load"))
 
 
-def _round(ctx: SweepContext, placer: Placer | None, budget: Budget,
-           slices: list[tuple[ServerConfig, list[CellSpec]]], number: int) -> bool:
-    """One round's slices; False when the budget stopped it before its last slice."""
+def _round(ctx: SweepContext, placer: Placer | None, budget: Budget, slices: Slices,
+           number: int, partial: Partial | None = None) -> bool:
+    """One round's slices (``partial``: fewer requests a cell); False when the budget stopped
+    it before its last slice. Costs are learnt per whole cell (the plan's requests)."""
+    requests = None if partial is None else partial.requests
+    share = 1.0 if partial is None else partial.requests / partial.of
     if placer is not None:
         began = time.monotonic()
         for server, todo in slices:
-            ctx.slice(server, todo, number, placer)
+            ctx.slice(server, todo, number, placer, requests)
         placer.run_round()
         took = time.monotonic() - began
         for server, todo in slices:
-            budget.learn(server.label, took, len(todo), fixed=0.0)
+            budget.learn(server.label, took, len(todo) * share, fixed=0.0)
         return True
     for server, todo in slices:
-        if number > 0 and not budget.slice_fits(server.label, len(todo)):
+        if number > 0 and not budget.slice_fits(server.label, len(todo) * share):
             return False  # the first round always starts: a budget never measures nothing
         began = time.monotonic()
-        sweeper = ctx.slice(server, todo, number, None)
+        sweeper = ctx.slice(server, todo, number, None, requests)
         timing = sweeper.timing
         fixed = sum(float(timing.get(k) or 0) for k in ("start_s", "warmup_s", "stop_s"))
-        budget.learn(server.label, time.monotonic() - began, len(todo), fixed=fixed)
+        budget.learn(server.label, time.monotonic() - began, len(todo) * share, fixed=fixed)
     return True
 
 
-def round_line(contest: Contention, number: int, budget: Budget) -> str:
+def round_line(contest: Contention, number: int, budget: Budget,
+               partial: Partial | None = None) -> str:
     """After a round: per panel the configs still in (or its decision), and the time left."""
     parts = []
     for state in contest.panels.values():
@@ -199,4 +263,6 @@ def round_line(contest: Contention, number: int, budget: Budget) -> str:
     left = budget.left
     clock = (f"{span(budget.elapsed)} of {span(budget.seconds)}, "
              + (f"{span(left)} left" if left >= 0 else f"{span(-left)} over"))
-    return f"round {number + 1}/{contest.rounds} · {clock} · " + " · ".join(parts)
+    part = (f" (partial: {partial.requests} of {partial.of} requests a cell)"
+            if partial is not None else "")
+    return f"round {number + 1}/{contest.rounds}{part} · {clock} · " + " · ".join(parts)

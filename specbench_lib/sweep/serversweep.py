@@ -236,8 +236,7 @@ class ServerSweep:
         record, ready_at = self.record, proc.log_size()
         info = self.adapter.server_info(client)
         adapter = self.adapter.for_server(info)
-        record["context_per_request"] = info.context_per_request
-        record["reported_version"] = info.version
+        record.update(context_per_request=info.context_per_request, reported_version=info.version)
         record["effective"] = redact(info.raw, extra=self.plan.params.redact)
         began = time.perf_counter()
         tokenize = self._tokenizer(adapter, client)
@@ -329,7 +328,8 @@ class ServerSweep:
         if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
             return _Measured(CellFacts(decided=rate))
         began = time.perf_counter()
-        prompts = fresh or self.book.for_cell(cell, self._tokenizer(adapter, client))
+        prompts = (fresh or self.book.for_cell(cell, self._tokenizer(adapter, client))
+                   )[:params.requests_for(cell)]  # a partial round's: the first, paired
         started = utc_now()
         counters = adapter.metrics_snapshot(client)
         timing = {"prompts_s": round(time.perf_counter() - began, 4)}
