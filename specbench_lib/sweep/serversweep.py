@@ -16,13 +16,13 @@ from typing import Any, Protocol
 import httpx
 
 from ..analysis.analyse import analyse
+from ..analysis.ruleset import thresholds_of
 from ..analysis.validate import context_guard
 from ..client.dispatch import dispatch_cell, warm_client
 from ..core.errors import EngineError, ServerError, StoreError
 from ..core.store import redact, utc_now
 from ..host.cpuset import CpuSplit, pinned
 from ..host.load import HostSampler
-from ..host.sources import usable_cpus
 from ..model.catalogue import C, host_side_only
 from ..model.params import CellSpec, ServerConfig
 from ..model.plan import Plan
@@ -106,12 +106,7 @@ class ServerSweep:
         return JudgeInputs(
             planned=params.requests_for(cell), speculative=self.server.method != "auto",
             spec_stats="per_request" if self.adapter.spec_stats_per_request else "counters",
-            max_failed_fraction=params.max_failed_fraction,
-            max_coalesced_fraction=params.max_coalesced_fraction,
-            max_coalesced_first_fraction=params.max_coalesced_first_fraction,
-            prefix_cache=params.engine.prefix_cache, max_other_gpu_mib=params.host.max_other_gpu_mib,
-            max_other_cpu_cores=params.host.cpu_limit(usable_cpus()),
-            prompt_reuse=params.prompt_reuse)
+            prefix_cache=params.engine.prefix_cache, thresholds=thresholds_of(params))
 
     def _analysed(self, cell: CellSpec, facts: CellFacts, m: _Measured) -> CellRecord:
         """The cell's record as it would be written, with its verdict decided on it."""
