@@ -37,7 +37,7 @@ def _thresholds(code: catalogue.Code) -> str:
 
 def _notes(code: catalogue.Code) -> str:
     notes = []
-    if code.name in catalogue.HOST_SIDE:
+    if code.host_side:
         notes.append("host-side: measured again, up to `retries`")
     if code.name in catalogue.BY_DESIGN:
         notes.append("skipped by design")

@@ -51,7 +51,8 @@ class Rule:
     :mod:`~.ruleset` and judged in ``order``; it sets the class attributes and :meth:`judge`.
 
     ``declares`` False: the code is the catalogue's already (a request problem this rule also
-    judges at the cell), so the rule adds no entry."""
+    judges at the cell), so the rule adds no entry. ``host_side``: it judges the client host,
+    not the config (a cell invalid for such rules alone is measured again at once)."""
 
     code: ClassVar[str]
     protects: ClassVar[str] = ""
@@ -59,6 +60,7 @@ class Rule:
     order: ClassVar[int] = 100
     level: ClassVar[Level] = "cell"
     declares: ClassVar[bool] = True
+    host_side: ClassVar[bool] = False
 
     def judge(self, verdict: Verdict, cell: Judged) -> Verdict:
         """The verdict after this rule (``verdict`` as it is when the rule does not apply)."""
@@ -66,7 +68,7 @@ class Rule:
 
     def entry(self) -> Code:
         """The rule's catalogue entry (the rules page's row, ``Reason``'s validation)."""
-        return Code(self.code, self.level, self.protects, self.thresholds)
+        return Code(self.code, self.level, self.protects, self.thresholds, self.host_side)
 
     def inputs(self, params: SweepParams) -> dict[str, Any]:
         """Its thresholds' values in ``params`` by key, as a cell measured now stores them."""

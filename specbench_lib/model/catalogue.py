@@ -63,12 +63,15 @@ class Threshold:
 
 @dataclass(frozen=True)
 class Code:
-    """One reason code: its level, what it protects against, its thresholds."""
+    """One reason code: its level, what it protects against, its thresholds; ``host_side``: a
+    rule that judges the client host, not the config under test (a cell invalid for such rules
+    alone is measured again at once, params ``retries``, with fresh prompts)."""
 
     name: str
     level: Level
     protects: str
     thresholds: tuple[Threshold, ...] = ()
+    host_side: bool = False
 
 
 def _c(name: str, level: Level, protects: str, *thresholds: Threshold) -> Code:
@@ -181,14 +184,16 @@ def entries() -> tuple[Code, ...]:
 # skipped reasons that are the plan's, not failures (adaptive repeats; a time budget's rounds)
 BY_DESIGN = frozenset({"enough_repeats", "eliminated", "decided", "time_budget",
                        "corpus_exhausted", "config_out"})
-# rules that judge the client host, not the config under test: a cell invalid for these alone
-# is measured again at once (params ``retries``), with fresh prompts, before it stays invalid
-HOST_SIDE = frozenset({"coalesced_reads", "busy_host"})
+
+
+def host_side() -> frozenset[str]:
+    """The codes of the rules that judge the client host (:attr:`Code.host_side`)."""
+    return frozenset(c.name for c in BY_CODE.values() if c.host_side)
 
 
 def host_side_only(codes: frozenset[str] | set[str]) -> bool:
     """Whether every one of a verdict's ``codes`` is a host-side rule's (and there is one)."""
-    return bool(codes) and codes <= HOST_SIDE
+    return bool(codes) and codes <= host_side()
 
 
 class _Names:

@@ -282,7 +282,7 @@ class ServerSweep:
                   context: int, warmup: tuple[RequestRecord, ...], since: int,
                   history: _History) -> _Measured:
         """The cell measured; one that host-side rules alone made invalid (the client stalled,
-        the host was busy: ``catalogue.HOST_SIDE``) is measured again at once with fresh
+        the host was busy: ``catalogue.host_side()``) is measured again at once with fresh
         prompts, ``retries`` times at most, its earlier attempts kept in its facts."""
         earlier: list[Remeasured] = []
         measured = self._measure(cell, proc, client, adapter, context, warmup, since, history)

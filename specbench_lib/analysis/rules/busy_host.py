@@ -22,6 +22,7 @@ class BusyHost(Rule):
     # a cell without it was measured before the rule: not judged
     thresholds = (Threshold("host.max_other_cpu_cores", "auto", judged_when_absent=False),)
     order = 70
+    host_side = True
 
     def inputs(self, params: SweepParams) -> dict[str, Any]:
         """``auto`` is resolved on this host's CPUs when the cell is measured."""

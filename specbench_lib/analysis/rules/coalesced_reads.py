@@ -28,6 +28,7 @@ class CoalescedReads(Rule):
     thresholds = (Threshold("max_coalesced_fraction", DEFAULT_MAX_COALESCED_FRACTION),
                   Threshold("max_coalesced_first_fraction", DEFAULT_MAX_COALESCED_FIRST_FRACTION))
     order = 30
+    host_side = True
 
     def judge(self, verdict: Verdict, cell: Judged) -> Verdict:
         """Judged over the measured requests that did not fail; a server that ran on the
