@@ -17,7 +17,7 @@ from cellfactory import make_cell
 from specbench_lib.analysis import rules as rules_folder
 from specbench_lib.analysis import ruleset
 from specbench_lib.analysis.analyse import verdict_of
-from specbench_lib.analysis.rule import Rule
+from specbench_lib.analysis.rule import Rule, param
 from specbench_lib.core.errors import ParamsError, UnknownReason
 from specbench_lib.model import catalogue
 from specbench_lib.model.layering import load_params
@@ -156,3 +156,11 @@ def test_schema3_cells_keep_the_verdicts_their_specbench_gave() -> None:
         cell = CellRecord.from_dict(json.loads(json.dumps(data)))
         assert cell.judge.thresholds["max_failed_fraction"] == data["judge"]["max_failed_fraction"]
         assert verdict_of(cell).to_dict() == data["verdict"], data["cell_id"]
+
+
+def test_a_rule_whose_key_params_lacks_is_named() -> None:
+    params = load_params(SMALL)
+    assert param(params, "host.max_other_gpu_mib") == params.host.max_other_gpu_mib
+    assert param(params, "thresholds.not_set", 7) == 7  # a rule's own key: its default
+    with pytest.raises(AttributeError, match="params has no key 'host.max_other_gpu_mb'"):
+        param(params, "host.max_other_gpu_mb")

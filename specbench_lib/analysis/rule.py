@@ -42,7 +42,13 @@ def param(params: SweepParams, key: str, default: Any = None) -> Any:
     params' ``thresholds`` mapping), or ``default`` where a mapping lacks it."""
     value: Any = params
     for part in key.split("."):
-        value = value.get(part, default) if isinstance(value, dict) else getattr(value, part)
+        if isinstance(value, dict):
+            value = value.get(part, default)
+        elif hasattr(value, part):
+            value = getattr(value, part)
+        else:
+            raise AttributeError(f"params has no key {key!r}: a rule's threshold is a params key, "
+                                 f"or thresholds.<name> for one of its own")
     return value
 
 
