@@ -1,6 +1,6 @@
 """``missing_spec_stats`` at the cell: a speculative config whose statistics are the server's
-counters (vLLM ``/metrics``) must show them moving; the code is a request problem's too, so
-the catalogue's entry is this rule's (``declares`` False)."""
+counters (vLLM ``/metrics``) must show them moving. The code is a request problem's too, whose
+catalogue entry documents it, so this rule adds none (``declares`` False)."""
 
 from __future__ import annotations
 
