@@ -17,6 +17,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from .analysis import ruleset as _ruleset  # noqa: F401  (the cell rules join the catalogue first)
 from .core.errors import (
     EngineError,
     ParamsError,

@@ -73,7 +73,7 @@ def test_another_process_burning_a_core_makes_the_cell_invalid(tmp_path: Path) -
     assert any("host is busy" in w and f"(pid {hog})" in w for w in result.manifest["warnings"])
     stored = json.loads(next((result.run_dir / "cells").glob("*.json")).read_text())
     assert stored["facts"]["host"]["top"][0]["pid"] in seen
-    assert stored["judge"]["max_other_cpu_cores"] == 0.5
+    assert stored["judge"]["thresholds"]["host.max_other_cpu_cores"] == 0.5
     assert servers(8221) == []
 
 

@@ -151,9 +151,8 @@ def test_old_records_without_the_fields_load_and_are_judged_as_before() -> None:
     marked = RequestRecord.from_dict({**rec.to_dict(), "coalesced_tokens": 1,
                                       "first_token_coalesced": True})
     assert marked.coalesced_tokens == 1 and marked.first_token_coalesced
-    judge_old = JudgeInputs(planned=1)
-    assert JudgeInputs(**{k: v for k, v in vars(judge_old).items()
-                          if k != "max_coalesced_fraction"}).max_coalesced_fraction == 0.05
+    schema3 = {"planned": 1, "max_failed_fraction": 0.0}  # written before the rule: its default
+    assert JudgeInputs.from_dict(schema3).thresholds["max_coalesced_fraction"] == 0.05
 
 
 def test_the_verdict_on_read_takes_the_cells_threshold() -> None:
@@ -162,7 +161,7 @@ def test_the_verdict_on_read_takes_the_cells_threshold() -> None:
     stored = CellRecord.from_dict({**cell.to_dict(), "requests": [r.to_dict() for r in hit]})
     assert verdict_of(cell).ok and verdict_of(stored).codes == {"coalesced_reads"}
     data = stored.to_dict()
-    data["judge"]["max_coalesced_fraction"] = 0.1  # as params said when it was measured
+    data["judge"]["thresholds"]["max_coalesced_fraction"] = 0.1  # as params said when it was measured
     assert verdict_of(CellRecord.from_dict(data)).ok
     late = [replace(r, first_token_coalesced=r.index == 3) for r in cell.requests]  # 1 of 4 TTFTs
     first = CellRecord.from_dict({**cell.to_dict(), "requests": [r.to_dict() for r in late]})
@@ -172,11 +171,11 @@ def test_the_verdict_on_read_takes_the_cells_threshold() -> None:
     assert "0 of 64 measured tokens (0.0%) and 1 of 4 first tokens (25.0%), in 1 of 4 requests" in detail
     assert "at this cell's size 4 tokens or 1 first tokens trip it" in detail
     data2 = first.to_dict()
-    data2["judge"]["max_coalesced_first_fraction"] = 0.25
+    data2["judge"]["thresholds"]["max_coalesced_first_fraction"] = 0.25
     assert verdict_of(CellRecord.from_dict(data2)).ok
-    del data["judge"]["max_coalesced_fraction"], data["requests"][3]["coalesced_tokens"]
+    del data["judge"]["thresholds"]["max_coalesced_fraction"], data["requests"][3]["coalesced_tokens"]
     old = CellRecord.from_dict(data)  # a cell written before the rule: judged as before
-    assert old.judge.max_coalesced_fraction == 0.05 and verdict_of(old).ok
+    assert "max_coalesced_fraction" not in old.judge.thresholds and verdict_of(old).ok
 
 
 def test_the_threshold_comes_from_params(tmp_path: Path) -> None:

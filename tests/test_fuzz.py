@@ -36,7 +36,7 @@ from specbench_lib.client.dispatch import dispatch_cell
 from specbench_lib.client.http1 import Connection
 from specbench_lib.client.streamread import parse_line
 from specbench_lib.core.errors import TransportError
-from specbench_lib.model.catalogue import CODES
+from specbench_lib.model.catalogue import codes
 from specbench_lib.model.records import FinalStats, RequestRecord
 from specbench_lib.servers.engines import BaseAdapter, StreamEvent
 from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
@@ -443,11 +443,11 @@ def frame(body: bytes, how: int, cuts: list[int], status: bytes) -> list[bytes]:
 
 def check_record(rec: RequestRecord) -> None:
     kind = rec.error_kind
-    assert kind is None or kind in CODES or (kind.startswith("http_") and kind[5:].isdigit()), kind
+    assert kind is None or kind in codes() or (kind.startswith("http_") and kind[5:].isdigit()), kind
     if kind is not None:
         assert isinstance(rec.error, str)
     problems = request_problems(rec)  # reads every record without raising
-    assert all(p.code in CODES or p.code.startswith("http_") for p in problems), problems
+    assert all(p.code in codes() or p.code.startswith("http_") for p in problems), problems
     if kind is None and rec.final is None:
         assert [p.code for p in problems] == ["incomplete_stream"]
     if not problems:  # an ok request is a whole, consistent one

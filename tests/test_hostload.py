@@ -265,13 +265,16 @@ def busy_load(**kw: object) -> HostLoad:
     return HostLoad(**{**values, **kw})
 
 
+BUSY_AT_HALF = {"host.max_other_cpu_cores": 0.5}  # the cell's judge inputs: busy past 0.5 cores
+
+
 def test_busy_host_makes_a_cell_invalid_at_analysis_time_from_its_stored_facts() -> None:
     cell = make_cell("auto", "auto", None)
     assert cell.verdict.ok
     busy = replace(cell, facts=CellFacts(host=busy_load()),
-                   judge=replace(cell.judge, max_other_cpu_cores=0.5))
+                   judge=replace(cell.judge, thresholds=BUSY_AT_HALF))
     again = CellRecord.from_dict(json.loads(json.dumps(busy.to_dict())))
-    assert again.facts.host == busy_load() and again.judge.max_other_cpu_cores == 0.5
+    assert again.facts.host == busy_load() and again.judge.thresholds["host.max_other_cpu_cores"] == 0.5
     verdict = analysis.verdict_of(again)
     assert verdict.status == "invalid" and verdict.codes == {"busy_host"}
     detail = verdict.reasons[-1].detail
@@ -301,9 +304,10 @@ def test_busy_host_adds_to_an_invalid_cell_and_leaves_a_crash_alone() -> None:
 def test_an_old_cell_file_without_host_facts_loads_and_is_judged_as_before() -> None:
     data = make_cell("auto", "auto", None).to_dict()
     del data["facts"]["host"]
-    del data["judge"]["max_other_cpu_cores"]
+    data["schema_version"] = 3  # its judge's thresholds were fields, this one not yet there
+    data["judge"] = {"planned": 1, "speculative": False, "max_failed_fraction": 0.0}
     old = CellRecord.from_dict(json.loads(json.dumps(data)))
-    assert old.facts.host is None and old.judge.max_other_cpu_cores is None
+    assert old.facts.host is None and old.judge.thresholds["host.max_other_cpu_cores"] is None
     assert analysis.verdict_of(old).ok
 
 
@@ -361,8 +365,8 @@ def test_stolen_cpu_counts_as_contention_on_read() -> None:
     stolen = busy_load(other_cpu_cores=0.1, steal_fraction=0.22, top=())
     assert stolen.stolen_cores == pytest.approx(0.44) and stolen.busy(0.5)
     judged = analysis.verdict_of(replace(cell, facts=CellFacts(host=stolen),
-                                    judge=replace(cell.judge, max_other_cpu_cores=0.5)))
+                                    judge=replace(cell.judge, thresholds=BUSY_AT_HALF)))
     assert judged.codes == {"busy_host"}
     assert "the hypervisor stole 0.44 (22% of the CPU time)" in judged.reasons[-1].detail
     assert analysis.verdict_of(replace(cell, facts=CellFacts(host=quiet_others),
-                                  judge=replace(cell.judge, max_other_cpu_cores=0.5))).ok
+                                  judge=replace(cell.judge, thresholds=BUSY_AT_HALF))).ok

@@ -121,7 +121,7 @@ def test_a_cell_whose_server_had_seen_its_prompts_is_invalid() -> None:
     assert "seen_prompt" in analyse(with_history(cell, prompts, overlap)).verdict.codes
     allowed = with_history(cell, prompts, same)
     allowed = allowed.__class__(**{**allowed.__dict__, "judge": allowed.judge.__class__(
-        **{**allowed.judge.__dict__, "prompt_reuse": True})})
+        **{**allowed.judge.__dict__, "thresholds": {"prompt_reuse": True}})})
     assert analyse(allowed).verdict.ok  # a cache-warm study asked for it
 
 

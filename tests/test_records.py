@@ -50,8 +50,9 @@ def full_cell() -> CellRecord:
                                  outputs=2, rate=2.5), fingerprint="f" * 20,
         server_label="ngram-b8", server_argv=("llama-server", "--port", "{port}"),
         verdict=verdict,
-        judge=JudgeInputs(planned=2, speculative=True, spec_stats="counters",
-                          max_failed_fraction=0.5, prefix_cache=True, max_other_cpu_cores=0.5),
+        judge=JudgeInputs(planned=2, speculative=True, spec_stats="counters", prefix_cache=True,
+                          thresholds={"max_failed_fraction": 0.5,
+                                      "host.max_other_cpu_cores": 0.5}),
         facts=CellFacts(decided=Verdict("skipped", (Reason("known_bad", "sm120"),)),
                         server_alive=False, crash_line="CUDA error: x", returncode=-9,
                         log_excerpt="tail", spec_counters={"drafts": 3},
@@ -98,7 +99,7 @@ def test_a_cell_written_before_typed_records_is_refused_by_its_schema_version(
     v1 = {"schema_version": 1, "run_id": "r", "cell_id": "auto__code__ctx128__c1",
           "fingerprint": "x", "spec": {"config": "auto"},
           "verdict": {"status": "ok", "reasons": []}, "metrics": {"output_tok_s": 3.0}}
-    with pytest.raises(SchemaError, match="schema_version 1.*reads 3") as err:
+    with pytest.raises(SchemaError, match="schema_version 1.*reads 4") as err:
         CellRecord.from_dict(v1, path="c.json")
     assert err.value.version == 1 and err.value.path == "c.json"
 

@@ -64,7 +64,7 @@ class StallOnce:
 
 
 def test_host_side_rules_are_the_catalogues() -> None:
-    assert catalogue.HOST_SIDE == {"coalesced_reads", "busy_host"} <= catalogue.CODES
+    assert catalogue.host_side() == {"coalesced_reads", "busy_host"} <= catalogue.codes()
     assert catalogue.host_side_only({"coalesced_reads"})
     assert not catalogue.host_side_only({"coalesced_reads", "timeout"})
     assert not catalogue.host_side_only(set())

@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from specbench_lib.analysis.ruleset import RULES, thresholds_of
 from specbench_lib.analysis.validate import judge_cell, request_problems
 from specbench_lib.core.errors import UnknownReason
 from specbench_lib.model import catalogue, params
-from specbench_lib.model.catalogue import BY_CODE, CATALOGUE, CODES, LEVELS
-from specbench_lib.model.records import JudgeInputs, Reason, RequestRecord
+from specbench_lib.model.catalogue import BY_CODE, LEVELS, entries
+from specbench_lib.model.catalogue import codes as known_codes
+from specbench_lib.model.layering import load_params
+from specbench_lib.model.records import Reason, RequestRecord
 from specbench_lib.servers.engines import FinalStats
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +68,7 @@ def codes(reasons: list[str] | tuple[str, ...]) -> set[str]:
 
 
 def test_every_rule_is_listed_and_tested() -> None:
-    names = {c.name for c in CATALOGUE if c.level in ("request", "cell")}
+    names = {c.name for c in entries() if c.level in ("request", "cell")}
     assert names == {"http_<status>", *REQUEST_RULES[1:], "server_died", "crash_signature",
                      "log", "returncode",  # evidence with server_died / server_failed
                      "too_few_completed", "failed_fraction", "context_overflow",
@@ -75,8 +78,10 @@ def test_every_rule_is_listed_and_tested() -> None:
                      "busy_gpu",  # tests/test_gpu_telemetry.py
                      "seen_prompt",  # tests/test_isolation.py
                      "no_profile_rate"}  # tests/test_load_axes.py
-    assert all(c.protects and c.level in LEVELS for c in CATALOGUE)
-    assert len(BY_CODE) == len(CATALOGUE)  # one entry a code
+    assert all(c.protects and c.level in LEVELS for c in entries())
+    assert len(BY_CODE) == len(entries())  # one entry a code
+    # every cell rule object's entry is the catalogue's (the registry added it)
+    assert all(BY_CODE[r.code] == r.entry() for r in RULES if r.declares)
 
 
 def _minted() -> dict[str, list[str]]:
@@ -99,15 +104,15 @@ def _minted() -> dict[str, list[str]]:
 
 def test_every_reason_specbench_builds_has_a_catalogue_entry_and_every_entry_is_built() -> None:
     minted = _minted()
-    unknown = {c: where for c, where in minted.items() if c not in CODES}
+    unknown = {c: where for c, where in minted.items() if c not in known_codes()}
     assert not unknown, f"reason codes missing from specbench_lib/model/catalogue.py: {unknown}"
-    unused = CODES - set(minted) - {"http_<status>"}  # http_<status>: catalogue.http_status
+    unused = known_codes() - set(minted) - {"http_<status>"}  # http_<status>: catalogue.http_status
     assert not unused, f"catalogue entries no code builds: {sorted(unused)}"
 
 
 def test_every_catalogue_entry_is_documented_in_the_rules_page() -> None:
     page = (ROOT / "docs" / "rules.md").read_text()
-    missing = [c.name for c in CATALOGUE if f"| `{c.name}` | {c.level} |" not in page]
+    missing = [c.name for c in entries() if f"| `{c.name}` | {c.level} |" not in page]
     assert not missing, f"run: .venv/bin/python scripts/rules_reference.py --write ({missing})"
 
 
@@ -124,7 +129,7 @@ def test_an_unknown_code_is_a_programming_error_and_http_statuses_are_known() ->
 
 
 def test_each_threshold_has_its_default_in_the_catalogue_only() -> None:
-    keys = {t.key: t.default for c in CATALOGUE for t in c.thresholds}
+    keys = {t.key: t.default for c in entries() for t in c.thresholds}
     fields = params.SweepParams.model_fields
     for key, default in keys.items():
         if key.startswith("("):
@@ -134,8 +139,10 @@ def test_each_threshold_has_its_default_in_the_catalogue_only() -> None:
         if tail:
             field = type(field.default).model_fields[tail]
         assert field.default == default, key
-        if key in {f.name for f in JudgeInputs.__dataclass_fields__.values()}:
-            assert JudgeInputs.__dataclass_fields__[key].default == default, key
+    # the judge inputs are filled from params by each rule's keys (auto resolved on this host)
+    filled = thresholds_of(load_params(ROOT / "params" / "embedded_small.yaml"))
+    assert set(filled) == {t.key for r in RULES for t in r.thresholds if t.in_params}
+    assert all(filled[k] == d for k, d in keys.items() if k in filled and d != "auto")
     source = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py") if p.name != "catalogue.py")
     assert not re.search(r"^DEFAULT_MAX_\w+ = ", source, re.M)  # defined once, here
 

@@ -1,8 +1,9 @@
-"""GPU energy per output token, mean power and peak memory, and ``busy_gpu``, on read.
+"""GPU energy per output token, mean power and peak memory, and the other processes on the
+cell's GPUs (which ``rules/busy_gpu.py`` judges), on read.
 
 Derived from the telemetry a cell stores (``facts.host.gpu``, :mod:`~specbench_lib.host.gpus`):
 energy, energy per output token with its interval, mean power, peak memory, mean utilisation;
-and whether another process used the cell's GPUs (``busy_gpu``). A cell without samples (no
+and which other processes used the cell's GPUs (:func:`foreign_processes`). A cell without samples (no
 GPU, an older cell) has none of them.
 
 The cell's GPUs: those its server's processes were on (nvidia-smi's process list), else those
@@ -20,9 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..model.catalogue import C
 from ..model.hostfacts import HostLoad
-from ..model.records import Reason, Verdict
 
 ENERGY_COLUMNS = ("gpu_energy_j", "gpu_j_per_token", "gpu_j_per_token_lo", "gpu_j_per_token_hi",
                   "gpu_power_mean_w", "gpu_memory_peak_mib", "gpu_util_mean_pct", "gpu_samples")
@@ -106,25 +105,4 @@ def foreign_processes(host: HostLoad | None, max_other_gpu_mib: float) -> list[d
             and float(p.get("used_mib") or 0) > max_other_gpu_mib]
 
 
-def judge_gpu(verdict: Verdict, host: HostLoad | None, max_other_gpu_mib: float | None) -> Verdict:
-    """An ok or invalid cell whose GPUs ran another's compute process becomes ``invalid`` with
-    ``busy_gpu``, naming the processes, their memory and the GPUs' mean utilisation."""
-    if max_other_gpu_mib is None or verdict.status not in ("ok", "invalid"):
-        return verdict
-    found = foreign_processes(host, max_other_gpu_mib)
-    if not found or host is None:
-        return verdict
-    gpus = {g["index"]: g.get("util_mean") for g in (host.gpu or {}).get("gpus") or ()}
-    named = ", ".join(f"pid {p['pid']} {p.get('name') or '?'} on GPU {p.get('gpu')} "
-                      f"({float(p.get('used_mib') or 0):g} MiB)" for p in found[:5])
-    util = ", ".join(f"GPU {k} {v:g} %" for k, v in sorted(gpus.items()) if v is not None)
-    reason = Reason(C.busy_gpu, (
-        f"another process ran on the cell's GPUs during its {host.window_s:.1f} s: {named} "
-        f"(more than host.max_other_gpu_mib {max_other_gpu_mib:g} MiB; mean utilisation "
-        f"{util or 'not read'}); the server, co-tenant servers and this sweep are not counted. "
-        f"Stop it, or place the sweep on free GPUs, and resume the run; or set "
-        f"host.max_other_gpu_mib (null: not judged)"))
-    return Verdict("invalid", (*verdict.reasons, reason), verdict.failed)
-
-
-__all__ = ["ENERGY_COLUMNS", "foreign_processes", "gpu_metrics", "judge_gpu"]
+__all__ = ["ENERGY_COLUMNS", "foreign_processes", "gpu_metrics"]

@@ -1,12 +1,19 @@
 """The one catalogue of verdict reasons: every code a verdict can carry, at every level.
 
-A reason's ``code`` names an entry here (:data:`CODES`); building a
+A reason's ``code`` names an entry here (:func:`codes`); building a
 :class:`~specbench_lib.model.records.Reason` with any other code is a programming error
 (:class:`~specbench_lib.core.errors.UnknownReason`). Each entry says its level (a ``request``'s
 problem, a ``cell``'s rule, a ``config``'s server, the ``run``'s plan or workers), what it
-protects against, and the params keys of its thresholds with their defaults: the defaults live
-here only, and params, the judge inputs and the rules read them from here. Adding a rule with a
-threshold touches this table and its test (``tests/test_validation_rules.py``).
+protects against, and the params keys of its thresholds with their defaults.
+
+:data:`CATALOGUE` lists the codes minted where they are found (a request's problems, a server's
+failure, the plan's skips). A cell rule is one object in its own module of
+``analysis/rules/`` (:mod:`~specbench_lib.analysis.ruleset` discovers them) with its code,
+level, what it protects against, thresholds and judge; the registry adds each
+rule's entry here, so a new rule with a threshold is one file and its test. The defaults of the
+thresholds that are params fields of their own (``max_failed_fraction``, ``host.…``) are defined
+here once, for params and the rules; a new rule's threshold lives in its file and in params'
+``thresholds`` mapping.
 
 This module is a leaf: it imports nothing of specbench but :mod:`~specbench_lib.core.errors`.
 """
@@ -38,20 +45,33 @@ HTTP_STATUS = re.compile(r"http_\d+")
 
 @dataclass(frozen=True)
 class Threshold:
-    """A number a rule compares against: its params key (dotted) and its default."""
+    """A number a rule compares against: its params key (dotted) and its default.
+
+    A cell stores the value it was measured with (``JudgeInputs.thresholds``); one that lacks
+    it (a rule newer than the cell) reads as the default, or, with ``judged_when_absent`` False,
+    as None: not judged."""
 
     key: str
-    default: float | str | None
+    default: float | str | bool | None
+    judged_when_absent: bool = True
+
+    @property
+    def in_params(self) -> bool:
+        """Whether params has the key (a tolerance in parentheses is the rule's own)."""
+        return not self.key.startswith("(")
 
 
 @dataclass(frozen=True)
 class Code:
-    """One reason code: its level, what it protects against, its thresholds."""
+    """One reason code: its level, what it protects against, its thresholds; ``host_side``: a
+    rule that judges the client host, not the config under test (a cell invalid for such rules
+    alone is measured again at once, params ``retries``, with fresh prompts)."""
 
     name: str
     level: Level
     protects: str
     thresholds: tuple[Threshold, ...] = ()
+    host_side: bool = False
 
 
 def _c(name: str, level: Level, protects: str, *thresholds: Threshold) -> Code:
@@ -86,44 +106,14 @@ CATALOGUE: tuple[Code, ...] = (
     _c("missing_spec_stats", "request", "a speculative config whose server reports no "
        "speculative statistics (per request, or counters that did not move), so acceptance "
        "length would be invented"),
-    # cell: a rule over the cell's requests and facts
+    # cell: the crash evidence and the refusals decided before requests (the cell rules over the
+    # requests and facts are analysis/rules/'s objects, registered here by analysis/ruleset.py)
     _c("server_died", "cell", "numbers from a server that crashed during the cell"),
     _c("crash_signature", "cell", "numbers from a server whose log shows a fatal error "
        "(CUDA error, assertion, out of memory) even if the process lingers"),
     _c("log", "cell", "evidence, not a rule: the server log's crash line given with "
        "server_died or server_failed"),
     _c("returncode", "cell", "evidence, not a rule: the exit status of a server that failed"),
-    _c("too_few_completed", "cell", "a cell averaged over fewer requests than planned "
-       "(failed requests silently dropped)"),
-    _c("failed_fraction", "cell", "more failed requests than max_failed_fraction allows",
-       Threshold("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION)),
-    _c("coalesced_reads", "cell", "token times the client host took: events that queued in "
-       "the socket while the client did not run are read at once and all carry the last one's "
-       "kernel stamp (ITL gaps of 0, a late TTFT), and first tokens the kernel stamped in one "
-       "batch for several connections while the host starved the client; judged by the "
-       "stamps against the stalls, the requests named in the detail; more than "
-       "max_coalesced_fraction of the tokens, or max_coalesced_first_fraction of the first "
-       "tokens, makes the cell invalid",
-       Threshold("max_coalesced_fraction", DEFAULT_MAX_COALESCED_FRACTION),
-       Threshold("max_coalesced_first_fraction", DEFAULT_MAX_COALESCED_FIRST_FRACTION)),
-    _c("busy_host", "cell", "numbers measured while other processes used the CPUs (a build, "
-       "another benchmark, a spinning server) or the hypervisor stole (steal time): more than "
-       "host.max_other_cpu_cores cores of the two on average during the cell, the sweep and "
-       "its server not counted, makes it invalid",
-       Threshold("host.max_other_cpu_cores", "auto")),
-    _c("busy_gpu", "cell", "numbers measured while another process ran on the cell's GPUs "
-       "(another job's CUDA context, a stray server): a compute process on them, neither this "
-       "sweep's, its server's nor a placed co-tenant's, holding more than "
-       "host.max_other_gpu_mib MiB (nvidia-smi's process list during the cell) makes it invalid",
-       Threshold("host.max_other_gpu_mib", 0.0)),
-    _c("rate_not_reached", "cell", "an open-loop cell whose requests went out slower than "
-       "scheduled (client or concurrency cap): its latencies belong to another load than the "
-       "one asked for, so the cell is invalid (achieved_rate_rps and the note stay)",
-       Threshold("(rate tolerance, not a params key)", RATE_TOLERANCE)),
-    _c("seen_prompt", "cell", "a cell whose server had already answered one of its prompts, or "
-       "text one of them contains (an earlier cell's, or the warmup's), without the plan asking "
-       "for it (prompt_reuse): an engine that learns across requests (llama.cpp ngram-mod, "
-       "SGLang NGRAM, a prefix cache) then measures its memory, not the config"),
     _c("context_overflow", "cell", "a prompt + output + speculative reserve that cannot fit the "
        "context, refused before any request is sent (never measured as a fast failure)"),
     _c("no_profile_rate", "cell", "a rate-profile point whose synchronous or saturated anchor "
@@ -171,19 +161,39 @@ CATALOGUE: tuple[Code, ...] = (
        "crashed, with the error"),
 )
 
-BY_CODE: dict[str, Code] = {c.name: c for c in CATALOGUE}
-CODES = frozenset(BY_CODE)
+BY_CODE: dict[str, Code] = {c.name: c for c in CATALOGUE}  # and the registered rules'
+
+
+def register(code: Code) -> Code:
+    """Add a cell rule's entry (:mod:`~specbench_lib.analysis.ruleset`); the same entry twice is
+    one entry, another entry under a known code is a programming error."""
+    known = BY_CODE.setdefault(code.name, code)
+    if known != code:
+        raise ValueError(f"reason code {code.name!r} is already in the catalogue as {known}")
+    return code
+
+
+def codes() -> frozenset[str]:
+    """Every known code: the catalogue's and the registered rules'."""
+    return frozenset(BY_CODE)
+
+
+def entries() -> tuple[Code, ...]:
+    """Every entry, by level, the catalogue's before the registered rules' (the rules page)."""
+    return tuple(c for lv in LEVELS for c in BY_CODE.values() if c.level == lv)
 # skipped reasons that are the plan's, not failures (adaptive repeats; a time budget's rounds)
 BY_DESIGN = frozenset({"enough_repeats", "eliminated", "decided", "time_budget",
                        "corpus_exhausted", "config_out"})
-# rules that judge the client host, not the config under test: a cell invalid for these alone
-# is measured again at once (params ``retries``), with fresh prompts, before it stays invalid
-HOST_SIDE = frozenset({"coalesced_reads", "busy_host"})
+
+
+def host_side() -> frozenset[str]:
+    """The codes of the rules that judge the client host (:attr:`Code.host_side`)."""
+    return frozenset(c.name for c in BY_CODE.values() if c.host_side)
 
 
 def host_side_only(codes: frozenset[str] | set[str]) -> bool:
     """Whether every one of a verdict's ``codes`` is a host-side rule's (and there is one)."""
-    return bool(codes) and codes <= HOST_SIDE
+    return bool(codes) and codes <= host_side()
 
 
 class _Names:
@@ -224,9 +234,9 @@ def level(code: str) -> Level:
     return entry(code).level
 
 
-def default(key: str) -> float | str | None:
+def default(key: str) -> float | str | bool | None:
     """The default of the threshold whose params key is ``key``."""
-    for code in CATALOGUE:
+    for code in BY_CODE.values():
         for threshold in code.thresholds:
             if threshold.key == key:
                 return threshold.default

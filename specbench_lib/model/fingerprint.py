@@ -24,9 +24,11 @@ from .plan import Plan
 # as a sequential one); who shared its node is recorded in the cell (CellFacts.placement)
 # output tokens and load points are axes: each cell's spec carries its own (and an open-loop
 # cell its arrival process)
+# thresholds: the cell rules' own thresholds (analysis/rules/), stored in each cell and applied
+# on read, like host's
 _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
                  "concurrency", "known_bad", "unstable_cv", "host", "slo", "output_tokens",
-                 "request_rate", "placement", "retries"}
+                 "request_rate", "placement", "retries", "thresholds"}
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,9 @@ class SweepParams(Strict):
     max_coalesced_fraction: float = Field(DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)
     max_coalesced_first_fraction: float = Field(DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0,
                                                 le=1)  # the same for first tokens (coalesced_reads)
+    # the thresholds of cell rules that have no params key of their own, by the rule's name for
+    # it (a rule's key `thresholds.<name>`, see docs/rules.md); a name no rule reads is refused
+    thresholds: dict[str, float | str | bool | None] = Field(default_factory=dict)
     repeats: int = Field(1, ge=1, le=MAX_REPEATS)  # measurements of each cell (mean and CV across them)
     # rounds: every config once per round, each round on a fresh server (drift lands on every
     # config alike); back_to_back: a config's repeats one after another on one server

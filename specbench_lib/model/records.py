@@ -17,21 +17,17 @@ from ..core.display import Rendered, html_table, html_text
 from ..core.errors import SchemaError
 from ..core.shapes import known_fields as _known
 from ..core.shapes import shape_problem
-from .catalogue import (
-    BY_DESIGN,
-    DEFAULT_MAX_COALESCED_FIRST_FRACTION,
-    DEFAULT_MAX_COALESCED_FRACTION,
-    DEFAULT_MAX_FAILED_FRACTION,
-    check,
-)
+from .catalogue import BY_DESIGN, check
 from .hostfacts import HostLoad, Placement
+from .judging import JudgeInputs as JudgeInputs
 from .params import CellSpec
 from .served import PromptRecord, Remeasured, ServedBefore
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # versions read by migrating on read (never a reason to measure a cell again): 2 lacks the
-# requests' multi_reads and stalls, so coalescing keeps the counts decided while measuring
-MIGRATES_FROM = frozenset({2})
+# requests' multi_reads and stalls, so coalescing keeps the counts decided while measuring;
+# 2 and 3 store the judge's thresholds as fields of their own (JudgeInputs.from_dict)
+MIGRATES_FROM = frozenset({2, 3})
 Status = Literal["ok", "invalid", "crashed", "skipped"]
 STATUSES: tuple[Status, ...] = ("ok", "invalid", "crashed", "skipped")
 
@@ -230,21 +226,6 @@ class Verdict(Rendered):
 
 
 @dataclass(frozen=True)
-class JudgeInputs:
-    """What the analysis-time rules need besides the requests, fixed when the cell was measured."""
-    planned: int  # measured requests planned
-    speculative: bool = False  # the config drafts (every method but auto)
-    spec_stats: Literal["per_request", "counters"] = "per_request"  # where its spec stats come from
-    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
-    prefix_cache: bool = False
-    max_coalesced_fraction: float = DEFAULT_MAX_COALESCED_FRACTION
-    max_coalesced_first_fraction: float = DEFAULT_MAX_COALESCED_FIRST_FRACTION
-    max_other_cpu_cores: float | None = None  # busy_host's threshold (None: not judged)
-    max_other_gpu_mib: float | None = None  # busy_gpu's (None: not judged, as in older cells)
-    prompt_reuse: bool = False  # the plan asks for prompts a server already answered (seen_prompt)
-
-
-@dataclass(frozen=True)
 class CellFacts:
     """What was observed about the server while the cell was measured: stored, never derived.
 
@@ -382,7 +363,7 @@ class CellRecord:
                 fingerprint=str(data["fingerprint"]), server_label=str(server["label"]),
                 server_argv=tuple(server.get("argv") or ()),
                 verdict=Verdict.from_dict(data["verdict"]),
-                judge=JudgeInputs(**_known(JudgeInputs, data["judge"])),
+                judge=JudgeInputs.from_dict(data["judge"]),
                 facts=CellFacts.from_dict(data.get("facts") or {}),
                 provenance=Provenance.from_dict(data.get("provenance") or {}),
                 requests=requests,

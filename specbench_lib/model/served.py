@@ -47,7 +47,7 @@ class ServedBefore:
 @dataclass(frozen=True)
 class Remeasured:
     """An earlier attempt of a cell that host-side rules alone made invalid (the client stalled,
-    the host was busy: ``catalogue.HOST_SIDE``), kept when the cell was measured again: its
+    the host was busy: ``catalogue.host_side()``), kept when the cell was measured again: its
     reasons, its requests and the prompts (shas) it sent."""
 
     attempt: int

@@ -5,6 +5,8 @@
 its plan-wide facts, each :class:`Attempt` of the run and each :class:`ServerEntry` (with its
 :class:`ServerPlacement` when Ray placed it), instead of reading string keys of dicts. A value
 missing from an older manifest reads as None (or empty); the dict stays available as ``raw``.
+A server's entry is written typed too: the sweep builds a :class:`ServerRecord` over the
+server's life and stores its :meth:`~ServerRecord.to_dict`.
 """
 
 from __future__ import annotations
@@ -121,6 +123,70 @@ class ServerEntry:
                               if isinstance(placed, Mapping) else None),
                    late_crash=_text(_section(data.get("late_crash")).get("line")),
                    reported_version=_text(data.get("reported_version")), raw=dict(data))
+
+
+@dataclass
+class ServerRecord:
+    """A server config's manifest entry as the sweep builds it over the server's life
+    (:class:`~specbench_lib.sweep.serversweep.ServerSweep`; :class:`ServerEntry` reads it back).
+
+    :meth:`to_dict` is the JSON the manifest holds: a key appears once the sweep got that far
+    (started, asked the server's info, warmed up, failed), with None where that is what it got.
+    """
+
+    isolation: dict[str, Any]
+    starts: int = 0
+    order: list[str] = field(default_factory=list)
+    cpus: dict[str, Any] | None = None  # set when a server is opened
+    controlled: bool | None = None  # and how it is reached:
+    argv: list[str] = field(default_factory=list)  # a launched server's
+    url: str | None = None  # an attached server's, with its unit
+    unit: str | None = None
+    log: str | None = None
+    timing: dict[str, Any] = field(default_factory=dict)
+    pid: int | None = None  # once started
+    ready_s: float | None = None
+    effective: dict[str, Any] | None = None  # the server's info, with:
+    context_per_request: int | None = None
+    reported_version: str | None = None
+    warmup: dict[str, Any] | None = None
+    error: str | None = None  # a server that failed, with its exit status
+    returncode: int | None = None
+    ended_after_stop: list[dict[str, Any]] = field(default_factory=list)
+    late_crash: dict[str, Any] | None = None
+    placement: dict[str, Any] | None = None  # a Ray-placed config's (:mod:`~specbench_lib.sweep.placement`)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"isolation": self.isolation, "starts": self.starts,
+                                "order": list(self.order)}
+        if self.cpus is not None:
+            data["cpus"] = self.cpus
+        if self.controlled is not None:
+            data["controlled"] = self.controlled
+            data.update({"argv": list(self.argv)} if self.controlled
+                        else {"url": self.url, "unit": self.unit})
+            data.update(log=self.log, timing=self.timing)
+        if self.starts:
+            data["pid"] = self.pid
+        if self.ready_s is not None:
+            data["ready_s"] = self.ready_s
+        if self.effective is not None:
+            data.update(context_per_request=self.context_per_request,
+                        reported_version=self.reported_version, effective=self.effective)
+        if self.warmup is not None:
+            data["warmup"] = self.warmup
+        if self.error is not None:
+            data.update(error=self.error, returncode=self.returncode)
+        if self.ended_after_stop:
+            data["ended_after_stop"] = list(self.ended_after_stop)
+        later = {"late_crash": self.late_crash, "placement": self.placement}
+        data.update({k: v for k, v in later.items() if v is not None})
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerRecord:
+        """The record of a :meth:`to_dict` (a Ray worker's, sent as JSON)."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from ..core.errors import SchemaError, StoreError
 from ..core.store import redact, utc_now
 from ..model.plan import Plan
 from ..model.records import SCHEMA_VERSION, CellRecord, Provenance
+from .manifest import ServerRecord
 from .provenance import environment_info
 from .rundir import (
     RUN_ID,
@@ -134,9 +135,9 @@ class Run:
         self.dir.archive_cell(record.cell_id)
         return self.dir.write_cell(record)
 
-    def store_server(self, label: str, record: dict[str, Any]) -> None:
+    def store_server(self, label: str, record: ServerRecord) -> None:
         servers = self.dir.manifest().get("servers", {})
-        servers[label] = record
+        servers[label] = record.to_dict()
         self.dir.update_manifest(servers=servers)
 
     def finish(self, status: str, *, elapsed_s: float, counts: dict[str, int]) -> None:

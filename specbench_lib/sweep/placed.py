@@ -24,6 +24,7 @@ from ..model.params import CellSpec
 from ..model.plan import Plan
 from ..model.records import CellRecord, Provenance
 from ..prompts.promptbook import Lifetimes, PromptBook
+from ..runs.manifest import ServerRecord
 from ..runs.run import RunDir
 from ..servers.engines import Launch, get_adapter
 from ..servers.ports import check_port_free
@@ -101,10 +102,10 @@ class WorkerRun:
     def write_cell(self, record: CellRecord) -> None:
         self._events.put({"kind": "cell", "record": record.to_dict(), "at": now_iso()})
 
-    def store_server(self, label: str, record: dict[str, Any]) -> None:
+    def store_server(self, label: str, record: ServerRecord) -> None:
         # a copy now: the sweep keeps adding to its record (timing) after storing it
         self._events.put({"kind": "server", "key": label,
-                          "record": json.loads(json.dumps(record, default=str))})
+                          "record": json.loads(json.dumps(record.to_dict(), default=str))})
 
 
 def _moved_launch(launch: Launch, port: int, to: int) -> Launch:

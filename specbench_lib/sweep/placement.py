@@ -30,6 +30,7 @@ from ..model.hostfacts import CoTenant, Placement
 from ..model.params import CellSpec
 from ..model.plan import Plan
 from ..model.records import CellFacts, CellRecord, Reason, Verdict
+from ..runs.manifest import ServerRecord
 from ..runs.run import Run
 from .placed import Payload, PlacementEvent, now_iso, reap_marked, run_placed
 from .progress import Progress
@@ -197,11 +198,11 @@ class Placer:
             self.progress.server(job.sweeper.key, f"on node {job.node_ip}, GPUs "
                                  f"{','.join(job.gpus) or 'none'}, port {job.port}")
         elif kind == "server":
-            record = dict(event.record or {})
-            record["placement"] = {"engine": "ray", "mode": self.options.mode, "node": job.node,
-                                   "node_ip": job.node_ip, "gpus": list(job.gpus),
-                                   "port": job.port, "submitted": job.submitted,
-                                   "started": self.tenancy[job.sweeper.key].started}
+            record = ServerRecord.from_dict(event.record or {})
+            record.placement = {"engine": "ray", "mode": self.options.mode, "node": job.node,
+                                "node_ip": job.node_ip, "gpus": list(job.gpus),
+                                "port": job.port, "submitted": job.submitted,
+                                "started": self.tenancy[job.sweeper.key].started}
             self.run.store_server(str(event.key), record)
         elif kind == "cell":  # its window: from the task's previous event to this one
             self._write(job, CellRecord.from_dict(event.record or {}), since, event.at or now_iso())

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..analysis.ruleset import thresholds_of
 from ..core.errors import EngineError, PreflightError, SpecbenchError, StoreError
 from ..core.paths import folder_problem, outputs_dir
 from ..host.load import sample_host
@@ -160,6 +161,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
         *(_check(f"workload {w.name}", lambda w=w: f"{len(documents(w))} documents")
           for w in params.workloads),
         _check("prompts", lambda: _prompts(plan, adapter)),
+        _check("thresholds", lambda: f"{len(thresholds_of(params))} rule thresholds read"),
     ]
     if launches:
         found.append(_check("port", lambda: check_port_free(engine.host, engine.port)

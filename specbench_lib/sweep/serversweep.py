@@ -16,13 +16,13 @@ from typing import Any, Protocol
 import httpx
 
 from ..analysis.analyse import analyse
+from ..analysis.ruleset import thresholds_of
 from ..analysis.validate import context_guard
 from ..client.dispatch import dispatch_cell, warm_client
 from ..core.errors import EngineError, ServerError, StoreError
 from ..core.store import redact, utc_now
 from ..host.cpuset import CpuSplit, pinned
 from ..host.load import HostSampler
-from ..host.sources import usable_cpus
 from ..model.catalogue import C, host_side_only
 from ..model.params import CellSpec, ServerConfig
 from ..model.plan import Plan
@@ -41,6 +41,7 @@ from ..prompts.history import History as _History
 from ..prompts.history import prompt_records as _prompt_records
 from ..prompts.promptbook import PromptBook
 from ..prompts.workload import Prompt
+from ..runs.manifest import ServerRecord
 from ..runs.run import RunDir
 from ..servers.engines import Adapter, Launch
 from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts
@@ -61,7 +62,7 @@ class RunWriter(Protocol):
 
     def write_cell(self, record: CellRecord) -> None: ...
 
-    def store_server(self, label: str, record: dict[str, Any]) -> None: ...
+    def store_server(self, label: str, record: ServerRecord) -> None: ...
 
 
 @dataclass
@@ -97,8 +98,7 @@ class ServerSweep:
         self.done: dict[str, CellRecord] = {}  # this sweeper's cells, as analysed
         self.tokens: dict[str, list[int]] = {}
         self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
-        self.record: dict[str, Any] = {"isolation": self.isolation.to_dict(), "starts": 0,
-                                       "order": []}
+        self.record = ServerRecord(self.isolation.to_dict())
         self.after: int | None = None  # the log offset after the last cell, while no crash
 
     def judge_inputs(self, cell: CellSpec) -> JudgeInputs:
@@ -106,12 +106,7 @@ class ServerSweep:
         return JudgeInputs(
             planned=params.requests_for(cell), speculative=self.server.method != "auto",
             spec_stats="per_request" if self.adapter.spec_stats_per_request else "counters",
-            max_failed_fraction=params.max_failed_fraction,
-            max_coalesced_fraction=params.max_coalesced_fraction,
-            max_coalesced_first_fraction=params.max_coalesced_first_fraction,
-            prefix_cache=params.engine.prefix_cache, max_other_gpu_mib=params.host.max_other_gpu_mib,
-            max_other_cpu_cores=params.host.cpu_limit(usable_cpus()),
-            prompt_reuse=params.prompt_reuse)
+            prefix_cache=params.engine.prefix_cache, thresholds=thresholds_of(params))
 
     def _analysed(self, cell: CellSpec, facts: CellFacts, m: _Measured) -> CellRecord:
         """The cell's record as it would be written, with its verdict decided on it."""
@@ -141,7 +136,7 @@ class ServerSweep:
         isolation ``restart``, each on its own; after a crash (or a config-level failure) the
         rest of the config's cells keep that verdict without a server."""
         order = cell_order(cells, self.plan.params, f"{self.server.label}:{self.round_number}")
-        self.record["order"] += [c.cell_id for c in order]
+        self.record.order += [c.cell_id for c in order]
         try:
             if self.isolation.mode != "restart":
                 self._serve(order)
@@ -177,29 +172,29 @@ class ServerSweep:
                            (launch.argv, launch.base_url, launch.health_path), log_path,
                            self.adapter.crash_signatures, params.redact, cpus=cpus.server)
         record = self.record
-        record["cpus"] = cpus.to_dict()
-        record.update({"controlled": True, "argv": list(self.argv)} if server.attach is None
-                      else {"controlled": False, "url": server.attach.url,
-                            "unit": server.attach.unit})
-        record["log"] = str(log_path.relative_to(self.run.dir.path))
-        record["timing"] = self.timing
+        record.cpus, record.controlled = cpus.to_dict(), server.attach is None
+        if server.attach is None:
+            record.argv = list(self.argv)
+        else:
+            record.url, record.unit = server.attach.url, server.attach.unit
+        record.log, record.timing = str(log_path.relative_to(self.run.dir.path)), self.timing
         base = proc.log_size()  # this server's log starts here (a config's servers share one)
         try:
             began = time.perf_counter()
             self.progress.server(self.key, f"starting, waiting up to {params.engine.ready_timeout_s:.0f} "
                             "s for it to be ready")
             proc.start()
-            record["pid"], record["starts"] = proc.pid, record["starts"] + 1
-            record["ready_s"] = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
-            self.progress.server(self.key, f"ready in {record['ready_s']} s")
+            record.pid, record.starts = proc.pid, record.starts + 1
+            record.ready_s = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
+            self.progress.server(self.key, f"ready in {record.ready_s} s")
             self.timing["start_s"] = round(time.perf_counter() - began, 4)
             with pinned(cpus.client), httpx.Client(
                     base_url=launch.base_url, timeout=params.request_timeout_s,
                     headers=proc.headers) as client:
                 return self._cells(proc, client, cells, base)
         except (ServerError, EngineError) as exc:
-            record["error"] = f"{type(exc).__name__}: {exc}"
-            record["returncode"] = proc.returncode
+            record.error = f"{type(exc).__name__}: {exc}"
+            record.returncode = proc.returncode
             self.run.store_server(self.key, record)
             facts = failed_facts(proc, exc, base)
             for cell in cells:
@@ -219,15 +214,15 @@ class ServerSweep:
         since, self.after = self.after, None
         late = None if since is None else after_cells(proc, since)
         if late is not None:
-            self.record.setdefault("late_crash", late)  # the first server's (restart: one a cell)
+            if self.record.late_crash is None:  # the first server's (restart: one a cell)
+                self.record.late_crash = late
             self.run.store_server(self.key, self.record)
             self.progress.server(self.key, f"crashed after its last cell: {late['line']}")
 
     def _ended(self, proc: Server) -> None:
         """Name in the manifest what had left the server's process group and had to be ended."""
         if proc.ended:
-            self.record["ended_after_stop"] = [*self.record.get("ended_after_stop", []),
-                                               *(asdict(e) for e in proc.ended)]
+            self.record.ended_after_stop += [asdict(e) for e in proc.ended]
             self.run.store_server(self.key, self.record)
 
     def _cells(self, proc: Server, client: httpx.Client, cells: list[CellSpec],
@@ -236,13 +231,13 @@ class ServerSweep:
         record, ready_at = self.record, proc.log_size()
         info = self.adapter.server_info(client)
         adapter = self.adapter.for_server(info)
-        record.update(context_per_request=info.context_per_request, reported_version=info.version)
-        record["effective"] = redact(info.raw, extra=self.plan.params.redact)
+        record.context_per_request, record.reported_version = info.context_per_request, info.version
+        record.effective = redact(info.raw, extra=self.plan.params.redact)
         began = time.perf_counter()
         tokenize = self._tokenizer(adapter, client)
         self.book.check(tokenize, url=self.launch.base_url)
-        record["warmup"], warmup, history = _warmup(self.plan, proc, client, adapter,
-                                                    self.book.warmup(tokenize))
+        record.warmup, warmup, history = _warmup(self.plan, proc, client, adapter,
+                                                 self.book.warmup(tokenize))
         self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
         self.run.store_server(self.key, record)
         offset = proc.log_size()
@@ -287,7 +282,7 @@ class ServerSweep:
                   context: int, warmup: tuple[RequestRecord, ...], since: int,
                   history: _History) -> _Measured:
         """The cell measured; one that host-side rules alone made invalid (the client stalled,
-        the host was busy: ``catalogue.HOST_SIDE``) is measured again at once with fresh
+        the host was busy: ``catalogue.host_side()``) is measured again at once with fresh
         prompts, ``retries`` times at most, its earlier attempts kept in its facts."""
         earlier: list[Remeasured] = []
         measured = self._measure(cell, proc, client, adapter, context, warmup, since, history)
