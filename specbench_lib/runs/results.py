@@ -21,7 +21,7 @@ from ..core.errors import StoreError, ValidationFailed
 from ..core.tables import plan_names, plan_sorted
 from ..model.catalogue import C
 from ..model.records import STATUSES, CellRecord, Reason
-from ..model.tablekeys import PANEL
+from ..model.tablekeys import panel_values
 from .manifest import Manifest
 from .run import RunDir
 
@@ -151,7 +151,7 @@ class RunResult(Rendered):
         (``answer.json``, through its typed reader); empty for a fixed plan (one look at α) and
         for a damaged answer (named by the answer's own readers; the claims are then at α)."""
         found, _ = answer_or_error(self.run_dir)
-        return {tuple(p["panel"][k] for k in PANEL): float(p["alpha"])
+        return {panel_values(p["panel"]): float(p["alpha"])
                 for p in (found or {}).get("panels", []) if p.get("alpha") is not None}
 
     @property
