@@ -22,7 +22,7 @@ def template_of(folder: str | Path | None) -> tuple[str, dict[str, Any]]:
                              "engine.tokenizer naming the folder with its tokenizer_config.json)",
                              what="template")
     given = Path(folder).expanduser()
-    base = given if given.is_dir() else given.parent
+    base = given.parent if given.is_file() else given
     config_file = base / "tokenizer_config.json"
     config: dict[str, Any] = {}
     if config_file.is_file():
