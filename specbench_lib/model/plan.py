@@ -44,6 +44,8 @@ class Plan:
                  f"requests {each} "
                  f"({p.warmup_requests} warmup per server), "
                  f"{'/'.join(map(str, p.output_lengths))} output tokens"
+                 + (f", temperature {'/'.join(f'{t:g}' for t in p.temperatures)}"
+                    if p.temperatures != (0.0,) else "")
                  + (f"; in rounds (at most {p.max_rounds}) within a {p.time_budget_s:g} s time "
                     "budget" if p.time_budget_s is not None else "")]
         lines += [f"  {s.label}: method {s.method}, budget {s.budget}"
