@@ -122,13 +122,15 @@ class RunResult(Rendered):
             rows.append({"config": spec.config, "series": spec.series, "budget": spec.budget,
                          "workload": spec.workload, "context": spec.context,
                          "output_tokens": spec.output_tokens, "concurrency": spec.concurrency,
-                         "load": spec.load, "rate_rps": cell.target_rate or spec.rate,
+                         "load": spec.load, "temperature": spec.temperature,
+                         "rate_rps": cell.target_rate or spec.rate,
                          "verdict": cell.status,
                          "output_tok_s": (cell.metrics or {}).get("output_tok_s"),
                          "reasons": "; ".join(cell.verdict.reasons),
                          "failed": not cell.verdict.ok and not cell.verdict.by_design})
         frame = pd.DataFrame(rows, columns=["config", "series", "budget", "workload", "context",
-                                            "output_tokens", "concurrency", "load", "rate_rps",
+                                            "output_tokens", "concurrency", "load",
+                                            "temperature", "rate_rps",
                                             "verdict", "output_tok_s", "reasons", "failed"])
         frame["budget"] = frame["budget"].astype("Int64")
         return frame
