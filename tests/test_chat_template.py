@@ -136,3 +136,24 @@ warmup_requests: 1
     assert set(cells) == {0.0, 1.0} and cells[1.0].cell_id.endswith("__t1")
     assert all(p.tokens == 64 for c in cells.values() for p in c.prompts)
     assert cells[0.0].fingerprint != cells[1.0].fingerprint
+
+
+def test_the_doctor_finds_a_missing_sglang_template_before_any_server(tmp_path: Path) -> None:
+    from specbench_lib.sweep import preflight
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    path = tmp_path / "sglang.yaml"
+    path.write_text(f"""phase: chat
+engine: {{kind: sglang, binary: {tmp_path / "python"}, model: {model}}}
+configs: [{{name: auto, method: auto}}]
+workloads: [{{name: chat, source: sharegpt, template: chat}}]
+contexts: [256]
+concurrency: [1]
+""")
+    [found] = [c for c in preflight.doctor(sb.load_plan(path)) if c.name == "chat template"]
+    assert not found.ok and "no chat template" in found.detail
+    (model / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")
+    [found] = [c for c in preflight.doctor(sb.load_plan(path)) if c.name == "chat template"]
+    assert found.ok and str(model) in found.detail

@@ -160,6 +160,8 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
         *(_check(f"workload {w.name}", lambda w=w: f"{len(documents(w))} documents")
           for w in params.workloads),
         _check("prompts", lambda: _prompts(plan, adapter)),
+        *([_check("chat template", adapter.chat_template_source)]
+          if any(w.template == "chat" for w in params.workloads) else []),
     ]
     if launches:
         found.append(_check("port", lambda: check_port_free(engine.host, engine.port)

@@ -129,6 +129,9 @@ class BaseAdapter(ABC):
     @abstractmethod
     def tokenize(self, client: httpx.Client, text: str) -> list[int]: ...
 
+    def chat_template_source(self) -> str:
+        return "the model's own, applied by the server once it runs"
+
     def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
         raise PreflightError(f"the {self.name} adapter cannot apply a chat template; use "
                              f"template: raw", what="template")

@@ -156,6 +156,11 @@ class Adapter(Protocol):
         PreflightError when the engine or the model has no template to apply."""
         ...
 
+    def chat_template_source(self) -> str:
+        """Where :meth:`chat_render`'s template comes from, checked before any server starts
+        (the doctor's); PreflightError when it is known now not to be there."""
+        ...
+
     def generation_request(self, prompt: list[int], *, max_tokens: int, stop: str = "length",
                            sampling: Sampling | None = None) -> tuple[str, dict[str, Any]]:
         """The path and JSON body of one streamed generation: of exactly max_tokens (``stop``

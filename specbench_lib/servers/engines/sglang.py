@@ -169,14 +169,20 @@ class SGLangAdapter(BaseAdapter):
             return tokenizer.encode_server(client, text, limit_s=limit)
         return tokenizer.encode_local(str(path), text)
 
+    def _template_folder(self) -> str | None:
+        engine = self.engine
+        return None if engine is None else (
+            engine.tokenizer if engine.tokenizer not in ("auto", "server") else engine.model)
+
+    def chat_template_source(self) -> str:
+        chat_template.template_of(self._template_folder())
+        return f"the model's own, from {self._template_folder()}, rendered here (jinja2)"
+
     def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
         """The model's ``chat_template`` (its ``tokenizer_config.json``) rendered here with
         jinja2, the generation prompt added, and the text's ids from :meth:`tokenize` (SGLang
         has no endpoint that returns a templated prompt's ids)."""
-        engine = self.engine
-        folder = None if engine is None else (
-            engine.tokenizer if engine.tokenizer not in ("auto", "server") else engine.model)
-        text = chat_template.render_local(folder, messages)
+        text = chat_template.render_local(self._template_folder(), messages)
         return self.tokenize(client, text)
 
     def generation_request(self, prompt: list[int], *, max_tokens: int, stop: str = "length",
