@@ -7,8 +7,9 @@ outputs and the mean length, in tokens, of the common prefix.
 
 At temperature > 0 the check does not apply, and a sampled cell is never compared: a lossless
 sampler keeps the output *distribution*, not the tokens, and speculative sampling (rejection
-sampling of the draft) consumes the random stream differently from plain sampling, so the same
-seed gives different tokens from a correct decoder. Its ``lossless_*`` figures are empty
+sampling of the draft) may consume the random stream differently from plain sampling (it
+depends on the engine and the method), so the same seed may give other tokens from a correct
+decoder: a difference is no evidence of a loss. Its ``lossless_*`` figures are empty
 (``lossless_n`` 0), never a loss; comparing distributions would need many samples per prompt,
 which a throughput cell does not draw.
 """
