@@ -37,6 +37,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import socket
 import sys
@@ -51,6 +52,20 @@ MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chun
 PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie",
                  "warmup_crash", "slow_death", "setsid")
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
+_SPECIAL = re.compile(r"(<\|im_(?:start|end)\|>)")
+
+
+def chatml(messages: list[dict[str, str]]) -> str:
+    """SmolLM2's template (ChatML), the generation prompt added, as ``/apply-template`` renders
+    it (``add_generation_prompt`` defaults to true: tools/server/server-common.cpp)."""
+    turns = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    return turns + "<|im_start|>assistant\n"
+
+
+def words(text: str) -> list[str]:
+    """The stand-in tokenizer's tokens: words, the template's special tokens on their own
+    (``parse_special`` defaults to true in ``/tokenize``)."""
+    return _SPECIAL.sub(r" \1 ", text).split()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -74,9 +89,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path == "/tokenize":
-            words = str(body.get("content", "")).split()
-            self._json(200, {"tokens": [sum(map(ord, w)) % 30000 for w in words]})
+            found = words(str(body.get("content", "")))
+            self._json(200, {"tokens": [sum(map(ord, w)) % 30000 for w in found]})
             return
+        if self.path == "/apply-template":
+            self._json(200, {"prompt": chatml(body["messages"])})
+            return
+        self.server.bodies.append(body)
         mode = self.server.mode
         with self.server.lock:
             self.server.generations += 1
@@ -224,6 +243,7 @@ class FakeLlamaServer(ThreadingHTTPServer):
         self.jitter = jitter
         self.noise = random.Random(noise_seed or os.getpid())  # each server its own noise
         self.generations = 0
+        self.bodies: list[dict[str, Any]] = []  # the generation requests, as sent
         self.lock = threading.Lock()
         self.hung = threading.Event()
         self.grams: set[tuple[int, ...]] = set()  # mode learns: every prompt 12-gram seen

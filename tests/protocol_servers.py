@@ -34,6 +34,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fake_server import chatml, words  # the stand-ins' one template and tokenizer
+
 MALFORMED_MODES = ("done_only", "bad_utf8", "trickle_info", "trickle_tokenize")
 LIE_MODES = ("overclaim", "shutdown_crash")
 SGLANG_FAULT_MODES = ("meta_string", "html_info", "no_tokenize", "no_flush")
@@ -169,7 +171,12 @@ class _Base(BaseHTTPRequestHandler):
             self._trickle()
             return
         body = self._body()
-        ids = [1 + (sum(map(ord, w)) % 30000) for w in str(body.get("prompt", "")).split()]
+        if self.server.api == "vllm" and "messages" in body:  # TokenizeChatRequest
+            text = chatml(body["messages"]) if body.get("add_generation_prompt", True) else (
+                chatml(body["messages"]).removesuffix("<|im_start|>assistant\n"))
+        else:
+            text = str(body.get("prompt", ""))
+        ids = [1 + (sum(map(ord, w)) % 30000) for w in words(text)]
         answer: dict[str, Any] = {"count": len(ids), "max_model_len": self.server.context, "tokens": ids}
         if self.server.api == "vllm":
             answer["token_strs"] = None  # 0.32.0; filled only with return_token_strs

@@ -120,9 +120,10 @@ def test_bodies_are_encoded_before_the_first_request_goes_out() -> None:
 
     class Recording(LlamaCppAdapter):
         def generation_request(self, prompt: list[int], *, max_tokens: int,
-                               stop: str = "length") -> Any:
+                               stop: str = "length", sampling: Any = None) -> Any:
             events.append("encoded")
-            return super().generation_request(prompt, max_tokens=max_tokens, stop=stop)
+            return super().generation_request(prompt, max_tokens=max_tokens, stop=stop,
+                                              sampling=sampling)
 
         def stream_parser(self) -> Any:
             events.append("sent")

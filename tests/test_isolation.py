@@ -163,7 +163,7 @@ def test_fresh_prompts_keep_a_learning_server_from_feeding_its_cells(
     manifest = fresh.manifest["servers"]["ngram-b4"]
     assert manifest["isolation"]["mode"] == "none" and len(manifest["order"]) == 3
 
-    def shared(self: PromptBook, cell, tokenize):  # type: ignore[no-untyped-def]
+    def shared(self: PromptBook, cell, tokenize, render=None):  # type: ignore[no-untyped-def]
         return build_prompts(self.params.workloads[0], n=2, tokens=cell.context, seed=0,
                              tokenize=tokenize)
 

@@ -176,3 +176,23 @@ def test_the_legend_never_covers_an_axis_label(tmp_path: Path) -> None:
                 assert not legend.overlaps(label), (figure, ax.xaxis.label.get_text())
             assert not legend.overlaps(ax.get_window_extent(renderer))
         plt.close(figure)
+
+
+def test_each_temperature_is_a_facet_of_its_own(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    run = RunDir(tmp_path / "run")
+    run.cells_dir.mkdir(parents=True)
+    run.update_manifest(phase="t", model={"path": "/m/x.gguf"}, engine={"kind": "llamacpp"})
+    for temp, slower in ((0.0, 1.0), (1.0, 2.0)):
+        for label, budget, tok_s in (("auto", None, 50.0), ("ngram-b4", 4, 60.0)):
+            cell = make_cell(label, "auto" if budget is None else "ngram", budget,
+                             tok_s=tok_s / slower)
+            run.write_cell(replace(cell, spec=replace(cell.spec, temperature=temp,
+                                                      temperatures=2)))
+    fig = plots.throughput_vs_budget(SweepResult(run.path))
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert len(titles) == 2 and "T 0" in titles[0] and "T 1" in titles[1]
+    tops = [max(line.get_ydata()) for ax in fig.axes if ax.get_title()
+            for c in ax.containers for line in c.lines[:1]]
+    assert tops == [60.0, 30.0]  # never one line across temperatures

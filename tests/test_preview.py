@@ -19,8 +19,9 @@ BIN = Path(sys.executable).parent
 def test_preview_gives_argv_guard_and_known_bad(tmp_path: Path) -> None:
     params = tmp_path / "p.yaml"
     params.write_text(f"extends: {ROOT / 'params' / 'tp1.yaml'}\ncontexts: [3072, 32600]\n"
-                      "output_tokens: 256\nrequest_rate: null\ntime_budget_s: null\n")  # one length,
-    # closed loop only, the fixed plan (one round)
+                      "output_tokens: 256\nrequest_rate: null\ntime_budget_s: null\n"
+                      "temperature: 0\n")  # one length, closed loop only, the fixed plan (one
+    # round), greedy only
     preview = sb.run_sweep(sb.load_plan(params, budget=8), dry_run=True)
     assert isinstance(preview, PlanPreview)
     servers = preview.servers().set_index("config")["argv"]

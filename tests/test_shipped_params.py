@@ -43,6 +43,12 @@ def standin_params(name: str, tmp: Path) -> Path:
     model = tmp / "model"  # the stand-ins load nothing: a model folder with a file in it
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text("{}")
+    # the model's chat template (workloads with template: chat; SGLang renders it here), ChatML
+    # as the stand-ins' /apply-template and /tokenize render it
+    template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+                "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+                "{% endif %}")
+    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
     path = tmp / f"standin-{name}"
     path.write_text(f"""extends: {shipped}
 engine:

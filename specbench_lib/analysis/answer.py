@@ -108,6 +108,8 @@ def panel_name(panel: dict[str, Any], *, outputs: bool = False) -> str:
     parts.append(f"c{panel['concurrency']}")
     if panel.get("load"):
         parts.append(str(panel["load"]))
+    if panel.get("temperature"):  # sampled (greedy panels keep their old names)
+        parts.append(f"T{panel['temperature']:g}")
     return "/".join(parts)
 
 

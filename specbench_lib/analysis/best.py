@@ -153,7 +153,7 @@ def crossovers(table: Any) -> Any:
     said so). A rate profile's points (each config at its own rates) are curves, not compared."""
     import pandas as pd
 
-    keys = ["config", "workload", "context", "output_tokens", "load_axis"]
+    keys = ["config", "workload", "context", "output_tokens", "temperature", "load_axis"]
     points = load_points(table)
     auto = points[points["method"] == "auto"].set_index(PANEL)["e2e_p50_s"]
     spec = points[(points["method"] != "auto") & ~points["load"].astype(str).str.startswith("p")]
@@ -188,6 +188,7 @@ def _crossing(key: tuple[Any, ...], several: bool, axis: str, levels: list[Any],
         return f"concurrency {int(value)}" if axis == "concurrency" else f"{value:.3g} req/s"
 
     out = f"/o{int(key[3])}" if several else ""
+    out += f"/T{key[4]:g}" if key[4] else ""  # sampled (greedy keeps its old statement)
     where_ = f"{key[0]} {key[1]}/ctx{key[2]}{out}"
     if axis == "concurrency":
         span, how = f"concurrency measured ({int(levels[0])}-{int(levels[-1])})", ""

@@ -1,9 +1,17 @@
 """Losslessness: do a speculative config's greedy outputs equal the ``auto`` baseline's?
 
-Every request is greedy (temperature 0), so a lossless speculative decoder returns the same
-tokens as plain decoding for the same prompt. Batch-dependent numerics make a few differences
-normal (see docs/engine-facts.md), hence two figures rather than a pass/fail: the fraction of
-identical outputs and the mean length, in tokens, of the common prefix.
+A greedy request (temperature 0) of a lossless speculative decoder returns the same tokens as
+plain decoding for the same prompt. Batch-dependent numerics make a few differences normal (see
+docs/engine-facts.md), hence two figures rather than a pass/fail: the fraction of identical
+outputs and the mean length, in tokens, of the common prefix.
+
+At temperature > 0 the check does not apply, and a sampled cell is never compared: a lossless
+sampler keeps the output *distribution*, not the tokens, and speculative sampling (rejection
+sampling of the draft) may consume the random stream differently from plain sampling (it
+depends on the engine and the method), so the same seed may give other tokens from a correct
+decoder: a difference is no evidence of a loss. Its ``lossless_*`` figures are empty
+(``lossless_n`` 0), never a loss; comparing distributions would need many samples per prompt,
+which a throughput cell does not draw.
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ from typing import Any
 from ..model.records import CellRecord
 
 BASELINE = "auto"
-_KEYS = ("workload", "context", "output_tokens", "concurrency", "load")
+_KEYS = ("workload", "context", "output_tokens", "concurrency", "load", "temperature")
+NOT_APPLICABLE: dict[str, float | None] = {"lossless_identical": None,
+                                           "lossless_prefix_tokens": None, "lossless_n": 0}
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -32,8 +42,11 @@ def compare_cells(cell: CellRecord, baseline: CellRecord) -> dict[str, float | N
     """Compare the measured outputs of two cells request by request (same prompt sha only).
 
     Returns ``lossless_identical`` (fraction of identical outputs), ``lossless_prefix_tokens``
-    (mean common prefix in tokens; None without token ids) and ``lossless_n`` (pairs compared).
+    (mean common prefix in tokens; None without token ids) and ``lossless_n`` (pairs compared);
+    :data:`NOT_APPLICABLE` for sampled cells (temperature > 0, see the module).
     """
+    if cell.spec.temperature > 0 or baseline.spec.temperature > 0:
+        return dict(NOT_APPLICABLE)
     pairs = []
     ours, theirs = _outputs(cell), _outputs(baseline)
     for sha, out in ours.items():

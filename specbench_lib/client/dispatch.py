@@ -50,7 +50,7 @@ from ..host.load import HostSampler
 from ..host.stalls import StallWatch
 from ..model.catalogue import C, http_status
 from ..model.records import CellDispatch, RequestRecord
-from ..model.sections import RequestRateParams, TimeoutParams
+from ..model.sections import RequestRateParams, Sampling, TimeoutParams
 from ..servers.engines import Adapter
 from .deadline import Deadline, resolve_timeouts
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
@@ -102,7 +102,7 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
                   concurrency: int, max_tokens: int, timeout_s: float | None = None,
                   timeouts: TimeoutParams | None = None, request_rate: RequestRateParams | None = None,
                   seed: int = 0, headers: dict[str, str] | None = None,
-                  stop: str = "length") -> CellDispatch:
+                  stop: str = "length", sampling: Sampling | None = None) -> CellDispatch:
     """Run ``warmup`` requests, then the rest: closed loop, or open loop at ``request_rate``.
 
     Args:
@@ -113,12 +113,15 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
         seed: seeds the open-loop arrival times.
         headers: sent with every request (e.g. an attached server's bearer token).
         stop: ``length`` (exactly ``max_tokens``) or ``eos`` (the model's end, a cap).
+        sampling: how the requests sample (None: greedy); each request gets its own seed,
+            drawn from the sampling's and its prompt (:meth:`Sampling.for_prompt`).
     """
     limits = resolve_timeouts(timeouts, timeout_s)
     with _no_collector():
         return run_sync(_dispatch(adapter, base_url, prompts, warmup=warmup,
                                   concurrency=concurrency, max_tokens=max_tokens, limits=limits,
-                                  rate=request_rate, seed=seed, headers=headers, stop=stop))
+                                  rate=request_rate, seed=seed, headers=headers, stop=stop,
+                                  sampling=sampling))
 
 
 def warm_client(base_url: str, *, host: bool = True) -> None:
@@ -201,11 +204,13 @@ def arrival_offsets(n: int, rate: RequestRateParams, seed: int) -> list[float]:
 async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *, warmup: int,
                     concurrency: int, max_tokens: int, limits: TimeoutParams,
                     rate: RequestRateParams | None, seed: int,
-                    headers: dict[str, str] | None = None, stop: str = "length") -> CellDispatch:
+                    headers: dict[str, str] | None = None, stop: str = "length",
+                    sampling: Sampling | None = None) -> CellDispatch:
     records = [RequestRecord(i, i < warmup, len(p), max_tokens, multi_reads=[], stalls=[],
                              stop=stop) for i, p in enumerate(prompts)]
-    bodies = [_encoded(adapter.generation_request(p, max_tokens=max_tokens, stop=stop))
-              for p in prompts]
+    bodies = [_encoded(adapter.generation_request(
+        p, max_tokens=max_tokens, stop=stop,
+        sampling=None if sampling is None else sampling.for_prompt(p))) for p in prompts]
     tls = ssl.create_default_context() if base_url.startswith("https:") else None
     conns = [Connection(base_url, headers=headers, connect_timeout_s=limits.connect_s,
                         keepalive_s=_KEEPALIVE_S, ssl_context=tls)

@@ -1,12 +1,13 @@
 """Cell fingerprints: a cell is read into a table only while everything that decides what it
 measured is unchanged.
 
-A fingerprint covers, per cell: the cell spec (its output tokens and load point too); the
-measured params (requests, seed, timeouts, warmup…; an open-loop cell's arrival process) and its
-workload; one request's body as the adapter builds it; the server argv (port normalised) or, for
-an attached server, its URL and effective settings; the engine's identity (binary sha256, or the
-Python package, version and fork commit); the model's fingerprint; and the hash of the code that
-builds, sends and times requests. Changing any one of them makes the cell stale.
+A fingerprint covers, per cell: the cell spec (its output tokens, temperature and load point
+too); the measured params (requests, seed, timeouts, warmup, top-p and top-k…; an open-loop
+cell's arrival process) and its workload (its template and stop too); one request's body as the
+adapter builds it; the server argv (port normalised) or, for an attached server, its URL and
+effective settings; the engine's identity (binary sha256, or the Python package, version and
+fork commit); the model's fingerprint; and the hash of the code that builds, sends and times
+requests. Changing any one of them makes the cell stale.
 """
 
 from __future__ import annotations
@@ -22,13 +23,21 @@ from .plan import Plan
 # retries: how often a cell the client host spoiled is measured again, not what a cell measures
 # placement: where a config ran is not what it measured (a placed cell is the same measurement
 # as a sequential one); who shared its node is recorded in the cell (CellFacts.placement)
-# output tokens and load points are axes: each cell's spec carries its own (and an open-loop
-# cell its arrival process)
-# thresholds: the cell rules' own thresholds (analysis/rules/), stored in each cell and applied
-# on read, like host's
+# output tokens, temperatures and load points are axes: each cell's spec carries its own (and
+# an open-loop cell its arrival process); thresholds: the cell rules' own thresholds
+# (analysis/rules/), stored in each cell and applied on read, like host's
 _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
                  "concurrency", "known_bad", "unstable_cv", "host", "slo", "output_tokens",
-                 "request_rate", "placement", "retries", "thresholds"}
+                 "request_rate", "placement", "retries", "temperature",
+                 "thresholds"}
+# keys added after cells were first fingerprinted, left out at their default (off) values, so
+# a greedy raw plan's cells keep the fingerprints they had
+_NEW_DEFAULTS = {"temperature": 0.0, "temperatures": 1, "top_p": 1.0, "top_k": 0,
+                 "template": "raw"}
+
+
+def _lean(found: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in found.items() if k not in _NEW_DEFAULTS or v != _NEW_DEFAULTS[k]}
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Compon
             for all its cells, or a restart or flush before each) when it is known.
     """
     params = plan.params.model_dump(mode="json")
-    measured = {k: v for k, v in params.items() if k not in _NOT_MEASURED}
+    measured = _lean({k: v for k, v in params.items() if k not in _NOT_MEASURED})
     measured["prefix_cache"] = plan.params.engine.prefix_cache
     workloads = {w["name"]: w for w in params["workloads"]}
     port = str(plan.params.engine.port)
@@ -73,6 +82,7 @@ def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Compon
         arrival = ({"arrival": plan.params.request_rate.arrival}
                    if plan.params.request_rate is not None and cell.load else {})
         kept = {"isolation": isolation[cell.config]} if isolation else {}
-        prints[cell.cell_id] = digest(asdict(cell), {**measured, **arrival, **kept},
-                                      workloads[cell.workload], server, components.to_dict())
+        prints[cell.cell_id] = digest(_lean(asdict(cell)), {**measured, **arrival, **kept},
+                                      _lean(workloads[cell.workload]), server,
+                                      components.to_dict())
     return prints

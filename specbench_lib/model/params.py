@@ -30,6 +30,7 @@ from .sections import (
     LoadParams,
     Method,
     PlacementParams,
+    Sampling,
     SloParams,
     Strict,
     TimeoutParams,
@@ -127,6 +128,11 @@ class SweepParams(Strict):
     concurrency: tuple[int, ...] = Field(min_length=1)
     # tokens each request generates; a list makes output length an axis of the plan
     output_tokens: int | tuple[int, ...] = 128
+    # the sampling temperature; a list makes it an axis of the plan (0: greedy; [0, 1] as the
+    # papers report), each temperature its own panel
+    temperature: float | tuple[float, ...] = 0.0
+    top_p: float = Field(1.0, gt=0, le=1)  # nucleus sampling at temperature > 0 (1: off)
+    top_k: int = Field(0, ge=0)  # the k most likely tokens at temperature > 0 (0: off)
     # measured requests of a cell (times the concurrency with requests_scale per_concurrency)
     requests_per_cell: int = Field(3, ge=1, le=MAX_REQUESTS_PER_CELL)
     # per_concurrency: a closed-loop cell at concurrency c sends requests_per_cell x c requests,
@@ -206,6 +212,25 @@ class SweepParams(Strict):
     def output_lengths(self) -> tuple[int, ...]:
         """The output lengths of the plan, one or several."""
         return self.output_tokens if isinstance(self.output_tokens, tuple) else (self.output_tokens,)
+
+    @property
+    def temperatures(self) -> tuple[float, ...]:
+        """The sampling temperatures of the plan, one or several."""
+        return self.temperature if isinstance(self.temperature, tuple) else (self.temperature,)
+
+    def sampling(self, cell: CellSpec) -> Sampling:
+        """How ``cell``'s requests sample (each request's seed is drawn from it and its prompt:
+        :meth:`Sampling.for_prompt`)."""
+        return Sampling(cell.temperature, self.top_p, self.top_k, self.seed)
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperatures(cls, values: float | tuple[float, ...]) -> float | tuple[float, ...]:
+        listed = values if isinstance(values, tuple) else (values,)
+        if not listed or any(not 0 <= v <= 2 for v in listed) or len(set(listed)) < len(listed):
+            raise ValueError(f"must be distinct temperatures from 0 (greedy) to 2, got "
+                             f"{list(listed)}")
+        return values
 
     @field_validator("contexts", "concurrency", "output_tokens")
     @classmethod
@@ -306,6 +331,8 @@ class CellSpec:
     rate: float | None = None  # open loop at a fixed rate (requests a second); None: closed
     profile_point: int | None = None  # open loop at point k of a rate profile (decided when run)
     profile_points: int = 0
+    temperature: float = 0.0  # the sampling temperature (0: greedy; a cell written before: 0)
+    temperatures: int = 1  # temperatures in the plan: with several, the id names the cell's
 
     @property
     def load(self) -> str:
@@ -322,6 +349,8 @@ class CellSpec:
         base = f"{self.config}__{self.workload}__ctx{self.context}__c{self.concurrency}"
         if self.outputs > 1:
             base += f"__o{self.output_tokens}"
+        if self.temperatures > 1:
+            base += f"__t{self.temperature:g}"
         if self.rate is not None:
             base += f"__q{self.rate:g}"
         if self.profile_point is not None:

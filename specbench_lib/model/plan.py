@@ -44,6 +44,8 @@ class Plan:
                  f"requests {each} "
                  f"({p.warmup_requests} warmup per server), "
                  f"{'/'.join(map(str, p.output_lengths))} output tokens"
+                 + (f", temperature {'/'.join(f'{t:g}' for t in p.temperatures)}"
+                    if p.temperatures != (0.0,) else "")
                  + (f"; in rounds (at most {p.max_rounds}) within a {p.time_budget_s:g} s time "
                     "budget" if p.time_budget_s is not None else "")]
         lines += [f"  {s.label}: method {s.method}, budget {s.budget}"
@@ -85,26 +87,29 @@ def build_plan(params: SweepParams, *, source: Path, budget: int | None = None) 
     count = _cell_count(params, len(servers))
     if count > MAX_PLAN_CELLS:
         raise ParamsError(f"the plan has {count} cells (configs × workloads × contexts × output "
-                          f"lengths × load points × repeats), more than {MAX_PLAN_CELLS}; "
-                          f"shorten a list or lower repeats", file=source, value=count)
+                          f"lengths × temperatures × load points × repeats), more than "
+                          f"{MAX_PLAN_CELLS}; shorten a list or lower repeats", file=source, value=count)
     cells = tuple(_cells(params, servers))
     _require_context_room(params, servers, source)
     return Plan(params, source, tuple(servers), cells, budget)
 
 
 def _cells(params: SweepParams, servers: list[ServerConfig]) -> list[CellSpec]:
-    """Servers × workloads × contexts × output lengths × load points × repeats. A rate profile's
-    cells come after the closed-loop cells of their server, which they are spread between."""
+    """Servers × workloads × contexts × output lengths × temperatures × load points × repeats.
+    A rate profile's cells come after the closed-loop cells of their server, which they are
+    spread between."""
     outputs = params.output_lengths
     load = params.request_rate
     closed = load is None or load.profile is not None
     cells: list[CellSpec] = []
-    for s, w, ctx, out in itertools.product(servers, params.workloads, params.contexts, outputs):
+    temps = params.temperatures
+    for s, w, ctx, out, temp in itertools.product(servers, params.workloads, params.contexts,
+                                                  outputs, temps):
         if not w.runs_at(ctx):
             continue
         common = dict(config=s.label, series=s.name, method=s.method, budget=s.budget,
                       workload=w.name, context=ctx, repeats=params.repeats, output_tokens=out,
-                      outputs=len(outputs))
+                      outputs=len(outputs), temperature=temp, temperatures=len(temps))
         for conc, rep in itertools.product(params.concurrency, range(params.repeats)):
             if closed:
                 cells.append(CellSpec(**common, concurrency=conc, repeat=rep))
@@ -124,7 +129,8 @@ def _cell_count(params: SweepParams, servers: int) -> int:
     per_level = (load is None or load.profile is not None) + len(load.rates if load else ())
     profile = load.profile if load is not None and load.profile is not None else 0
     pairs = sum(w.runs_at(ctx) for w in params.workloads for ctx in params.contexts)
-    return (servers * pairs * len(params.output_lengths) * params.repeats
+    return (servers * pairs * len(params.output_lengths) * len(params.temperatures)
+            * params.repeats
             * (len(params.concurrency) * per_level + profile))
 
 

@@ -5,6 +5,8 @@ placement (validated pydantic models; :mod:`~.params` composes them into :class:
 
 from __future__ import annotations
 
+import zlib
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -145,6 +147,10 @@ class WorkloadParams(Strict):
     # length: every answer exactly output_tokens long (the end of sequence ignored, ignore_eos);
     # eos: answers end where the model ends them, output_tokens only a cap (docs/workloads.md)
     stop: Literal["length", "eos"] = "length"
+    # raw: the document's tokens as they are; chat: the document sent as the user's turn in the
+    # model's own chat template, with the generation prompt (the answer is the assistant's
+    # turn); the template's tokens count in the prompt's planned length (docs/workloads.md)
+    template: Literal["raw", "chat"] = "raw"
 
     def runs_at(self, context: int) -> bool:
         return self.max_context is None or context <= self.max_context
@@ -154,6 +160,30 @@ class WorkloadParams(Strict):
         if self.source == "jsonl" and not self.path:
             raise ValueError("source 'jsonl' needs 'path' (a JSONL file) and 'field'")
         return self
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a request samples: greedy at ``temperature`` 0 (top-p, top-k and the seed are then not
+    sent); ``top_k`` 0 is no top-k cut; ``seed`` the request's own seed, where the engine takes
+    one (None: the engine's)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def for_prompt(self, prompt: list[int]) -> Sampling:
+        """This sampling with a seed drawn from ``seed`` and the prompt's ids: every config of a
+        panel sends a prompt with the same seed (paired), different prompts different seeds."""
+        if self.greedy:
+            return self
+        blob = f"{self.seed or 0}:{','.join(map(str, prompt))}".encode()
+        return replace(self, seed=zlib.crc32(blob) & 0x7FFFFFFF)
 
 
 class TimeoutParams(Strict):

@@ -9,9 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 # a panel: the cells every config is compared within (``load``: an open-loop load point, "" for
-# a closed loop); a table row: a config in a panel
-PANEL = ["workload", "context", "output_tokens", "concurrency", "load"]
+# a closed loop; ``temperature``: a claim never mixes sampling temperatures); a table row: a
+# config in a panel
+PANEL = ["workload", "context", "output_tokens", "concurrency", "load", "temperature"]
 GROUP = ["config", "series", "method", "budget", *PANEL]
+# what a panel key written before it existed stands for (answer.json of an earlier run)
+PANEL_DEFAULTS: dict[str, Any] = {"temperature": 0.0}
+
+
+def panel_values(panel: dict[str, Any]) -> tuple[Any, ...]:
+    """A panel written as a mapping (answer.json) as the tuple of its :data:`PANEL` values."""
+    return tuple(panel[k] if k in panel else PANEL_DEFAULTS[k] for k in PANEL)
 
 
 def load_points(table: Any) -> Any:

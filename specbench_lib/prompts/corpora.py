@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
-from .workload import COPYEDIT, MIN_MATERIAL, Prompt, corpus_documents, documents
+from .chat import ChatFrame, Render
+from .workload import COPYEDIT, MIN_MATERIAL, Prompt, corpus_documents, documents, frame_of
 
 Tokenize = Callable[[str], list[int]]
 
@@ -34,8 +35,10 @@ def corpus_of(workload: WorkloadParams, index: int = 0) -> str:
 class Corpora:
     """Seeded, shuffled documents per corpus, handed out in order."""
 
-    def __init__(self, seed: int, tokenize: Tokenize, *, count_only: bool = False) -> None:
-        self.seed, self.tokenize = seed, tokenize
+    def __init__(self, seed: int, tokenize: Tokenize, *, count_only: bool = False,
+                 render: Render | None = None) -> None:
+        self.seed, self.tokenize, self.render = seed, tokenize, render
+        self._frame: ChatFrame | None = None  # the chat template's, once rendered
         self.count_only = count_only  # a feasibility check: documents walked, no ids kept
         self.orders: dict[str, list[tuple[str, str]]] = {}
         self.cursor: dict[str, int] = {}
@@ -56,19 +59,42 @@ class Corpora:
         return len(self.orders[corpus]) - self.floor.get(corpus, 0)
 
     def prompt(self, workload: WorkloadParams, tokens: int, index: int, total: int) -> Prompt:
-        """Prompt ``index`` of a cell: ``tokens`` tokens from the next documents of its corpus."""
+        """Prompt ``index`` of a cell: ``tokens`` tokens from the next documents of its corpus
+        (with ``template: chat``, the template's frame around them, :mod:`.chat`)."""
         self.made += 1
+        frame = self.frame(workload)
+        inner = tokens - (frame.size if frame is not None else 0)
+        if inner < MIN_MATERIAL:
+            raise PreflightError(f"workload {workload.name!r}: the chat template takes "
+                                 f"{tokens - inner} of a {tokens}-token prompt, leaving less than "
+                                 f"{MIN_MATERIAL} for the document: raise the context",
+                                 what="workload")
         if workload.source != "copyedit":
-            ids, used = self._material(workload, corpus_of(workload), tokens, total)
-            return Prompt(ids[:tokens], tuple(used))
-        kind, head, tail = COPYEDIT[index % 2]
-        head_ids, tail_ids = self.tokenize(head), self.tokenize(tail)
-        room = tokens - len(head_ids) - len(tail_ids)
-        if room < MIN_MATERIAL:
-            raise PreflightError(f"copyedit prompts need at least {tokens - room + MIN_MATERIAL} "
-                                 f"tokens, got {tokens}", what="workload")
-        ids, used = self._material(workload, corpus_of(workload, index), room, total)
-        return Prompt(head_ids + ids[:room] + tail_ids, (f"copyedit:{kind}", *used))
+            ids, used = self._material(workload, corpus_of(workload), inner, total)
+            found = Prompt(ids[:inner], tuple(used))
+        else:
+            kind, head, tail = COPYEDIT[index % 2]
+            head_ids, tail_ids = self.tokenize(head), self.tokenize(tail)
+            room = inner - len(head_ids) - len(tail_ids)
+            if room < MIN_MATERIAL:
+                raise PreflightError(f"copyedit prompts need at least "
+                                     f"{tokens - room + MIN_MATERIAL} tokens, got {tokens}",
+                                     what="workload")
+            ids, used = self._material(workload, corpus_of(workload, index), room, total)
+            found = Prompt(head_ids + ids[:room] + tail_ids, (f"copyedit:{kind}", *used))
+        if frame is None or self.count_only:
+            return found
+        return Prompt(frame.wrap(found.tokens, tokens), found.sources)
+
+    def frame(self, workload: WorkloadParams) -> ChatFrame | None:
+        """The chat frame of ``workload``'s prompts (None: raw). A feasibility check without a
+        chat render counts the document as filling the whole prompt (more text than it needs:
+        the conservative side)."""
+        if workload.template == "raw" or (self.render is None and self.count_only):
+            return None
+        if self._frame is None:
+            self._frame = frame_of(workload, self.render, self.tokenize)
+        return self._frame
 
     def group(self, workload: WorkloadParams, tokens: int, n: int, total: int, *,
               learns: str | None, prefix_cache: bool) -> list[Prompt]:

@@ -34,18 +34,20 @@ from typing import Any
 from ..core.errors import EngineError, PreflightError
 from ..model.params import CellSpec, SweepParams
 from ..servers.engines.base import Isolation
+from .chat import Render
 from .corpora import Corpora
 from .workload import Prompt, build_prompts
 
 Tokenize = Callable[[str], list[int]]
-_WARMUP = ("", -1, -1, -1, -1.0, -1, -1)  # the warmup's key sorts first
+_WARMUP = ("", -1, -1, -1, -1.0, -1, -1.0, -1)  # the warmup's key sorts first
 
 
 def cell_key(spec: CellSpec) -> tuple[Any, ...]:
     """The part of a cell's spec that decides its prompts (not the config: configs pair)."""
     return (spec.workload, spec.context, spec.output_tokens, spec.concurrency,
             -1.0 if spec.rate is None else spec.rate,
-            -1 if spec.profile_point is None else spec.profile_point, spec.repeat)
+            -1 if spec.profile_point is None else spec.profile_point, spec.temperature,
+            spec.repeat)
 
 
 @dataclass(frozen=True)
@@ -97,27 +99,33 @@ class PromptBook:
         self._corpora: Corpora | None = None
         self._retries: dict[tuple[Any, ...], list[Prompt]] = {}
 
-    def warmup(self, tokenize: Tokenize) -> list[Prompt]:
-        """The warmup requests' prompts (sent before a server's first cell, never measured)."""
+    def warmup(self, tokenize: Tokenize, render: Render | None = None) -> list[Prompt]:
+        """The warmup requests' prompts (sent before a server's first cell, never measured).
+
+        ``render``: the engine's chat template (:data:`~.chat.Render`), needed by workloads
+        with ``template: chat``; passed like ``tokenize`` to every method that builds prompts.
+        """
         params = self.params
         if params.warmup_requests == 0:
             return []
         if params.prompt_reuse:
             return build_prompts(params.workloads[0], n=params.warmup_requests,
                                  tokens=min(params.contexts), seed=params.seed, salt="warmup",
-                                 tokenize=tokenize)
-        return self._book(tokenize)[_WARMUP]
+                                 tokenize=tokenize, render=render)
+        return self._book(tokenize, render)[_WARMUP]
 
-    def for_cell(self, cell: CellSpec, tokenize: Tokenize) -> list[Prompt]:
+    def for_cell(self, cell: CellSpec, tokenize: Tokenize,
+                 render: Render | None = None) -> list[Prompt]:
         params = self.params
         if params.prompt_reuse:
             workload = self._workloads[cell.workload]
             return build_prompts(workload, n=params.requests_for(cell), tokens=cell.context,
                                  seed=params.seed, salt=f"r{cell.repeat}" if cell.repeat else "",
-                                 tokenize=tokenize)
-        return self._book(tokenize)[cell_key(cell)]
+                                 tokenize=tokenize, render=render)
+        return self._book(tokenize, render)[cell_key(cell)]
 
-    def retry(self, cell: CellSpec, attempt: int, tokenize: Tokenize) -> list[Prompt] | None:
+    def retry(self, cell: CellSpec, attempt: int, tokenize: Tokenize,
+              render: Render | None = None) -> list[Prompt] | None:
         """Fresh prompts for attempt ``attempt`` (≥ 1) of ``cell``, measured again because the
         client host spoiled the earlier one: documents no prompt of the run used, drawn after
         the book's (the same in every config that asks, for pairing); None when the corpus has
@@ -127,13 +135,13 @@ class PromptBook:
             workload = self._workloads[cell.workload]
             return build_prompts(workload, n=params.requests_for(cell), tokens=cell.context,
                                  seed=params.seed, salt=f"r{cell.repeat}a{attempt}",
-                                 tokenize=tokenize)
-        self._book(tokenize)
+                                 tokenize=tokenize, render=render)
+        self._book(tokenize, render)
         key = (*cell_key(cell), attempt)
         if key not in self._retries:
             assert self._corpora is not None
             # this server's tokenizer: the first server's (its client) may be gone by now
-            self._corpora.tokenize = tokenize
+            self._corpora.tokenize, self._corpora.render = tokenize, render
             workload = self._workloads[cell.workload]
             n = params.requests_for(cell)
             try:
@@ -147,14 +155,14 @@ class PromptBook:
                 return None
         return self._retries[key]
 
-    def check(self, tokenize: Tokenize, *, url: str) -> None:
+    def check(self, tokenize: Tokenize, *, url: str, render: Render | None = None) -> None:
         """Make sure a server tokenizes as the one the prompts were built with did (every server
         of a plan serves one model): a server's first control call, built or not; a mismatch is
         an :class:`EngineError`, a config-level ``bad_answer``."""
         if self.params.prompt_reuse:
             return
         if self._built is None:
-            self._book(tokenize)
+            self._book(tokenize, render)
             return
         text, ids = self._probe
         if tokenize(text) != ids:
@@ -162,18 +170,19 @@ class PromptBook:
                               "were built with (another model or tokenizer?): its prompts would "
                               "not be the planned token counts", url=url)
 
-    def build(self, tokenize: Tokenize) -> int:
+    def build(self, tokenize: Tokenize, render: Render | None = None) -> int:
         """Walk the corpora for every prompt of the plan, keeping no token ids (a dry run's and
         the doctor's check that the corpus feeds it: a :class:`PreflightError` naming the
         numbers when not); the number of prompts."""
         if self.params.prompt_reuse:
             return 0
-        built = self._build(Corpora(self.params.seed, tokenize, count_only=True))
+        built = self._build(Corpora(self.params.seed, tokenize, count_only=True, render=render))
         return sum(len(v) for v in built.values())
 
-    def _book(self, tokenize: Tokenize) -> dict[tuple[Any, ...], list[Prompt]]:
+    def _book(self, tokenize: Tokenize,
+              render: Render | None = None) -> dict[tuple[Any, ...], list[Prompt]]:
         if self._built is None:
-            corpora = Corpora(self.params.seed, tokenize)
+            corpora = Corpora(self.params.seed, tokenize, render=render)
             self._built = self._build(corpora)
             self._probe = corpora.probe
             self._corpora = corpora  # what is left of it feeds the cells measured again

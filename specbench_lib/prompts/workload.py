@@ -24,6 +24,7 @@ from typing import Any
 from ..core.errors import PreflightError
 from ..core.paths import resolve_project_path
 from ..model.sections import WorkloadParams
+from .chat import ChatFrame, Render, chat_frame
 
 _SHAREGPT_DOCS = 3000
 MIN_MATERIAL = 16
@@ -65,8 +66,20 @@ def corpus_documents(corpus: str) -> tuple[tuple[str, str], ...]:
     return _humaneval() if corpus == "humaneval" else _sharegpt()
 
 
+def frame_of(workload: WorkloadParams, render: Render | None,
+             tokenize: Callable[[str], list[int]]) -> ChatFrame | None:
+    """The chat frame a workload's prompts are wrapped in (None: ``template: raw``)."""
+    if workload.template == "raw":
+        return None
+    if render is None:
+        raise PreflightError(f"workload {workload.name!r} has template: chat, but no chat render "
+                             f"was given (the engine's chat template)", what="template")
+    return chat_frame(render, tokenize)
+
+
 def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
-                  tokenize: Callable[[str], list[int]], salt: str = "") -> list[Prompt]:
+                  tokenize: Callable[[str], list[int]], salt: str = "",
+                  render: Render | None = None) -> list[Prompt]:
     """``n`` distinct prompts of exactly ``tokens`` tokens each (tokenized by the server).
 
     Each prompt starts at a different document of a seeded shuffle and continues with the
@@ -75,9 +88,15 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
     caller that caches ``tokenize`` (the sweep does, per server) tokenizes a document once
     however many prompts and cells use it.
     A ``copyedit`` workload builds instruction + material + answer opening instead
-    (:func:`copyedit_prompts`).
+    (:func:`copyedit_prompts`). With ``template: chat`` each prompt is the user's turn of the
+    model's template (``render``, :mod:`.chat`), the template's tokens counted in ``tokens``.
     """
     rng = random.Random(zlib.crc32(f"{seed}:{workload.name}:{tokens}:{salt}".encode()))
+    frame = frame_of(workload, render, tokenize)
+    if frame is not None:
+        inner = build_prompts(workload.model_copy(update={"template": "raw"}), n=n,
+                              tokens=tokens - frame.size, seed=seed, tokenize=tokenize, salt=salt)
+        return [Prompt(frame.wrap(p.tokens, tokens), p.sources) for p in inner]
     if workload.source == "copyedit":
         return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize)
     docs = documents(workload)

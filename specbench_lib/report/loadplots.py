@@ -22,14 +22,15 @@ def latency_throughput(result: RunResult) -> Any:
 
     verdicts, table = result.verdicts(), with_tails(result.table())
     verdicts, table = verdicts[verdicts["load"] == ""], table[table["load"] == ""]  # closed loop
-    panels = sorted({(w, c) for w, c in zip(verdicts["workload"], verdicts["context"],
-                                            strict=True)})
+    panels = sorted({(w, c, t) for w, c, t in zip(verdicts["workload"], verdicts["context"],
+                                                  verdicts["temperature"], strict=True)})
     fig, axes = plt.subplots(len(panels), 2, squeeze=False,
                              figsize=(9.5, 3.6 * max(1, len(panels))))
-    for r, (workload, ctx) in enumerate(panels):
-        rows = table[(table["workload"] == workload) & (table["context"] == ctx)]
+    for r, (workload, ctx, temp) in enumerate(panels):
+        rows = table[(table["workload"] == workload) & (table["context"] == ctx)
+                     & (table["temperature"] == temp)]
         failed = verdicts[(verdicts["workload"] == workload) & (verdicts["context"] == ctx)
-                          & verdicts["failed"]]
+                          & (verdicts["temperature"] == temp) & verdicts["failed"]]
         for ax, x, xlabel in ((axes[r][0], "request_decode_tok_s", "per-user tok/s"),
                               (axes[r][1], "ttft_tail_s", f"TTFT {TAIL} (s)")):
             for i, (config, group) in enumerate(rows.groupby("config", sort=False)):
@@ -44,7 +45,8 @@ def latency_throughput(result: RunResult) -> Any:
             for slot, (_, row) in enumerate(failed.iterrows()):
                 mark_failure(ax, None, f"{row['config']} c{row['concurrency']} {row['verdict']}",
                              slot)
-            ax.set_title(f"{workload} · context {ctx}", fontsize=10)
+            ax.set_title(f"{workload} · context {ctx}" + (f" · T {temp:g}" if temp else ""),
+                         fontsize=10)
             ax.set_xlabel(xlabel)
             ax.set_ylabel("output tok/s (all requests)")
             ax.set_xlim(left=0)
@@ -83,20 +85,21 @@ def _load_figure(result: RunResult, table: Any, verdicts: Any,
     from ..analysis.best import crossovers
 
     crossing = {tuple(k): v for *k, v in crossovers(table).dropna(subset=["loses_from"])[
-        ["config", "workload", "context", "output_tokens", "load_axis", "loses_from"]]
+        ["config", "workload", "context", "output_tokens", "temperature", "load_axis",
+         "loses_from"]]
         .itertuples(index=False, name=None)}  # where each config starts to lose, for good
-    # a row per workload × output length; a column per context × what is drawn
-    rows_of = sorted({tuple(v) for v in verdicts[["workload", "output_tokens"]]
+    # a row per workload × output length × temperature; a column per context × what is drawn
+    rows_of = sorted({tuple(v) for v in verdicts[["workload", "output_tokens", "temperature"]]
                       .itertuples(index=False, name=None)})
     contexts = sorted(verdicts["context"].unique())
     fig, axes = plt.subplots(len(rows_of), len(contexts) * len(columns), squeeze=False,
                              figsize=(max(9.5, 4.4 * len(contexts) * len(columns)), 3.4 * len(rows_of)))
-    for (r, (workload, out)), (k, ctx) in itertools.product(enumerate(rows_of),
-                                                        enumerate(contexts)):
+    for (r, (workload, out, temp)), (k, ctx) in itertools.product(enumerate(rows_of),
+                                                              enumerate(contexts)):
         here = ((table["workload"] == workload) & (table["context"] == ctx)
-                & (table["output_tokens"] == out))
+                & (table["output_tokens"] == out) & (table["temperature"] == temp))
         here_v = ((verdicts["workload"] == workload) & (verdicts["context"] == ctx)
-                  & (verdicts["output_tokens"] == out))
+                  & (verdicts["output_tokens"] == out) & (verdicts["temperature"] == temp))
         where = here_v & verdicts["failed"]
         for c, (axis, column, ylabel, xlabel) in enumerate(columns):
             ax = axes[r][k * len(columns) + c]
@@ -113,7 +116,7 @@ def _load_figure(result: RunResult, table: Any, verdicts: Any,
                 ax.errorbar(group["load_value"], group[column], yerr=errors, marker="o",
                             capsize=3, color="black" if auto else f"C{i}",
                             linewidth=2.5 if auto else 1.2, label=config)
-                first = crossing.get((config, workload, ctx, out, axis)) if speedup else None
+                first = crossing.get((config, workload, ctx, out, temp, axis)) if speedup else None
                 if first is not None and first > group["load_value"].min():  # the crossover
                     ax.axvline(first, color=f"C{i}", linestyle=":", linewidth=1)
                     ax.annotate(f"{config} loses from {first:g}", (first, 0.95),
@@ -126,7 +129,7 @@ def _load_figure(result: RunResult, table: Any, verdicts: Any,
                 ax.set_xticks(levels, [str(c) for c in levels])
             failed = verdicts[where & ((verdicts["load"].astype(str) != "") == (axis == "rate"))]
             _mark_load_failures(ax, failed, axis)
-            ax.set_title(f"{workload} · context {ctx} · {out} output tokens", fontsize=10)
+            ax.set_title(_where(workload, ctx, out, temp), fontsize=10)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
             ax.set_ylim(bottom=0)
@@ -135,6 +138,10 @@ def _load_figure(result: RunResult, table: Any, verdicts: Any,
     fig.suptitle(title(result, what), fontsize=10)
     fig.tight_layout(rect=(0, bottom, 1, 1))
     return fig
+
+
+def _where(workload: str, ctx: int, out: int, temp: float) -> str:
+    return f"{workload} · context {ctx} · {out} output tokens" + (f" · T {temp:g}" if temp else "")
 
 
 def _mark_load_failures(ax: Any, failed: Any, axis: str) -> None:

@@ -1,14 +1,15 @@
 """Figures from a run's ok cells; each function returns a matplotlib Figure, never shows it.
 
 The budget figures have one panel per context × concurrency (× open-loop load point × output
-length, where those are axes), budget on a log2 axis and one y scale per row; colour is the
-workload (its series dodged apart in x), marker the speculative config. ``auto`` is a dashed
-line with its 95 % interval as a band on the throughput, TTFT and ITL figures; the best point of
-each panel is ringed in black and the configs its data cannot tell from it in grey. Budgets
-whose cells are not ok are marked with a red × on the bottom edge, labelled with the workload,
-config and verdict, and the line breaks there: never drawn as a value. Unstable cells
-(coefficient of variation over repeats above the threshold) are drawn hollow; throughput and
-speedup carry their 95 % intervals as error bars. The load figures are :mod:`~.loadplots`'.
+length × sampling temperature, where those are axes), budget on a log2 axis and one y scale per
+row; colour is the workload (its series dodged apart in x), marker the speculative config.
+``auto`` is a dashed line with its 95 % interval as a band on the throughput, TTFT and ITL
+figures; the best point of each panel is ringed in black and the configs its data cannot tell
+from it in grey. Budgets whose cells are not ok are marked with a red × on the bottom edge,
+labelled with the workload, config and verdict, and the line breaks there: never drawn as a
+value. Unstable cells (coefficient of variation over repeats above the threshold) are drawn
+hollow; throughput and speedup carry their 95 % intervals as error bars. The load figures are
+:mod:`~.loadplots`'.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def _vs_budget(result: RunResult, metrics: list[tuple[str, str]], ylabel: str, *
     verdicts, table = result.verdicts(), with_tails(result.table())
     contexts = sorted(verdicts["context"].unique())
     levels = sorted({tuple(v) for v in verdicts[_LEVEL].itertuples(index=False, name=None)},
-                    key=lambda v: (v[0], v[1] != "", v[1], v[2]))
+                    key=lambda v: (v[3], v[0], v[1] != "", v[1], v[2]))
     spec = verdicts[verdicts["budget"].notna()]
     workloads = sorted(verdicts["workload"].unique())
     style = _Style({w: f"C{i}" for i, w in enumerate(workloads)},
@@ -146,10 +147,12 @@ def _axes(ax: Any, spec: Any, verdicts: Any, ctx: Any, level: tuple[Any, ...], p
         ax.set_xticks(budgets, [str(b) for b in budgets])
         ax.set_xlim(budgets[0] / 1.4, budgets[-1] * 1.4)
     several = verdicts["output_tokens"].nunique() > 1
+    sampled = verdicts["temperature"].nunique() > 1 or level[3] != 0
     note = requests_note(panel)
     ax.set_title(" · ".join([f"context {ctx}", f"concurrency {level[0]}",
                              *([level[1]] if level[1] else []),
                              *([f"{level[2]} output tokens"] if several else []),
+                             *([f"T {level[3]:g}"] if sampled else []),
                              *([note] if note else [])]), fontsize=10)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
@@ -159,13 +162,14 @@ def _axes(ax: Any, spec: Any, verdicts: Any, ctx: Any, level: tuple[Any, ...], p
         ax.set_xlabel("budget (max drafted tokens per step)")
 
 
-_LEVEL = ["concurrency", "load", "output_tokens"]  # a panel's column of the budget figures
+# a panel's column of the budget figures (the sampling temperature a facet of its own)
+_LEVEL = ["concurrency", "load", "output_tokens", "temperature"]
 
 
 def _at(frame: Any, level: tuple[Any, ...]) -> Any:
-    """The rows of ``frame`` at one concurrency × load point × output length."""
+    """The rows of ``frame`` at one concurrency × load point × output length × temperature."""
     return ((frame["concurrency"] == level[0]) & (frame["load"].astype(str) == level[1])
-            & (frame["output_tokens"] == level[2]))
+            & (frame["output_tokens"] == level[2]) & (frame["temperature"] == level[3]))
 
 
 def _draw_series(ax: Any, panel: Any, failed: Any, column: str, label: str, style: _Style,

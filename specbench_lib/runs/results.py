@@ -21,7 +21,7 @@ from ..core.errors import StoreError, ValidationFailed
 from ..core.tables import plan_names, plan_sorted
 from ..model.catalogue import C
 from ..model.records import STATUSES, CellRecord, Reason
-from ..model.tablekeys import PANEL
+from ..model.tablekeys import panel_values
 from .manifest import Manifest
 from .run import RunDir
 
@@ -122,13 +122,15 @@ class RunResult(Rendered):
             rows.append({"config": spec.config, "series": spec.series, "budget": spec.budget,
                          "workload": spec.workload, "context": spec.context,
                          "output_tokens": spec.output_tokens, "concurrency": spec.concurrency,
-                         "load": spec.load, "rate_rps": cell.target_rate or spec.rate,
+                         "load": spec.load, "temperature": spec.temperature,
+                         "rate_rps": cell.target_rate or spec.rate,
                          "verdict": cell.status,
                          "output_tok_s": (cell.metrics or {}).get("output_tok_s"),
                          "reasons": "; ".join(cell.verdict.reasons),
                          "failed": not cell.verdict.ok and not cell.verdict.by_design})
         frame = pd.DataFrame(rows, columns=["config", "series", "budget", "workload", "context",
-                                            "output_tokens", "concurrency", "load", "rate_rps",
+                                            "output_tokens", "concurrency", "load",
+                                            "temperature", "rate_rps",
                                             "verdict", "output_tok_s", "reasons", "failed"])
         frame["budget"] = frame["budget"].astype("Int64")
         return frame
@@ -151,7 +153,7 @@ class RunResult(Rendered):
         (``answer.json``, through its typed reader); empty for a fixed plan (one look at α) and
         for a damaged answer (named by the answer's own readers; the claims are then at α)."""
         found, _ = answer_or_error(self.run_dir)
-        return {tuple(p["panel"][k] for k in PANEL): float(p["alpha"])
+        return {panel_values(p["panel"]): float(p["alpha"])
                 for p in (found or {}).get("panels", []) if p.get("alpha") is not None}
 
     @property

@@ -219,8 +219,8 @@ def measured(cells: list[Any], run: Run, seconds: float) -> dict[str, Any]:
 
 
 def _key(panel: dict[str, Any]) -> str:
-    return "|".join(str(panel[k]) for k in ("workload", "context", "output_tokens",
-                                            "concurrency", "load"))
+    return "|".join(str(panel.get(k, 0.0)) for k in ("workload", "context", "output_tokens",
+                                                     "concurrency", "load", "temperature"))
 
 
 def _round(ctx: SweepContext, placer: Placer | None, budget: Budget, slices: Slices,
@@ -255,7 +255,8 @@ def round_line(contest: Contention, number: int, budget: Budget,
     parts = []
     for state in contest.panels.values():
         name = "/".join([str(state.panel[0]), f"ctx{state.panel[1]}", f"c{state.panel[3]}",
-                         *([str(state.panel[4])] if state.panel[4] else [])])
+                         *([str(state.panel[4])] if state.panel[4] else []),
+                         *([f"T{state.panel[5]:g}"] if state.panel[5:] and state.panel[5] else [])])
         if state.open:
             parts.append(f"{name}: in {', '.join(state.members)}")
         else:

@@ -162,6 +162,8 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
           for w in params.workloads),
         _check("prompts", lambda: _prompts(plan, adapter)),
         _check("thresholds", lambda: f"{len(thresholds_of(params))} rule thresholds read"),
+        *([_check("chat template", adapter.chat_template_source)]
+          if any(w.template == "chat" for w in params.workloads) else []),
     ]
     if launches:
         found.append(_check("port", lambda: check_port_free(engine.host, engine.port)

@@ -9,7 +9,6 @@ worker's event queue), the only thing it writes to.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
@@ -49,6 +48,7 @@ from ..servers.process import Server, open_server
 from .isolation import cell_order, isolation_of
 from .loadprofile import profile_rate
 from .progress import Progress
+from .requestshape import ServerText, stop_of
 
 
 class RunWriter(Protocol):
@@ -234,10 +234,10 @@ class ServerSweep:
         record.context_per_request, record.reported_version = info.context_per_request, info.version
         record.effective = redact(info.raw, extra=self.plan.params.redact)
         began = time.perf_counter()
-        tokenize = self._tokenizer(adapter, client)
-        self.book.check(tokenize, url=self.launch.base_url)
+        text = ServerText(adapter, client, self.tokens)
+        self.book.check(text.tokenize, url=self.launch.base_url, render=text.render)
         record.warmup, warmup, history = _warmup(self.plan, proc, client, adapter,
-                                                 self.book.warmup(tokenize))
+                                                 self.book.warmup(text.tokenize, text.render))
         self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
         self.run.store_server(self.key, record)
         offset = proc.log_size()
@@ -265,19 +265,6 @@ class ServerSweep:
         self.after = None if dead is not None else proc.log_size()
         return None if dead is None else dead_facts(proc, dead, base)
 
-    def _stop(self, cell: CellSpec) -> str:
-        """How the cell's answers end: its workload's ``stop`` (``length`` or ``eos``)."""
-        return next(w.stop for w in self.plan.params.workloads if w.name == cell.workload)
-
-    def _tokenizer(self, adapter: Adapter, client: httpx.Client) -> Callable[[str], list[int]]:
-        """The server's tokenizer, each document tokenized once per server (prompts of many
-        requests reuse the same documents, and a server's tokens do not change while it runs)."""
-        def tokenize(text: str) -> list[int]:
-            if text not in self.tokens:
-                self.tokens[text] = adapter.tokenize(client, text)
-            return list(self.tokens[text])
-        return tokenize
-
     def _attempts(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
                   context: int, warmup: tuple[RequestRecord, ...], since: int,
                   history: _History) -> _Measured:
@@ -288,7 +275,8 @@ class ServerSweep:
         measured = self._measure(cell, proc, client, adapter, context, warmup, since, history)
         for attempt in range(self.plan.params.retries + 1):
             if attempt:
-                fresh = self.book.retry(cell, attempt, self._tokenizer(adapter, client))
+                text = ServerText(adapter, client, self.tokens)
+                fresh = self.book.retry(cell, attempt, text.tokenize, text.render)
                 if fresh is None:  # no fresh documents left: the last attempt's verdict stands
                     break
                 measured = self._measure(cell, proc, client, adapter, context, warmup, since,
@@ -323,7 +311,8 @@ class ServerSweep:
         if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
             return _Measured(CellFacts(decided=rate))
         began = time.perf_counter()
-        prompts = (fresh or self.book.for_cell(cell, self._tokenizer(adapter, client))
+        text = ServerText(adapter, client, self.tokens)
+        prompts = (fresh or self.book.for_cell(cell, text.tokenize, text.render)
                    )[:params.requests_for(cell)]  # a partial round's: the first, paired
         started = utc_now()
         counters = adapter.metrics_snapshot(client)
@@ -335,7 +324,8 @@ class ServerSweep:
                                      concurrency=cell.concurrency, max_tokens=cell.output_tokens,
                                      timeouts=params.request_timeouts(),
                                      request_rate=rate, seed=params.seed,
-                                     headers=proc.headers, stop=self._stop(cell))
+                                     headers=proc.headers, stop=stop_of(params, cell),
+                                     sampling=params.sampling(cell))
         timing["dispatch_s"] = round(time.perf_counter() - began, 4)
         timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
         # the client did not run on time (its reads may have coalesced: coalesced_reads)

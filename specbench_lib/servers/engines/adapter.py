@@ -13,7 +13,7 @@ import httpx
 
 from ...core.errors import EngineError, ParamsError, PreflightError
 from ...model.params import ServerConfig
-from ...model.sections import EngineParams
+from ...model.sections import EngineParams, Sampling
 from . import prometheus
 from .argv import spec_override, template_launch, template_values
 from .base import EngineIdentity, Isolation, Launch, ServerInfo, StreamEvent
@@ -129,9 +129,16 @@ class BaseAdapter(ABC):
     @abstractmethod
     def tokenize(self, client: httpx.Client, text: str) -> list[int]: ...
 
+    def chat_template_source(self) -> str:
+        return "the model's own, applied by the server once it runs"
+
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+        raise PreflightError(f"the {self.name} adapter cannot apply a chat template; use "
+                             f"template: raw", what="template")
+
     @abstractmethod
-    def generation_request(self, prompt: list[int], *, max_tokens: int,
-                           stop: str = "length") -> tuple[str, dict[str, Any]]: ...
+    def generation_request(self, prompt: list[int], *, max_tokens: int, stop: str = "length",
+                           sampling: Sampling | None = None) -> tuple[str, dict[str, Any]]: ...
 
     @abstractmethod
     def stream_parser(self) -> Callable[[str], StreamEvent | None]: ...

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from ...model.params import ServerConfig
     from ...model.records import FinalStats
-    from ...model.sections import EngineParams
+    from ...model.sections import EngineParams, Sampling
 
 
 @dataclass(frozen=True)
@@ -150,11 +150,23 @@ class Adapter(Protocol):
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]: ...
 
-    def generation_request(self, prompt: list[int], *, max_tokens: int,
-                           stop: str = "length") -> tuple[str, dict[str, Any]]:
-        """The path and JSON body of one streamed, greedy generation: of exactly max_tokens
-        (``stop`` ``length``: the end of sequence ignored), or ending at the model's end of
-        sequence with max_tokens as a cap (``eos``)."""
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+        """The token ids of ``messages`` (``role``/``content`` dicts) in the model's own chat
+        template, the generation prompt added (the assistant's turn opened); EngineError or
+        PreflightError when the engine or the model has no template to apply."""
+        ...
+
+    def chat_template_source(self) -> str:
+        """Where :meth:`chat_render`'s template comes from, checked before any server starts
+        (the doctor's); PreflightError when it is known now not to be there."""
+        ...
+
+    def generation_request(self, prompt: list[int], *, max_tokens: int, stop: str = "length",
+                           sampling: Sampling | None = None) -> tuple[str, dict[str, Any]]:
+        """The path and JSON body of one streamed generation: of exactly max_tokens (``stop``
+        ``length``: the end of sequence ignored), or ending at the model's end of sequence with
+        max_tokens as a cap (``eos``); greedy, or sampled as ``sampling`` says (its temperature,
+        top-p, top-k and seed, each where the engine takes it)."""
         ...
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:

@@ -14,7 +14,7 @@ from ...core.errors import EngineError, ParamsError
 from ...core.paths import cache_dir
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
-from ...model.sections import EngineParams
+from ...model.sections import EngineParams, Sampling
 from .adapter import BaseAdapter, int_option
 from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_dict, field_ids, opt_int, opt_str
 from .control import get_json, post_tokens, url_of
@@ -94,14 +94,35 @@ class LlamaCppAdapter(BaseAdapter):
         return post_tokens(client, "/tokenize", {"content": text, "add_special": False},
                            limit_s=self.control_timeout_s)
 
-    def generation_request(self, prompt: list[int], *, max_tokens: int,
-                           stop: str = "length") -> tuple[str, dict[str, Any]]:
-        return "/completion", {
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+        """``POST /apply-template`` (the model's template, the generation prompt added by
+        default) and the text's ids from ``/tokenize``, its special tokens parsed."""
+        found = get_json(client, "/apply-template", method="POST", body={"messages": messages},
+                         limit_s=self.control_timeout_s)
+        text = found.get("prompt")
+        if not isinstance(text, str):
+            raise EngineError("/apply-template answered without a 'prompt' string",
+                              url=url_of(client, "/apply-template"), status=200)
+        return post_tokens(client, "/tokenize", {"content": text, "add_special": False,
+                                                 "parse_special": True},
+                           limit_s=self.control_timeout_s)
+
+    def generation_request(self, prompt: list[int], *, max_tokens: int, stop: str = "length",
+                           sampling: Sampling | None = None) -> tuple[str, dict[str, Any]]:
+        body: dict[str, Any] = {
             "prompt": prompt, "n_predict": max_tokens, "temperature": 0.0,
             "ignore_eos": stop == "length",
             "cache_prompt": bool(self.engine and self.engine.prefix_cache), "stream": True,
             "return_tokens": True,
         }
+        if sampling is not None and not sampling.greedy:
+            # llama-server's own defaults cut more (top_k 40, top_p 0.95, min_p 0.05): every
+            # cut is sent, so it samples as vLLM and SGLang do
+            body.update(temperature=sampling.temperature, top_p=sampling.top_p,
+                        top_k=sampling.top_k, min_p=0.0)
+            if sampling.seed is not None:
+                body["seed"] = sampling.seed
+        return "/completion", body
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:
         return _Stream()

@@ -20,8 +20,8 @@ import httpx
 from ...core.errors import EngineError, ParamsError
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
-from ...model.sections import EngineParams
-from . import tokenizer
+from ...model.sections import EngineParams, Sampling
+from . import chat_template, tokenizer
 from .adapter import BaseAdapter, int_option
 from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_dict, field_ids, opt_int, opt_str
 from .control import excerpt, json_object, request, url_of
@@ -169,13 +169,33 @@ class SGLangAdapter(BaseAdapter):
             return tokenizer.encode_server(client, text, limit_s=limit)
         return tokenizer.encode_local(str(path), text)
 
-    def generation_request(self, prompt: list[int], *, max_tokens: int,
-                           stop: str = "length") -> tuple[str, dict[str, Any]]:
-        return "/generate", {
-            "input_ids": prompt, "stream": True,
-            "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0.0,
-                                "ignore_eos": stop == "length"},
-        }
+    def _template_folder(self) -> str | None:
+        engine = self.engine
+        return None if engine is None else (
+            engine.tokenizer if engine.tokenizer not in ("auto", "server") else engine.model)
+
+    def chat_template_source(self) -> str:
+        chat_template.template_of(self._template_folder())
+        return f"the model's own, from {self._template_folder()}, rendered here (jinja2)"
+
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+        """The model's ``chat_template`` (its ``tokenizer_config.json``) rendered here with
+        jinja2, the generation prompt added, and the text's ids from :meth:`tokenize` (SGLang
+        has no endpoint that returns a templated prompt's ids)."""
+        text = chat_template.render_local(self._template_folder(), messages)
+        return self.tokenize(client, text)
+
+    def generation_request(self, prompt: list[int], *, max_tokens: int, stop: str = "length",
+                           sampling: Sampling | None = None) -> tuple[str, dict[str, Any]]:
+        params: dict[str, Any] = {"max_new_tokens": max_tokens, "temperature": 0.0,
+                                  "ignore_eos": stop == "length"}
+        if sampling is not None and not sampling.greedy:
+            params.update(temperature=sampling.temperature, top_p=sampling.top_p)
+            if sampling.top_k:
+                params["top_k"] = sampling.top_k
+            if sampling.seed is not None:
+                params["sampling_seed"] = sampling.seed
+        return "/generate", {"input_ids": prompt, "stream": True, "sampling_params": params}
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:
         return _Stream(incremental=self.incremental)

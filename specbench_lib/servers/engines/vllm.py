@@ -27,11 +27,11 @@ import httpx
 from ...core.errors import EngineError, ParamsError
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
-from ...model.sections import EngineParams
+from ...model.sections import EngineParams, Sampling
 from . import prometheus, tokenizer
 from .adapter import BaseAdapter
 from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_ids, opt_int, opt_str
-from .control import get_json, request, try_get_json, url_of
+from .control import get_json, post_tokens, request, try_get_json, url_of
 from .identity import python_interpreter
 
 DEFAULT_LAUNCHER = ("serve",)  # after the vllm executable
@@ -239,14 +239,29 @@ class VllmAdapter(BaseAdapter):
         return tokenizer.encode_server(client, text, model=self.served_model,
                                        limit_s=self.control_timeout_s)
 
-    def generation_request(self, prompt: list[int], *, max_tokens: int,
-                           stop: str = "length") -> tuple[str, dict[str, Any]]:
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+        """``POST /tokenize`` with ``messages`` (vLLM's ``TokenizeChatRequest``: the model's
+        template, ``add_generation_prompt`` true, no special tokens added beyond the template's)."""
+        body: dict[str, Any] = {"messages": messages, "add_generation_prompt": True,
+                                "add_special_tokens": False}
+        if self.served_model:
+            body["model"] = self.served_model
+        return post_tokens(client, "/tokenize", body, limit_s=self.control_timeout_s)
+
+    def generation_request(self, prompt: list[int], *, max_tokens: int, stop: str = "length",
+                           sampling: Sampling | None = None) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
             "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0,
             "ignore_eos": stop == "length",
             "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "return_token_ids": True,
         }
+        if sampling is not None and not sampling.greedy:
+            body.update(temperature=sampling.temperature, top_p=sampling.top_p)
+            if sampling.top_k:
+                body["top_k"] = sampling.top_k
+            if sampling.seed is not None:
+                body["seed"] = sampling.seed
         model = self.served_model or (self.engine.model if self.engine else None)
         if model:
             body["model"] = model

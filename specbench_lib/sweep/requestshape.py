@@ -1,0 +1,37 @@
+"""What shapes a cell's requests beyond its prompts: how its answers end (its workload's
+``stop``), how they sample (:meth:`~specbench_lib.model.params.SweepParams.sampling`), and the
+running server's tokenizer and chat template, handed to the prompt book as callables (the book
+knows no engine)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httpx
+
+from ..model.params import CellSpec, SweepParams
+from ..servers.engines import Adapter
+
+
+def stop_of(params: SweepParams, cell: CellSpec) -> str:
+    """How the cell's answers end: its workload's ``stop`` (``length`` or ``eos``)."""
+    return next(w.stop for w in params.workloads if w.name == cell.workload)
+
+
+@dataclass
+class ServerText:
+    """A running server's tokenizer, each text tokenized once per server (prompts of many
+    requests reuse the same documents, and a server's tokens do not change while it runs), and
+    its chat render (:data:`~specbench_lib.prompts.chat.Render`)."""
+
+    adapter: Adapter
+    client: httpx.Client
+    tokens: dict[str, list[int]] = field(default_factory=dict)
+
+    def tokenize(self, text: str) -> list[int]:
+        if text not in self.tokens:
+            self.tokens[text] = self.adapter.tokenize(self.client, text)
+        return list(self.tokens[text])
+
+    def render(self, messages: list[dict[str, str]]) -> list[int]:
+        return self.adapter.chat_render(self.client, messages)
