@@ -102,7 +102,8 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
                   concurrency: int, max_tokens: int, timeout_s: float | None = None,
                   timeouts: TimeoutParams | None = None, request_rate: RequestRateParams | None = None,
                   seed: int = 0, headers: dict[str, str] | None = None,
-                  stop: str = "length") -> CellDispatch:
+                  stop: str = "length", keep_text: bool = False,
+                  turn: int | None = None) -> CellDispatch:
     """Run ``warmup`` requests, then the rest: closed loop, or open loop at ``request_rate``.
 
     Args:
@@ -113,12 +114,16 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
         seed: seeds the open-loop arrival times.
         headers: sent with every request (e.g. an attached server's bearer token).
         stop: ``length`` (exactly ``max_tokens``) or ``eos`` (the model's end, a cap).
+        keep_text: keep each answer's text (``RequestRecord.output_text``: a conversation's
+            turn 1, which turn 2 is built from).
+        turn: a conversation's turn the requests are (``RequestRecord.turn``; None: none).
     """
     limits = resolve_timeouts(timeouts, timeout_s)
     with _no_collector():
         return run_sync(_dispatch(adapter, base_url, prompts, warmup=warmup,
                                   concurrency=concurrency, max_tokens=max_tokens, limits=limits,
-                                  rate=request_rate, seed=seed, headers=headers, stop=stop))
+                                  rate=request_rate, seed=seed, headers=headers, stop=stop,
+                                  keep_text=keep_text, turn=turn))
 
 
 def warm_client(base_url: str, *, host: bool = True) -> None:
@@ -201,9 +206,10 @@ def arrival_offsets(n: int, rate: RequestRateParams, seed: int) -> list[float]:
 async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *, warmup: int,
                     concurrency: int, max_tokens: int, limits: TimeoutParams,
                     rate: RequestRateParams | None, seed: int,
-                    headers: dict[str, str] | None = None, stop: str = "length") -> CellDispatch:
+                    headers: dict[str, str] | None = None, stop: str = "length",
+                    keep_text: bool = False, turn: int | None = None) -> CellDispatch:
     records = [RequestRecord(i, i < warmup, len(p), max_tokens, multi_reads=[], stalls=[],
-                             stop=stop) for i, p in enumerate(prompts)]
+                             stop=stop, turn=turn) for i, p in enumerate(prompts)]
     bodies = [_encoded(adapter.generation_request(p, max_tokens=max_tokens, stop=stop))
               for p in prompts]
     tls = ssl.create_default_context() if base_url.startswith("https:") else None
@@ -214,7 +220,7 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
     try:
         await _open_connections(conns, limits.connect_s)
         t0 = time.perf_counter()
-        send = _Sender(adapter, deque(conns), bodies, t0, limits, watch)
+        send = _Sender(adapter, deque(conns), bodies, t0, limits, watch, keep_text=keep_text)
         watch.start()
         await _closed_loop(send, records[:warmup], concurrency)
         window_start = send.clock()
@@ -267,6 +273,7 @@ class _Sender:
     origin: float  # time.perf_counter() at the cell's time 0
     limits: TimeoutParams
     watch: StallWatch = field(default_factory=StallWatch)
+    keep_text: bool = False  # keep each answer's text (RequestRecord.output_text)
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
 
     def clock(self) -> float:
@@ -322,7 +329,7 @@ _JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one pe
 async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> None:
     adapter, origin = send.adapter, send.origin
     path, payload = send.bodies[rec.index]
-    stream = Stream(adapter.stream_parser())
+    stream = Stream(adapter.stream_parser(), text=[] if send.keep_text else None)
     deadline = Deadline(rec, send.limits, send.clock, send.loop)
 
     def starting() -> None:
@@ -370,6 +377,8 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
         deadline.cancel()
         rec.end = send.clock() if stream.ended is None else stream.ended
         rec.text_sha = stream.digest.hexdigest()[:16]
+        if stream.text is not None:
+            rec.output_text = "".join(stream.text)
         if resp is None or not resp.complete:
             conn.close()  # a response not read to its end leaves the connection unusable
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
+from .conversations import Render, first_turn, plain_render
 from .workload import COPYEDIT, MIN_MATERIAL, Prompt, corpus_documents, documents
 
 Tokenize = Callable[[str], list[int]]
@@ -28,14 +29,18 @@ def corpus_of(workload: WorkloadParams, index: int = 0) -> str:
         return "humaneval" if COPYEDIT[index % 2][0] == "code" else "sharegpt"
     if workload.source in ("humaneval", "sharegpt"):
         return workload.source
+    if workload.conversational:  # a category's questions are a corpus of their own
+        return f"{workload.source}:{workload.path or ''}:{workload.category or 'all'}"
     return f"jsonl:{workload.path}:{workload.field}"
 
 
 class Corpora:
     """Seeded, shuffled documents per corpus, handed out in order."""
 
-    def __init__(self, seed: int, tokenize: Tokenize, *, count_only: bool = False) -> None:
+    def __init__(self, seed: int, tokenize: Tokenize, *, count_only: bool = False,
+                 render: Render | None = None) -> None:
         self.seed, self.tokenize = seed, tokenize
+        self.render = render  # conversations' messages → ids; None: plain_render(tokenize)
         self.count_only = count_only  # a feasibility check: documents walked, no ids kept
         self.orders: dict[str, list[tuple[str, str]]] = {}
         self.cursor: dict[str, int] = {}
@@ -58,6 +63,10 @@ class Corpora:
     def prompt(self, workload: WorkloadParams, tokens: int, index: int, total: int) -> Prompt:
         """Prompt ``index`` of a cell: ``tokens`` tokens from the next documents of its corpus."""
         self.made += 1
+        if workload.conversational:  # one question a prompt, at its own length (tokens: a cap)
+            _, used = self._material(workload, corpus_of(workload), 1, total)
+            return first_turn(workload, used[0], tokens,
+                              self.render or plain_render(self.tokenize))
         if workload.source != "copyedit":
             ids, used = self._material(workload, corpus_of(workload), tokens, total)
             return Prompt(ids[:tokens], tuple(used))

