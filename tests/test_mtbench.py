@@ -133,10 +133,10 @@ def test_turn_two_holds_the_first_question_the_answer_and_the_second() -> None:
     assert second.sources[0].endswith(":turn2")
 
 
-def plan(tmp_path: Path, turn: int) -> Path:
+def plan(tmp_path: Path, turn: int, *mode: str) -> Path:
     path = tmp_path / f"turn{turn}.yaml"
     path.write_text(f"""phase: mtbench
-{fake_engine(PORT, fake_argv(interval=0.002), ready_timeout_s=10)}configs:
+{fake_engine(PORT, fake_argv(*mode, interval=0.002), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: mt, source: mtbench, categories: [math, coding], turn: {turn}}}
@@ -172,3 +172,15 @@ def test_a_turn_two_cell_sends_turn_one_first_and_times_the_answer_built_from_it
     for cell in again.cells:  # turn 1 measured: nothing sent before it, nothing kept
         assert [r.turn for r in cell.requests if not r.warmup] == [1] * 4
         assert all(r.output_text is None for r in cell.requests)
+
+
+def test_a_failed_first_turn_makes_its_cell_invalid_and_says_which_request(
+        tmp_path: Path) -> None:
+    result = sb.run_sweep(sb.load_plan(plan(tmp_path, 2, "--mode", "http500_some")),
+                          outputs=tmp_path / "out", progress=False)
+    reasons = [r for c in result.cells for r in c.verdict.reasons]
+    assert all(c.status == "invalid" for c in result.cells), not_ok(result)
+    assert any("in a conversation's turn 1, sent first: " in r for r in reasons), reasons
+    for cell in result.cells:  # the failed turn 1 is kept, with no answer text
+        failed = [r for r in cell.requests if r.turn == 1 and r.error_kind == "http_500"]
+        assert failed and all(r.output_text == "" for r in failed)
