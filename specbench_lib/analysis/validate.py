@@ -245,7 +245,8 @@ def judge_history(verdict: Verdict, served: ServedBefore | None, prompts: Sequen
         return verdict
     shas, docs = set(served.prompts), set(served.documents)
     same = sum(p.sha in shas for p in prompts)
-    shared = sum(bool(docs.intersection(d for d in p.sources if not d.startswith("copyedit:")))
+    shared = sum(bool(docs.intersection(d for d in p.sources
+                                        if not d.startswith(("copyedit:", "grounded:"))))
                  for p in prompts)
     if not same and not shared:
         return verdict

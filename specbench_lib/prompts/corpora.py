@@ -18,15 +18,15 @@ from collections.abc import Callable
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
 from .conversations import Render, first_turn, plain_render
-from .workload import COPYEDIT, MIN_MATERIAL, Prompt, corpus_documents, documents
+from .workload import FRAMES, MIN_MATERIAL, Prompt, corpus_documents, documents
 
 Tokenize = Callable[[str], list[int]]
 
 
 def corpus_of(workload: WorkloadParams, index: int = 0) -> str:
     """The corpus prompt ``index`` of a workload draws from (workloads of one corpus share it)."""
-    if workload.source == "copyedit":
-        return "humaneval" if COPYEDIT[index % 2][0] == "code" else "sharegpt"
+    if workload.source in FRAMES:
+        return "humaneval" if FRAMES[workload.source][index % 2][0] == "code" else "sharegpt"
     if workload.source in ("humaneval", "sharegpt"):
         return workload.source
     if workload.conversational:  # a category's questions are a corpus of their own
@@ -67,17 +67,17 @@ class Corpora:
             _, used = self._material(workload, corpus_of(workload), 1, total)
             return first_turn(workload, used[0], tokens,
                               self.render or plain_render(self.tokenize))
-        if workload.source != "copyedit":
+        if workload.source not in FRAMES:
             ids, used = self._material(workload, corpus_of(workload), tokens, total)
             return Prompt(ids[:tokens], tuple(used))
-        kind, head, tail = COPYEDIT[index % 2]
+        kind, head, tail = FRAMES[workload.source][index % 2]
         head_ids, tail_ids = self.tokenize(head), self.tokenize(tail)
         room = tokens - len(head_ids) - len(tail_ids)
         if room < MIN_MATERIAL:
-            raise PreflightError(f"copyedit prompts need at least {tokens - room + MIN_MATERIAL} "
+            raise PreflightError(f"{workload.source} prompts need at least {tokens - room + MIN_MATERIAL} "
                                  f"tokens, got {tokens}", what="workload")
         ids, used = self._material(workload, corpus_of(workload, index), room, total)
-        return Prompt(head_ids + ids[:room] + tail_ids, (f"copyedit:{kind}", *used))
+        return Prompt(head_ids + ids[:room] + tail_ids, (f"{workload.source}:{kind}", *used))
 
     def group(self, workload: WorkloadParams, tokens: int, n: int, total: int, *,
               learns: str | None, prefix_cache: bool) -> list[Prompt]:

@@ -37,6 +37,17 @@ COPYEDIT = (
              "everything else. Return the complete text.\n\n<<<\n",
      "\n>>>\n\nCorrected text:\n<<<\n"),
 )
+# input-grounded tasks (``grounded``): the material in the prompt, the answer drawn from it
+GROUNDED = (
+    ("code", "Summarise what the following Python code does: the purpose, inputs and result of "
+             "each function, using only the code given.\n\n```python\n",
+     "\n```\n\nSummary of the code above:\n"),
+    ("text", "Answer the question after the following conversations from their text alone.\n\n"
+             "<<<\n",
+     "\n>>>\n\nQuestion: what did the users ask for, and what did the assistant answer them? "
+     "Answer from the conversations above.\n\nAnswer:"),
+)
+FRAMES = {"copyedit": COPYEDIT, "grounded": GROUNDED}  # instruction + material + answer opening
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,7 @@ def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
         return list(_humaneval())
     if workload.source == "sharegpt":
         return list(_sharegpt())
-    if workload.source == "copyedit":
+    if workload.source in FRAMES:
         return list(_humaneval()) + list(_sharegpt())
     if workload.conversational:  # a conversation's document is its first question
         return [(qid, turns[0]) for qid, turns in questions(workload).items()]
@@ -128,12 +139,13 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
     document is tokenized on its own (with its ``\n\n`` separator) and the ids are joined, so a
     caller that caches ``tokenize`` (the sweep does, per server) tokenizes a document once
     however many prompts and cells use it.
-    A ``copyedit`` workload builds instruction + material + answer opening instead
-    (:func:`copyedit_prompts`).
+    A ``copyedit`` or ``grounded`` workload builds instruction + material + answer opening
+    instead (:func:`copyedit_prompts`).
     """
     rng = random.Random(zlib.crc32(f"{seed}:{workload.name}:{tokens}:{salt}".encode()))
-    if workload.source == "copyedit":
-        return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize)
+    if workload.source in FRAMES:
+        return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize,
+                                source=workload.source)
     docs = documents(workload)
     order = list(range(len(docs)))
     rng.shuffle(order)
@@ -156,13 +168,15 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
 
 
 def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
-                     tokenize: Callable[[str], list[int]]) -> list[Prompt]:
-    """``n`` copy/edit prompts of exactly ``tokens`` tokens, alternating code and text.
+                     tokenize: Callable[[str], list[int]], source: str = "copyedit") -> list[Prompt]:
+    """``n`` copy/edit (or ``grounded``) prompts of exactly ``tokens`` tokens, alternating code
+    and text.
 
     A prompt is an instruction, material (HumanEval functions for even requests, ShareGPT
     conversations for odd ones; each request starts at its own document of a seeded shuffle)
-    cut to fit, and the opening of the answer, so the model's output copies the material. The
-    three parts are tokenized separately and joined as token ids.
+    cut to fit, and the opening of the answer, so the model's output copies the material
+    (copyedit) or is drawn from it (grounded: a summary of the code, an answer from the
+    conversations). The three parts are tokenized separately and joined as token ids.
     """
     kinds = {"code": list(_humaneval()), "text": list(_sharegpt())}
     orders = {}
@@ -171,11 +185,11 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
         rng.shuffle(orders[kind])
     prompts = []
     for i in range(n):
-        kind, head, tail = COPYEDIT[i % 2]
+        kind, head, tail = FRAMES[source][i % 2]
         head_ids, tail_ids = tokenize(head), tokenize(tail)
         room = tokens - len(head_ids) - len(tail_ids)
         if room < MIN_MATERIAL:
-            raise PreflightError(f"copyedit prompts need at least {tokens - room + MIN_MATERIAL} "
+            raise PreflightError(f"{source} prompts need at least {tokens - room + MIN_MATERIAL} "
                                  f"tokens, got {tokens}", what="workload")
         docs, order = kinds[kind], orders[kind]
         share = max(1, len(order) // max((n + 1) // 2, 1))
@@ -183,14 +197,14 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
         text, used, ids = "", [], []
         while len(ids) < room:
             if len(used) >= len(docs):
-                raise PreflightError(f"copyedit has too little {kind} material for {tokens}-token "
+                raise PreflightError(f"{source} has too little {kind} material for {tokens}-token "
                                      f"prompts", what="workload")
             doc_id, doc = docs[order[pos % len(order)]]
             text += doc + "\n\n"
             used.append(doc_id)
             pos += 1
             ids = tokenize(text)
-        prompts.append(Prompt(head_ids + ids[:room] + tail_ids, (f"copyedit:{kind}", *used)))
+        prompts.append(Prompt(head_ids + ids[:room] + tail_ids, (f"{source}:{kind}", *used)))
     return prompts
 
 
