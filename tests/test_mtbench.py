@@ -184,3 +184,24 @@ def test_a_failed_first_turn_makes_its_cell_invalid_and_says_which_request(
     for cell in result.cells:  # the failed turn 1 is kept, with no answer text
         failed = [r for r in cell.requests if r.turn == 1 and r.error_kind == "http_500"]
         assert failed and all(r.output_text == "" for r in failed)
+
+
+def test_a_category_feeds_cells_by_server_lifetime_one_question_a_prompt() -> None:
+    from specbench_lib.model.params import ServerConfig
+    from specbench_lib.model.plan import _cells
+    from specbench_lib.prompts.conversations import reused_prompts
+    from specbench_lib.prompts.promptbook import Lifetimes, PromptBook
+    p = SweepParams(phase="t", configs=[{"name": "auto", "method": "auto"}], contexts=[512],
+                    concurrency=[1, 4], requests_per_cell=4,
+                    workloads=[{"name": "mt", "source": "mtbench", "category": "math"}])
+    cells = _cells(p, [ServerConfig("auto", "auto", None, {}, None, ())])
+    book = PromptBook(p, cells, Lifetimes(per_cell=True, learns=None))
+    c4 = book.for_cell(next(c for c in cells if c.concurrency == 4), words)
+    assert len(c4) == 16 and len({x.sources for x in c4}) == 10  # 10 questions, spread
+    with pytest.raises(PreflightError, match="16 prompts of one question each need 16 documents"):
+        PromptBook(p, cells, Lifetimes(per_cell=True, learns="ngram-mod pool")).build(words)
+    with pytest.raises(PreflightError, match=r"ran out at prompt 11 of the plan's 21 \(one"):
+        PromptBook(p, cells).build(words)  # one server's life: 21 fresh questions of 10
+    reused = reused_prompts(p.workloads[0], n=12, tokens=512, seed=0, tokenize=words)
+    assert len({x.sources for x in reused}) == 10 and all(
+        x.sources[0].startswith("mtbench:math:") for x in reused)

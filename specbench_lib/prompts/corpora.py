@@ -97,7 +97,8 @@ class Corpora:
             room = self.room(corpus)
             fit = max(1, n * room // need) if room else 0
             raise PreflightError(
-                f"workload {workload.name!r}: one cell's {n} prompts of {tokens} tokens need "
+                f"workload {workload.name!r}: one cell's {n} prompts of "
+                f"{_size(workload, f'{tokens} tokens')} need "
                 f"{need} documents of {corpus}, which has {room} (after the warmup's "
                 f"{self.floor.get(corpus, 0)}); a config keeps state that learns from text "
                 f"({learns}), so no document may repeat within a cell: lower requests_per_cell "
@@ -171,7 +172,8 @@ class Corpora:
                 what="workload")
         return PreflightError(
             f"workload {workload.name!r}: the {docs} documents of {corpus} ran out at prompt "
-            f"{self.made} of the plan's {total} ({tokens}-token material); a server that keeps "
+            f"{self.made} of the plan's {total} ({_size(workload, f'{tokens}-token material')}); "
+            f"a server that keeps "
             f"its memory across cells (isolation none) needs fresh documents for every prompt "
             f"of the run, so this plan needs more text: let every cell's server forget before "
             f"it (engine.isolation: auto, flush or restart; then prompts need to be fresh only "
@@ -186,3 +188,9 @@ class Corpora:
             random.Random(zlib.crc32(f"{self.seed}:{corpus}".encode())).shuffle(docs)
             self.orders[corpus], self.cursor[corpus] = docs, 0
         return self.orders[corpus]
+
+
+def _size(workload: WorkloadParams, size: str) -> str:
+    """What one prompt of ``workload`` takes from its corpus, for a refusal: ``size``, or one
+    question (a conversation's prompt is a question at its own length)."""
+    return "one question each" if workload.conversational else size
