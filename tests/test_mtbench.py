@@ -166,6 +166,9 @@ def test_a_turn_two_cell_sends_turn_one_first_and_times_the_answer_built_from_it
             qid = prompt.sources[0].split(":", 1)[1].removesuffix(":turn2")
             assert prompt.sources[0].endswith(":turn2")
             assert prompt.tokens == len(words(f"{every[qid][0]} {'x' * 12} {every[qid][1]}"))
+        lengths = sorted(p.tokens for p in cell.prompts)  # recorded with the cell's metrics
+        assert cell.metrics["prompt_tokens_p50"] == pytest.approx(
+            (lengths[1] + lengths[2]) / 2) and lengths[0] < lengths[-1]
     again = sb.run_sweep(sb.load_plan(plan(tmp_path, 1)), outputs=tmp_path / "one",
                          progress=False)
     assert again.counts()["ok"] == 2, not_ok(again)
@@ -205,3 +208,22 @@ def test_a_category_feeds_cells_by_server_lifetime_one_question_a_prompt() -> No
     reused = reused_prompts(p.workloads[0], n=12, tokens=512, seed=0, tokenize=words)
     assert len({x.sources for x in reused}) == 10 and all(
         x.sources[0].startswith("mtbench:math:") for x in reused)
+
+
+def test_natural_length_sends_one_whole_document_a_prompt_capped_by_the_context() -> None:
+    p = params({"name": "code", "source": "humaneval", "length": "natural"},
+               {"name": "g", "source": "grounded", "length": "natural"}, contexts=(256, 1024))
+    code, grounded = p.workloads
+    assert [c for c in p.contexts if p.runs(code, c)] == [256]  # one context: the cap
+    corpora = Corpora(0, words)
+    prompts = [corpora.prompt(code, 256, i, 20) for i in range(20)]
+    docs = dict(documents(code))
+    for pr in prompts:
+        assert len(pr.sources) == 1  # one document, not joined to others
+        whole = words(docs[pr.sources[0]] + "\n\n")
+        assert pr.tokens == whole[:256]  # at its own length, cut only past the cap
+    assert len({len(pr.tokens) for pr in prompts}) > 5
+    framed = corpora.prompt(grounded, 4096, 0, 1)
+    assert len(framed.sources) == 2  # the frame's tag and one whole document
+    with pytest.raises(ValidationError, match="not 'exact'"):
+        params({"name": "mt", "source": "mtbench", "length": "exact"})

@@ -226,11 +226,11 @@ class SweepParams(Strict):
             _file_categories(w.path) if w.categories == "all" and w.path else ()))
 
     def runs(self, workload: WorkloadParams, context: int) -> bool:
-        """Whether ``workload`` has cells at ``context``: its ``max_context``; a conversation
-        workload (questions at their own length, the context their cap) at its smallest."""
+        """Whether ``workload`` has cells at ``context``: its ``max_context``; a workload of
+        natural length (prompts at their own length, the context their cap) at its smallest."""
         if not workload.runs_at(context):
             return False
-        return not workload.conversational or context == min(
+        return not workload.natural or context == min(
             c for c in self.contexts if workload.runs_at(c))
 
     @field_validator("time_budget_s", mode="before")

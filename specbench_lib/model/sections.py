@@ -163,11 +163,20 @@ class WorkloadParams(Strict):
     # so panels, tables and figures are per category
     categories: tuple[str, ...] | Literal["all"] | None = None
     category: str | None = None  # the one category of questions it runs (None: every one)
+    # natural: one document a prompt at its own length, not cut or padded, the cell's context its
+    # cap (the smallest of the plan's); exact: documents joined and cut to each context. None:
+    # exact, natural for conversations (which are natural only)
+    length: Literal["exact", "natural"] | None = None
 
     @property
     def conversational(self) -> bool:
         """Whether prompts are conversations (questions at their own length, turns)."""
         return self.source in CONVERSATION_SOURCES
+
+    @property
+    def natural(self) -> bool:
+        """Whether prompts are sent at their own length (the cell's context their cap)."""
+        return self.conversational or self.length == "natural"
 
     def runs_at(self, context: int) -> bool:
         return self.max_context is None or context <= self.max_context
@@ -181,6 +190,9 @@ class WorkloadParams(Strict):
         if not self.conversational and (self.turn != 1 or self.categories or self.category):
             raise ValueError(f"'turn', 'categories' and 'category' are for the conversation "
                              f"sources {list(CONVERSATION_SOURCES)}, not {self.source!r}")
+        if self.conversational and self.length == "exact":
+            raise ValueError(f"source {self.source!r} sends questions at their own length: "
+                             f"length 'natural' (or none), not 'exact'")
         if self.categories is not None and self.category is not None:
             raise ValueError("give 'categories' (one workload each) or 'category', not both")
         wanted = () if self.categories in (None, "all") else tuple(self.categories)

@@ -67,8 +67,9 @@ class Corpora:
             _, used = self._material(workload, corpus_of(workload), 1, total)
             return first_turn(workload, used[0], tokens,
                               self.render or plain_render(self.tokenize))
-        if workload.source not in FRAMES:
-            ids, used = self._material(workload, corpus_of(workload), tokens, total)
+        if workload.source not in FRAMES:  # natural: one whole document (tokens: a cap)
+            ids, used = self._material(workload, corpus_of(workload),
+                                       1 if workload.natural else tokens, total)
             return Prompt(ids[:tokens], tuple(used))
         kind, head, tail = FRAMES[workload.source][index % 2]
         head_ids, tail_ids = self.tokenize(head), self.tokenize(tail)
@@ -76,7 +77,8 @@ class Corpora:
         if room < MIN_MATERIAL:
             raise PreflightError(f"{workload.source} prompts need at least {tokens - room + MIN_MATERIAL} "
                                  f"tokens, got {tokens}", what="workload")
-        ids, used = self._material(workload, corpus_of(workload, index), room, total)
+        ids, used = self._material(workload, corpus_of(workload, index),
+                                   1 if workload.natural else room, total)
         return Prompt(head_ids + ids[:room] + tail_ids, (f"{workload.source}:{kind}", *used))
 
     def group(self, workload: WorkloadParams, tokens: int, n: int, total: int, *,
@@ -192,5 +194,7 @@ class Corpora:
 
 def _size(workload: WorkloadParams, size: str) -> str:
     """What one prompt of ``workload`` takes from its corpus, for a refusal: ``size``, or one
-    question (a conversation's prompt is a question at its own length)."""
-    return "one question each" if workload.conversational else size
+    document or question (prompts of natural length are one each)."""
+    if workload.natural:
+        return "one question each" if workload.conversational else "one whole document each"
+    return size

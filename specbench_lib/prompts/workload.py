@@ -145,7 +145,7 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
     rng = random.Random(zlib.crc32(f"{seed}:{workload.name}:{tokens}:{salt}".encode()))
     if workload.source in FRAMES:
         return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize,
-                                source=workload.source)
+                                source=workload.source, natural=workload.natural)
     docs = documents(workload)
     order = list(range(len(docs)))
     rng.shuffle(order)
@@ -154,7 +154,7 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
         start = (i * max(1, len(order) // max(n, 1))) % len(order)
         used, pos = [], start
         ids: list[int] = []
-        while len(ids) < tokens:
+        while len(ids) < (1 if workload.natural else tokens):  # natural: one whole document
             if len(used) > len(docs):
                 raise PreflightError(
                     f"workload {workload.name!r} has too little text for {tokens}-token prompts",
@@ -168,7 +168,8 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
 
 
 def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
-                     tokenize: Callable[[str], list[int]], source: str = "copyedit") -> list[Prompt]:
+                     tokenize: Callable[[str], list[int]], source: str = "copyedit",
+                     natural: bool = False) -> list[Prompt]:
     """``n`` copy/edit (or ``grounded``) prompts of exactly ``tokens`` tokens, alternating code
     and text.
 
@@ -195,7 +196,7 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
         share = max(1, len(order) // max((n + 1) // 2, 1))
         pos = (i // 2) * share
         text, used, ids = "", [], []
-        while len(ids) < room:
+        while len(ids) < (1 if natural else room):  # natural: one whole document
             if len(used) >= len(docs):
                 raise PreflightError(f"{source} has too little {kind} material for {tokens}-token "
                                      f"prompts", what="workload")
