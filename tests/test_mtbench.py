@@ -155,6 +155,9 @@ def test_a_turn_two_cell_sends_turn_one_first_and_times_the_answer_built_from_it
                           progress=False)
     assert result.counts()["ok"] == 2, not_ok(result)
     assert sorted(c.spec.workload for c in result.cells) == ["mt-coding", "mt-math"]
+    # one panel per category: the readers state per-category results with no path of their own
+    assert sorted(result.best()["workload"]) == ["mt-coding", "mt-math"]
+    assert sorted(result.table()["workload"]) == ["mt-coding", "mt-math"]
     for cell in result.cells:
         first = [r for r in cell.requests if r.turn == 1]
         assert len(first) == len(cell.measured) == 4

@@ -1,8 +1,8 @@
 """A conversation's second turn measured: each conversation's turn 1 sent first on the same
 server (untimed, recorded as such), turn 2 built from the model's own answer and timed.
 
-A ``turn: 2`` workload's prompt book holds first turns (:func:`~specbench_lib.prompts.
-conversations.first_turn`). Before the cell's counters and timed window, :func:`second_turns`
+A ``turn: 2`` workload's prompt book holds first turns (``conversations.first_turn``).
+Before the cell's counters and timed window, :func:`second_turns`
 sends them at the cell's concurrency and output cap, its records kept with the cell as warmup
 requests of ``turn`` 1 (excluded from every statistic; one that fails makes the cell invalid,
 as a failed warmup does) with their answers' text; each turn-2 prompt is the first question,
