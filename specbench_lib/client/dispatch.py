@@ -102,7 +102,8 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
                   concurrency: int, max_tokens: int, timeout_s: float | None = None,
                   timeouts: TimeoutParams | None = None, request_rate: RequestRateParams | None = None,
                   seed: int = 0, headers: dict[str, str] | None = None,
-                  stop: str = "length", sampling: Sampling | None = None) -> CellDispatch:
+                  stop: str = "length", sampling: Sampling | None = None,
+                  keep_text: bool = False, turn: int | None = None) -> CellDispatch:
     """Run ``warmup`` requests, then the rest: closed loop, or open loop at ``request_rate``.
 
     Args:
@@ -115,13 +116,16 @@ def dispatch_cell(adapter: Adapter, base_url: str, prompts: list[list[int]], *, 
         stop: ``length`` (exactly ``max_tokens``) or ``eos`` (the model's end, a cap).
         sampling: how the requests sample (None: greedy); each request gets its own seed,
             drawn from the sampling's and its prompt (:meth:`Sampling.for_prompt`).
+        keep_text: keep each answer's text (``RequestRecord.output_text``: a conversation's
+            turn 1, which turn 2 is built from).
+        turn: a conversation's turn the requests are (``RequestRecord.turn``; None: none).
     """
     limits = resolve_timeouts(timeouts, timeout_s)
     with _no_collector():
         return run_sync(_dispatch(adapter, base_url, prompts, warmup=warmup,
                                   concurrency=concurrency, max_tokens=max_tokens, limits=limits,
                                   rate=request_rate, seed=seed, headers=headers, stop=stop,
-                                  sampling=sampling))
+                                  sampling=sampling, keep_text=keep_text, turn=turn))
 
 
 def warm_client(base_url: str, *, host: bool = True) -> None:
@@ -205,9 +209,10 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
                     concurrency: int, max_tokens: int, limits: TimeoutParams,
                     rate: RequestRateParams | None, seed: int,
                     headers: dict[str, str] | None = None, stop: str = "length",
-                    sampling: Sampling | None = None) -> CellDispatch:
+                    sampling: Sampling | None = None, keep_text: bool = False,
+                    turn: int | None = None) -> CellDispatch:
     records = [RequestRecord(i, i < warmup, len(p), max_tokens, multi_reads=[], stalls=[],
-                             stop=stop) for i, p in enumerate(prompts)]
+                             stop=stop, turn=turn) for i, p in enumerate(prompts)]
     bodies = [_encoded(adapter.generation_request(
         p, max_tokens=max_tokens, stop=stop,
         sampling=None if sampling is None else sampling.for_prompt(p))) for p in prompts]
@@ -219,7 +224,7 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
     try:
         await _open_connections(conns, limits.connect_s)
         t0 = time.perf_counter()
-        send = _Sender(adapter, deque(conns), bodies, t0, limits, watch)
+        send = _Sender(adapter, deque(conns), bodies, t0, limits, watch, keep_text=keep_text)
         watch.start()
         await _closed_loop(send, records[:warmup], concurrency)
         window_start = send.clock()
@@ -272,6 +277,7 @@ class _Sender:
     origin: float  # time.perf_counter() at the cell's time 0
     limits: TimeoutParams
     watch: StallWatch = field(default_factory=StallWatch)
+    keep_text: bool = False  # keep each answer's text (RequestRecord.output_text)
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
 
     def clock(self) -> float:
@@ -327,7 +333,7 @@ _JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one pe
 async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> None:
     adapter, origin = send.adapter, send.origin
     path, payload = send.bodies[rec.index]
-    stream = Stream(adapter.stream_parser())
+    stream = Stream(adapter.stream_parser(), text=[] if send.keep_text else None)
     deadline = Deadline(rec, send.limits, send.clock, send.loop)
 
     def starting() -> None:
@@ -375,6 +381,8 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
         deadline.cancel()
         rec.end = send.clock() if stream.ended is None else stream.ended
         rec.text_sha = stream.digest.hexdigest()[:16]
+        if stream.text is not None:
+            rec.output_text = "".join(stream.text)
         if resp is None or not resp.complete:
             conn.close()  # a response not read to its end leaves the connection unusable
 

@@ -30,6 +30,7 @@ class Stream:
     digest: Any = field(default_factory=hashlib.sha256)
     ended: float | None = None  # the final event's time (the rest is read to the body's end)
     sse_only: bool = True  # every non-blank line so far was a server-sent-events line
+    text: list[str] | None = None  # the answer's text pieces, where kept (a conversation's turn 1)
 
     def take_read(self, rec: RequestRecord, lines: list[bytes], now: float,
                   read_at: float) -> bool:
@@ -50,7 +51,7 @@ class Stream:
             if self.sse_only and not times:
                 self.sse_only = _is_sse(line)
             before = len(times)
-            done = take_event(parse_line(self.parse, line), rec, self.digest, now)
+            done = take_event(parse_line(self.parse, line), rec, self.digest, now, self.text)
             if len(times) > before:
                 events, last = events + 1, before
             if done:
@@ -66,7 +67,7 @@ class Stream:
         """The body's last line without a line break; an empty clean stream: 0 tokens."""
         if self.ended is None and pending.strip():
             self.sse_only = self.sse_only and _is_sse(pending)
-            take_event(parse_line(self.parse, pending), rec, self.digest, now)
+            take_event(parse_line(self.parse, pending), rec, self.digest, now, self.text)
         if (rec.error_kind is None and rec.final is None and not rec.token_times and self.sse_only
                 and self.digest.hexdigest()[:16] == _EMPTY_TEXT_SHA):
             rec.final = FinalStats(completion_tokens=0)  # an empty stream: empty_output
@@ -87,8 +88,10 @@ def parse_line(parse: Any, line: bytes) -> StreamEvent | None:
     return parse(text)
 
 
-def take_event(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: float) -> bool:
-    """Record one parsed stream line received at ``now``; True when the stream is over."""
+def take_event(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: float,
+               text: list[str] | None = None) -> bool:
+    """Record one parsed stream line received at ``now`` (its text into ``text`` where kept);
+    True when the stream is over."""
     if event is None:
         return False
     if event.error is not None:
@@ -105,6 +108,8 @@ def take_event(event: StreamEvent | None, rec: RequestRecord, digest: Any, now: 
         rec.output_ids.extend(event.token_ids)
     if event.text:
         digest.update(event.text.encode("utf-8", "surrogatepass"))  # JSON escapes lone surrogates
+        if text is not None:
+            text.append(event.text)
     if event.final is not None:
         rec.final = event.final
     return event.done

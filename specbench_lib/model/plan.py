@@ -105,7 +105,7 @@ def _cells(params: SweepParams, servers: list[ServerConfig]) -> list[CellSpec]:
     temps = params.temperatures
     for s, w, ctx, out, temp in itertools.product(servers, params.workloads, params.contexts,
                                                   outputs, temps):
-        if not w.runs_at(ctx):
+        if not params.runs(w, ctx):
             continue
         common = dict(config=s.label, series=s.name, method=s.method, budget=s.budget,
                       workload=w.name, context=ctx, repeats=params.repeats, output_tokens=out,
@@ -128,7 +128,7 @@ def _cell_count(params: SweepParams, servers: int) -> int:
     load = params.request_rate
     per_level = (load is None or load.profile is not None) + len(load.rates if load else ())
     profile = load.profile if load is not None and load.profile is not None else 0
-    pairs = sum(w.runs_at(ctx) for w in params.workloads for ctx in params.contexts)
+    pairs = sum(params.runs(w, ctx) for w in params.workloads for ctx in params.contexts)
     return (servers * pairs * len(params.output_lengths) * len(params.temperatures)
             * params.repeats
             * (len(params.concurrency) * per_level + profile))

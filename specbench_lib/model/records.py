@@ -69,17 +69,17 @@ class RequestRecord:
     text_sha: str = ""
     output_ids: list[int] = field(default_factory=list)
     scheduled: float | None = None  # open loop: when the schedule said to send it
-    # the raw reads coalescing is decided from on read (:mod:`~.coalescing`), seconds from the
-    # cell's start: each read that carried several token events (its time, the tokens of all but
-    # its last event, whether the first token was among them), and the client stalls (dispatch's
-    # stall watch) that overlap the request; None: not recorded (a cell from before schema 3)
-    multi_reads: list[tuple[float, int, bool]] | None = None
+    # the raw reads coalescing is decided from on read (:mod:`~.coalescing`), seconds from the cell's start:
+    # each read that carried several token events (its time, the tokens of all but its last event, whether
+    # the first token was among them), and the client stalls (dispatch's stall watch) that overlap the
+    multi_reads: list[tuple[float, int, bool]] | None = None  # request; None: not recorded (before schema 3)
     stalls: list[tuple[float, float]] | None = None
-    # schema 2 (decided while measuring): tokens whose receive time is a later event's, and
-    # whether the TTFT is late too; read only where multi_reads and stalls are None
-    coalesced_tokens: int = 0
-    first_token_coalesced: bool = False
+    # schema 2 (decided while measuring; read only where multi_reads and stalls are None):
+    coalesced_tokens: int = 0  # tokens whose receive time is a later event's
+    first_token_coalesced: bool = False  # whether the TTFT is late too
     stop: str = "length"  # length: exactly max_tokens (EOS ignored; all older cells); eos: a cap
+    turn: int | None = None  # a conversation's turn (None: none; sweep/turns.py)
+    output_text: str | None = None  # a turn 1's answer, sent before turn 2 (warmup, untimed)
 
     @property
     def ttft(self) -> float | None:

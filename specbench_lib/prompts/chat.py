@@ -35,14 +35,15 @@ class ChatFrame:
     def size(self) -> int:
         return len(self.prefix) + len(self.suffix)
 
-    def wrap(self, content: list[int], tokens: int) -> list[int]:
-        """A prompt of exactly ``tokens`` ids: the frame around ``content`` cut to fit."""
+    def wrap(self, content: list[int], tokens: int, *, exact: bool = True) -> list[int]:
+        """A prompt of exactly ``tokens`` ids: the frame around ``content`` cut to fit (not
+        ``exact``: a natural-length document, ``tokens`` only its cap)."""
         room = tokens - self.size
         if room < 1:
             raise PreflightError(f"the chat template takes {self.size} tokens, a {tokens}-token "
                                  f"prompt leaves no room for its content: raise the context",
                                  what="workload")
-        if len(content) < room:
+        if exact and len(content) < room:
             raise PreflightError(f"{len(content)} tokens of content cannot fill a {tokens}-token "
                                  f"chat prompt ({room} after the template's {self.size})",
                                  what="workload")

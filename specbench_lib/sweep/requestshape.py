@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 import httpx
 
 from ..model.params import CellSpec, SweepParams
+from ..model.sections import WorkloadParams
 from ..servers.engines import Adapter
 
 
-def stop_of(params: SweepParams, cell: CellSpec) -> str:
-    """How the cell's answers end: its workload's ``stop`` (``length`` or ``eos``)."""
-    return next(w.stop for w in params.workloads if w.name == cell.workload)
+def workload_of(params: SweepParams, cell: CellSpec) -> WorkloadParams:
+    """The cell's workload: how its answers end (``stop``), its template, its conversation turn."""
+    return next(w for w in params.workloads if w.name == cell.workload)
+
 
 
 @dataclass

@@ -36,6 +36,7 @@ from ..model.records import (
 )
 from ..model.sections import RequestRateParams
 from ..model.served import PromptRecord, Remeasured
+from ..prompts.conversations import plain_render
 from ..prompts.history import History as _History
 from ..prompts.history import prompt_records as _prompt_records
 from ..prompts.promptbook import PromptBook
@@ -43,12 +44,13 @@ from ..prompts.workload import Prompt
 from ..runs.manifest import ServerRecord
 from ..runs.run import RunDir
 from ..servers.engines import Adapter, Launch
-from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts
+from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts, measured_facts
 from ..servers.process import Server, open_server
 from .isolation import cell_order, isolation_of
 from .loadprofile import profile_rate
 from .progress import Progress
-from .requestshape import ServerText, stop_of
+from .requestshape import ServerText, workload_of
+from .turns import second_turns
 
 
 class RunWriter(Protocol):
@@ -310,13 +312,18 @@ class ServerSweep:
         rate = self._rate(cell)
         if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
             return _Measured(CellFacts(decided=rate))
-        began = time.perf_counter()
+        began, workload = time.perf_counter(), workload_of(params, cell)
         text = ServerText(adapter, client, self.tokens)
         prompts = (fresh or self.book.for_cell(cell, text.tokenize, text.render)
                    )[:params.requests_for(cell)]  # a partial round's: the first, paired
+        first: tuple[RequestRecord, ...] = ()
+        timing = {"prompts_s": round(time.perf_counter() - began, 4)}
+        if workload.turn == 2:  # each conversation's turn 1 first, untimed (turns.py)
+            first, prompts, timing["first_turn_s"] = second_turns(
+                adapter, proc.base_url, proc.headers, params, cell, workload, prompts,
+                text.render if workload.template == "chat" else plain_render(text.tokenize))
         started = utc_now()
         counters = adapter.metrics_snapshot(client)
-        timing = {"prompts_s": round(time.perf_counter() - began, 4)}
         began = time.perf_counter()
         with HostSampler.of_server(proc.pid, proc.base_url,
                                    params.host.sample_interval_s) as host:  # what else ran
@@ -324,23 +331,16 @@ class ServerSweep:
                                      concurrency=cell.concurrency, max_tokens=cell.output_tokens,
                                      timeouts=params.request_timeouts(),
                                      request_rate=rate, seed=params.seed,
-                                     headers=proc.headers, stop=stop_of(params, cell),
-                                     sampling=params.sampling(cell))
+                                     headers=proc.headers, stop=workload.stop,
+                                     sampling=params.sampling(cell),
+                                     turn=workload.turn if workload.conversational else None)
         timing["dispatch_s"] = round(time.perf_counter() - began, 4)
         timing["window_s"] = round(dispatch.window_end - dispatch.window_start, 4)
         # the client did not run on time (its reads may have coalesced: coalesced_reads)
         timing["client_stall_s"] = round(sum(b - a for a, b in dispatch.stalls), 4)
-        alive = proc.healthy()
-        line = proc.crash_signature(since)
-        counted = adapter.cell_spec_stats(counters, adapter.metrics_snapshot(client))
-        facts = (CellFacts(server_alive=alive, crash_line=line, spec_counters=counted,
-                           host=host.load, served_before=history.before())
-                 if alive and line is None else
-                 CellFacts(server_alive=alive, crash_line=line,
-                           returncode=proc.returncode if alive else proc.exit_status(),
-                           log_excerpt=proc.log_tail(40), spec_counters=counted, host=host.load,
-                           served_before=history.before()))
-        return _Measured(facts, (*warmup, *dispatch.records),
+        facts = measured_facts(proc, since, adapter.cell_spec_stats(
+            counters, adapter.metrics_snapshot(client)), host.load, history.before())
+        return _Measured(facts, (*warmup, *first, *dispatch.records),
                          tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources))
                                for p in prompts),
                          dispatch.target_rate, started, timing)

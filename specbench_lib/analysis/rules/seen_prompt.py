@@ -33,7 +33,8 @@ def judge_history(verdict: Verdict, served: ServedBefore | None, prompts: Sequen
         return verdict
     shas, docs = set(served.prompts), set(served.documents)
     same = sum(p.sha in shas for p in prompts)
-    shared = sum(bool(docs.intersection(d for d in p.sources if not d.startswith("copyedit:")))
+    framed = ("copyedit:", "grounded:")  # a frame's tag, not a document
+    shared = sum(bool(docs.intersection(d for d in p.sources if not d.startswith(framed)))
                  for p in prompts)
     if not same and not shared:
         return verdict
