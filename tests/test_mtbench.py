@@ -230,3 +230,29 @@ def test_natural_length_sends_one_whole_document_a_prompt_capped_by_the_context(
     assert len(framed.sources) == 2  # the frame's tag and one whole document
     with pytest.raises(ValidationError, match="not 'exact'"):
         params({"name": "mt", "source": "mtbench", "length": "exact"})
+
+
+def template(messages: list[dict[str, str]]) -> list[int]:
+    """A stand-in chat template: 2 ids open each turn, 1 closes it, 3 open the answer."""
+    ids: list[int] = []
+    for m in messages:
+        ids += [1, 2 if m["role"] == "user" else 3, *words(m["content"]), 4]
+    return [*ids, 5, 6, 7]
+
+
+def test_with_template_chat_conversations_and_natural_documents_go_through_the_template() -> None:
+    p = params({"name": "mt", "source": "mtbench", "category": "writing", "template": "chat"},
+               {"name": "raw", "source": "mtbench", "category": "writing"},
+               {"name": "code", "source": "humaneval", "length": "natural", "template": "chat"},
+               contexts=(512,))
+    chat, raw, code = p.workloads
+    every = questions(chat)
+    first = Corpora(0, words, render=template).prompt(chat, 512, 0, 1)
+    qid = first.sources[0].split(":", 1)[1].removesuffix(":turn1")
+    assert first.tokens == template([{"role": "user", "content": every[qid][0]}])
+    plain = Corpora(0, words, render=template).prompt(raw, 512, 0, 1)
+    assert plain.tokens == words(every[qid][0] + "\n\n")  # template: raw ignores the render
+    doc = Corpora(0, words, render=template).prompt(code, 512, 0, 1)
+    whole = words(dict(documents(code))[doc.sources[0]] + "\n\n")
+    content = whole[:512 - 7]
+    assert doc.tokens == [1, 2, *content, 4, 5, 6, 7]  # whole (or capped), inside the frame
