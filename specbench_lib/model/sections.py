@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -237,6 +237,18 @@ class Sampling:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    def fields(self, *, seed_key: str = "seed") -> dict[str, Any]:
+        """A request body's sampling fields (none when greedy): the temperature, top-p, top-k
+        where it cuts, and the seed under the engine's own name."""
+        if self.greedy:
+            return {}
+        found: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p}
+        if self.top_k:
+            found["top_k"] = self.top_k
+        if self.seed is not None:
+            found[seed_key] = self.seed
+        return found
 
     def for_prompt(self, prompt: list[int]) -> Sampling:
         """This sampling with a seed drawn from ``seed`` and the prompt's ids: every config of a

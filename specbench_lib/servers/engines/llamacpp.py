@@ -118,10 +118,7 @@ class LlamaCppAdapter(BaseAdapter):
         if sampling is not None and not sampling.greedy:
             # llama-server's own defaults cut more (top_k 40, top_p 0.95, min_p 0.05): every
             # cut is sent, so it samples as vLLM and SGLang do
-            body.update(temperature=sampling.temperature, top_p=sampling.top_p,
-                        top_k=sampling.top_k, min_p=0.0)
-            if sampling.seed is not None:
-                body["seed"] = sampling.seed
+            body.update({"top_k": 0, "min_p": 0.0, **sampling.fields()})
         return "/completion", body
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:

@@ -189,12 +189,8 @@ class SGLangAdapter(BaseAdapter):
                            sampling: Sampling | None = None) -> tuple[str, dict[str, Any]]:
         params: dict[str, Any] = {"max_new_tokens": max_tokens, "temperature": 0.0,
                                   "ignore_eos": stop == "length"}
-        if sampling is not None and not sampling.greedy:
-            params.update(temperature=sampling.temperature, top_p=sampling.top_p)
-            if sampling.top_k:
-                params["top_k"] = sampling.top_k
-            if sampling.seed is not None:
-                params["sampling_seed"] = sampling.seed
+        if sampling is not None:
+            params.update(sampling.fields(seed_key="sampling_seed"))
         return "/generate", {"input_ids": prompt, "stream": True, "sampling_params": params}
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:

@@ -256,12 +256,8 @@ class VllmAdapter(BaseAdapter):
             "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "return_token_ids": True,
         }
-        if sampling is not None and not sampling.greedy:
-            body.update(temperature=sampling.temperature, top_p=sampling.top_p)
-            if sampling.top_k:
-                body["top_k"] = sampling.top_k
-            if sampling.seed is not None:
-                body["seed"] = sampling.seed
+        if sampling is not None:
+            body.update(sampling.fields())
         model = self.served_model or (self.engine.model if self.engine else None)
         if model:
             body["model"] = model
