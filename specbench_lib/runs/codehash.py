@@ -95,10 +95,26 @@ def _sorted_import_runs(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
+@lru_cache(maxsize=1024)
 def content_digest(source: bytes) -> str:
-    """One module's digest: its syntax tree, placeless (see :class:`_Placeless`)."""
+    """One module's digest: its syntax tree, placeless (see :class:`_Placeless`); a source
+    already digested is not parsed again."""
     tree = _Placeless().visit(ast.parse(source))
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+
+
+def _parsed(file: Path) -> ast.Module:
+    """``file``'s syntax tree, parsed once per source (read, never changed, by its callers)."""
+    try:
+        return _tree(file.read_bytes())
+    except SyntaxError as err:
+        err.filename = str(file)
+        raise
+
+
+@lru_cache(maxsize=1024)
+def _tree(source: bytes) -> ast.Module:
+    return ast.parse(source)
 
 
 def measuring_modules(package: Path = PACKAGE, roots: tuple[str, ...] = MEASURING,
@@ -113,8 +129,7 @@ def measuring_modules(package: Path = PACKAGE, roots: tuple[str, ...] = MEASURIN
         if name in seen or name in leave_out or file is None:
             continue
         seen.add(name)
-        tree = ast.parse(file.read_bytes(), str(file))
-        todo += _imports(package, name, tree, file.name == "__init__.py")
+        todo += _imports(package, name, _parsed(file), file.name == "__init__.py")
     files = {_module_file(package, n) for n in seen | set(runners)}
     return sorted(f.relative_to(package).as_posix() for f in files if f is not None)
 

@@ -34,6 +34,7 @@ from .log import GENERIC_SIGNATURES, LogPump, LogScan, argv_secrets
 from .reaper import Ended, end_marked, marked, marked_env, new_mark
 
 EXIT_WAIT_S = 5.0  # a server found dead: the longest wait for its exit status
+READY_POLL_S = (0.01, 0.2)  # readiness probes: the first pause, doubling up to the longest
 
 
 class ServerProcess(LogScan):
@@ -101,7 +102,7 @@ class ServerProcess(LogScan):
         returns the seconds it took. Every probe ends by the deadline, however slowly the
         endpoint answers."""
         start = time.monotonic()
-        deadline = start + timeout_s
+        deadline, pause = start + timeout_s, READY_POLL_S[0]
         while time.monotonic() < deadline:
             if not self.alive():
                 raise ServerError(
@@ -112,7 +113,8 @@ class ServerProcess(LogScan):
                            limit_s=min(HEALTH_LIMIT_S, deadline - time.monotonic())) == 200:
                 self._check_owner()
                 return time.monotonic() - start
-            time.sleep(0.2)
+            time.sleep(pause)  # soon at first (a server may be up in milliseconds), then less often
+            pause = min(READY_POLL_S[1], 2 * pause)
         raise ServerError(f"server {self.name} not ready within {timeout_s:.0f} s",
                           config=self.name, log_path=self.log_path, log_excerpt=self.log_tail())
 

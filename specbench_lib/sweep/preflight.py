@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from ..servers.engines import Adapter
 
 _MIN_FREE_BYTES = 200 * 2**20
-HOST_SAMPLE_S = 1.0  # the host load check watches the host this long
+HOST_SAMPLE_S = 0.6  # the host load check watches the host this long (a warning; above the
+# shortest window judged, hostfacts.MIN_JUDGED_WINDOW_S), sampled every 0.15 s
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,7 @@ def _host_load(limit: float | None) -> Check:
     if limit is None:
         return Check("host load", True, "not checked (host.max_other_cpu_cores is null)",
                      what="host load")
-    load = sample_host(HOST_SAMPLE_S)
+    load = sample_host(HOST_SAMPLE_S, interval_s=0.15)
     why = load.unjudged()
     if why is not None:
         return Check("host load", True, f"not checked: {why}", what="host load")

@@ -19,7 +19,6 @@ def workload_of(params: SweepParams, cell: CellSpec) -> WorkloadParams:
     return next(w for w in params.workloads if w.name == cell.workload)
 
 
-
 @dataclass
 class ServerText:
     """A running server's tokenizer, each text tokenized once per server (prompts of many
