@@ -12,17 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import papermill
 import yaml
 
 from .core.durations import parse_duration
 from .core.errors import ParamsError, SpecbenchError, StoreError
 from .core.paths import outputs_dir, project_root
 from .core.store import load_yaml
-from .kernelrun import Interrupts, execute
+from .kernelrun import Interrupts, execute, failed_in_a_cell
 from .lab import open_lab
 from .model.layering import load_params
-from .model.nbparams import unknown_parameter
+from .model.nbparams import notebook_parameters, unknown_parameter
 from .model.plan import load_plan
 from .report.diff import RunDiff, write_diff
 from .report.export import compare, write
@@ -136,7 +135,7 @@ def _parameters(notebook: Path, pairs: list[list[str]]) -> tuple[list[str], dict
     """The parameters the notebook declares, and the ``-p`` values given (YAML), each checked:
     a name the notebook does not declare is refused with its closest match."""
 
-    declared = list(papermill.inspect_notebook(str(notebook)))
+    declared = list(notebook_parameters(notebook))
     given: dict[str, Any] = {}
     for name, value in pairs:
         if name not in declared:
@@ -161,8 +160,8 @@ def _params_file(notebook: Path, params_file: str | None, given: dict[str, Any])
         return params_file
     if given.get("params_file"):
         return str(given["params_file"])
-    default = papermill.inspect_notebook(str(notebook)).get("params_file")
-    return load_yaml(default["default"]) if default else None
+    default = notebook_parameters(notebook).get("params_file")
+    return load_yaml(default) if default else None
 
 
 def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> int:
@@ -238,7 +237,7 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     failed = execute(notebook, output, parameters, root)
     interrupted = (isinstance(failed, KeyboardInterrupt) or Interrupts.count > 0
                    or getattr(failed, "ename", None) == "KeyboardInterrupt")
-    if failed is not None and not interrupted and not isinstance(failed, papermill.PapermillExecutionError):
+    if failed is not None and not interrupted and not failed_in_a_cell(failed):
         raise failed
     recorded = run is None or run.manifest_path.is_file()
     if run is not None and not recorded:  # stopped before the sweep began (preflight, params)
@@ -249,7 +248,7 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     if interrupted:
         _say_interrupted(phase, params_file, pairs, run, recorded, notebook, output, time_budget)
         return INTERRUPTED
-    if isinstance(failed, papermill.PapermillExecutionError):
+    if failed_in_a_cell(failed):
         where = f"run directory: {run.path}" if run is not None and recorded else \
             "no run was recorded (the notebook stopped before the sweep began)"
         print(f"specbench: the notebook failed at cell {failed.exec_count}: {failed.ename}: "

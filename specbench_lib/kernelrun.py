@@ -18,6 +18,14 @@ from typing import Any, TextIO
 from .livelog import ECHO_ENV
 
 
+def failed_in_a_cell(failed: BaseException | None) -> bool:
+    """Whether what stopped :func:`execute` was a cell that raised (papermill's error, which
+    :func:`execute` has imported: papermill is imported only to run a notebook)."""
+    from papermill import PapermillExecutionError
+
+    return isinstance(failed, PapermillExecutionError)
+
+
 def execute(notebook: Path, output: Path, parameters: dict[str, Any],
              root: Path) -> BaseException | None:
     """Execute the notebook with papermill into ``output``; what stopped it, or None."""

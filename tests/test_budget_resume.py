@@ -58,8 +58,7 @@ def test_a_resumed_budgeted_run_counts_the_time_spent_and_says_what_it_measured(
     assert after["measured"]["attempts"] == 2
     # the first attempt's time (to its last cell, it has no end) is in the answer's seconds
     assert after["measured"]["earlier_attempts_s"] >= 1
-    assert after["seconds"] >= after["measured"]["earlier_attempts_s"]
-    assert after["seconds"] > after["budget_s"]
+    assert after["seconds"] > after["measured"]["earlier_attempts_s"]  # and this attempt's
     assert not list(first.run_dir.glob(".*.tmp"))  # the stray temporary file is gone
 
 

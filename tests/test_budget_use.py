@@ -170,6 +170,9 @@ def test_a_resumed_budget_prices_configs_it_has_not_timed_at_the_earlier_attempt
     assert blind.would_fit({"ngram-b8": 1})
     resumed = Budget(10.0, clock=lambda: 0.0, began=-9.0, prior_per_cell=2.0)
     assert resumed.estimate("ngram-b8", 3) == 6.0
+    # a partial round's slice (a sixth of a cell's requests) still pays a whole cell: the
+    # prior holds the server starts, which a partial round pays in full
+    assert resumed.estimate("ngram-b8", 1 / 6) == 2.0
     assert not resumed.would_fit({"ngram-b8": 1})
     resumed.learn("auto", 1.0, 2, fixed=0.0)  # once timed, what was timed counts
     assert resumed.estimate("ngram-b8", 2) == 1.0

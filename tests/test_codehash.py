@@ -78,3 +78,17 @@ def test_code_recorded_under_an_earlier_hash_keeps_it(copy: Path, monkeypatch: p
     assert codehash.measurement_code_hash.__wrapped__(copy) == "d1d40f93abc7d245d9d4"
     changed(copy, "client/dispatch.py", "\n\n_SENT_OTHERWISE = 3\n")
     assert codehash.measurement_code_hash.__wrapped__(copy) == codehash.content_hash(copy) != own
+
+
+def test_the_kept_hash_is_the_computed_one_and_a_changed_source_is_a_new_key(
+        copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
+    kept = codehash._stored_content_hash
+    assert kept(copy) == codehash.content_hash(copy)
+    (stored,) = (tmp_path / "cache" / "codehash").iterdir()
+    stored.write_text("not a hash\n")  # a damaged entry is computed again, never returned
+    assert kept(copy) == codehash.content_hash(copy)
+    base = kept(copy)
+    assert changed(copy, "client/dispatch.py", "\n\n_SENT_OTHERWISE = 1\n") != base
+    assert kept(copy) == codehash.content_hash(copy) != base  # not the old entry's hash
+    assert len(list((tmp_path / "cache" / "codehash").iterdir())) == 2

@@ -65,3 +65,26 @@ def test_committed_notebooks_are_what_the_generator_writes() -> None:
     for path in NOTEBOOKS:
         assert json.loads(path.read_text()) == json.loads(nbformat.writes(built[path.stem])), (
             f"{path.name} differs from scripts/make_notebooks.py: run it and commit both")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_parameters_read_without_papermill_are_papermills(path: Path) -> None:
+    """specbench reads a notebook's parameters from its JSON (importing papermill costs
+    seconds); papermill's own inspection is the truth it must match, names, order, defaults."""
+    import papermill
+
+    from specbench_lib.model.nbparams import notebook_parameters
+
+    truth = papermill.inspect_notebook(str(path))
+    assert notebook_parameters(path) == {name: p["default"] for name, p in truth.items()}
+
+
+def test_parameters_are_read_from_the_tagged_cell_in_any_form() -> None:
+    from specbench_lib.model.nbparams import parameter_defaults
+
+    cell = {"cell_type": "code", "metadata": {"tags": ["parameters"]},
+            "source": ["a = 1\n", "b: int = 2  # two\n", "c = d = 'x'\n", "print(a)\n", "e: str\n"]}
+    other = {"cell_type": "code", "metadata": {}, "source": "z = 9\n"}
+    assert parameter_defaults({"cells": [other, cell]}) == {
+        "a": "1", "b": "2", "c": "'x'", "d": "'x'", "e": ""}
+    assert parameter_defaults({"cells": [other]}) == {}

@@ -251,11 +251,12 @@ class Budget:
 
     def estimate(self, config: str, cells: float) -> float:
         """A slice's predicted seconds; a config not yet seen costs the mean of those seen
-        (none seen: the prior)."""
+        (none seen: the prior, a whole cell for any part of one, as it holds the cells' server
+        starts too)."""
         known = self.costs.get(config)
         if known is None:
             if not self.costs:
-                return self.prior_per_cell * cells
+                return self.prior_per_cell * math.ceil(cells)
             fixed = statistics.fmean(f for f, _ in self.costs.values())
             per = statistics.fmean(p for _, p in self.costs.values())
             known = (fixed, per)

@@ -4,7 +4,9 @@ cell declares: an undeclared one (a misspelt ``-p budgt 16``) is refused, not si
 
 from __future__ import annotations
 
+import ast
 import difflib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,34 @@ def unknown_parameter(name: str, value: Any, declared: list[str], *,
                        f"{', '.join(declared)}", file=notebook, key=name, value=value)
 
 
+def parameter_defaults(nb: dict[str, Any]) -> dict[str, str]:
+    """The names the notebook's ``parameters``-tagged cell assigns, in order, each with the
+    source text of its default (what papermill's ``inspect_notebook`` lists for a Python
+    notebook). The notebook is read as JSON and the cell parsed with :mod:`ast`, not with
+    nbformat and papermill: importing those takes seconds (jsonschema compiles its format
+    grammars), paid in every kernel that runs a sweep and every ``specbench`` command."""
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
+            source = cell.get("source", "")
+            source = source if isinstance(source, str) else "".join(source)
+            found: dict[str, str] = {}
+            for stmt in ast.parse(source).body:
+                targets = (stmt.targets if isinstance(stmt, ast.Assign)
+                           else [stmt.target] if isinstance(stmt, ast.AnnAssign) else [])
+                value = getattr(stmt, "value", None)
+                text = "" if value is None else ast.get_source_segment(source, value) or ""
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        found.setdefault(target.id, text)
+            return found
+    return {}
+
+
+def notebook_parameters(path: Path) -> dict[str, str]:
+    """:func:`parameter_defaults` of the notebook file ``path``."""
+    return parameter_defaults(json.loads(path.read_text()))
+
+
 def check_notebook_parameters(notebook: str | Path | None) -> None:
     """Refuse the parameters papermill injected into ``notebook`` that its ``parameters`` cell
     does not declare (papermill itself only warns, and the value would be silently unused).
@@ -36,12 +66,9 @@ def check_notebook_parameters(notebook: str | Path | None) -> None:
         return
     path = Path(notebook).expanduser()
     try:
-        import nbformat
-        import papermill
-
-        nb = nbformat.read(path, as_version=4)
-        passed = dict(nb.metadata.get("papermill", {}).get("parameters") or {})
-        declared = list(papermill.inspect_notebook(str(path))) if passed else []
+        nb = json.loads(path.read_text())
+        passed = dict(nb["metadata"].get("papermill", {}).get("parameters") or {})
+        declared = list(parameter_defaults(nb)) if passed else []
     except Exception:  # an unreadable notebook is no reason to refuse a sweep
         return
     for name, value in passed.items():

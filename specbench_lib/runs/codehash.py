@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from functools import lru_cache
 from pathlib import Path
+
+from ..core.paths import cache_dir
+from ..core.store import write_atomic
 
 MEASURING = ("client.dispatch", "sweep.loadprofile", "host.load", "prompts.promptbook")
 RUNNERS = ("sweep.serversweep", "sweep.driver", "sweep.lifetimes", "sweep.turns")
@@ -145,5 +149,27 @@ def content_hash(package: Path = PACKAGE, **closure: tuple[str, ...] | frozenset
 def measurement_code_hash(package: Path = PACKAGE) -> str:
     """The measuring code's hash as cells record it: :func:`content_hash`, or the hash the same
     content was first recorded under (:data:`RECORDED_AS`)."""
-    own = content_hash(package)
+    own = _stored_content_hash(package)
     return RECORDED_AS.get(own, own)
+
+
+def _stored_content_hash(package: Path) -> str:
+    """:func:`content_hash`, kept in the cache (``codehash/``) under a digest of every source
+    file of ``package`` (this module's too, so a change to how it hashes is a new key): the
+    digests take most of a second in each process that runs or reads a sweep."""
+    whole = hashlib.sha256()
+    for file in sorted(package.rglob("*.py")):
+        whole.update(file.relative_to(package).as_posix().encode() + b"\0" + file.read_bytes())
+    kept = cache_dir() / "codehash" / whole.hexdigest()[:32]
+    try:
+        text = kept.read_text().strip()
+        if re.fullmatch(r"[0-9a-f]{20}", text):
+            return text
+    except OSError:
+        pass
+    own = content_hash(package)
+    try:
+        write_atomic(kept, lambda tmp: tmp.write_text(own + "\n"))
+    except OSError:
+        pass  # a read-only cache: computed again next time
+    return own
