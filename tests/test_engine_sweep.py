@@ -1,4 +1,5 @@
-"""A real sweep: papermill executes notebooks/tp1.ipynb against the real llama-server."""
+"""A real sweep: papermill executes notebooks/tp1.ipynb against the real llama-server (and
+plain papermill, on fake servers)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from budgetparams import free_port
 from cellfactory import not_ok
+from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 from procs import pids_with
 
 from specbench_lib.model.records import CellRecord
@@ -108,11 +111,25 @@ def test_cli_runs_the_phase_notebook_into_a_run_dir(engine, outputs: Path) -> No
     assert {b["context"] for b in best} == {128}
 
 
-@pytest.mark.engine
-def test_plain_papermill_with_one_budget(engine, outputs: Path, tmp_path: Path) -> None:
+def test_plain_papermill_with_one_budget(outputs: Path, tmp_path: Path) -> None:
+    """The design card's ``papermill tp1.ipynb out.ipynb -p budget 8``, on fake servers (what
+    it checks is the notebook's front door, not the engine: the CLI test above runs that)."""
+    params = tmp_path / "fake.yaml"
+    params.write_text(f"""phase: tiny
+{fake_engine(free_port(), fake_argv(interval=0.002))}configs:
+  - {{name: auto, method: auto}}
+  - {{name: ngram, method: ngram, budgets: [8, 16], argv: {fake_argv(interval=0.002, budget=True)}}}
+workloads:
+  - {{name: code, source: humaneval}}
+contexts: [16]
+concurrency: [1]
+output_tokens: 8
+requests_per_cell: 2
+warmup_requests: 0
+{LENIENT_HOST}""")
     out = tmp_path / "out.ipynb"
     done = subprocess.run([str(BIN / "papermill"), "--inject-paths", "notebooks/tp1.ipynb", str(out),
-                           "-p", "params_file", str(TINY), "-p", "budget", "8"],
+                           "-p", "params_file", str(params), "-p", "budget", "8"],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
                           env={**os.environ, "SPECBENCH_OUTPUTS": str(outputs)})
     assert done.returncode == 0, done.stderr[-3000:]

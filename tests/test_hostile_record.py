@@ -364,7 +364,7 @@ def with_picks(base: Any, picks: list[tuple[tuple[Any, ...], bool, Any]]) -> Any
     return data
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=200)
 @given(picks=st.lists(st.tuples(st.sampled_from(PATHS), st.booleans(), JSON), min_size=1,
                       max_size=3))
 def test_fuzz_a_mutated_cell_file_is_read_or_named_never_a_traceback(

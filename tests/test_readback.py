@@ -123,7 +123,7 @@ ANSWER_PATHS = [(), *paths_of(ANSWER)]
 SCOPED = [HealthCheck.function_scoped_fixture]
 
 
-@settings(FUZZ, max_examples=12, suppress_health_check=SCOPED)
+@settings(FUZZ, max_examples=8, suppress_health_check=SCOPED)
 @given(picks=st.lists(st.tuples(st.sampled_from(ANSWER_PATHS), st.booleans(), JSON), min_size=1,
                       max_size=3))
 def test_fuzz_answer_json_is_read_or_named_through_every_entry_point(
