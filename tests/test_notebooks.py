@@ -88,3 +88,14 @@ def test_parameters_are_read_from_the_tagged_cell_in_any_form() -> None:
     assert parameter_defaults({"cells": [other, cell]}) == {
         "a": "1", "b": "2", "c": "'x'", "d": "'x'", "e": ""}
     assert parameter_defaults({"cells": [other]}) == {}
+
+
+def test_a_notebook_that_is_not_json_is_named(tmp_path: Path) -> None:
+    from specbench_lib.core.errors import ParamsError
+    from specbench_lib.model.nbparams import notebook_parameters
+
+    broken = tmp_path / "tp1.ipynb"
+    broken.write_text('{"cells": [')
+    with pytest.raises(ParamsError, match="tp1.ipynb|notebook") as err:
+        notebook_parameters(broken)
+    assert "JSONDecodeError" in str(err.value) and str(broken) in str(err.value)

@@ -49,8 +49,14 @@ def parameter_defaults(nb: dict[str, Any]) -> dict[str, str]:
 
 
 def notebook_parameters(path: Path) -> dict[str, str]:
-    """:func:`parameter_defaults` of the notebook file ``path``."""
-    return parameter_defaults(json.loads(path.read_text()))
+    """:func:`parameter_defaults` of the notebook file ``path``; one that cannot be read is a
+    :class:`ParamsError` naming it."""
+    try:
+        return parameter_defaults(json.loads(path.read_text()))
+    except (OSError, UnicodeDecodeError, ValueError, SyntaxError, AttributeError) as exc:
+        raise ParamsError(f"cannot read the notebook's parameters ({type(exc).__name__}: {exc}); "
+                          f"restore the notebook or save it again from JupyterLab",
+                          file=path) from None
 
 
 def check_notebook_parameters(notebook: str | Path | None) -> None:
