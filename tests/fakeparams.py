@@ -14,6 +14,9 @@ FAKE = Path(__file__).resolve().parent / "fake_server.py"
 # the two rules that judge it would flake on 2 shared cores (as tests/data/tiny.yaml says)
 LENIENT_HOST = ("max_coalesced_fraction: 0.5\nmax_coalesced_first_fraction: 0.5\n"
                 "host: {max_other_cpu_cores: null}\n")
+# the smallest plan of a page or front-door test: one code panel, two 8-token requests a cell
+SMALL_CELLS = ("workloads:\n  - {name: code, source: humaneval}\ncontexts: [16]\nconcurrency: [1]\n"
+               "output_tokens: 8\nrequests_per_cell: 2\nwarmup_requests: 0\n")
 
 
 def fake_argv(*extra: str, interval: float | None = None, budget: bool = False) -> str:

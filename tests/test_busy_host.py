@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeparams import fake_engine
+from fakeparams import SMALL_CELLS, fake_engine
 from hogs import child_hog, cpu_rate, other_hog
 from procs import pids_with
 
@@ -34,14 +34,7 @@ def params(tmp_path: Path, port: int, *, max_cores: float | None, burn: bool = F
 {fake_engine(port, argv)}host: {{max_other_cpu_cores: {'null' if max_cores is None else max_cores}}}
 configs:
   - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 0
-timeouts: {{first_token_s: 10, between_tokens_s: 10, request_s: 20}}
+{SMALL_CELLS}timeouts: {{first_token_s: 10, between_tokens_s: 10, request_s: 20}}
 """)
     return path
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from budgetparams import free_port
 from cellfactory import not_ok
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import LENIENT_HOST, SMALL_CELLS, fake_argv, fake_engine
 from procs import pids_with
 
 from specbench_lib.model.records import CellRecord
@@ -119,14 +119,7 @@ def test_plain_papermill_with_one_budget(outputs: Path, tmp_path: Path) -> None:
 {fake_engine(free_port(), fake_argv(interval=0.002))}configs:
   - {{name: auto, method: auto}}
   - {{name: ngram, method: ngram, budgets: [8, 16], argv: {fake_argv(interval=0.002, budget=True)}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 0
-{LENIENT_HOST}""")
+{SMALL_CELLS}{LENIENT_HOST}""")
     out = tmp_path / "out.ipynb"
     done = subprocess.run([str(BIN / "papermill"), "--inject-paths", "notebooks/tp1.ipynb", str(out),
                            "-p", "params_file", str(params), "-p", "budget", "8"],

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeparams import fake_argv, fake_engine
+from fakeparams import SMALL_CELLS, fake_argv, fake_engine
 from procs import pids_with
 
 from specbench_lib import notebook_link
@@ -62,14 +62,7 @@ def tiny_params(tmp_path: Path, port: int) -> Path:
 {fake_engine(port, fake_argv("--mode", "ok"))}configs:
   - {{name: auto, method: auto}}
   - {{name: ngram, method: ngram, budgets: [4], argv: {ngram}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 0
-# this test judges what the page shows, not the host: Chromium and JupyterLab share its 2 cores
+{SMALL_CELLS}# this test judges what the page shows, not the host: Chromium and JupyterLab share its 2 cores
 host: {{max_other_cpu_cores: null}}
 max_coalesced_first_fraction: 1.0
 max_coalesced_fraction: 1.0

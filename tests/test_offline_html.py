@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from cellfactory import make_cell, spread_cell
-from fakeparams import fake_argv, fake_engine
+from fakeparams import SMALL_CELLS, fake_argv, fake_engine
 
 from specbench_lib import SweepResult
 from specbench_lib.report import export as report
@@ -288,14 +288,7 @@ def fake_server_params(tmp: Path) -> Path:
   - {{name: auto, method: auto}}
   - {{name: ngram, method: ngram, budgets: [4], argv: {ok}}}
   - {{name: broken, method: ngram, budgets: [8], argv: {crash}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 0
-timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 8}}
+{SMALL_CELLS}timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 8}}
 """)
     return path
 
