@@ -1,11 +1,18 @@
 """Coverage and conditional error of a panel's claim (specbench_lib/claim.py), in simulation.
 
     python benchmarks/claim_coverage.py [--sweeps 400] [--seed 1] [--quick | --points 2/1/3,2/2/1]
+        [--drifts 0,0.2,0.4,0.4step] [--before]
 
 Simulated panels with a known truth (``tests/claimsim.py``): the issue's effect sizes (auto 31.8,
 ngram-b4 34.2, b8 33.4, b16 32.1, b32 29.5, draft-b4 15.9, then b2 33.0 and b64 28.0 tok/s: near
 ties), k = 2-8 configs, a per-prompt speed factor shared by the configs (log-normal σ 0.25),
-per-request noise (σ 0.10), 1-12 requests a round, 1-10 rounds, the ratio-of-sums estimator.
+per-request noise (σ 0.10), 1-12 requests a round, 1-10 rounds, the ratio-of-sums estimator,
+and a machine whose speed drifts over the run, the same for every config (``--drifts``: linear
+changes of 0-40 % from the run's first stretch to its last, ``0.4step``: a step of 40 % at the
+half): the true speedups stay the rates' ratios, so drift that reaches a claim is an error.
+Each round is a block, its configs in an order drawn afresh (the sweep's design);
+``--before`` also runs the design before blocks (every round in the plan's order, the baseline
+first, and the prompts as the sample) for contrast.
 
 Per design point, two ways of collecting the data:
 
@@ -26,9 +33,11 @@ Writes ``benchmarks/results/claim_coverage.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +50,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from _common import load_note, write_results  # noqa: E402
 from claimsim import Design, fixed, issue_design, sequential  # noqa: E402
 
+from specbench_lib.analysis import units as units_module  # noqa: E402
 from specbench_lib.analysis.claim import Claim  # noqa: E402
+
+DRIFTS = "0,0.2,0.4,0.4step"
 
 GRID = [(k, m, r) for k in (2, 4, 6, 8) for m in (1, 2, 4, 12) for r in (1, 3, 10)]
 QUICK = [(2, 1, 3), (6, 2, 3), (6, 2, 7), (5, 4, 5), (8, 12, 3)]
@@ -68,14 +80,45 @@ def rate(hits: int, n: int) -> str:
     return f"{100 * p:5.1f} ± {200 * math.sqrt(max(p * (1 - p), 1e-9) / n):4.1f}"
 
 
-def point(k: int, m: int, r: int, sweeps: int, seed: int, mode: str) -> dict[str, Any]:
-    design = issue_design(k, m, r)
-    rng = np.random.default_rng([seed, k, m, r, mode == "budgeted"])
-    scores = [score(design, fixed(design, rng) if mode == "fixed"
-                    else sequential(design, rng).claim) for _ in range(sweeps)]
+@contextlib.contextmanager
+def _prompts_as_sample(before: bool) -> Iterator[None]:
+    """With ``before``: the claim's pairing as it was before blocks (every unit in one block,
+    so the prompts are the sample)."""
+    if not before:
+        yield
+        return
+    original = units_module.log_ratios
+
+    def flat(a: Any, b: Any) -> Any:
+        logs, blocks = original(a, b)
+        return logs, [0] * len(blocks)
+
+    units_module.log_ratios = flat
+    try:
+        yield
+    finally:
+        units_module.log_ratios = original
+
+
+def drift_of(text: str) -> tuple[float, str]:
+    """``0.4`` → a linear drift of 40 %; ``0.4step`` → a step of 40 % at the half."""
+    return (float(text[:-4]), "step") if text.endswith("step") else (float(text), "linear")
+
+
+def point(k: int, m: int, r: int, sweeps: int, seed: int, mode: str, drift: str = "0",
+          before: bool = False) -> dict[str, Any]:
+    size, shape = drift_of(drift)
+    design = issue_design(k, m, r, drift=size, shape=shape,
+                          order="fixed" if before else "shuffled")
+    rng = np.random.default_rng([seed, k, m, r, mode == "budgeted", round(100 * size),
+                                 shape == "step", before])
+    with _prompts_as_sample(before):
+        scores = [score(design, fixed(design, rng) if mode == "fixed"
+                        else sequential(design, rng).claim) for _ in range(sweeps)]
     n_int = sum(s["interval"] for s in scores)
     n_dec = sum(s["decided"] for s in scores)
     return {"k": k, "per_round": m, "rounds": r, "mode": mode, "sweeps": sweeps,
+            "drift": drift, "design": "before" if before else "blocks",
             "with_interval": n_int, "speedup_covered": sum(s["covered"] for s in scores),
             "set_covered": sum(s["in_set"] for s in scores), "decided": n_dec,
             "wrong": sum(s["wrong"] for s in scores),
@@ -89,33 +132,44 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few design points only")
     parser.add_argument("--points", default="", help="design points k/requests/rounds, comma "
                         "separated (e.g. 2/1/3,2/2/1), instead of the grid")
+    parser.add_argument("--drifts", default=DRIFTS, help="the machine's drift over a run, comma "
+                        "separated: 0.2 (linear, 20 %%), 0.4step (a 40 %% step at the half)")
+    parser.add_argument("--before", action="store_true", help="also the design before blocks")
     args = parser.parse_args()
     points = ([tuple(int(x) for x in p.split("/")) for p in args.points.split(",")]
               if args.points else QUICK if args.quick else GRID)
     began = time.monotonic()
     print(load_note())
-    print(f"{'k':>2} {'req/rd':>6} {'rounds':>6} {'mode':>8}  {'speedup cov %':>14} "
-          f"{'set cov %':>14} {'decided %':>14} {'wrong | decided %':>18} {'wrong & decided %':>18}")
+    print(f"{'k':>2} {'req/rd':>6} {'rounds':>6} {'mode':>8} {'drift':>8} {'design':>7}  "
+          f"{'speedup cov %':>14} {'set cov %':>14} {'decided %':>14} {'wrong | decided %':>18} "
+          f"{'wrong & decided %':>18}")
     rows = []
     for k, m, r in points:
-        for mode in ("fixed", "budgeted"):
-            if mode == "budgeted" and r < 2:
-                continue
-            found = point(k, m, r, args.sweeps, args.seed, mode)
-            rows.append(found)
-            print(f"{k:>2} {m:>6} {r:>6} {mode:>8}  "
-                  f"{rate(found['speedup_covered'], found['with_interval']):>14} "
-                  f"{rate(found['set_covered'], found['sweeps']):>14} "
-                  f"{rate(found['decided'], found['sweeps']):>14} "
-                  f"{rate(found['wrong'], found['decided']):>18} "
-                  f"{rate(found['wrong'], found['sweeps']):>18}", flush=True)
-    totals = {key: sum(r[key] for r in rows) for key in
+        for drift in args.drifts.split(","):
+            for before in (False, True) if args.before else (False,):
+                for mode in ("fixed", "budgeted"):
+                    if mode == "budgeted" and r < 2:
+                        continue
+                    found = point(k, m, r, args.sweeps, args.seed, mode, drift, before)
+                    rows.append(found)
+                    print(_line(found), flush=True)
+    totals = {key: sum(r[key] for r in rows if r["design"] == "blocks") for key in
               ("with_interval", "speedup_covered", "sweeps", "set_covered", "decided", "wrong")}
-    print(f"all points: speedup {rate(totals['speedup_covered'], totals['with_interval'])} %, "
-          f"set {rate(totals['set_covered'], totals['sweeps'])} %, wrong when decided "
+    print(f"all points (blocks): speedup {rate(totals['speedup_covered'], totals['with_interval'])}"
+          f" %, set {rate(totals['set_covered'], totals['sweeps'])} %, wrong when decided "
           f"{rate(totals['wrong'], totals['decided'])} % ({totals['decided']} decided) "
           f"in {time.monotonic() - began:.0f} s")
     write_results("claim_coverage", {"rows": rows, "totals": totals, "seed": args.seed})
+
+
+def _line(found: dict[str, Any]) -> str:
+    return (f"{found['k']:>2} {found['per_round']:>6} {found['rounds']:>6} {found['mode']:>8} "
+            f"{found['drift']:>8} {found['design']:>7}  "
+            f"{rate(found['speedup_covered'], found['with_interval']):>14} "
+            f"{rate(found['set_covered'], found['sweeps']):>14} "
+            f"{rate(found['decided'], found['sweeps']):>14} "
+            f"{rate(found['wrong'], found['decided']):>18} "
+            f"{rate(found['wrong'], found['sweeps']):>18}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,13 @@ The model (the issue's): k configs with true output tok/s ``rates``; each prompt
 factor exp(``prompt_sd`` · z) shared by every config (the prompt book sends the same prompts to
 all); each request adds noise exp(``noise_sd`` · e) of its own; every request asks for
 ``tokens`` tokens, so its time is tokens / (rate · factor · noise). A round sends
-``per_round`` fresh prompts to each config it measures. The estimator is the claim's (ratio of
-sums, paired by prompt), so the truth of a speedup is the ratio of the rates.
+``per_round`` fresh prompts to each config it measures, one config after another, in an order
+drawn afresh each round (``order`` "shuffled", as the sweep does) or in the plan's order
+(``order`` "fixed", as it did before blocks). The machine's speed drifts over the run by
+``drift`` (a fraction), the same for every config: ``shape`` "linear" from the first config's
+stretch of round 1 to the last one's of the last round, or "step" at the half; every request of
+a stretch runs at that stretch's speed. The estimator is the claim's (ratio of sums, paired by
+prompt, blocks by round), so the truth of a speedup is the ratio of the rates.
 
 :func:`fixed` measures every config every round and makes one claim at α (a fixed plan);
 :func:`sequential` is the budgeted sweep's contest (as :class:`specbench_lib.analysis.rounds.Contention`
@@ -23,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from specbench_lib.analysis.claim import ALPHA, MIN_LOOK_ALPHA, Claim, Units, claim, look_alpha
+from specbench_lib.analysis.claim import ALPHA, MIN_LOOK_ALPHA, Claim, claim, look_alpha
+from specbench_lib.analysis.units import Units
 
 ISSUE_RATES = {"auto": 31.8, "ngram-b4": 34.2, "ngram-b8": 33.4, "ngram-b16": 32.1,
                "ngram-b32": 29.5, "draft-b4": 15.9, "ngram-b2": 33.0, "ngram-b64": 28.0}
@@ -40,6 +46,17 @@ class Design:
     noise_sd: float = 0.10
     tokens: int = 64
     start_s: float = 5.0  # a config's server start, warmup and stop per slice
+    drift: float = 0.0  # the machine's speed over the run changes by this fraction
+    shape: str = "linear"  # or "step"
+    order: str = "shuffled"  # or "fixed": the plan's order in every round
+
+    def speed(self, number: int, place: int) -> float:
+        """The machine's speed in round ``number``'s ``place``-th stretch (1 at the start)."""
+        stretches = max(1, self.rounds * len(self.rates) - 1)
+        at = (number * len(self.rates) + place) / stretches
+        if self.shape == "step":
+            return 1.0 + self.drift * (at >= 0.5)
+        return 1.0 + self.drift * at
 
     @property
     def names(self) -> list[str]:
@@ -72,9 +89,12 @@ class Panel:
         partial round) to each of ``configs``."""
         d = self.design
         factor = np.exp(d.prompt_sd * self.rng.standard_normal(d.per_round))[:requests]
-        for name in configs:
+        order = list(configs)
+        if d.order == "shuffled":
+            self.rng.shuffle(order)
+        for place, name in enumerate(order):
             noise = np.exp(d.noise_sd * self.rng.standard_normal(factor.size))
-            took = d.tokens / (d.rate(name) * factor * noise)
+            took = d.tokens / (d.rate(name) * factor * noise * d.speed(number, place))
             self.data[name] += [((number, i), float(d.tokens), float(t))
                                 for i, t in enumerate(took)]
             self.seconds += cost(d, float(took.sum()))
@@ -143,7 +163,7 @@ def sequential(design: Design, rng: np.random.Generator, *, equivalence: float =
         cheap = sorted(active, key=lambda c: panel.predict([c], 1))[:2]
         last = partial is not None or number + 1 == design.rounds or (
             budget_s is not None and panel.seconds + panel.predict(cheap, 1) > budget_s)
-        if number < (0 if design.per_round >= 2 else 1) and not last:
+        if number < 1 and not last:  # a look needs two blocks
             continue
         alpha = look_alpha(number + 1, design.rounds, spent, last=last, kind=spending)
         if alpha < MIN_LOOK_ALPHA:
@@ -151,7 +171,7 @@ def sequential(design: Design, rng: np.random.Generator, *, equivalence: float =
         spent += alpha
         found = claim(panel.units(), design.names, base, alpha=alpha, equivalence=equivalence)
         members = list(found.members)
-        if found.decided:
+        if found.decision == "decided" or (found.decided and last):  # a tie goes on till last
             return Outcome(found, number + 1, panel.seconds, panel.seconds)
         if last:
             break

@@ -150,7 +150,9 @@ class _Handler(BaseHTTPRequestHandler):
         for i in range(0, produced, step):
             k = min(step, produced - i)
             if self.server.interval:
-                due += self.server.interval * (1 - 0.75 * seen) * self.server.factor()
+                due += (self.server.prefill if i == 0 and self.server.prefill is not None else
+                        self.server.interval * (1 - 0.75 * seen) * self.server.factor()
+                        ) / self.server.speed()
                 time.sleep(max(0.0, due - time.monotonic()))
             self._event({"content": "x" * k, "tokens": list(range(k)), "stop": False})
         if mode == "crash":
@@ -233,11 +235,18 @@ class FakeLlamaServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, mode: str = "ok", hang_s: float = 5.0, port: int = 0,
-                 interval: float = 0.0, jitter: float = 0.0, noise_seed: str = "") -> None:
+                 interval: float = 0.0, jitter: float = 0.0, noise_seed: str = "",
+                 prefill: float | None = None, drift: float = 0.0, epoch: float = 0.0) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.mode = mode
         self.hang_s = hang_s
         self.interval = interval  # seconds before each token event (0: as fast as it can)
+        # seconds before the first token, the same in every config (the prefill: the target's
+        # work alone); None: the first token on the token schedule
+        self.prefill = prefill
+        # the machine's speed grows by ``drift`` a minute of wall time since ``epoch`` (the same
+        # for every config): a drift whose true speedup is 1.00
+        self.drift, self.epoch = drift, epoch
         # each token's delay times a log-normal factor of mean 1 (sigma ``jitter``): noise around
         # a known mean, so a known speedup has intervals of a real width to hold it
         self.jitter = jitter
@@ -248,6 +257,12 @@ class FakeLlamaServer(ThreadingHTTPServer):
         self.hung = threading.Event()
         self.grams: set[tuple[int, ...]] = set()  # mode learns: every prompt 12-gram seen
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def speed(self) -> float:
+        """The machine's speed now: 1, or 1 + drift · minutes since the epoch."""
+        if not self.drift:
+            return 1.0
+        return max(0.05, 1.0 + self.drift * (time.time() - self.epoch) / 60)
 
     def factor(self) -> float:
         """A token's delay factor: 1, or log-normal with mean 1 under ``jitter``."""
@@ -294,12 +309,19 @@ def main() -> None:
     parser.add_argument("--noise-seed", default="", help="seeds the jitter (default: the pid)")
     parser.add_argument("--speedups", default="", help="BUDGET:SPEEDUP,...: the config's budget "
                         "divides --interval by its speedup (a known truth per budget)")
+    parser.add_argument("--prefill", type=float, default=None, help="seconds to the first "
+                        "token, the same in every config (default: --interval before --speedups)")
+    parser.add_argument("--drift", type=float, default=0.0, help="the machine's speed grows by "
+                        "this fraction a minute of wall time since --epoch (every config alike)")
+    parser.add_argument("--epoch", type=float, default=0.0, help="the drift's start (time.time())")
     # llama-server's own flags (a shipped params file's argv, its launcher swapped for this
     # stand-in: tests/test_shipped_params.py) are accepted and logged, not acted on
     args, theirs = parser.parse_known_args()
     if theirs:
         print(f"ignored llama-server flags: {' '.join(theirs)}", flush=True)
     known = dict(pair.split(":") for pair in args.speedups.split(",") if pair)
+    # the first token: the prefill, the same in every config
+    prefill = args.prefill if args.prefill is not None else (args.interval or None)
     if args.budget is not None and str(args.budget) in known:
         args.interval /= float(known[str(args.budget)])
     print(f"fake llama server, mode {args.mode}, budget {args.budget}", flush=True)
@@ -318,7 +340,8 @@ def main() -> None:
         os.setsid()
     mode = "ok" if args.mode == "setsid" else args.mode
     server = FakeLlamaServer(mode, hang_s=args.hang_s, port=args.port, interval=args.interval,
-                             jitter=args.jitter, noise_seed=args.noise_seed)
+                             jitter=args.jitter, noise_seed=args.noise_seed, prefill=prefill,
+                             drift=args.drift, epoch=args.epoch or time.time())
     server.serve_forever()
 
 

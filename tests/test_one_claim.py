@@ -110,7 +110,7 @@ def test_every_reader_states_the_same_claim(runs, name: str, tmp_path: Path) -> 
         if row["best"] != "auto":
             assert f"{point} {span}" in tex and f"{point}× {span}" in answer
         # the LaTeX caption states the claim and what the interval is over
-        assert latex_text(words) in tex and "paired t over the prompts both measured" in tex
+        assert latex_text(words) in tex and "paired t over the blocks' means" in tex
         (entry,) = [b for b in written["best"] if b["context"] == row["context"]]
         assert entry["confidence_set"] == row["confidence_set"]
         assert (entry["decision"], entry["best"]) == (row["decision"], row["best"])

@@ -23,11 +23,13 @@ from ..core.errors import StoreError
 from ..core.readback import ANSWER, ANSWER_FIX, read_doc
 from ..core.store import write_json_atomic
 from ..model.records import CellRecord
-from .best import speedup_words, verdict_words
-from .claim import ALPHA, Claim, more_units, units_of
+from .best import speedup_words, time_words, verdict_words
+from .claim import ALPHA, Claim, more_units
+from .drift import drift_words, panel_drift, run_drift
 from .intervals import requests_n
 from .metrics import PANEL
 from .rounds import Contention, PanelState, panel_of
+from .units import units_of
 
 ANSWER_FILE = "answer.json"
 
@@ -36,10 +38,14 @@ def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: f
                  budget_s: float, rounds: int, stopped: str) -> dict[str, Any]:
     """The answer document (see the module): the run's figures and one entry per panel."""
     panels = [_panel(contest, state, cells) for state in contest.panels.values()]
+    drift = run_drift(cells)
     return {"seconds": round(seconds, 1), "budget_s": budget_s, "rounds": rounds,
             "stopped": stopped, "alpha": contest.alpha, "looks": contest.looked,
             "spending": contest.spending, "equivalence": contest.equivalence,
-            "panels": panels}
+            "panels": panels, "drift": {
+                "cells": drift.cells, "slowest": _num(drift.slowest),
+                "fastest": _num(drift.fastest), "trend": _num(drift.trend),
+                "words": drift_words(drift)}}
 
 
 def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) -> dict[str, Any]:
@@ -60,10 +66,13 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
                      for c in state.configs},
         "eliminated": dict(state.eliminated), "out": dict(state.out),
         "decided_s": None if state.decided_s is None else round(state.decided_s, 1),
-        "decided_round": state.decided_round, "more_requests": None}
+        "decided_round": state.decided_round, "more_requests": None,
+        "blocks": found.blocks if found else None, "drift": None, "drift_prefill": None}
     if found is not None and found.leader is not None:
+        ratio, reason = panel_drift(mine, found)
         entry.update(speedup=_num(found.speedup), speedup_lo=_num(found.speedup_lo),
-                     speedup_hi=_num(found.speedup_hi))
+                     speedup_hi=_num(found.speedup_hi), drift_prefill=_num(ratio),
+                     drift=None if reason is None else str(reason))
         if not found.decided:
             units = {c: units_of([x for x in mine if x.spec.config == c]) for c in state.configs}
             entry["more_requests"] = more_units(units, found)
@@ -134,7 +143,8 @@ def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
     gone = [f"{c} (round {r}{'; still measured as the baseline' if c == entry['baseline'] else ''})"
             for c, r in sorted(entry["eliminated"].items(), key=lambda x: x[1])]
     gone += [f"{c} ({why})" for c, why in entry.get("out", {}).items()]
-    return f"{name}: {head}" + (f" · out: {', '.join(gone)}" if gone else "")
+    return (f"{name}: {head}" + (f" · out: {', '.join(gone)}" if gone else "")
+            + time_words(entry))
 
 
 def nan_if_none(value: Any) -> float:
@@ -152,6 +162,9 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     if part:  # the last round sent fewer requests a cell: the counts per config say how many
         head += (f"; round {part['round']} partial: {part['requests']} of {part['of']} requests "
                  f"a cell, for {', '.join(part['configs'])}")
+    drift = answer.get("drift")
+    if drift and drift.get("words"):  # an answer written before blocks has none
+        head += f"; {drift['words']}"
     return [head, *(panel_line(p, outputs=outputs) for p in panels)]
 
 

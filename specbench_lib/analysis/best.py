@@ -17,15 +17,16 @@ from typing import Any
 
 from ..core.display import Rendered, html_text
 from ..core.tables import RESULTS, bullets, readable
-from ..model.records import CellRecord
-from .claim import ALPHA, EQUIVALENCE, Claim, Panel, behind_text, panel_claims
+from ..model.records import CellRecord, Reason
+from .claim import ALPHA, EQUIVALENCE, Claim, Panel, behind_text, panel_claims, panel_of_cell
+from .drift import panel_drift
 from .intervals import key_value
 from .metrics import PANEL, load_points
 
 LEVEL = f"{100 * (1 - ALPHA):g} %"
 BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
                 "confidence_set", "decision", "epsilon", "alpha", "equivalence", "unstable", "lossless",
-                "repeats_n", "requests_n", "statement"]
+                "repeats_n", "requests_n", "blocks", "drift_prefill", "drift", "statement"]
 
 
 def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
@@ -39,6 +40,9 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
     order = {tuple(key_value(v) for v in p): list(map(str, r["config"]))
              for p, r in table.groupby(PANEL, sort=False, dropna=False)}
     claims = panel_claims(cells, alphas=alphas, equivalence=equivalence, configs=order)
+    by_panel: dict[Panel, list[CellRecord]] = {}
+    for cell in cells:
+        by_panel.setdefault(panel_of_cell(cell), []).append(cell)
     rows = []
     several = table["output_tokens"].nunique() > 1
     for panel, rows_of in table.groupby(PANEL, sort=False, dropna=False):
@@ -49,13 +53,16 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
         if found is None or found.leader is None:
             continue
         best = rows_of.set_index("config").loc[found.leader]
+        drift = panel_drift(by_panel.get(tuple(key_value(v) for v in panel), []), found)
         rows.append(claim_row(dict(zip(PANEL, panel, strict=True)), found, best,
-                              outputs=several))
+                              outputs=several, drift=drift))
     return pd.DataFrame(rows, columns=BEST_COLUMNS)
 
 
-def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool) -> dict[str, Any]:
-    """A panel's row of :func:`best_configs` from its claim and its leader's table row."""
+def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool,
+              drift: tuple[float, Reason | None] = (float("nan"), None)) -> dict[str, Any]:
+    """A panel's row of :func:`best_configs` from its claim, its leader's table row and its
+    drift (:func:`~.drift.panel_drift`)."""
     speedup = found.speedup
     profile = str(panel.get("load") or "").startswith("p")
     low, high = (found.speedup_lo, found.speedup_hi) if not profile else (float("nan"),) * 2
@@ -70,7 +77,9 @@ def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool) 
            "epsilon": found.epsilon, "alpha": found.alpha, "equivalence": found.equivalence,
            "unstable": bool(best["unstable"]),
            "lossless": None if lossless is None or lossless != lossless else float(lossless),
-           "repeats_n": int(best["repeats_n"]), "requests_n": top.requests_n}
+           "repeats_n": int(best["repeats_n"]), "requests_n": top.requests_n,
+           "blocks": found.blocks, "drift_prefill": drift[0],
+           "drift": None if drift[1] is None else str(drift[1])}
     return {**row, "statement": statement(row, str(best["method"]), found.equivalence,
                                           outputs=outputs)}
 
@@ -85,7 +94,8 @@ def _at_rate(panel: tuple[Any, ...], rows_of: Any) -> dict[str, Any]:
            "half_width_pct": float("nan"), "confidence_set": ", ".join(map(str, rows_of["config"])),
            "decision": "undecided", "epsilon": float("nan"), "alpha": ALPHA,
            "equivalence": float("nan"), "unstable": bool(best["unstable"]), "lossless": None,
-           "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"])}
+           "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"]),
+           "blocks": None, "drift_prefill": float("nan"), "drift": None}
     statement = (f"{where(row)}: lowest E2E p50 {row['best']} ({1000 * best['e2e_p50_s']:.0f} ms) "
                  f"at this offered rate, where every config's throughput is the rate (point "
                  f"estimates, not a decision)")
@@ -117,6 +127,16 @@ def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:
             f"<= {100 * equivalence:g} %); could be the best: {', '.join(members)}")
 
 
+def time_words(row: Mapping[str, Any]) -> str:
+    """What the claim says about the time its configs ran at: nothing with two blocks or more
+    (the error holds the drift), a warning with one, and the ``drift`` reason where it applies."""
+    blocks = row.get("blocks")
+    words = (" (one block: each config measured in one stretch of time, so a change of the "
+             "machine's speed between them counts as an effect)"
+             if blocks is not None and blocks == blocks and int(blocks) == 1 else "")
+    return words + (f" [{row['drift']}]" if row.get("drift") else "")
+
+
 def speedup_words(row: Mapping[str, Any], method: str, baseline: str = "auto") -> str:
     """"1.12× [1.05, 1.19] vs auto (simultaneous 95 %)" or why there is none."""
     level = LEVEL
@@ -134,7 +154,7 @@ def statement(row: dict[str, Any], method: str, equivalence: float, *, outputs: 
     """A panel's line: where, the decision in words, the speedup, the requests, the flags."""
     n = f"n={row['requests_n']} requests of {row['best']}, {row['repeats_n']} repeat(s)"
     text = (f"{where(row, outputs=outputs)}: {verdict_words(row, equivalence)}; "
-            f"{speedup_words(row, method)}, {n}")
+            f"{speedup_words(row, method)}, {n}{time_words(row)}")
     same = row["lossless"]
     flags = [f for f, on in (("UNSTABLE", row["unstable"]),
                              (f"{100 * (1 - (same or 0)):.0f} % of outputs differ from auto's",

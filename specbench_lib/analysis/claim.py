@@ -1,27 +1,24 @@
 """A panel's claim: the one analysis every reader states (docs/uncertainty.md).
 
-**Units, paired by prompt.** Every config of a panel (workload × context × output length ×
-load point) is sent the same prompts: request i of repeat (round) r carries the same prompt in
-every config. So the unit is the prompt: at concurrency 1 a request, keyed (r, i); at
-concurrency c > 1 a block of c requests in the order sent (requests in flight together share the
-server's steps), keyed (r, block). A unit carries its tokens T and its time E: the requests'
-busy time (send to last token) over the cell's overlap (busy time over the cell's window), so
-Σ T / Σ E over one cell's units is that cell's output tok/s (:mod:`.metrics`). A fixed plan's
-repeats and a budgeted run's rounds are the same thing here: more units.
-
-**Estimates.** A config's throughput is the ratio of sums Σ T / Σ E over its units. Two
-configs are compared by the per-prompt paired log ratio d = log(T_i/E_i) − log(T_j/E_j) over the
-units both measured: its mean D_ij (the log of the geometric-mean speedup over the prompts),
-its standard error s_ij = sd(d)/√n and Student t with n − 1 degrees of freedom (the paired t;
-Student 1908). A prompt that is slow for one config is slow for all, and cancels in d; a
-round's drift, shared by its configs, cancels too.
+**Units, paired by prompt, nested in blocks** (:mod:`.units`). Every config of a panel is sent
+the same prompts; each repeat (round) is a block that measures every config once, in an order
+drawn afresh per block. A config's throughput is the ratio of sums Σ T / Σ E over its units.
+Two configs are compared by the per-prompt paired log ratio d = log(T_i/E_i) − log(T_j/E_j),
+averaged within each block: D_ij is the mean of the block means (the log of the geometric-mean
+speedup), s_ij = sd(block means)/√B and Student t with B − 1 degrees of freedom. A prompt that
+is slow for one config is slow for all, and cancels in d; a change of the machine's speed
+between two configs' stretches of one block does not, and the block-level error holds it. With
+one block (a fixed plan with one repeat) the prompts are the sample, and the claim says that it
+cannot separate a config from its time (``blocks`` 1).
 
 **The best: multiple comparisons with the best** (Hsu 1996, ch. 4; one-sided, constrained).
-With d_ij the one-sided t quantile at α / (k − 1) (Bonferroni over the k − 1 comparisons of the
-true best with the others, which is all the proof needs): config i is in the **confidence set**
-when no other config is shown faster, min_j (D_ij + d_ij s_ij) > 0; the set holds the true best
-with probability ≥ 1 − α. The leader (highest throughput) is **ε-good**: at most ε slower than
-the true best, with ε = 1 − exp(min(0, min_{j in set} (D_lj − d_lj s_lj))), simultaneously.
+With d_ij the t quantile at 1 − α / (2 (k − 1)) (Bonferroni over the k − 1 comparisons of the
+true best with the others, at the two-sided level of the speedup intervals, so that a config
+"shown slower" than the leader is one whose interval against it excludes 1 on every page): config
+i is in the **confidence set** when no other config is shown faster, min_j (D_ij + d_ij s_ij) > 0;
+the set holds the true best with probability ≥ 1 − α. The leader (highest throughput) is
+**ε-good**: at most ε slower than the true best, with
+ε = 1 − exp(min(0, min_{j in set} (D_lj − d_lj s_lj))), simultaneously.
 
 **The decision** (``decision``): ``decided`` when the set is the leader alone (it is the best);
 ``tie`` when the leader is shown within ``equivalence`` (default 5 %) of the best while others
@@ -30,7 +27,8 @@ cannot be excluded (any of them may be the best, the leader is at most ε behind
 
 **The speedup vs the baseline** (auto): the paired ratio over the units both measured, its
 two-sided interval simultaneous over the panel's k − 1 other configs (Bonferroni, α / (k − 1)),
-so picking the leader does not shrink it.
+so picking the leader does not shrink it; its bounds use the same quantile as the set, so the
+baseline is shown slower than the leader exactly when the leader's interval is above 1.
 
 **Looks.** A budgeted sweep looks after each round; look m spends α_m = A(τ_m) − A(τ_{m−1}) of a
 Lan-DeMets spending function A (O'Brien-Fleming type by default, Pocock type on request) at the
@@ -43,37 +41,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.errors import ParamsError
 from ..model.records import CellRecord
+from .units import Paired, Units, paired, units_of
 
 ALPHA = 0.05
 EQUIVALENCE = 0.05  # decided once the leader is shown within 5 % of the best
 DECISIONS = ("decided", "tie", "undecided")
-MIN_UNITS = 2  # the fewest paired units a comparison needs to exclude a config or bound ε
+MIN_UNITS = 2  # the fewest blocks (one block: prompts) a comparison needs to exclude or bound
 MIN_LOOK_ALPHA = 1e-9  # a look that could spend less than this is not taken (it could say nothing)
-UnitId = tuple[int, int]
-
-
-@dataclass(frozen=True)
-class Units:
-    """One config's units in one panel: their keys, tokens and times, and the requests behind."""
-
-    ids: tuple[UnitId, ...]
-    tokens: Any  # numpy arrays, aligned with ids
-    seconds: Any
-    requests: int
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
-
-    def rate(self) -> float:
-        """Σ T / Σ E (NaN with none)."""
-        total = float(self.seconds.sum()) if self.n else 0.0
-        return float(self.tokens.sum()) / total if total > 0 else float("nan")
 
 
 @dataclass(frozen=True)
@@ -107,64 +86,16 @@ class Claim:
     alpha: float
     equivalence: float
     rows: dict[str, Row] = field(default_factory=dict)
+    blocks: int = 0  # the fewest blocks behind a config (1: confounded with its time)
 
     @property
     def decided(self) -> bool:
         return self.decision in ("decided", "tie")
 
-
-def units_of(cells: Sequence[CellRecord]) -> Units:
-    """The units of one config's ok cells in one panel (see the module)."""
-    import numpy as np
-
-    ids: list[UnitId] = []
-    tokens: list[float] = []
-    seconds: list[float] = []
-    requests = 0
-    for cell in sorted((c for c in cells if c.verdict.ok), key=lambda c: c.spec.repeat):
-        skip = set(cell.verdict.failed)
-        recs = sorted((r for r in cell.measured if r.index not in skip and r.token_times
-                       and r.final), key=lambda r: (r.start, r.index))
-        busy = [r.token_times[-1] - r.start for r in recs]
-        window = (max(r.token_times[-1] for r in recs) - min(r.start for r in recs)) if recs else 0
-        if not recs or window <= 0 or sum(busy) <= 0:
-            continue
-        overlap = sum(busy) / window
-        slots = max(1, int(cell.spec.concurrency))
-        blocks = max(1, len(recs) // slots)
-        requests += len(recs)
-        for b in range(blocks):
-            mine = range(b * slots, len(recs) if b == blocks - 1 else (b + 1) * slots)
-            key = recs[b].index if slots == 1 else b
-            ids.append((cell.spec.repeat, key))
-            tokens.append(sum(float(recs[i].final.completion_tokens or 0) for i in mine))
-            seconds.append(sum(busy[i] for i in mine) / overlap)
-    return Units(tuple(ids), np.array(tokens, dtype=float), np.array(seconds, dtype=float),
-                 requests)
-
-
-def paired(a: Units, b: Units) -> tuple[float, float, int]:
-    """The mean over the units both measured of the per-prompt log ratio log(rate a / rate b)
-    (rate: the unit's T / E), its standard error and the units behind it (SE NaN with fewer
-    than 2 units)."""
-    import numpy as np
-
-    if a.ids == b.ids:  # the usual case: the same prompts, in the same order
-        ra, rb = a.tokens / a.seconds, b.tokens / b.seconds
-    else:
-        where = {u: k for k, u in enumerate(b.ids)}
-        mine = [(k, where[u]) for k, u in enumerate(a.ids) if u in where]
-        ra = np.array([a.tokens[k] / a.seconds[k] for k, _ in mine], dtype=float)
-        rb = np.array([b.tokens[k] / b.seconds[k] for _, k in mine], dtype=float)
-    keep = (ra > 0) & (rb > 0) & np.isfinite(ra) & np.isfinite(rb)
-    logs = np.log(ra[keep]) - np.log(rb[keep])
-    n = int(logs.size)
-    if n == 0:
-        return float("nan"), float("nan"), 0
-    if n < 2:
-        return float(logs.mean()), float("nan"), n
-    se = float(np.std(logs, ddof=1)) / math.sqrt(n)
-    return float(logs.mean()), se, n  # 0 only where every prompt gave the same ratio
+    @property
+    def confounded(self) -> bool:
+        """One block: a config cannot be told from the time it was measured at."""
+        return self.leader is not None and self.blocks < 2
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -182,13 +113,13 @@ def _bound(diff: float, se: float, n: int, p: float, sign: int, least: int = 2) 
     return diff + sign * t_quantile(p, n - 1) * se
 
 
-def _pairs(units: Mapping[str, Units], configs: Sequence[str]) -> dict[tuple[str, str], Any]:
+def _pairs(units: Mapping[str, Units], configs: Sequence[str]) -> dict[tuple[str, str], Paired]:
     """Every ordered pair's paired comparison (each pair computed once: j, i is −(i, j))."""
-    found: dict[tuple[str, str], Any] = {}
+    found: dict[tuple[str, str], Paired] = {}
     for x, i in enumerate(configs):
         for j in configs[x + 1:]:
-            diff, se, n = paired(units[i], units[j])
-            found[i, j], found[j, i] = (diff, se, n), (-diff, se, n)
+            one = paired(units[i], units[j])
+            found[i, j], found[j, i] = one, replace(one, diff=-one.diff)
     return found
 
 
@@ -203,9 +134,9 @@ def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None
                      alpha, equivalence)
     k = len(configs)
     unmeasured = [c for c in order if c not in configs]  # in contention, no data: no bound
-    one = 1 - alpha / max(1, k + len(unmeasured) - 1)  # one-sided, Bonferroni over k − 1
+    level = quantile_level(alpha, k + len(unmeasured))  # Bonferroni over k − 1, two-sided
     pairs = _pairs(units, configs)
-    upper = {i: min((_bound(*pairs[i, j], one, +1, MIN_UNITS) for j in configs if j != i),
+    upper = {i: min((_bound(*pairs[i, j], level, +1, MIN_UNITS) for j in configs if j != i),
                     default=math.inf) for i in configs}
     leader = max(configs, key=lambda c: units[c].rate())
     # the set, fastest first (the leader leads), then any config never measured, in plan order
@@ -215,7 +146,7 @@ def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None
     def behind(i: str) -> float:
         if unmeasured:
             return 1.0
-        lows = [_bound(*pairs[i, j], one, -1, MIN_UNITS) for j in members if j != i]
+        lows = [_bound(*pairs[i, j], level, -1, MIN_UNITS) for j in members if j != i]
         low = min(0.0, min(lows, default=0.0))
         return 1 - math.exp(max(low, -700.0)) if low > -math.inf else 1.0
 
@@ -223,15 +154,22 @@ def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None
     decision = ("undecided" if epsilon != epsilon or unmeasured else
                 "decided" if members == (leader,) else
                 "tie" if leader in members and epsilon <= equivalence else "undecided")
-    rows = {c: _row(c, units, pairs, baseline, configs, alpha, c in members, behind(c))
+    rows = {c: _row(c, units, pairs, baseline, configs, level, c in members, behind(c))
             for c in configs}
     top = rows[leader]
     return Claim(leader, members, decision, epsilon, baseline, top.speedup, top.speedup_lo,
-                 top.speedup_hi, alpha, equivalence, rows)
+                 top.speedup_hi, alpha, equivalence, rows,
+                 blocks=min(units[c].blocks for c in configs))
 
 
-def _row(config: str, units: Mapping[str, Units], pairs: Mapping[tuple[str, str], Any],
-         baseline: str | None, configs: Sequence[str], alpha: float, in_set: bool,
+def quantile_level(alpha: float, configs: int) -> float:
+    """The t quantile's level every bound of a claim of ``configs`` configs uses: two-sided,
+    Bonferroni over the k − 1 comparisons (1 − α / (2 (k − 1)))."""
+    return 1 - alpha / 2 / max(1, configs - 1)
+
+
+def _row(config: str, units: Mapping[str, Units], pairs: Mapping[tuple[str, str], Paired],
+         baseline: str | None, configs: Sequence[str], level: float, in_set: bool,
          behind_max: float) -> Row:
     mine = units[config]
     nan = math.nan
@@ -241,10 +179,9 @@ def _row(config: str, units: Mapping[str, Units], pairs: Mapping[tuple[str, str]
         speed, low, high = 1.0, *((1.0, 1.0) if mine.n >= 2 else (nan, nan))
     else:
         diff, se, n = pairs[config, baseline]
-        two = 1 - alpha / 2 / max(1, len(configs) - 1)
         speed = _exp(diff)
-        low, high = (_exp(_bound(diff, se, n, two, -1)) if se == se else nan,
-                     _exp(_bound(diff, se, n, two, +1)) if se == se else nan)
+        low, high = (_exp(_bound(diff, se, n, level, -1)) if se == se else nan,
+                     _exp(_bound(diff, se, n, level, +1)) if se == se else nan)
     return Row(config, mine.rate(), speed, low, high, in_set, behind_max, mine.requests, mine.n)
 
 
@@ -359,14 +296,14 @@ def _missing(value: Any) -> bool:
 
 def more_units(units: Mapping[str, Units], found: Claim) -> int | None:
     """About how many more requests per config would show the leader within the margin, as
-    the standard errors shrink with √n at the same error (None where no number of requests
-    would, by the estimates now)."""
+    the standard errors shrink with √n at the same error (n: the blocks, at as many requests a
+    block as so far; None where no number of requests would, by the estimates now)."""
     if found.leader is None or found.decided:
         return None
     top = units[found.leader]
-    one = 1 - found.alpha / max(1, len(found.rows) - 1)
+    one = quantile_level(found.alpha, len(found.rows))
     floor = math.log(1 - found.equivalence) if found.equivalence < 1 else -math.inf
-    need = top.n
+    need = float(top.n)
     for other in found.members:
         if other == found.leader:
             continue
@@ -374,6 +311,7 @@ def more_units(units: Mapping[str, Units], found: Claim) -> int | None:
         if se != se or n < 2 or diff <= floor:
             return None
         reach = t_quantile(one, n - 1) * se
-        need = max(need, math.ceil(n * (reach / (diff - floor)) ** 2))
+        need = max(need, n * (reach / (diff - floor)) ** 2 * top.n / n)  # in units
+    need = math.ceil(need)
     per_unit = top.requests / max(1, top.n)
     return max(1, math.ceil((need - top.n) * per_unit))

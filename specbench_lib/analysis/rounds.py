@@ -5,10 +5,10 @@ when the corpus cannot feed more fresh prompts: :class:`~specbench_lib.prompts.p
 ``rounds_fed``). A round measures, in every panel still open, one cell of each config still in
 contention and of the baseline (``auto``: the speedup needs it), each on the round's fresh prompts.
 
-**Elimination.** After every round (from the first when a round gives each config two
-requests or more, else from the second), each open panel's claim
+**Elimination.** After every round from the second (a look needs two blocks: one cannot tell
+a config from the time it was measured at, :mod:`.units`), each open panel's claim
 (:func:`~.claim.claim`: multiple comparisons with the best over every config of the panel
-measured so far, paired by prompt, rounds and repeats alike) is made at the look's error: the
+measured so far, paired by prompt, nested in rounds) is made at the look's error: the
 Lan-DeMets spending function's share of α at the information τ = rounds seen / rounds planned,
 and all that is left at the sweep's last look (:func:`~.claim.look_alpha`); by the union bound
 every look's claim holds together with probability ≥ 1 − α, whenever the sweep stops. rounds is
@@ -20,9 +20,10 @@ and stops its own server, so that is its server stopped). A config whose cell cr
 skipped) is ``out`` with its reason, not eliminated. An open-loop point (a fixed rate or a rate
 profile's) is not contested: it is measured while its config is still in some panel.
 
-**Decided.** A panel is decided when its leader is shown ε-good with ε <= ``equivalence``
-(``decided``: the set is the leader alone; ``tie``: within the margin); its configs are then no
-longer measured in it.
+**Decided.** A panel is decided when its set is the leader alone (``decided``), or at the
+sweep's last look when its leader is shown ε-good with ε <= ``equivalence`` (``tie``: within
+the margin; before the last look a tie goes on, as the budget may still shrink its set); its
+configs are then no longer measured in it.
 
 **Stopping and overshoot.** The sweep stops when every panel is decided, the rounds run out, or
 the budget is spent. A round starts only when its predicted time fits what is left of the
@@ -52,8 +53,9 @@ from typing import Any
 from ..model.catalogue import C
 from ..model.params import CellSpec
 from ..model.records import CellRecord, Reason
-from .claim import ALPHA, EQUIVALENCE, MIN_LOOK_ALPHA, Claim, claim, look_alpha, units_of
+from .claim import ALPHA, EQUIVALENCE, MIN_LOOK_ALPHA, Claim, claim, look_alpha
 from .metrics import PANEL
+from .units import units_of
 
 OVERSHOOT = 0.10  # a slice starts only while its predicted end is within the budget + 10 %
 Panel = tuple[Any, ...]
@@ -99,8 +101,8 @@ class Contention:
     def __init__(self, cells: Sequence[CellSpec], *, rounds: int,
                  equivalence: float = EQUIVALENCE, alpha: float = ALPHA,
                  spending: str = "obf", first_look: int = 1) -> None:
-        """``first_look``: the round (from 0) of the first look: 0 when a round gives each
-        config two requests or more (a look needs two paired units), else 1."""
+        """``first_look``: the round (from 0) of the first look: 1, as a look needs two blocks
+        (rounds) to tell a config from the time it was measured at (:mod:`.units`)."""
         self.alpha, self.equivalence, self.spending = alpha, equivalence, spending
         self.first_look = first_look
         self.rounds = rounds
@@ -188,7 +190,9 @@ class Contention:
             state.eliminated.pop(config, None)
         state.members = list(found.members)
         state.leader, state.claim, state.alpha = found.leader, found, alpha
-        if found.decided:
+        # a tie ends the panel only at the last look: while the budget affords another round,
+        # the contenders are measured on (their set may still shrink to the best alone)
+        if found.decision == "decided" or (found.decided and last):
             state.decision, state.decided_round, state.decided_s = (
                 found.decision, number + 1, elapsed_s)
 

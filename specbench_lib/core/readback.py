@@ -88,14 +88,15 @@ PANEL_ANSWER = Doc(
      "confidence_set": list[str], "speedup": float | None, "speedup_lo": float | None,
      "speedup_hi": float | None, "baseline": str | None, "requests": dict[str, int],
      "eliminated": dict[str, int], "out": dict[str, str], "decided_s": float | None,
-     "decided_round": int | None, "more_requests": int | None},
+     "decided_round": int | None, "more_requests": int | None, "blocks": int | None,
+     "drift": str | None, "drift_prefill": float | None},
     frozenset({"panel", "decided", "decision", "best", "confidence_set", "speedup",
                "speedup_lo", "speedup_hi", "baseline", "eliminated"}))
 PARTIAL_ROUND = Doc({"round": int, "requests": int, "of": int, "configs": list[str]},
                     frozenset({"round", "requests", "of", "configs"}))
 ANSWER = Doc({"seconds": float, "budget_s": float, "rounds": int, "stopped": str,
               "alpha": float, "looks": int, "panels": Each(PANEL_ANSWER),
-              "measured": dict[str, Any], "partial": PARTIAL_ROUND},
+              "measured": dict[str, Any], "partial": PARTIAL_ROUND, "drift": dict[str, Any]},
              frozenset({"seconds", "budget_s", "rounds", "stopped", "panels"}))
 ANSWER_FIX = ("a damaged answer: run 'specbench run <phase> --resume <run>' to measure what is "
               "missing and write it again, or delete it to read the run by its cells")

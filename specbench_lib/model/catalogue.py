@@ -3,7 +3,8 @@
 A reason's ``code`` names an entry here (:func:`codes`); building a
 :class:`~specbench_lib.model.records.Reason` with any other code is a programming error
 (:class:`~specbench_lib.core.errors.UnknownReason`). Each entry says its level (a ``request``'s
-problem, a ``cell``'s rule, a ``config``'s server, the ``run``'s plan or workers), what it
+problem, a ``cell``'s rule, a ``config``'s server, a ``panel``'s claim, the ``run``'s plan or
+workers), what it
 protects against, and the params keys of its thresholds with their defaults.
 
 :data:`CATALOGUE` lists the codes minted where they are found (a request's problems, a server's
@@ -26,8 +27,8 @@ from typing import Literal
 
 from ..core.errors import UnknownReason
 
-Level = Literal["request", "cell", "config", "run"]
-LEVELS: tuple[Level, ...] = ("request", "cell", "config", "run")
+Level = Literal["request", "cell", "config", "panel", "run"]
+LEVELS: tuple[Level, ...] = ("request", "cell", "config", "panel", "run")
 
 # thresholds' defaults (their params keys are named by the entries below)
 DEFAULT_MAX_FAILED_FRACTION = 0.0
@@ -138,6 +139,12 @@ CATALOGUE: tuple[Code, ...] = (
        "the error, never missing; the run ends interrupted and a resume measures them again"),
     _c("known_bad", "config", "a config listed under known_bad for this GPU and engine version: "
        "skipped, never started"),
+    # panel: a panel's claim, judged on read over its configs' cells (analysis/drift.py)
+    _c("drift", "panel", "a claimed effect that the machine's own change of speed could explain: "
+       "the same prompts' prefill (work every config does alike) ran at speeds as far apart in "
+       "the leader's and the baseline's stretches of time as the claimed speedup (at least half "
+       "of it, log scale, and 3 %); the panel's answer and statement carry it, never a quiet "
+       "number", Threshold("(drift share 0.5, floor 0.03)", 0.5)),
     # run: the plan and the workers that carry it out
     _c("enough_repeats", "run", "a repeat the adaptive plan did not need (every speedup "
        "interval already narrow enough): skipped by design, not a failure",

@@ -144,8 +144,9 @@ class SweepParams(Strict):
     # False: every cell and repeat gets fresh prompts, never text its server already answered
     # (promptbook.py); True: a cache-warm study, prompts shared by a panel's load points
     prompt_reuse: bool = False
-    # shuffled: a server's cells run in an order drawn from the seed (recorded), so no drift of
-    # the machine lines up with an axis; fixed: the plan's order
+    # shuffled: each block (repeat, round) measures its configs, and a server its cells, in an
+    # order drawn from the seed (recorded), so no drift of the machine lines up with a config or
+    # an axis; fixed: the plan's order
     cell_order: Literal["shuffled", "fixed"] = "shuffled"
     # a panel is decided once its leader is shown at most this fraction slower than the best
     # config (multiple comparisons with the best, claim.py; a budgeted sweep's stopping target)

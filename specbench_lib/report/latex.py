@@ -116,7 +116,7 @@ def plan_ranks(runs: Iterable[Any]) -> dict[tuple[str, str], int]:
 def claim_lines(comparison: Compared) -> dict[tuple[str, str, int], list[str]]:
     """Per phase × workload × context, each panel's claim in words (:mod:`.claim`, as the
     summary and the answer state it), for the table's caption."""
-    from ..analysis.best import verdict_words
+    from ..analysis.best import time_words, verdict_words
 
     found: dict[tuple[str, str, int], list[str]] = {}
     for row in comparison.best_budgets().to_dict("records"):
@@ -125,7 +125,8 @@ def claim_lines(comparison: Compared) -> dict[tuple[str, str, int], list[str]]:
         where = f"concurrency {int(row['concurrency'])}" + (f", {row['load']}" if row["load"]
                                                            else "")
         found.setdefault((str(row["phase"]), str(row["workload"]), int(row["context"])),
-                         []).append(f"{where}: {verdict_words(row, float(row['equivalence']))}")
+                         []).append(f"{where}: {verdict_words(row, float(row['equivalence']))}"
+                                    f"{time_words(row)}")
     return found
 
 
@@ -150,7 +151,10 @@ def longtable(phase: str, workload: str, context: int, rows: Any,
              f"\\caption{{{text(phase)}, {text(workload)}, context {context}: output tokens/s, "
              f"speedup vs autoregressive (the geometric mean over prompts of the per-prompt "
              f"speedup, every config sent the same prompts) with its 95\\,\\% interval (paired t "
-             f"over the prompts both measured, simultaneous over the panel's configs; n: the "
+             f"over the blocks' means: each repeat or round a block measuring every config in an "
+             f"order of its own, or over the prompts with one block; simultaneous over the "
+             f"panel's configs, at the level of the claim's test, so a config shown slower than "
+             f"another has its interval against it excluding 1; n: the "
              f"requests behind a row, over all its repeats or rounds), TTFT p50, "
              f"mean acceptance length (tokens per verify step){failed}. "
              f"{text('. '.join(claims)) + '.' if claims else ''}}}"

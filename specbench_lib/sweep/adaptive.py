@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.answer import answer_lines, build_answer, write_answer
@@ -20,6 +20,7 @@ from ..prompts.promptbook import PromptBook
 from ..report.outcome import SweepResult
 from ..runs.run import Run
 from ..servers.engines import Adapter, Launch
+from .blocks import block_order
 from .progress import Progress
 from .serversweep import ServerSweep
 
@@ -40,15 +41,35 @@ class SweepContext:
     book: PromptBook
     retry_known_bad: bool
     began: float  # time.monotonic() when the sweep began (its budget's clock starts there)
+    keep: bool = False  # every config's server stays up across blocks (:mod:`.blocks`)
+    live: dict[str, ServerSweep] = field(default_factory=dict)
 
     def sweeper(self, server: ServerConfig, number: int = 0,
                 requests: int | None = None) -> ServerSweep:
         """``server``'s sweeper for round ``number``; ``requests``: a partial round's requests
-        a cell (the first of the round's prompts, the same in every config), None: the plan's."""
+        a cell (the first of the round's prompts, the same in every config), None: the plan's.
+        With :attr:`keep`, a config has one sweeper, whose server outlives its blocks."""
         plan = self.plan if requests is None else replace(self.plan, params=(
             self.plan.params.model_copy(update={"requests_per_cell": requests})))
-        return ServerSweep(plan, server, self.launches[server.label], self.run,
-                           self.adapter, self.lines, round_number=number, book=self.book)
+        if server.label in self.live:
+            return self.live[server.label].resume(plan, number)
+        found = ServerSweep(plan, server, self.launches[server.label], self.run, self.adapter,
+                            self.lines, round_number=number, book=self.book, keep=self.keep)
+        if self.keep:
+            self.live[server.label] = found
+        return found
+
+    def record_block(self, number: int, configs: list[str]) -> None:
+        """Write in the manifest the order block ``number`` measures its configs in
+        (``blocks``: round, from 1, to configs; :mod:`.blocks`)."""
+        blocks = dict(self.run.dir.manifest().get("blocks") or {})
+        blocks[str(number + 1)] = configs
+        self.run.dir.update_manifest(blocks=blocks)
+
+    def close(self) -> None:
+        """Stop every server kept up across blocks."""
+        for sweeper in self.live.values():
+            sweeper.close()
 
     def slice(self, server: ServerConfig, todo: list[CellSpec], number: int,
               placer: Placer | None, requests: int | None = None) -> ServerSweep:
@@ -109,8 +130,7 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     budget = Budget(float(params.time_budget_s or 0), began=ctx.began - ctx.run.spent_s,
                     prior_per_cell=ctx.run.spent_s / kept if kept else 0.0)
     contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence,
-                         spending=params.alpha_spending,
-                         first_look=0 if params.requests_per_cell >= 2 else 1)
+                         spending=params.alpha_spending)  # the first look after two blocks
     number, stopped, partial, parallel = 0, "rounds", None, placer is not None
     while number < contest.rounds:
         slices = _slices(ctx, contest, number)
@@ -146,10 +166,12 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
 
 
 def _slices(ctx: SweepContext, contest: Contention, number: int) -> Slices:
-    """Round ``number``'s slices: each config's cells the contest still needs (not kept)."""
+    """Round ``number``'s slices: each config's cells the contest still needs (not kept), the
+    configs in the block's own order (:mod:`.blocks`)."""
     slices = [(s, contest.wanted([c for c in ctx.plan.cells_for(s)
                                   if c.cell_id not in ctx.run.kept], number))
-              for s in ctx.plan.servers if contest.needed(s.label)]
+              for s in block_order(ctx.plan.servers, ctx.plan.params, number)
+              if contest.needed(s.label)]
     return [(s, todo) for s, todo in slices if todo]
 
 
@@ -232,6 +254,7 @@ def _round(ctx: SweepContext, placer: Placer | None, budget: Budget, slices: Sli
     it before its last slice. Costs are learnt per whole cell (the plan's requests)."""
     requests = None if partial is None else partial.requests
     share = 1.0 if partial is None else partial.requests / partial.of
+    ctx.record_block(number, [server.label for server, _ in slices])
     if placer is not None:
         began = time.monotonic()
         for server, todo in slices:
@@ -246,9 +269,8 @@ def _round(ctx: SweepContext, placer: Placer | None, budget: Budget, slices: Sli
             return False  # the first round always starts: a budget never measures nothing
         began = time.monotonic()
         sweeper = ctx.slice(server, todo, number, None, requests)
-        timing = sweeper.timing
-        fixed = sum(float(timing.get(k) or 0) for k in ("start_s", "warmup_s", "stop_s"))
-        budget.learn(server.label, time.monotonic() - began, len(todo) * share, fixed=fixed)
+        budget.learn(server.label, time.monotonic() - began, len(todo) * share,
+                     fixed=sweeper.slice_fixed)
     return True
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ from ..runs.run import Run, check_run_id
 from ..servers.engines import get_adapter, server_launch
 from ..servers.process import PortLease, port_lease
 from .adaptive import SweepContext, budgeted_rounds
+from .blocks import block_order, keeps_servers, server_ports
 from .lifetimes import plan_lifetimes
 from .preflight import launches_servers, require
 from .preview import PlanPreview
@@ -62,21 +64,22 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
         if value is not None:  # a name, never a path out of outputs/runs: refused before anything
             check_run_id(value, key=key)
     engine = plan.params.engine
-    lease = (port_lease(engine.host, engine.port) if launches_servers(plan)
-             else contextlib.nullcontext())
-    with lease as held:  # the port is this sweep's until it returns
+    ports = sorted(set(server_ports(plan, keeps_servers(plan, get_adapter(engine))).values()))
+    with contextlib.ExitStack() as stack:  # the ports are this sweep's until it returns
+        held = [stack.enter_context(port_lease(engine.host, p))
+                for p in (ports if launches_servers(plan) else [])]
         return _sweep(plan, run_id=run_id, resume=resume, retry_known_bad=retry_known_bad,
                       reuse=reuse, outputs=outputs, progress=progress, held=held)
 
 
 def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_bad: bool,
            reuse: bool, outputs: Path | None, progress: bool,
-           held: PortLease | None = None) -> SweepResult:
+           held: Sequence[PortLease] = ()) -> SweepResult:
     ctx = _prepare(plan, run_id=run_id, resume=resume, retry_known_bad=retry_known_bad,
                    reuse=reuse, outputs=outputs, progress=progress)
     run = ctx.run
-    if held is not None:  # the port's lock names this run to a second sweep it refuses
-        held.name(run.dir.run_id)
+    for lease in held:  # the port's lock names this run to a second sweep it refuses
+        lease.name(run.dir.run_id)
     started = time.monotonic()
     status = "failed"
     placer: Placer | None = None
@@ -95,6 +98,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
         print(f"run {run.dir.run_id}: interrupted: {exc}", file=sys.stderr, flush=True)
         raise
     finally:
+        ctx.close()  # the servers kept up across blocks
         if placer is not None:
             placer.close()
         result = _close(run, status, time.monotonic() - started)
@@ -114,13 +118,18 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
     identity = ready.identity or adapter.identity(ready.binary)
     model = file_identity(ready.model)
     local = params.placement.engine == "local"
-    launches = {s.label: server_launch(adapter, s, params.engine, parallel=max(params.concurrency),
-                                       model=ready.model, binary=ready.binary, local=local)
-                for s in plan.servers}
+    keep = keeps_servers(plan, adapter)
+    ports = server_ports(plan, keep)
+    launches = {s.label: server_launch(
+        adapter, s, params.engine.model_copy(update={"port": ports.get(s.label, 0)}),
+        parallel=max(params.concurrency), model=ready.model, binary=ready.binary, local=local)
+        for s in plan.servers}
     components = Components(
         engine=identity.to_dict(), model=model["fingerprint"], code=measurement_code_hash(),
         request=adapter.generation_request([0], max_tokens=params.output_lengths[0])[1])
-    argvs = {k: v.argv for k, v in launches.items()}
+    # a kept server's own port reads as the plan's: the cell's fingerprint is the same
+    argvs = {k: [str(params.engine.port) if k in ports and a == str(ports[k]) else a
+                 for a in v.argv] for k, v in launches.items()}
     lifetimes = plan_lifetimes(plan, adapter, argvs)  # refused here when the corpus cannot feed it
     fingerprints = cell_fingerprints(plan, argvs, components, ready.attached, isolation={
         label: i.mode for label, i in lifetimes.isolations.items()})
@@ -138,16 +147,20 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress,
                      cells=None if budget else todo, budget_s=budget)
     return SweepContext(plan, run, adapter, launches, identity.version, lines,
-                        PromptBook(params, plan.cells, lifetimes), retry_known_bad, began)
+                        PromptBook(params, plan.cells, lifetimes), retry_known_bad, began,
+                        keep=keep)
 
 
 def _fixed_rounds(ctx: SweepContext, placer: Placer | None) -> None:
-    """The fixed plan: every config's cells, round by round of repeats (adaptive repeats may
-    stop after a round, :func:`_enough_repeats`)."""
+    """The fixed plan: every config's cells, round by round of repeats, each round a block with
+    its configs in an order drawn for it (:mod:`.blocks`; adaptive repeats may stop after a
+    round, :func:`_enough_repeats`)."""
     plan, run, params = ctx.plan, ctx.run, ctx.plan.params
     rounds = params.repeats if params.repeat_order == "rounds" else 1
-    for number in range(rounds):
-        for server in plan.servers:
+    for number in range(rounds):  # each round a block, its configs in an order of its own
+        order = block_order(plan.servers, params, number)
+        ctx.record_block(number, [s.label for s in order])
+        for server in order:
             todo = [c for c in plan.cells_for(server) if c.cell_id not in run.kept
                     and (rounds == 1 or c.repeat == number)]
             if todo:

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..model.catalogue import C
-from ..model.params import CellSpec
+from ..model.params import CellSpec, SweepParams
 from ..model.records import CellRecord, Reason, Verdict
+from ..model.sections import RequestRateParams
 
 
 def anchors(spec: CellSpec, levels: tuple[int, ...]) -> tuple[str, str]:
@@ -43,3 +44,16 @@ def profile_rate(spec: CellSpec, levels: tuple[int, ...],
         rates.append(float(rps))
     sync, saturated = rates
     return sync + spec.profile_point / (spec.profile_points + 1) * (saturated - sync)
+
+
+def cell_rate(params: SweepParams, cell: CellSpec,
+              lookup: Callable[[str], CellRecord | None]) -> RequestRateParams | Verdict | None:
+    """An open-loop cell's arrival schedule (None: closed loop); a rate profile's point gets
+    its rate from the config's closed-loop cells (``lookup``: a cell of the run by its id)."""
+    load = params.request_rate
+    if load is None or not cell.load:
+        return None
+    if cell.rate is not None:
+        return load.at(cell.rate)
+    found = profile_rate(cell, params.concurrency, lookup)
+    return found if isinstance(found, Verdict) else load.at(found)

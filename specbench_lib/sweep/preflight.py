@@ -24,6 +24,7 @@ from ..model.plan import Plan
 from ..model.sections import EngineParams
 from ..servers.files import check_draft_models, engine_binary, engine_model
 from ..servers.ports import check_port_free
+from .blocks import keeps_servers, server_ports
 
 if TYPE_CHECKING:
     from ..servers.engines import Adapter
@@ -167,8 +168,10 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
           if any(w.template == "chat" for w in params.workloads) else []),
     ]
     if launches:
-        found.append(_check("port", lambda: check_port_free(engine.host, engine.port)
-                            or f"{engine.host}:{engine.port} is free"))
+        ports = sorted(set(server_ports(plan, keeps_servers(plan, adapter)).values()))
+        found.append(_check("port", lambda: [check_port_free(engine.host, p) for p in ports]
+                            and f"{engine.host}:{'/'.join(map(str, ports))} "
+                            f"{'is' if len(ports) == 1 else 'are'} free"))
         found.append(_host(engine))
     if any(s.attach for s in plan.servers):
         found.append(_check("attached servers", lambda: _attached(plan, adapter)))

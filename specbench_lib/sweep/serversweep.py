@@ -17,7 +17,7 @@ import httpx
 from ..analysis.analyse import analyse
 from ..analysis.ruleset import thresholds_of
 from ..analysis.validate import context_guard
-from ..client.dispatch import dispatch_cell, warm_client
+from ..client.dispatch import dispatch_cell
 from ..core.errors import EngineError, ServerError, StoreError
 from ..core.store import redact, utc_now
 from ..host.cpuset import CpuSplit, pinned
@@ -34,11 +34,9 @@ from ..model.records import (
     RequestRecord,
     Verdict,
 )
-from ..model.sections import RequestRateParams
 from ..model.served import PromptRecord, Remeasured
 from ..prompts.conversations import plain_render
 from ..prompts.history import History as _History
-from ..prompts.history import prompt_records as _prompt_records
 from ..prompts.promptbook import PromptBook
 from ..prompts.workload import Prompt
 from ..runs.manifest import ServerRecord
@@ -47,7 +45,8 @@ from ..servers.engines import Adapter, Launch
 from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts, measured_facts
 from ..servers.process import Server, open_server
 from .isolation import cell_order, isolation_of
-from .loadprofile import profile_rate
+from .liveserver import LiveServer, warm_up
+from .loadprofile import cell_rate
 from .progress import Progress
 from .requestshape import ServerText, workload_of
 from .turns import second_turns
@@ -85,7 +84,7 @@ class ServerSweep:
 
     def __init__(self, plan: Plan, server: ServerConfig, launch: Launch, run: RunWriter,
                  adapter: Adapter, progress: Progress, *, round_number: int = 0,
-                 book: PromptBook | None = None) -> None:
+                 book: PromptBook | None = None, keep: bool = False) -> None:
         self.plan, self.server, self.launch, self.run = plan, server, launch, run
         # a server of a later round of repeats has its own manifest entry and log
         self.key = server.label if round_number == 0 else f"{server.label}.r{round_number}"
@@ -102,6 +101,16 @@ class ServerSweep:
         self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
         self.record = ServerRecord(self.isolation.to_dict())
         self.after: int | None = None  # the log offset after the last cell, while no crash
+        # keep: the server stays up after a slice, for the next block (:meth:`resume`)
+        self.keep = keep and self.isolation.mode != "restart"
+        self.live: LiveServer | None = None
+        self.slice_fixed = 0.0  # this slice's seconds of server start, warmup and stop
+
+    def resume(self, plan: Plan, round_number: int) -> ServerSweep:
+        """The same config in a later block (``plan``: a partial round's requests a cell): its
+        live server, if still up, measures the block's cells with no start."""
+        self.plan, self.round_number, self.slice_fixed = plan, round_number, 0.0
+        return self
 
     def judge_inputs(self, cell: CellSpec) -> JudgeInputs:
         params = self.plan.params
@@ -165,8 +174,35 @@ class ServerSweep:
                     return
 
     def _serve(self, cells: list[CellSpec]) -> CellFacts | None:
-        """One server's life: start, warm up, measure ``cells``; the facts that end the config
-        (a crash, a server that failed or answers what its adapter cannot read), None if none."""
+        """A server's life, or a slice of it: start and warm up (or, kept from an earlier
+        block, go on with it), measure ``cells``, stop unless kept; the facts that end the
+        config (a crash, a server that failed or answers what its adapter cannot read), None
+        if none."""
+        live = self.live if self.live is not None and self.live.proc.alive() else None
+        if live is None and self.live is not None:  # it died while idle, between blocks
+            self.close()
+        dead: CellFacts | None = None
+        try:
+            live = live or self._start()
+            with pinned(live.cpus.client):
+                dead = self._cells(live, cells)
+        except (ServerError, EngineError) as exc:
+            proc = self.live.proc if self.live is not None else None
+            self.record.error = f"{type(exc).__name__}: {exc}"
+            self.record.returncode = proc.returncode if proc is not None else None
+            self.run.store_server(self.key, self.record)
+            dead = failed_facts(proc, exc, self.live.base if self.live else 0)
+            for cell in cells:
+                if cell.cell_id not in self.written:
+                    self.write(cell, dead)
+        finally:
+            if dead is not None or not self.keep:
+                self.close()
+        return dead
+
+    def _start(self) -> LiveServer:
+        """Start the server and wait until it is ready, then its info and warmup
+        (:meth:`_prepare`); it is :attr:`live` from the start, so a failure stops it."""
         params, server, launch = self.plan.params, self.server, self.launch
         log_path = self.run.dir.log_path(self.key)
         cpus = launch.cpus or CpuSplit(None, None, "an attached server: nothing pinned")
@@ -180,35 +216,37 @@ class ServerSweep:
         else:
             record.url, record.unit = server.attach.url, server.attach.unit
         record.log, record.timing = str(log_path.relative_to(self.run.dir.path)), self.timing
-        base = proc.log_size()  # this server's log starts here (a config's servers share one)
-        try:
-            began = time.perf_counter()
-            self.progress.server(self.key, f"starting, waiting up to {params.engine.ready_timeout_s:.0f} "
-                            "s for it to be ready")
-            proc.start()
-            record.pid, record.starts = proc.pid, record.starts + 1
-            record.ready_s = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
-            self.progress.server(self.key, f"ready in {record.ready_s} s")
-            self.timing["start_s"] = round(time.perf_counter() - began, 4)
-            with pinned(cpus.client), httpx.Client(
-                    base_url=launch.base_url, timeout=params.request_timeout_s,
-                    headers=proc.headers) as client:
-                return self._cells(proc, client, cells, base)
-        except (ServerError, EngineError) as exc:
-            record.error = f"{type(exc).__name__}: {exc}"
-            record.returncode = proc.returncode
-            self.run.store_server(self.key, record)
-            facts = failed_facts(proc, exc, base)
-            for cell in cells:
-                if cell.cell_id not in self.written:
-                    self.write(cell, facts)
-            return facts
-        finally:
-            began = time.perf_counter()
-            proc.stop()
-            self.timing["stop_s"] = round(time.perf_counter() - began, 4)
-            self._ended(proc)
-            self._late_crash(proc)
+        # this server's log starts here (a config's servers share one)
+        self.live = live = LiveServer(proc, cpus, proc.log_size())
+        began = time.perf_counter()
+        self.progress.server(self.key, f"starting, waiting up to "
+                             f"{params.engine.ready_timeout_s:.0f} s for it to be ready")
+        proc.start()
+        record.pid, record.starts = proc.pid, record.starts + 1
+        record.ready_s = round(proc.wait_ready(params.engine.ready_timeout_s), 2)
+        self.progress.server(self.key, f"ready in {record.ready_s} s")
+        self.timing["start_s"] = round(time.perf_counter() - began, 4)
+        self.slice_fixed += self.timing["start_s"]
+        live.client = httpx.Client(base_url=launch.base_url, timeout=params.request_timeout_s,
+                                   headers=proc.headers)
+        with pinned(cpus.client):
+            self._prepare(live)
+        return live
+
+    def close(self) -> None:
+        """Stop the live server (if any), and say what it left behind: processes out of its
+        group, a crash after its last cell."""
+        live, self.live = self.live, None
+        if live is None:
+            return
+        if live.client is not None:
+            live.client.close()
+        began = time.perf_counter()
+        live.proc.stop()
+        self.timing["stop_s"] = round(time.perf_counter() - began, 4)
+        self.slice_fixed += self.timing["stop_s"]
+        self._ended(live.proc)
+        self._late_crash(live.proc)
 
     def _late_crash(self, proc: Server) -> None:
         """A crash logged after the last cell (idle, or at shutdown): the config's, in the
@@ -227,43 +265,50 @@ class ServerSweep:
             self.record.ended_after_stop += [asdict(e) for e in proc.ended]
             self.run.store_server(self.key, self.record)
 
-    def _cells(self, proc: Server, client: httpx.Client, cells: list[CellSpec],
-               base: int) -> CellFacts | None:
-        """The started server: its info, warmup and cells (see :meth:`_serve`)."""
-        record, ready_at = self.record, proc.log_size()
+    def _prepare(self, live: LiveServer) -> None:
+        """The started server: its info, the prompt book's check and the warmup; a crash
+        before the first cell is kept as ``live.early``."""
+        record, proc, client = self.record, live.proc, live.http
+        ready_at = proc.log_size()
         info = self.adapter.server_info(client)
-        adapter = self.adapter.for_server(info)
+        live.adapter, live.context = self.adapter.for_server(info), info.context_per_request
         record.context_per_request, record.reported_version = info.context_per_request, info.version
         record.effective = redact(info.raw, extra=self.plan.params.redact)
         began = time.perf_counter()
-        text = ServerText(adapter, client, self.tokens)
+        text = ServerText(live.adapter, client, self.tokens)
         self.book.check(text.tokenize, url=self.launch.base_url, render=text.render)
-        record.warmup, warmup, history = _warmup(self.plan, proc, client, adapter,
-                                                 self.book.warmup(text.tokenize, text.render))
+        record.warmup, live.warmup, live.history = warm_up(
+            self.plan, proc, client, live.adapter, self.book.warmup(text.tokenize, text.render))
         self.timing["warmup_s"] = round(time.perf_counter() - began, 4)
+        self.slice_fixed += self.timing["warmup_s"]
         self.run.store_server(self.key, record)
-        offset = proc.log_size()
-        early = before_cells(proc, base, ready_at, offset)
-        if early is not None:
+        live.early = before_cells(proc, live.base, ready_at, proc.log_size())
+
+    def _cells(self, live: LiveServer, cells: list[CellSpec]) -> CellFacts | None:
+        """``cells`` on the live server (see :meth:`_serve`)."""
+        proc, client, adapter, base = live.proc, live.http, live.adapter, live.base
+        assert adapter is not None
+        if live.early is not None:
             for cell in cells:
-                self.write(cell, early, _Measured(early, warmup))
+                self.write(cell, live.early, _Measured(live.early, live.warmup))
             return dead_facts(proc, Verdict("crashed", (DIED_EARLIER,)), base)
         dead: Verdict | None = None
+        offset = proc.log_size()
         for cell in cells:
             if dead is not None:
                 self.write(cell, dead_facts(proc, dead, base))
                 continue
             if self.isolation.mode == "flush":  # the engine's own reset, before every cell
                 adapter.reset(client)
-                history = _History()
-                history.add("flush", ())
-            measured = self._attempts(cell, proc, client, adapter, info.context_per_request,
-                                      warmup, offset, history)
+                live.history = _History()
+                live.history.add("flush", ())
+            measured = self._attempts(cell, proc, client, adapter, live.context, live.warmup,
+                                      offset, live.history)
             offset = proc.log_size()
             verdict = self.write(cell, measured.facts, measured)
             if verdict.status == "crashed":
                 dead = Verdict("crashed", (DIED_EARLIER, *verdict.reasons))
-        self.run.store_server(self.key, record)
+        self.run.store_server(self.key, self.record)
         self.after = None if dead is not None else proc.log_size()
         return None if dead is None else dead_facts(proc, dead, base)
 
@@ -309,7 +354,7 @@ class ServerSweep:
                                 reserve=adapter.speculative_reserve(self.server), context=context)
         if refused is not None:
             return _Measured(CellFacts(decided=refused))
-        rate = self._rate(cell)
+        rate = cell_rate(self.plan.params, cell, self._cell)
         if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
             return _Measured(CellFacts(decided=rate))
         began, workload = time.perf_counter(), workload_of(params, cell)
@@ -345,41 +390,9 @@ class ServerSweep:
                                for p in prompts),
                          dispatch.target_rate, started, timing)
 
-    def _rate(self, cell: CellSpec) -> RequestRateParams | Verdict | None:
-        """An open-loop cell's arrival schedule (None: closed loop); a rate profile's point gets
-        its rate from the config's closed-loop cells (:mod:`~specbench_lib.sweep.loadprofile`)."""
-        load = self.plan.params.request_rate
-        if load is None or not cell.load:
-            return None
-        if cell.rate is not None:
-            return load.at(cell.rate)
-        found = profile_rate(cell, self.plan.params.concurrency, self._cell)
-        return found if isinstance(found, Verdict) else load.at(found)
-
     def _cell(self, cell_id: str) -> CellRecord | None:
         """A cell of this run: measured by this sweeper, or kept from an earlier attempt."""
         if cell_id not in self.done:
             cells, _ = self.run.dir.read_cells()
             self.done.update((c.cell_id, analyse(c)) for c in cells if c.cell_id == cell_id)
         return self.done.get(cell_id)
-
-
-def _warmup(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
-            prompts: list[Prompt]) -> tuple[dict[str, Any], tuple[RequestRecord, ...], _History]:
-    """Requests sent once per server before its first cell, excluded from every statistic; their
-    records go into each cell of the server, whose verdict a failed warmup makes invalid. The
-    history starts with them: a cell must not send what the warmup sent (``seen_prompt``)."""
-    params = plan.params
-    history = _History()
-    warm_client(proc.base_url)  # the client's first-time work, before any measured request
-    if not prompts:
-        return {"requests": 0}, (), history
-    dispatch = dispatch_cell(adapter, proc.base_url, [p.tokens for p in prompts],
-                             warmup=len(prompts), concurrency=1,
-                             max_tokens=params.warmup_output_tokens or min(params.output_lengths),
-                             timeouts=params.request_timeouts(), headers=proc.headers)
-    errors = [r.error for r in dispatch.records if r.error]
-    summary = {"requests": len(prompts), "seconds": round(dispatch.window_start, 2),
-               "errors": errors}
-    history.add("warmup", _prompt_records(prompts))
-    return summary, tuple(dispatch.records), history

@@ -1,0 +1,146 @@
+"""A panel's units, paired by prompt and nested in blocks: what :mod:`.claim` compares.
+
+**Units.** Every config of a panel is sent the same prompts: request i of repeat (round) r
+carries the same prompt in every config. So the unit is the prompt: at concurrency 1 a request,
+keyed (r, i); at concurrency c > 1 a block of c requests in the order sent (requests in flight
+together share the server's steps), keyed (r, block). A unit carries its tokens T and its time
+E: the requests' busy time (send to last token) over the cell's overlap (busy time over the
+cell's window), so Σ T / Σ E over one cell's units is that cell's output tok/s
+(:mod:`.metrics`).
+
+**Blocks.** A repeat (a fixed plan's) or a round (a budgeted sweep's) is a **block**: it
+measures every config of the panel once, in an order drawn afresh for each block from the
+plan's seed (:mod:`~specbench_lib.sweep.blocks`). Within a block each config has its own stretch
+of time, so a change of the machine's speed between two configs' stretches is the same for all
+the prompts of that block: pairing by prompt does not cancel it, and the prompts of one block
+are not independent evidence. Randomising the order makes that term zero on average; counting
+the **block** as the unit of replication puts it in the error. So two configs are compared by
+the per-prompt log ratio d = log(T_i/E_i) − log(T_j/E_j) over the units both measured, averaged
+within each block (m_b), and the blocks' means are the sample: the mean D of the m_b, its
+standard error sd(m_b)/√B and Student t with B − 1 degrees of freedom (paired block means;
+docs/uncertainty.md has its coverage under drift). With one block there is nothing to separate a
+config from its time: the comparison falls back to the prompts (SE sd(d)/√n, n − 1 degrees of
+freedom) and says so (``blocks`` 1), and every claim made on it is worded as confounded with
+the time it was measured at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.records import CellRecord
+
+UnitId = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Units:
+    """One config's units in one panel: their keys, tokens and times, and the requests behind."""
+
+    ids: tuple[UnitId, ...]
+    tokens: Any  # numpy arrays, aligned with ids
+    seconds: Any
+    requests: int
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def blocks(self) -> int:
+        """The blocks (repeats or rounds) its units come from."""
+        return len({u[0] for u in self.ids})
+
+    def rate(self) -> float:
+        """Σ T / Σ E (NaN with none)."""
+        total = float(self.seconds.sum()) if self.n else 0.0
+        return float(self.tokens.sum()) / total if total > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two configs compared (see the module): the mean log ratio, its standard error, the
+    sample behind them (blocks, or prompts with one block), the prompts and the blocks."""
+
+    diff: float
+    se: float
+    n: int  # the sample the t has n − 1 degrees of freedom from
+    units: int
+    blocks: int
+
+    def __iter__(self) -> Any:  # (diff, se, n), as the claim reads it
+        return iter((self.diff, self.se, self.n))
+
+
+def units_of(cells: Sequence[CellRecord]) -> Units:
+    """The units of one config's ok cells in one panel (see the module)."""
+    import numpy as np
+
+    ids: list[UnitId] = []
+    tokens: list[float] = []
+    seconds: list[float] = []
+    requests = 0
+    for cell in sorted((c for c in cells if c.verdict.ok), key=lambda c: c.spec.repeat):
+        skip = set(cell.verdict.failed)
+        recs = sorted((r for r in cell.measured if r.index not in skip and r.token_times
+                       and r.final), key=lambda r: (r.start, r.index))
+        busy = [r.token_times[-1] - r.start for r in recs]
+        window = (max(r.token_times[-1] for r in recs) - min(r.start for r in recs)) if recs else 0
+        if not recs or window <= 0 or sum(busy) <= 0:
+            continue
+        overlap = sum(busy) / window
+        slots = max(1, int(cell.spec.concurrency))
+        blocks = max(1, len(recs) // slots)
+        requests += len(recs)
+        for b in range(blocks):
+            mine = range(b * slots, len(recs) if b == blocks - 1 else (b + 1) * slots)
+            key = recs[b].index if slots == 1 else b
+            ids.append((cell.spec.repeat, key))
+            tokens.append(sum(float(recs[i].final.completion_tokens or 0) for i in mine))
+            seconds.append(sum(busy[i] for i in mine) / overlap)
+    return Units(tuple(ids), np.array(tokens, dtype=float), np.array(seconds, dtype=float),
+                 requests)
+
+
+def log_ratios(a: Units, b: Units) -> tuple[Any, list[int]]:
+    """The per-prompt log ratios log(rate a / rate b) over the units both measured (rate: a
+    unit's T / E), and each one's block."""
+    import numpy as np
+
+    if a.ids == b.ids:  # the usual case: the same prompts, in the same order
+        ra, rb, ids = a.tokens / a.seconds, b.tokens / b.seconds, list(a.ids)
+    else:
+        where = {u: k for k, u in enumerate(b.ids)}
+        mine = [(k, where[u]) for k, u in enumerate(a.ids) if u in where]
+        ra = np.array([a.tokens[k] / a.seconds[k] for k, _ in mine], dtype=float)
+        rb = np.array([b.tokens[k] / b.seconds[k] for _, k in mine], dtype=float)
+        ids = [a.ids[k] for k, _ in mine]
+    keep = (ra > 0) & (rb > 0) & np.isfinite(ra) & np.isfinite(rb)
+    logs = np.log(ra[keep]) - np.log(rb[keep])
+    return logs, [u[0] for u, k in zip(ids, keep, strict=True) if k]
+
+
+def paired(a: Units, b: Units) -> Paired:
+    """``a`` against ``b`` (see the module): paired block means with two blocks or more, the
+    prompts themselves with one (SE NaN with fewer than 2 of the sample)."""
+    import numpy as np
+
+    logs, blocks = log_ratios(a, b)
+    n = int(logs.size)
+    if n == 0:
+        return Paired(math.nan, math.nan, 0, 0, 0)
+    by_block: dict[int, list[float]] = {}
+    for value, block in zip(logs, blocks, strict=True):
+        by_block.setdefault(block, []).append(float(value))
+    if len(by_block) >= 2:
+        means = np.array([float(np.mean(v)) for v in by_block.values()])
+        sample = means
+    else:
+        sample = logs
+    size = int(sample.size)
+    se = float(np.std(sample, ddof=1)) / math.sqrt(size) if size >= 2 else math.nan
+    # 0 only where every block (prompt) gave the same ratio
+    return Paired(float(sample.mean()), se, size, n, len(by_block))
