@@ -60,6 +60,8 @@ PLANS = {  # name: (configs, requests a round, output tokens)
     "no draft: 5 configs, 8 a round, 48 tokens": (SIX[:5], 8, 48),
     "4 configs (auto, b4, b8, b16), 8 a round, 48 tokens": (SIX[:4], 8, 48),
     "4 configs (auto, b4, b8, b16), 10 a round, 32 tokens": (SIX[:4], 10, 32),
+    "4 configs (auto, b4, b8, b16), 3 a round, 64 tokens": (SIX[:4], 3, 64),
+    "4 configs (auto, b4, b8, b16), 2 a round, 64 tokens": (SIX[:4], 2, 64),
 }
 
 

@@ -32,19 +32,19 @@ NEAR_TIE = {4: 1.35, 8: 1.37, 16: 0.4, 32: 0.4}
 
 def test_a_first_round_that_took_most_of_the_budget_is_followed_by_the_contenders_round(
         tmp_path: Path) -> None:
-    path = budget_params(tmp_path, seed=5, budget="30s", speedups=NEAR_TIE, jitter=0.3,
+    path = budget_params(tmp_path, seed=5, budget="40s", speedups=NEAR_TIE, jitter=0.3,
                          equivalence=0.001, requests=6, interval=0.01)
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     answer = _answer(result)
     (panel,) = answer["panels"]
-    assert {"ngram-b16", "ngram-b32"} <= set(panel["eliminated"]), panel
-    # the old prediction (all five configs, as before the first look) stopped after round 1
-    # at 21-23 s of the 30 (seeds 1, 2, 3, 5); the contenders' round, whole or partial, fits
-    # in what is left (here: a partial round of 4-5 of 6 requests, ending at 27.5-28 s)
     assert answer["rounds"] >= 2, answer
-    second = {c.spec.config: c for c in result.cells if c.spec.repeat == 1}
-    assert all(second[c].status == "ok" for c in ("ngram-b4", "ngram-b8")), second
-    assert second["ngram-b16"].status == "skipped"
+    # the first look is after two rounds (blocks: analysis/units.py; its t has one degree of
+    # freedom there, so b16 and b32 may leave at a later look): once out, never measured again
+    assert {"ngram-b16", "ngram-b32"} <= set(panel["eliminated"]), panel
+    gone = max(panel["eliminated"][c] for c in ("ngram-b16", "ngram-b32"))
+    later = [c for c in result.cells if c.spec.repeat >= gone
+             and c.spec.config in ("ngram-b16", "ngram-b32")]
+    assert all(c.status == "skipped" for c in later), later
     if answer["stopped"] == "budget":  # it stopped because not even a smaller round fitted
         assert answer["seconds"] >= 0.8 * answer["budget_s"], answer
 

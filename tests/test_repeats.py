@@ -47,25 +47,27 @@ host: {{max_other_cpu_cores: null}}
     return path
 
 
-def test_repeats_run_in_rounds_each_on_a_fresh_server(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_repeats_run_in_blocks_each_in_its_order_on_servers_kept_up(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = sb.run_sweep(sb.load_plan(params(tmp_path, "repeats: 2")),
                           outputs=tmp_path / "out")
     lines = [line for line in capsys.readouterr().out.splitlines()
              if line.startswith(("[", "  server"))]
-    # the progress lines: each server's start and readiness, then its cell, in sweep order
-    assert [line.split(":")[0] for line in lines] == [
-        "  server auto", "  server auto", "[1/4] auto code ctx16 c1 r0",
-        "  server ngram-b8", "  server ngram-b8", "[2/4] ngram-b8 code ctx16 c1 r0",
-        "  server auto.r1", "  server auto.r1", "[3/4] auto code ctx16 c1 r1",
-        "  server ngram-b8.r1", "  server ngram-b8.r1", "[4/4] ngram-b8 code ctx16 c1 r1"]
-    assert lines[1].startswith("  server auto: ready in ") and " tok/s [" in lines[2]
+    # each repeat is a block: its configs in the order the manifest records (sweep/blocks.py),
+    # each config's server started once (its start and readiness) and kept up for the next
+    blocks = result.manifest["blocks"]
+    assert sorted(blocks) == ["1", "2"] and all(sorted(b) == ["auto", "ngram-b8"]
+                                                for b in blocks.values())
+    cells = [line.split(" ")[1] + f" r{line.split(' c1 r')[1][0]}" for line in lines
+             if line.startswith("[")]
+    assert cells == [f"{c} r{n}" for n in (0, 1) for c in blocks[str(n + 1)]]
+    starts = [line.split(":")[0] for line in lines if line.startswith("  server")]
+    assert sorted(starts) == ["  server auto"] * 2 + ["  server ngram-b8"] * 2
     assert isinstance(result, sb.SweepResult)
     assert result.counts()["ok"] == 4
-    servers = result.manifest["servers"]  # in the order they started
-    assert list(servers) == ["auto", "ngram-b8", "auto.r1", "ngram-b8.r1"]
-    assert len({s["pid"] for s in servers.values()}) == 4  # a fresh server each round
-    assert len({s["log"] for s in servers.values()}) == 4
+    servers = result.manifest["servers"]
+    assert sorted(servers) == ["auto", "ngram-b8"]
+    assert all(s["starts"] == 1 for s in servers.values())  # kept up across the blocks
     assert all((result.run_dir / s["log"]).is_file() for s in servers.values())
     row = result.table().set_index("config").loc["ngram-b8"]
     assert row["repeats_n"] == 2 and row["repeats_failed"] == 0
@@ -75,7 +77,7 @@ def test_repeats_run_in_rounds_each_on_a_fresh_server(tmp_path: Path,
 def test_back_to_back_keeps_one_server_per_config(tmp_path: Path) -> None:
     result = sb.run_sweep(sb.load_plan(params(tmp_path, "repeats: 2\nrepeat_order: back_to_back")),
                           outputs=tmp_path / "out", progress=False)
-    assert list(result.manifest["servers"]) == ["auto", "ngram-b8"]
+    assert sorted(result.manifest["servers"]) == ["auto", "ngram-b8"]  # in the block's order
     assert result.counts()["ok"] == 4
 
 
@@ -96,9 +98,9 @@ def test_adaptive_repeats_stop_when_the_interval_is_narrow_and_say_so(tmp_path: 
     assert [statuses[("ngram-b8", r)] for r in range(4)] == \
         ["ok"] * rounds + ["skipped"] * (4 - rounds)
     assert not skipped.requests and skipped.metrics is None
-    assert set(result.manifest["servers"]) == {f"{config}{'.r' + str(r) if r else ''}"
-                                               for config in ("auto", "ngram-b8")
-                                               for r in range(rounds)}
+    # one server a config, kept up across the blocks it measured, none for the rounds skipped
+    assert set(result.manifest["servers"]) == {"auto", "ngram-b8"}
+    assert sorted(result.manifest["blocks"]) == [str(r + 1) for r in range(rounds)]
     assert result.table().set_index("config").loc["ngram-b8", "repeats_n"] == rounds
 
 
