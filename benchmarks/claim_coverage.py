@@ -153,9 +153,11 @@ def main() -> None:
                     found = point(k, m, r, args.sweeps, args.seed, mode, drift, before)
                     rows.append(found)
                     print(_line(found), flush=True)
-    totals = {key: sum(r[key] for r in rows if r["design"] == "blocks") for key in
-              ("with_interval", "speedup_covered", "sweeps", "set_covered", "decided", "wrong")}
-    print(f"all points (blocks): speedup {rate(totals['speedup_covered'], totals['with_interval'])}"
+    # one block cannot separate a config from its time (the claim says so): not in the totals
+    totals = {key: sum(r[key] for r in rows if r["design"] == "blocks" and r["rounds"] >= 2)
+              for key in ("with_interval", "speedup_covered", "sweeps", "set_covered", "decided",
+                          "wrong")}
+    print(f"all points (blocks, two or more): speedup {rate(totals['speedup_covered'], totals['with_interval'])}"
           f" %, set {rate(totals['set_covered'], totals['sweeps'])} %, wrong when decided "
           f"{rate(totals['wrong'], totals['decided'])} % ({totals['decided']} decided) "
           f"in {time.monotonic() - began:.0f} s")
