@@ -174,10 +174,11 @@ class Answer(Rendered):
 
     def __init__(self, answer: dict[str, Any] | None, *, measured: bool = True,
                  statements: Sequence[str] = (), counts: dict[str, int] | None = None,
-                 damaged: str | None = None) -> None:
+                 damaged: str | None = None, drift: str | None = None) -> None:
         self.answer, self.measured = answer, measured
         self.statements, self.counts = list(statements), counts
         self.damaged = damaged  # answer.json could not be read: the error's one line
+        self.drift = drift  # a fixed plan's: the machine's drift in words (drift.drift_words)
 
     def lines(self) -> list[str]:
         if not self.measured:
@@ -188,8 +189,8 @@ class Answer(Rendered):
             cells = ", ".join(f"{k} {v}" for k, v in (self.counts or {}).items() if v)
             panels = f"{len(self.statements)} panel{'s' if len(self.statements) != 1 else ''}"
             return [f"answer: the best config of {panels} (fixed plan"
-                    f"{f': {cells}' if cells else ''}; confidence sets simultaneous 95 %)",
-                    *self.statements]
+                    f"{f': {cells}' if cells else ''}; confidence sets simultaneous 95 %)"
+                    + (f"; {self.drift}" if self.drift else ""), *self.statements]
         if self.answer is None:
             return ["no answer: a fixed-plan run with no ok panel; see the cells' verdicts"]
         return answer_lines(self.answer)
@@ -215,7 +216,8 @@ def answer_of(result: Any) -> Answer:
         return Answer(found)
     best = result.best()
     statements = list(best["statement"]) if "statement" in best else []
-    return Answer(None, statements=statements, counts=result.counts(), damaged=damaged)
+    return Answer(None, statements=statements, counts=result.counts(), damaged=damaged,
+                  drift=drift_words(run_drift(result.cells)))
 
 
 def answers_html(runs: Sequence[Any]) -> str:
