@@ -158,7 +158,8 @@ def main() -> None:
               for key in ("with_interval", "speedup_covered", "sweeps", "set_covered", "decided",
                           "wrong")}
     covered = rate(totals["speedup_covered"], totals["with_interval"])
-    print(f"all points (blocks, two or more): speedup {covered} %, set {rate(totals['set_covered'], totals['sweeps'])} %, wrong when decided "
+    print(f"all points (blocks, two or more): speedup {covered} %, set "
+          f"{rate(totals['set_covered'], totals['sweeps'])} %, wrong when decided "
           f"{rate(totals['wrong'], totals['decided'])} % ({totals['decided']} decided) "
           f"in {time.monotonic() - began:.0f} s")
     write_results("claim_coverage", {"rows": rows, "totals": totals, "seed": args.seed})
