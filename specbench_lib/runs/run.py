@@ -12,7 +12,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..analysis.analyse import verdict_of
 from ..core.errors import SchemaError, StoreError
@@ -34,7 +34,7 @@ from .rundir import (
 )
 from .session import session_notebook
 
-__all__ = ["RUN_ID", "Run", "RunDir", "check_run_id", "is_old_schema", "iter_runs", "list_runs",
+__all__ = ["RUN_ID", "Run", "RunDir", "RunWriter", "check_run_id", "is_old_schema", "iter_runs", "list_runs",
            "make_folder", "new_run_id", "pid_alive", "resumable_manifest", "runs_root"]
 
 
@@ -236,3 +236,17 @@ def _matching_ok(run_dir: RunDir, fingerprints: dict[str, str]) -> set[str]:
               f"measuring it again: {error}", flush=True)
     return {c.cell_id for c in cells
             if fingerprints.get(c.cell_id) == c.fingerprint and _still_ok(c)}
+
+
+class RunWriter(Protocol):
+    """Where a :class:`~specbench_lib.sweep.serversweep.ServerSweep` writes: :class:`Run` here,
+    a Ray worker's queue (:class:`~specbench_lib.sweep.placement.WorkerRun`) on a node."""
+
+    dir: RunDir
+    fingerprints: dict[str, str]
+
+    def provenance(self) -> Provenance: ...
+
+    def write_cell(self, record: CellRecord) -> None: ...
+
+    def store_server(self, label: str, record: ServerRecord) -> None: ...

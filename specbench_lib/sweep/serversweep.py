@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
@@ -25,22 +25,14 @@ from ..host.load import HostSampler
 from ..model.catalogue import C, host_side_only
 from ..model.params import CellSpec, ServerConfig
 from ..model.plan import Plan
-from ..model.records import (
-    CellFacts,
-    CellRecord,
-    JudgeInputs,
-    Provenance,
-    Reason,
-    RequestRecord,
-    Verdict,
-)
+from ..model.records import CellFacts, CellRecord, JudgeInputs, Provenance, Reason, RequestRecord, Verdict
 from ..model.served import PromptRecord, Remeasured
 from ..prompts.conversations import plain_render
 from ..prompts.history import History as _History
 from ..prompts.promptbook import PromptBook
 from ..prompts.workload import Prompt
 from ..runs.manifest import ServerRecord
-from ..runs.run import RunDir
+from ..runs.run import RunWriter
 from ..servers.engines import Adapter, Launch
 from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts, measured_facts
 from ..servers.process import Server, open_server
@@ -50,20 +42,6 @@ from .loadprofile import cell_rate
 from .progress import Progress
 from .requestshape import ServerText, workload_of
 from .turns import second_turns
-
-
-class RunWriter(Protocol):
-    """Where a :class:`ServerSweep` writes: :class:`~specbench_lib.runs.run.Run` here, a Ray worker's queue
-    (:class:`~specbench_lib.sweep.placement.WorkerRun`) on a node."""
-
-    dir: RunDir
-    fingerprints: dict[str, str]
-
-    def provenance(self) -> Provenance: ...
-
-    def write_cell(self, record: CellRecord) -> None: ...
-
-    def store_server(self, label: str, record: ServerRecord) -> None: ...
 
 
 @dataclass
@@ -187,11 +165,13 @@ class ServerSweep:
             with pinned(live.cpus.client):
                 dead = self._cells(live, cells)
         except (ServerError, EngineError) as exc:
-            proc = self.live.proc if self.live is not None else None
+            if self.live is None:  # no process was made: nothing of this config's to judge
+                raise
+            proc = self.live.proc
             self.record.error = f"{type(exc).__name__}: {exc}"
-            self.record.returncode = proc.returncode if proc is not None else None
+            self.record.returncode = proc.returncode
             self.run.store_server(self.key, self.record)
-            dead = failed_facts(proc, exc, self.live.base if self.live else 0)
+            dead = failed_facts(proc, exc, self.live.base)
             for cell in cells:
                 if cell.cell_id not in self.written:
                     self.write(cell, dead)
