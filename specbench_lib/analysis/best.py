@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.display import Rendered, html_text
-from ..core.tables import RESULTS, bullets, readable
+from ..core.tables import bullets, readable
+from ..model.metricdefs import RESULTS
 from ..model.records import CellRecord
 from .claim import ALPHA, EQUIVALENCE, Claim, Panel, behind_text, panel_claims
 from .intervals import key_value
