@@ -304,7 +304,7 @@ Panel = tuple[Any, ...]
 
 
 def panel_of_cell(cell: CellRecord) -> Panel:
-    """A cell's panel: its values of :data:`~.tablekeys.PANEL`."""
+    """A cell's panel: its values of :data:`~specbench_lib.model.tablekeys.PANEL`."""
     from ..model.tablekeys import PANEL
 
     row = cell.spec.row()

@@ -3,7 +3,7 @@
 Every reader of a run uses these types. A cell file is the versioned JSON form of a
 :class:`CellRecord` (``schema_version`` :data:`SCHEMA_VERSION`); ``CellRecord.from_dict``
 reads it back without loss, so metrics and the analysis-time rules can be computed again from
-the stored requests (see :mod:`~.analysis`). What was only observable while measuring (the
+the stored requests (see :mod:`~specbench_lib.analysis`). What was only observable while measuring (the
 server died, a log signature, the server's spec counters) is stored as a fact, never derived.
 """
 
@@ -69,9 +69,10 @@ class RequestRecord:
     text_sha: str = ""
     output_ids: list[int] = field(default_factory=list)
     scheduled: float | None = None  # open loop: when the schedule said to send it
-    # the raw reads coalescing is decided from on read (:mod:`~.coalescing`), seconds from the cell's start:
-    # each read that carried several token events (its time, the tokens of all but its last event, whether
-    # the first token was among them), and the client stalls (dispatch's stall watch) that overlap the
+    # the raw reads coalescing is decided from on read (:mod:`~specbench_lib.analysis.coalescing`),
+    # seconds from the cell's start: each read that carried several token events (its time, the
+    # tokens of all but its last event, whether the first token was among them), and the client
+    # stalls (dispatch's stall watch) that overlap the
     multi_reads: list[tuple[float, int, bool]] | None = None  # request; None: not recorded (before schema 3)
     stalls: list[tuple[float, float]] | None = None
     # schema 2 (decided while measuring; read only where multi_reads and stalls are None):
@@ -288,7 +289,7 @@ class CellRecord:
     """One cell: its spec and fingerprint, the requests as measured, the facts, the verdict.
 
     ``verdict`` and ``metrics`` are what the analysis concluded: in a file, as concluded when it
-    was written; in a :class:`~specbench_lib.runs.results.SweepResult`, as the analysis of this
+    was written; in a :class:`~specbench_lib.report.outcome.SweepResult`, as the analysis of this
     specbench concludes from the stored requests now.
     """
 

@@ -115,7 +115,7 @@ class RunDir:
         return run
 
     def acquire(self) -> None:
-        """Take the run's lock for this process (:class:`~.runlock.RunLock`): a second writer is
+        """Take the run's lock for this process (:class:`~.lock.RunLock`): a second writer is
         refused, naming the first; a killed writer's lock is free."""
         self._lock.acquire()
 
@@ -147,7 +147,7 @@ class RunDir:
 
     def remove_strays(self) -> list[Path]:
         """Remove what interrupted atomic writes left (``.<name>.<pid>.tmp``, see
-        :func:`~.store.write_json_atomic`); only while this process holds the lock."""
+        :func:`~specbench_lib.core.store.write_json_atomic`); only while this process holds the lock."""
         strays = [p for p in self.path.rglob(".*.tmp") if STRAY.fullmatch(p.name) and p.is_file()]
         for stray in strays:
             stray.unlink(missing_ok=True)

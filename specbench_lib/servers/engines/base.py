@@ -91,7 +91,8 @@ class Isolation:
     requests that changes speed, given fresh prompts); ``why`` says which engine state decided
     it (stored in the manifest); ``learns`` names the engine state that learns from the text it
     serves (an n-gram pool: any text shared between prompts carries over), None when there is
-    none (the prompt book then needs prompts fresh only by their start, :mod:`.promptbook`)."""
+    none (the prompt book then needs prompts fresh only by their start,
+    :mod:`~specbench_lib.prompts.promptbook`)."""
 
     mode: Literal["restart", "flush", "none"]
     why: str
