@@ -137,7 +137,7 @@ def units_of(cells: Sequence[CellRecord]) -> Units:
             mine = range(b * slots, len(recs) if b == blocks - 1 else (b + 1) * slots)
             key = recs[b].index if slots == 1 else b
             ids.append((cell.spec.repeat, key))
-            tokens.append(sum(float(recs[i].final.completion_tokens or 0) for i in mine))
+            tokens.append(sum(float(f.completion_tokens or 0) for i in mine if (f := recs[i].final)))
             seconds.append(sum(busy[i] for i in mine) / overlap)
     return Units(tuple(ids), np.array(tokens, dtype=float), np.array(seconds, dtype=float),
                  requests)
@@ -182,9 +182,10 @@ def _bound(diff: float, se: float, n: int, p: float, sign: int, least: int = 2) 
     return diff + sign * t_quantile(p, n - 1) * se
 
 
-def _pairs(units: Mapping[str, Units], configs: Sequence[str]) -> dict[tuple[str, str], Any]:
+def _pairs(units: Mapping[str, Units],
+           configs: Sequence[str]) -> dict[tuple[str, str], tuple[float, float, int]]:
     """Every ordered pair's paired comparison (each pair computed once: j, i is −(i, j))."""
-    found: dict[tuple[str, str], Any] = {}
+    found: dict[tuple[str, str], tuple[float, float, int]] = {}
     for x, i in enumerate(configs):
         for j in configs[x + 1:]:
             diff, se, n = paired(units[i], units[j])

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .errors import StoreError
 from .shapes import shape_problem
@@ -64,9 +64,11 @@ def problem(value: Any, doc: Doc | Each | Any, where: str = "") -> str | None:
     return None
 
 
+_KINDS: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+
+
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(type(value),
-                                                                    type(value).__name__)
+    return _KINDS.get(type(value), type(value).__name__)
 
 
 def read_doc(path: Path, doc: Doc, *, name: str, fix: str) -> dict[str, Any]:
@@ -76,7 +78,7 @@ def read_doc(path: Path, doc: Doc, *, name: str, fix: str) -> dict[str, Any]:
     found = problem(data, doc)
     if found is not None:
         raise StoreError(f"{name} is not of its shape ({found}); {fix}", path=path)
-    return data
+    return cast(dict[str, Any], data)  # an object: problem() found none
 
 
 # answer.json (answer.py writes it): the keys its readers index

@@ -35,11 +35,12 @@ class Column:
         value = row.get(self.name)
         if missing(value):
             return None
-        if not isinstance(value, numbers.Number) or isinstance(value, bool):
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
             return str(value)
-        shown = self.form.format(value * self.scale)
+        shown = self.form.format(float(value) * self.scale)
         low, high = row.get(f"{self.name}_lo"), row.get(f"{self.name}_hi")
-        if self.interval and not missing(low) and not missing(high):
+        if self.interval and low is not None and high is not None and not missing(low) \
+                and not missing(high):
             shown += (f" [{self.form.format(low * self.scale)}, "
                       f"{self.form.format(high * self.scale)}]")
         return shown

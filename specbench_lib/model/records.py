@@ -9,6 +9,7 @@ server died, a log signature, the server's spec counters) is stored as a fact, n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -138,7 +139,7 @@ class Reason(str):
 
     code: str
     detail: str
-    count: int
+    count: int  # type: ignore[assignment]  # the field shadows str.count, as it always has
     tolerated: bool
 
     def __new__(cls, code: str, detail: str = "", *, count: int = 1,
@@ -324,8 +325,8 @@ class CellRecord:
     def measured(self) -> list[RequestRecord]:
         return [r for r in self.requests if not r.warmup]
 
-    def with_analysis(self, verdict: Verdict, metrics: dict[str, Any] | None) -> CellRecord:
-        return replace(self, verdict=verdict, metrics=metrics)
+    def with_analysis(self, verdict: Verdict, metrics: Mapping[str, Any] | None) -> CellRecord:
+        return replace(self, verdict=verdict, metrics=None if metrics is None else dict(metrics))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -173,7 +173,8 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
     prompts = []
     for i in range(n):
         start = (i * max(1, len(order) // max(n, 1))) % len(order)
-        used, pos = [], start
+        used: list[str] = []
+        pos = start
         ids: list[int] = []
         while len(ids) < (1 if workload.natural else tokens):  # natural: one whole document
             if len(used) > len(docs):
@@ -216,7 +217,7 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
         docs, order = kinds[kind], orders[kind]
         share = max(1, len(order) // max((n + 1) // 2, 1))
         pos = (i // 2) * share
-        text, used, ids = "", [], []
+        text, used, ids = "", list[str](), list[int]()
         while len(ids) < (1 if natural else room):  # natural: one whole document
             if len(used) >= len(docs):
                 raise PreflightError(f"{source} has too little {kind} material for {tokens}-token "

@@ -51,7 +51,8 @@ class RunDiff(Rendered):
 
         merged = self.a.table().merge(self.b.table(), on=KEYS, suffixes=("_a", "_b"))
         mine, theirs = _row_replicates(self.a), _row_replicates(self.b)
-        ratios, units = [], []
+        ratios: list[Any] = []
+        units: list[int] = []
         for row in merged[KEYS].itertuples(index=False, name=None):
             key = tuple(key_value(v) for v in row)
             (a, n_a), (b, n_b) = mine.get(key, (None, 0)), theirs.get(key, (None, 0))

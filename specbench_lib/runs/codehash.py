@@ -136,10 +136,9 @@ def measuring_modules(package: Path = PACKAGE, roots: tuple[str, ...] = MEASURIN
     return sorted(f.relative_to(package).as_posix() for f in files if f is not None)
 
 
-def content_hash(package: Path = PACKAGE, **closure: tuple[str, ...] | frozenset[str]) -> str:
+def content_hash(package: Path = PACKAGE) -> str:
     """SHA-256 (20 hex digits) over the sorted content digests of the measuring modules."""
-    digests = sorted(content_digest((package / f).read_bytes())
-                     for f in measuring_modules(package, **closure))  # type: ignore[arg-type]
+    digests = sorted(content_digest((package / f).read_bytes()) for f in measuring_modules(package))
     return hashlib.sha256("\n".join(digests).encode()).hexdigest()[:20]
 
 

@@ -102,7 +102,7 @@ class RunResult(Rendered):
         return tuple(faults)
 
     def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATUSES, 0)
+        counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         for cell in self.cells:
             counts[cell.status] += 1
         return counts

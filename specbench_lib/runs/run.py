@@ -103,7 +103,7 @@ class Run:
         environment = environment_info()
         attempts = list(previous.get("attempts", []))
         source = session_notebook()  # JupyterLab's notebook running this kernel, if any
-        attempt = {"n": len(attempts) + 1, "started": utc_now(), "pid": os.getpid(),
+        attempt: dict[str, Any] = {"n": len(attempts) + 1, "started": utc_now(), "pid": os.getpid(),
                    "params_file": str(plan.source), "budget": plan.budget,
                    "notebook_source": str(source) if source else None,
                    "kept_cells": sorted(kept), "reused_from": {}, "environment": environment}

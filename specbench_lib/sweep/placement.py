@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from ..core.errors import ParamsError, PreflightError
 from ..model.catalogue import C
@@ -129,7 +129,7 @@ class Placer:
     def run_round(self) -> None:
         """Place the round's configs (``packed``: all at once, Ray queues them on free GPUs;
         ``exclusive``: one per node at a time) and write every event until all have ended."""
-        waiting, running = list(self.jobs), []
+        waiting, running = list(self.jobs), list[_Job]()
         self.jobs = []
         try:
             while waiting or running:
@@ -143,7 +143,7 @@ class Placer:
             self._stop(running)
             raise
 
-    def _slot(self, running: list[_Job]) -> str | None | bool:
+    def _slot(self, running: list[_Job]) -> str | Literal[False] | None:
         """Where the next job may go: None (anywhere: packed), a node id (exclusive), or False
         (exclusive, every node busy)."""
         if self.options.mode == "packed":

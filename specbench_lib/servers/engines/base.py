@@ -144,6 +144,10 @@ class Adapter(Protocol):
         (an n-gram pool, a prefix cache) for this config, and so how its cells are isolated."""
         ...
 
+    def reset_mode(self) -> Literal["flush", "restart"]:
+        """How this engine forgets before a cell: its reset call if it has one, else a restart."""
+        ...
+
     def reset(self, client: httpx.Client) -> None:
         """Clear the state :meth:`isolation` named (isolation ``flush``); EngineError when the
         server does not confirm it."""
