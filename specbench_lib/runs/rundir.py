@@ -29,11 +29,11 @@ import yaml
 
 from ..core.errors import ParamsError, StoreError
 from ..core.paths import folder_problem, outputs_dir
-from ..core.readback import MANIFEST, MANIFEST_FIX, read_doc
+from ..core.readback import read_doc
 from ..core.store import read_json, write_json_atomic
 from ..model.records import CellRecord
 from .lock import RunLock
-from .manifest import Manifest
+from .manifest import MANIFEST, MANIFEST_FIX, Manifest
 
 # a run id is a folder name under outputs/runs: no separator, no absolute path, no '.' or '..'
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
