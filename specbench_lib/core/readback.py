@@ -5,8 +5,9 @@ checks; ``params.yaml`` and ``cells/history/`` are written for people, never rea
 A file is read as JSON (or YAML) and checked against its :class:`Doc`: each key a type hint (as
 :mod:`.shapes` reads them) or a nested :class:`Doc` / :class:`Each`, with the keys every reader
 indexes marked required; a file read into dataclasses (the manifest,
-:data:`~specbench_lib.runs.manifest.MANIFEST`) has their shape, by :func:`doc_of`. A file of another shape is one :class:`~.errors.StoreError` naming
-the file, the first wrong key and what to do; never a ``TypeError`` far from its file.
+:data:`~specbench_lib.runs.manifest.MANIFEST`) has their shape, by :func:`doc_of`. A file of
+another shape is one :class:`~.errors.StoreError` naming the file, the first wrong key and what
+to do; never a ``TypeError`` far from its file.
 """
 
 from __future__ import annotations
