@@ -1,5 +1,6 @@
 # Everyday commands. `make run` = the main job (a real sweep on the embedded engine);
-# `make test` = the test suite (what .ci/run calls).
+# `make test` = lint, the type checker (mypy, settings in pyproject.toml) and the test suite
+# (what .ci/run calls).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
@@ -42,10 +43,12 @@ run: setup
 
 test: setup-test
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
+	$(VENV)/bin/mypy
 	SPECBENCH_REQUIRE_ENGINE=1 SPECBENCH_REQUIRE_VLLM=1 $(VENV)/bin/python -m pytest -ra --durations=15
 
 lint:
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
+	$(VENV)/bin/mypy
 
 # The manual (docs/, nav in mkdocs.yml) as a site in outputs/site/, offline; fails on a broken
 # link or anchor. The reference pages are generated: scripts/params_reference.py and

@@ -7,7 +7,7 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ class Command:
     """One subcommand: its help line, how it adds its arguments, what it runs (an exit status)."""
 
     help: str
-    arguments: Callable[[argparse.ArgumentParser], None]
+    arguments: Callable[[argparse.ArgumentParser], object]
     runs: Callable[[argparse.Namespace], int]
 
 
@@ -148,7 +148,7 @@ def _parameters(notebook: Path, pairs: list[list[str]]) -> tuple[list[str], dict
     return declared, given
 
 
-def _require_declared(name: str, flag: str, declared: list[str], notebook: Path) -> None:
+def _require_declared(name: str, flag: str, declared: Collection[str], notebook: Path) -> None:
     if name not in declared:
         raise ParamsError(f"{flag} sets the notebook parameter {name!r}, which {notebook.name} does "
                           f"not take; it takes: {', '.join(declared)}", file=notebook, key=name)
@@ -175,7 +175,7 @@ def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> 
     return 0
 
 
-def _destination(notebook: Path, declared: set[str], parameters: dict[str, Any],
+def _destination(notebook: Path, declared: Collection[str], parameters: dict[str, Any],
                  params_file: str | None, resume: str | None) -> tuple[RunDir | None, Path] | int:
     """The run directory (None for the report notebook) and the executed notebook's path; an
     exit status when the run cannot go there. Sets ``resume``/``run_id``/``params_file``."""
@@ -249,10 +249,10 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
         _say_interrupted(phase, params_file, pairs, run, recorded, notebook, output, time_budget)
         return INTERRUPTED
     if failed_in_a_cell(failed):
-        where = f"run directory: {run.path}" if run is not None and recorded else \
+        kept = f"run directory: {run.path}" if run is not None and recorded else \
             "no run was recorded (the notebook stopped before the sweep began)"
         print(f"specbench: the notebook failed at cell {failed.exec_count}: {failed.ename}: "
-              f"{failed.evalue}\nexecuted notebook: {output}\n{where}", file=sys.stderr)
+              f"{failed.evalue}\nexecuted notebook: {output}\n{kept}", file=sys.stderr)
         return 1
     if run is None:
         print(f"specbench: executed notebook: {output}")

@@ -13,12 +13,12 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeGuard
 
 from .livelog import ECHO_ENV
 
 
-def failed_in_a_cell(failed: BaseException | None) -> bool:
+def failed_in_a_cell(failed: BaseException | None) -> TypeGuard[Any]:  # papermill's: untyped
     """Whether what stopped :func:`execute` was a cell that raised (papermill's error, which
     :func:`execute` has imported: papermill is imported only to run a notebook)."""
     from papermill import PapermillExecutionError
@@ -103,10 +103,10 @@ def interrupting_kernel_manager(sockets: Path, echo: Path | None = None) -> type
     TCP: nothing listens on a port, and the kernel has no reason to warn that TCP is not
     encrypted (ipykernel's "[IPKernelApp] WARNING | Kernel is running over TCP ...").
     With ``echo``, the kernel's environment names it in ``SPECBENCH_ECHO`` (:mod:`~specbench_lib.livelog`)."""
-    from jupyter_client import AsyncKernelManager
+    from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
-    class InterruptingKernelManager(AsyncKernelManager):  # type: ignore[misc]
+    class InterruptingKernelManager(AsyncKernelManager):
         @default("transport")
         def _transport_default(self) -> str:
             return "ipc"
@@ -115,7 +115,8 @@ def interrupting_kernel_manager(sockets: Path, echo: Path | None = None) -> type
         def _ip_default(self) -> str:
             return str(sockets / "kernel")
 
-        async def start_kernel(self, **kw: Any) -> None:
+        # a coroutine, as AsyncKernelManager's own is; jupyter_client types it as the sync one
+        async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
             if echo is not None:
                 kw["env"] = {**(kw.get("env") or os.environ), ECHO_ENV: str(echo)}
             await super().start_kernel(**kw)

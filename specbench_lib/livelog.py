@@ -1,7 +1,7 @@
 """A sweep's progress in a notebook: one output that updates while the sweep runs, kept whole.
 
-In a kernel, :func:`~specbench_lib.notebook.run_sweep` sends the sweep's lines (:mod:`~.progress`: a line per
-server start and per finished cell, the run's first and last lines) to a :class:`LiveLog`
+In a kernel, :func:`~specbench_lib.notebook.run_sweep` sends the sweep's lines (:mod:`~.sweep.progress`: a
+line per server start and per finished cell, the run's first and last lines) to a :class:`LiveLog`
 instead of printing them: one display output (``display(..., display_id=True)``), updated as
 each line comes, shows the latest cell's line and the last few before it; when the sweep ends
 it shows one line (how the run ended) and keeps every line as its plain text, and the notebook's

@@ -1,9 +1,9 @@
 """The notebook's front door: run the sweep, and keep the notebook that ran it in its run directory.
 
 A phase notebook calls ``sb.run_sweep(plan, ...)`` then ``sb.keep_notebook(result,
-PAPERMILL_OUTPUT_PATH)``. :func:`run_sweep` is :func:`~.sweep.run_sweep` (same arguments) plus,
+PAPERMILL_OUTPUT_PATH)``. :func:`run_sweep` is :func:`~.sweep.driver.run_sweep` (same arguments) plus,
 for a kernel that JupyterLab started for a notebook (the run records that notebook's path when
-it starts, :mod:`~.session`), keeping the notebook as last saved once the sweep has ended or was
+it starts, :mod:`~.runs.session`), keeping the notebook as last saved once the sweep has ended or was
 interrupted (:func:`~specbench_lib.notebook_link.keep_session_notebook`). :func:`keep_notebook` keeps
 papermill's executed notebook. The run directory itself is :mod:`~.runs`' business; copying and
 rendering notebooks is :mod:`~specbench_lib.notebook_link`'s.
@@ -35,7 +35,7 @@ from .sweep.driver import run_sweep as _run_sweep
 def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = None,
               dry_run: bool = False, outputs: Path | None = None, **options: Any) -> Outcome:
     """Run the cells of ``plan`` in a run directory and return its result: see
-    :func:`~.sweep.run_sweep` for the arguments. In a JupyterLab kernel the notebook that ran
+    :func:`~.sweep.driver.run_sweep` for the arguments. In a JupyterLab kernel the notebook that ran
     the sweep is then copied into the run directory (as last saved), and refreshed while the
     kernel lives each time it is saved showing this run."""
     if dry_run:

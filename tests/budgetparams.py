@@ -3,18 +3,12 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 KNOWN = {4: 1.05, 8: 1.35, 16: 1.15, 32: 0.95}  # the truth: b8 is the best
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, float] = KNOWN,

@@ -80,7 +80,7 @@ def test_the_best_speedup_is_the_tables_row_paired_and_simultaneous() -> None:
         mine["speedup"], mine["speedup_lo"], mine["speedup_hi"])
     # a paired t interval of the log ratio, two-sided, Bonferroni over the 3 other configs
     a, b = (units_of([c for c in cells if c.spec.config == n]) for n in ("ng-b4", "auto"))
-    diff, se, n = paired(a, b)
+    diff, se, n = paired(a, b).values()
     assert n == 24 and se > 0
     reach = stdtrit(n - 1, 1 - 0.05 / 2 / 3) * se
     assert row["speedup_lo"] == pytest.approx(np.exp(diff - reach))
@@ -99,7 +99,7 @@ def panel_units(means: dict[str, float], n: int, *, noise: float = 0.05, prompt:
 
 def test_the_prompt_factor_cancels_in_the_paired_comparison() -> None:
     units = panel_units({"auto": 30.0, "b4": 33.0}, 12, noise=0.02, prompt=0.4)
-    diff, se, _ = paired(units["b4"], units["auto"])
+    diff, se, _ = paired(units["b4"], units["auto"]).values()
     assert diff == pytest.approx(np.log(1.1), abs=0.03) and se < 0.01  # unpaired: ~0.16
     found = claim(units, ["auto", "b4"], "auto")
     assert found.decision == "decided" and found.members == ("b4",) and found.epsilon == 0

@@ -8,7 +8,6 @@ template."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from cellfactory import not_ok
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.model.records import CellRecord
@@ -25,12 +25,6 @@ from specbench_lib.servers.engines import get_adapter
 
 ROOT = Path(__file__).resolve().parent.parent
 CAP = 32  # a cap: some answers end before it (at 13 and 24 tokens on llama.cpp)
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 MTBENCH = "  - {name: mt, source: mtbench, categories: [math], turn: 2, template: chat, stop: eos}\n"
@@ -82,7 +76,7 @@ def _check(result: sb.SweepResult) -> None:
 def test_the_embedded_engine_runs_chat_eos_at_two_temperatures(engine, tmp_path: Path) -> None:
     configs = ("  - {name: auto, method: auto}\n"
                "  - {name: ngram, method: ngram, budgets: [8], options: {n_match: 8, n_min: 8}}\n")
-    plan = sb.load_plan(_plan(tmp_path, "embedded.yaml", f"{{port: {_port()}}}", configs,
+    plan = sb.load_plan(_plan(tmp_path, "embedded.yaml", f"{{port: {free_port()}}}", configs,
                               MTBENCH))
     result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
     assert result.counts()["ok"] == 8, not_ok(result)
@@ -110,7 +104,7 @@ def test_the_embedded_engines_template_frames_the_user_turn(engine) -> None:
     tokens as single ids), and the frame is found around the sentinel."""
     adapter = get_adapter(EngineParams())
     binary, model = engine
-    port = _port()
+    port = free_port()
     proc = subprocess.Popen([str(binary), "-m", str(model), "--port", str(port), "-c", "512",
                              "-t", "1", "--no-webui"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -141,7 +135,7 @@ def test_vllm_cpu_runs_chat_eos_at_two_temperatures(tmp_path: Path) -> None:
 
     python, model = require_vllm(cache_dir())
     # --enforce-eager: a start of ~30 s instead of ~70 s on two cores (test_vllm_real.py)
-    engine = (f"{{binary: {python}, model: {model}, port: {_port()}, "
+    engine = (f"{{binary: {python}, model: {model}, port: {free_port()}, "
               f"extra_args: [--enforce-eager]}}")
     plan = sb.load_plan(_plan(tmp_path, "vllm_cpu.yaml", engine,
                               "  - {name: auto, method: auto}\n", MTBENCH))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from fakeparams import FAKE, LENIENT_HOST, fake_engine
+from ports import free_port
 from procs import pids_with
 
 from specbench_lib import cli, kernelrun
@@ -107,12 +107,6 @@ def test_a_preflight_failure_leaves_no_run_folder(tmp_path: Path, outputs: Path,
     assert kept.is_file() and (outputs / "failed" / "pf1.html").is_file()
     assert str(kept) in err
     assert "binary" in json.dumps(json.loads(kept.read_text())["cells"])  # the audit trail
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def slow_params(tmp_path: Path, port: int) -> Path:

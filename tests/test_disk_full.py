@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from budgetparams import free_port
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.core import store

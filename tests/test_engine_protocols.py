@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import socket
 import sys
 import time
 import types
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port
 from protocol_servers import sglang_server, vllm_server
 
 from specbench_lib.analysis.validate import judge_cell
@@ -327,12 +327,6 @@ def test_vllm_worker_death_lines_rank_the_worker_first(tmp_path: Path) -> None:
 
 # --- a crashing server process, started like a real one ------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize(("api", "first_line"), [
     ("sglang", "Scheduler hit an exception"),
     ("vllm", "EngineCore encountered a fatal error"),
@@ -340,7 +334,7 @@ def _free_port() -> int:
 def test_crashing_server_process_gives_crashed_with_signature(tmp_path: Path, api: str,
                                                               first_line: str) -> None:
     engine = EngineParams(
-        kind="template", api=api, binary=sys.executable, model=str(tmp_path), port=_free_port(),
+        kind="template", api=api, binary=sys.executable, model=str(tmp_path), port=free_port(),
         argv_template=("{binary}", str(ROOT / "protocol_servers.py"), api, "--port", "{port}",
                        "--crash-after", "1"))
     adapter = get_adapter(engine)

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from budgetparams import free_port
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, SMALL_CELLS, fake_argv, fake_engine
+from ports import free_port
 from procs import pids_with
 
 from specbench_lib.model.records import CellRecord

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 from fakeparams import fake_engine
+from ports import free_port
 from procs import pids_with
 
 import specbench_lib as sb
 from specbench_lib.report import export as report
 
 ROOT = Path(__file__).resolve().parent.parent
-PORT = 8196
+PORT = free_port()  # 8196 once, which test_engine_attach.py uses too
 
 # config name → (budget, fake-server mode, expected verdict, expected first-reason prefix)
 FAULTS = {
@@ -161,7 +162,7 @@ def test_disk_write_failure_is_a_clear_error_and_keeps_earlier_cells(
 
 def test_non_loopback_bind_is_warned_in_the_manifest(tmp_path: Path) -> None:
     params = fault_params(tmp_path)
-    params.write_text(params.read_text().replace("  port: 8196", "  port: 8196\n  host: 0.0.0.0"))
+    params.write_text(params.read_text().replace(f"  port: {PORT}", f"  port: {PORT}\n  host: 0.0.0.0"))
     result = sb.run_sweep(sb.load_plan(params, budget=2), outputs=tmp_path / "out", progress=False)
     assert any("non-loopback" in w for w in result.manifest["warnings"])
     assert fake_servers() == []

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib import cli, notebook_link
@@ -22,12 +23,6 @@ from specbench_lib.sweep.preview import PlanPreview
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "tiny.yaml"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def fake_program(path: Path, output: str) -> Path:

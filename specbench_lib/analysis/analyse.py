@@ -8,6 +8,8 @@ reached before any request) comes from the cell's :class:`~specbench_lib.model.r
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from ..model.records import CellRecord, Verdict
 from .energy import gpu_metrics
 from .metrics import CellMetrics, cell_metrics, spec_metrics
@@ -25,7 +27,7 @@ def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
     counters when the requests carry none, by the same definitions (:func:`~.metrics.spec_metrics`)."""
     if not verdict.ok:
         return None
-    metrics = cell_metrics(cell, exclude=verdict.failed)
+    metrics: dict[str, Any] = dict(cell_metrics(cell, exclude=verdict.failed))
     counters = cell.facts.spec_counters
     if metrics.get("verify_steps") is None and counters.get("drafts"):  # vLLM: only counters
         metrics.update(spec_metrics(
@@ -36,7 +38,7 @@ def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
             if counters.get(key) is not None:
                 metrics[key] = counters[key]
     metrics.update(gpu_metrics(cell.facts.host, int(metrics.get("completion_tokens") or 0)))
-    return metrics
+    return cast(CellMetrics, metrics)
 
 
 def analyse(cell: CellRecord) -> CellRecord:

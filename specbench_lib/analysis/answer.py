@@ -96,7 +96,7 @@ def write_answer(run_dir: Path, answer: dict[str, Any]) -> Path:
 
 def read_answer(run_dir: Path | str) -> dict[str, Any] | None:
     """The run's answer, or None for a fixed-plan run (no ``answer.json``); a
-    :class:`~.errors.StoreError` naming it and the fix when it is not of its shape."""
+    :class:`~specbench_lib.core.errors.StoreError` naming it and the fix when it is not of its shape."""
     path = Path(run_dir) / ANSWER_FILE
     return read_doc(path, ANSWER, name="answer", fix=ANSWER_FIX) if path.is_file() else None
 
@@ -206,7 +206,7 @@ class Answer(Rendered):
 
 
 def answer_of(result: Any) -> Answer:
-    """The answer of a :class:`~specbench_lib.runs.results.SweepResult` (a dry run's preview has none): its
+    """The answer of a :class:`~specbench_lib.report.outcome.SweepResult` (a dry run's preview has none): its
     ``answer.json``, or for a fixed-plan run its best-config statements."""
     run_dir = getattr(result, "run_dir", None)
     if run_dir is None:

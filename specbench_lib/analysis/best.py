@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.display import Rendered, html_text
-from ..core.tables import RESULTS, bullets, readable
+from ..core.tables import bullets, readable
+from ..model.metricdefs import RESULTS
 from ..model.records import CellRecord, Reason
 from .claim import ALPHA, EQUIVALENCE, Claim, Panel, behind_text, panel_claims, panel_of_cell
 from .drift import panel_drift
@@ -70,6 +71,7 @@ def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool,
     half = (100 * (high - low) / 2 / speedup if best["method"] != "auto" and speedup == speedup
             and speedup else float("nan"))  # auto against itself has no interval to speak of
     lossless = best.get("lossless_identical")
+    assert found.leader is not None, "a claim's row is of a panel with a leader"
     top = found.rows[found.leader]
     row = {**panel, "best": found.leader, "speedup": speedup, "speedup_lo": low,
            "speedup_hi": high, "half_width_pct": half,
@@ -276,7 +278,7 @@ class Summary(Rendered):
     def text(self) -> str:
         lines = [line for title, items in self._sections()
                  for line in (f"{title}:", *(f"  {s}" for s in items))]
-        return "\n".join(lines) + "\n\n" + self.table.to_string(index=False)
+        return "\n".join(lines) + "\n\n" + str(self.table.to_string(index=False))
 
     def html(self) -> str:
         parts = [html_text(title[0].upper() + title[1:], bold=True) + bullets(items)

@@ -136,7 +136,7 @@ def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None
     unmeasured = [c for c in order if c not in configs]  # in contention, no data: no bound
     level = quantile_level(alpha, k + len(unmeasured))  # Bonferroni over k − 1, two-sided
     pairs = _pairs(units, configs)
-    upper = {i: min((_bound(*pairs[i, j], level, +1, MIN_UNITS) for j in configs if j != i),
+    upper = {i: min((_bound(*pairs[i, j].values(), level, +1, MIN_UNITS) for j in configs if j != i),
                     default=math.inf) for i in configs}
     leader = max(configs, key=lambda c: units[c].rate())
     # the set, fastest first (the leader leads), then any config never measured, in plan order
@@ -146,7 +146,7 @@ def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None
     def behind(i: str) -> float:
         if unmeasured:
             return 1.0
-        lows = [_bound(*pairs[i, j], level, -1, MIN_UNITS) for j in members if j != i]
+        lows = [_bound(*pairs[i, j].values(), level, -1, MIN_UNITS) for j in members if j != i]
         low = min(0.0, min(lows, default=0.0))
         return 1 - math.exp(max(low, -700.0)) if low > -math.inf else 1.0
 
@@ -178,7 +178,7 @@ def _row(config: str, units: Mapping[str, Units], pairs: Mapping[tuple[str, str]
     elif config == baseline:  # itself: 1 exactly, with an "interval" only where it could have one
         speed, low, high = 1.0, *((1.0, 1.0) if mine.n >= 2 else (nan, nan))
     else:
-        diff, se, n = pairs[config, baseline]
+        diff, se, n = pairs[config, baseline].values()
         speed = _exp(diff)
         low, high = (_exp(_bound(diff, se, n, level, -1)) if se == se else nan,
                      _exp(_bound(diff, se, n, level, +1)) if se == se else nan)
@@ -241,7 +241,7 @@ Panel = tuple[Any, ...]
 
 
 def panel_of_cell(cell: CellRecord) -> Panel:
-    """A cell's panel: its values of :data:`~.tablekeys.PANEL`."""
+    """A cell's panel: its values of :data:`~specbench_lib.model.tablekeys.PANEL`."""
     from ..model.tablekeys import PANEL
 
     row = cell.spec.row()
@@ -307,7 +307,7 @@ def more_units(units: Mapping[str, Units], found: Claim) -> int | None:
     for other in found.members:
         if other == found.leader:
             continue
-        diff, se, n = paired(top, units[other])
+        diff, se, n = paired(top, units[other]).values()
         if se != se or n < 2 or diff <= floor:
             return None
         reach = t_quantile(one, n - 1) * se

@@ -3,8 +3,9 @@
 A read's kernel stamp is its last TCP segment's arrival, so stream events that queued in a socket
 while the client did not run all carry the last one's time. The dispatcher stores each request's
 reads that carried several token events (``RequestRecord.multi_reads``) and the client stalls
-that overlap it (``RequestRecord.stalls``, from :class:`~.stalls.StallWatch`); this module decides
-from them which tokens are coalesced, so a change to the decision applies to every run on disk.
+that overlap it (``RequestRecord.stalls``, from :class:`~specbench_lib.host.stalls.StallWatch`); this
+module decides from them which tokens are coalesced, so a change to the decision applies to
+every run on disk.
 A record from before schema 3 has neither and keeps the counts decided while it was measured.
 
 The decision is by the read's stamp, not by when the loop got to it (checked against a

@@ -22,9 +22,9 @@ import math
 from typing import Any
 
 from ..model.hostfacts import HostLoad
+from ..model.metricdefs import columns
 
-ENERGY_COLUMNS = ("gpu_energy_j", "gpu_j_per_token", "gpu_j_per_token_lo", "gpu_j_per_token_hi",
-                  "gpu_power_mean_w", "gpu_memory_peak_mib", "gpu_util_mean_pct", "gpu_samples")
+ENERGY_COLUMNS = columns("gpu")  # declared in model/metricdefs.py
 Z95 = 1.96
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict, cast
 
 from ..model.catalogue import RATE_TOLERANCE
+from ..model.metricdefs import METRIC, columns
 from ..model.records import CellRecord, RequestRecord
 from ..model.sections import SloParams
 from ..model.tablekeys import GROUP as GROUP
@@ -16,19 +17,11 @@ from ..model.tablekeys import load_points as load_points
 from .latency import add_percentiles, deliveries, token_itls
 from .latency import quantile as _quantile
 
-_STATS = ("mean", "p50", "p90", "p99")
 _LATENCIES = ("ttft", "tpot", "itl", "e2e", "delivery_gap")
-METRIC_COLUMNS = (
-    "output_tok_s", "request_throughput_rps", "request_decode_tok_s",
-    *(f"{m}_{s}_s" for m in _LATENCIES for s in _STATS),
-    "acceptance_length", "tokens_per_step", "draft_acceptance_rate", "tokens_per_chunk",
-    "tokens_per_delivery",
-    "n_requests", "n_failed",
-    "completion_tokens", "target_rate_rps", "achieved_rate_rps", "rate_not_reached",
-    *(f"{m}_sched_{s}_s" for m in ("ttft", "e2e") for s in _STATS),
-)
-LOSSLESS_COLUMNS = ("lossless_identical", "lossless_prefix_tokens", "lossless_n")
-REPEAT_COLUMNS = ("repeats_n", "repeats_failed", "output_tok_s_cv", "unstable")
+# the columns of results.csv, each declared once in model/metricdefs.py
+METRIC_COLUMNS = tuple(c for c in columns("cell", "spec", "open_loop") if c != "window_s")
+LOSSLESS_COLUMNS = columns("lossless")
+REPEAT_COLUMNS = columns("row")[:4]  # repeats_n … unstable
 
 
 class CellMetrics(TypedDict, total=False):
@@ -337,10 +330,14 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     columns = [*GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s",
                *(SLO_COLUMNS if slo is not None else ()), *(ENERGY_COLUMNS if gpus else ())]
     table = pd.DataFrame(rows, columns=columns)
-    numeric = [c for c in columns if c not in GROUP]
+    text = [c for c in columns if c in METRIC and METRIC[c].unit == "text"]
+    numeric = [c for c in columns if c not in GROUP and c not in text]
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
     grouped = table.groupby(GROUP, dropna=False, sort=False)
     means = grouped[numeric].mean().reset_index()
+    for name in text:  # the repeats' notes, each said once
+        means[name] = grouped[name].agg(_said_once).to_numpy()
+    means = means[[*GROUP, *(c for c in columns if c not in GROUP)]].copy()  # one block
     means = _speedups(_repeat_columns(means, grouped, cells, unstable_cv))
     keys = PANEL
     means = add_intervals(means, cells, keys, GROUP)
@@ -380,6 +377,12 @@ def _speedups(means: Any) -> Any:
     means = means.merge(linear.rename("linear_tok_s").reset_index(), on=keys, how="left")
     means["speedup_vs_linear"] = means["output_tok_s"] / means["linear_tok_s"]
     return means.drop(columns=["auto_tok_s", "linear_tok_s"])
+
+
+def _said_once(values: Any) -> str | None:
+    """A text column's repeats as one text: each distinct note once, in order (None if none)."""
+    notes = list(dict.fromkeys(str(v) for v in values if isinstance(v, str) and v))
+    return "; ".join(notes) or None
 
 
 def _mean(values: list[float]) -> float | None:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model.metricdefs import columns
 from ..model.records import CellRecord, RequestRecord
 from ..model.sections import SloParams
 from ..model.tablekeys import load_points
 
-SLO_COLUMNS = ("goodput_rps", "goodput_tok_s", "slo_met", "meets_slo")
+SLO_COLUMNS = columns("slo")  # declared in model/metricdefs.py
 
 
 def meets(rec: RequestRecord, slo: SloParams) -> bool:

@@ -71,8 +71,9 @@ class Paired:
     units: int
     blocks: int
 
-    def __iter__(self) -> Any:  # (diff, se, n), as the claim reads it
-        return iter((self.diff, self.se, self.n))
+    def values(self) -> tuple[float, float, int]:
+        """(diff, se, n), as the claim's bounds read them."""
+        return self.diff, self.se, self.n
 
 
 def units_of(cells: Sequence[CellRecord]) -> Units:
@@ -99,7 +100,7 @@ def units_of(cells: Sequence[CellRecord]) -> Units:
             mine = range(b * slots, len(recs) if b == blocks - 1 else (b + 1) * slots)
             key = recs[b].index if slots == 1 else b
             ids.append((cell.spec.repeat, key))
-            tokens.append(sum(float(recs[i].final.completion_tokens or 0) for i in mine))
+            tokens.append(sum(float(f.completion_tokens or 0) for i in mine if (f := recs[i].final)))
             seconds.append(sum(busy[i] for i in mine) / overlap)
     return Units(tuple(ids), np.array(tokens, dtype=float), np.array(seconds, dtype=float),
                  requests)

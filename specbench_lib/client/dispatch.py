@@ -22,8 +22,8 @@ the socket while the client was not running (a busy loop, a descheduled process)
 last one's time. A :class:`~specbench_lib.host.stalls.StallWatch` ticks every 2 ms and keeps the intervals in
 which it could not run on time. Each request stores its reads that carried several token events
 (``RequestRecord.multi_reads``) and the stalls that overlap it (``RequestRecord.stalls``); which
-tokens they made late is decided on read (:mod:`~.coalescing`), and the rule ``coalesced_reads``
-(:mod:`~specbench_lib.analysis.validate`) judges the fraction.
+tokens they made late is decided on read (:mod:`~specbench_lib.analysis.coalescing`), and the rule
+``coalesced_reads`` (:mod:`~specbench_lib.analysis.validate`) judges the fraction.
 """
 
 from __future__ import annotations

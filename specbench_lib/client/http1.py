@@ -17,7 +17,7 @@ import asyncio
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from urllib.parse import urlsplit
 
 from ..core.errors import ConnectTimeout, StaleConnection, TransportError
@@ -187,7 +187,7 @@ class Response:
         self.complete = False
         self.read_at = 0.0  # when the piece :meth:`stream` yielded last was read (perf_counter)
 
-    async def stream(self) -> AsyncIterator[tuple[bytes, float]]:
+    async def stream(self) -> AsyncGenerator[tuple[bytes, float]]:
         """Body bytes as they arrive, each with its arrival time (:attr:`read_at` tells when
         this process read them); the connection is kept for the next request only when the body
         was read to its end."""

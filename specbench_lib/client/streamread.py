@@ -3,8 +3,8 @@
 Whatever a server sends ends in the record: a line that is not UTF-8, an error event or a token
 count beyond twice the limit is ``error_in_stream``; a clean stream with no token, text or final
 statistics reads as 0 completion tokens (``empty_output``). Each read that carried several token
-events is kept (``RequestRecord.multi_reads``): :mod:`~.coalescing` decides on read whether a
-client stall made their times late.
+events is kept (``RequestRecord.multi_reads``): :mod:`~specbench_lib.analysis.coalescing` decides on read
+whether a client stall made their times late.
 """
 
 from __future__ import annotations

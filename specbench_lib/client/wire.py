@@ -12,7 +12,7 @@ import struct
 import sys
 import time
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from ..core.errors import TransportError
 
@@ -147,7 +147,7 @@ class TransportWire(Pieces, asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's
 
     def data_received(self, data: bytes) -> None:
         self._add(data, time.perf_counter())

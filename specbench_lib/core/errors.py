@@ -111,8 +111,8 @@ class ValidationFailed(SpecbenchError):
 
 
 class UnknownReason(SpecbenchError, ValueError):
-    """A verdict reason built with a code that :mod:`~.catalogue` does not list: a programming
-    error where it is minted, a malformed record where it is read (a ``ValueError`` there)."""
+    """A verdict reason built with a code that :mod:`~specbench_lib.model.catalogue` does not list: a
+    programming error where it is minted, a malformed record where it is read (a ``ValueError`` there)."""
 
     def __init__(self, code: str) -> None:
         self.code = code

@@ -4,16 +4,21 @@ checks; ``params.yaml`` and ``cells/history/`` are written for people, never rea
 
 A file is read as JSON (or YAML) and checked against its :class:`Doc`: each key a type hint (as
 :mod:`.shapes` reads them) or a nested :class:`Doc` / :class:`Each`, with the keys every reader
-indexes marked required. A file of another shape is one :class:`~.errors.StoreError` naming
-the file, the first wrong key and what to do; never a ``TypeError`` far from its file.
+indexes marked required; a file read into dataclasses (the manifest,
+:data:`~specbench_lib.runs.manifest.MANIFEST`) has their shape, by :func:`doc_of`. A file of
+another shape is one :class:`~.errors.StoreError` naming the file, the first wrong key and what
+to do; never a ``TypeError`` far from its file.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .errors import StoreError
 from .shapes import shape_problem
@@ -36,6 +41,47 @@ class Each:
     """A JSON list whose items are each ``doc``."""
 
     doc: Doc
+
+
+JSON = "json"  # a dataclass field's metadata key: its shape in the file, where it differs
+NOT_IN_FILE = {JSON: False}  # a field the reader makes (a key, the whole record), not read
+
+
+def doc_of(cls: type) -> Doc:
+    """The JSON shape of a dataclass that reads a file's object (``from_dict``), from its fields:
+    each by its type (a tuple is a list, a nested dataclass its own :class:`Doc`, a tuple of
+    them an :class:`Each`, a dict of them a :class:`Doc` of values), null allowed where the field
+    has a default (a file older than the key); a field's metadata ``json`` is its shape in the
+    file where that differs (:data:`NOT_IN_FILE`: none), so the shape is written once."""
+    hints = typing.get_type_hints(cls)
+    keys: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        shape = f.metadata.get(JSON, dataclasses.MISSING)
+        if shape is False:
+            continue
+        if shape is dataclasses.MISSING:
+            optional = (f.default is not dataclasses.MISSING
+                        or f.default_factory is not dataclasses.MISSING)
+            shape = _json_shape(hints[f.name], optional)
+        keys[f.name] = shape
+    return Doc(keys)
+
+
+def _json_shape(hint: Any, optional: bool) -> Any:
+    """A field type's shape in JSON (see :func:`doc_of`)."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return _json_shape(inner[0] if len(inner) == 1 else hint, True)
+    origin = typing.get_origin(hint)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return doc_of(hint)
+    if origin is tuple and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+        return Each(doc_of(args[0]))
+    if origin is dict and isinstance(args[1], type) and dataclasses.is_dataclass(args[1]):
+        return Doc({}, values=doc_of(args[1]))
+    shape = types.GenericAlias(list, args[:1]) if origin is tuple else hint
+    return shape | None if optional else shape
 
 
 def problem(value: Any, doc: Doc | Each | Any, where: str = "") -> str | None:
@@ -64,9 +110,11 @@ def problem(value: Any, doc: Doc | Each | Any, where: str = "") -> str | None:
     return None
 
 
+_KINDS: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+
+
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(type(value),
-                                                                    type(value).__name__)
+    return _KINDS.get(type(value), type(value).__name__)
 
 
 def read_doc(path: Path, doc: Doc, *, name: str, fix: str) -> dict[str, Any]:
@@ -76,7 +124,7 @@ def read_doc(path: Path, doc: Doc, *, name: str, fix: str) -> dict[str, Any]:
     found = problem(data, doc)
     if found is not None:
         raise StoreError(f"{name} is not of its shape ({found}); {fix}", path=path)
-    return data
+    return cast(dict[str, Any], data)  # an object: problem() found none
 
 
 # answer.json (answer.py writes it): the keys its readers index
@@ -101,27 +149,4 @@ ANSWER = Doc({"seconds": float, "budget_s": float, "rounds": int, "stopped": str
 ANSWER_FIX = ("a damaged answer: run 'specbench run <phase> --resume <run>' to measure what is "
               "missing and write it again, or delete it to read the run by its cells")
 
-# manifest.json (runs.py writes it): the sections and the values its read model converts
-PLACEMENT = Doc({"engine": str, "mode": str, "node": str | None, "node_ip": str | None,
-                 "gpus": list[Any] | None, "port": int | None})
-SERVER_ENTRY = Doc({"controlled": bool | None, "argv": list[str] | None, "url": str | None,
-                    "log": str | None, "pid": int | None, "starts": int | None,
-                    "error": str | None, "placement": PLACEMENT,
-                    "late_crash": Doc({"line": str | None}),
-                    "reported_version": str | None})
-ATTEMPT = Doc({"n": int, "started": str | None, "ended": str | None, "status": str | None,
-               "pid": int | None, "params_file": str | None, "budget": int | None,
-               "notebook": str | None, "notebook_source": str | None,
-               "kept_cells": list[str] | None, "reused_from": dict[str, str] | None,
-               "environment": dict[str, Any] | None})
-MANIFEST = Doc(
-    {"run_id": str | None, "phase": str | None, "status": str | None, "started": str | None,
-     "ended": str | None, "budget": int | None, "elapsed_s": float | None,
-     "params_file": str | None, "notebook": str | None, "notebook_source": str | None,
-     "params": dict[str, Any] | None, "plan_fingerprints": dict[str, str] | None,
-     "environment": dict[str, Any] | None, "engine": dict[str, Any] | None,
-     "model": dict[str, Any] | None, "fingerprint_components": dict[str, Any] | None,
-     "verdict_counts": dict[str, int] | None, "attempts": Each(ATTEMPT),
-     "servers": Doc({}, values=SERVER_ENTRY)})
-MANIFEST_FIX = ("a damaged manifest: restore it from a copy, or move the run directory away; "
-                "the other runs read as before")
+# manifest.json: its shape is its read model's (runs/manifest.py, :func:`doc_of`)

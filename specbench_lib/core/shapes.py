@@ -48,7 +48,7 @@ def shape_problem(value: Any, hint: Any = None, where: str = "") -> str | None:
         return None if value is None else _wrong(value, hint, where)
     if hint in _PRIMITIVE or hint is bool:
         return None if _is(value, hint) else _wrong(value, hint, where)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, hint):
             return _wrong(value, hint, where)
         hints = _hints(hint)
@@ -57,7 +57,7 @@ def shape_problem(value: Any, hint: Any = None, where: str = "") -> str | None:
     return None if isinstance(value, origin or hint) else _wrong(value, hint, where)
 
 
-def _items(value: Any, hint: Any, origin: type, where: str) -> str | None:
+def _items(value: Any, hint: Any, origin: type[Any], where: str) -> str | None:
     if not isinstance(value, origin):
         return _wrong(value, hint, where)
     args = typing.get_args(hint)

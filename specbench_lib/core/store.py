@@ -32,7 +32,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_atomic(path, dump)
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
     """``write`` a temp file beside ``path`` (``.<name>.<pid>.tmp``), then rename it over
     ``path``: the file is whole or as it was, never half; a failed write (a full disk) leaves
     no temp file behind."""

@@ -35,31 +35,23 @@ class Column:
         value = row.get(self.name)
         if missing(value):
             return None
-        if not isinstance(value, numbers.Number) or isinstance(value, bool):
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):
             return str(value)
-        shown = self.form.format(value * self.scale)
+        shown = self.form.format(float(value) * self.scale)
         low, high = row.get(f"{self.name}_lo"), row.get(f"{self.name}_hi")
-        if self.interval and not missing(low) and not missing(high):
+        if self.interval and low is not None and high is not None and not missing(low) \
+                and not missing(high):
             shown += (f" [{self.form.format(low * self.scale)}, "
                       f"{self.form.format(high * self.scale)}]")
         return shown
 
 
-# a table row's keys (a config in a panel), and the numbers a results row leads with
+# a table row's keys (a config in a panel)
 ROW_KEYS = (Column("config", "config"), Column("workload", "workload"),
             Column("context", "context", "{:g}"), Column("output_tokens", "output tokens", "{:g}"),
             Column("concurrency", "concurrency", "{:g}"), Column("load", "load"))
 _SAID_ONCE = {"phase", "workload", "context", "output_tokens", "concurrency", "load"}
-RESULTS = (*ROW_KEYS, Column("output_tok_s", "output tok/s [95 %]", "{:.1f}", interval=True),
-           Column("speedup", "speedup vs auto [95 %]", "{:.2f}", interval=True),
-           Column("requests_n", "requests", "{:g}"),
-           Column("acceptance_length", "acceptance length", "{:.2f}"),
-           Column("ttft_mean_s", "TTFT mean (ms)", "{:.0f}", scale=1000.0),
-           # where the cell's GPUs were sampled (a column without values is not shown)
-           Column("gpu_j_per_token", "GPU J/token [95 %]", "{:.3g}", interval=True),
-           Column("gpu_power_mean_w", "GPU power (W)", "{:.0f}"),
-           Column("gpu_memory_peak_mib", "GPU memory peak (MiB)", "{:.0f}"),
-           Column("notes", "notes"))
+# (the lead results table, RESULTS, is the metrics' own: model/metricdefs.py)
 
 
 def count(n: int, word: str) -> str:

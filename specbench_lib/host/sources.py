@@ -1,8 +1,8 @@
 """What the host says about itself, read where it is kept: ``/proc`` (a process's stat, the
 CPU table, listening sockets, a placed server's environment marker) and ``nvidia-smi``.
 
-The readers :mod:`~.hostload`'s sampler and :mod:`~.server`'s owner check share; each returns None
-(or nothing) when its source is missing or unreadable, never an error.
+The readers :mod:`~.load`'s sampler and :mod:`~specbench_lib.servers.process`'s owner check share; each
+returns None (or nothing) when its source is missing or unreadable, never an error.
 """
 
 from __future__ import annotations
@@ -94,13 +94,14 @@ def listener_pids(port: int) -> set[int] | None:
     return pids or None
 
 
-PLACED_MARK = b"SPECBENCH_PLACED="  # in the environment of a server placed by :mod:`~.placement`
+# in the environment of a server placed by :mod:`~specbench_lib.sweep.placement`
+PLACED_MARK = b"SPECBENCH_PLACED="
 
 
 def placed_marker(environ: Path) -> bytes | None:
     """The ``SPECBENCH_PLACED`` value in a process's ``/proc/[pid]/environ`` (its run and config,
-    set by :mod:`~.placement`), or None when the process was not placed, is gone or is another
-    user's."""
+    set by :mod:`~specbench_lib.sweep.placement`), or None when the process was not placed, is gone or is
+    another user's."""
     try:
         entries = environ.read_bytes().split(b"\0")
     except OSError:

@@ -67,8 +67,8 @@ def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Compon
         argv: the launch argv per server label (empty for an attached config).
         components: engine identity, model, measurement code and request body.
         attached: per attached server label, its URL and effective settings (from preflight).
-        isolation: per server label, its planned isolation mode (:mod:`.lifetimes`: one server
-            for all its cells, or a restart or flush before each) when it is known.
+        isolation: per server label, its planned isolation mode (:mod:`~specbench_lib.sweep.lifetimes`:
+            one server for all its cells, or a restart or flush before each) when it is known.
     """
     params = plan.params.model_dump(mode="json")
     measured = _lean({k: v for k, v in params.items() if k not in _NOT_MEASURED})

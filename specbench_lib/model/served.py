@@ -1,8 +1,8 @@
 """What a cell's server was sent and had answered: the prompts of a cell as sent
 (:class:`PromptRecord`) and the server's history before the cell (:class:`ServedBefore`), as
-stored in a cell record; the ``seen_prompt`` rule (:mod:`~.validate`) reads them. And a cell's
-earlier attempts (:class:`Remeasured`): measured, found invalid for the client host alone, and
-measured again with fresh prompts.
+stored in a cell record; the ``seen_prompt`` rule (:mod:`~specbench_lib.analysis.rules.seen_prompt`) reads
+them. And a cell's earlier attempts (:class:`Remeasured`): measured, found invalid for the client
+host alone, and measured again with fresh prompts.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The keys of the results table: what a panel and a row are, and each row's load point.
 
-Below both :mod:`~.metrics` (which builds the table) and :mod:`~.slo` (which reads its load
+Below both :mod:`~specbench_lib.analysis.metrics` (which builds the table) and
+:mod:`~specbench_lib.analysis.slo` (which reads its load
 points), so neither imports the other to know them.
 """
 

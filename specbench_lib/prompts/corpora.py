@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
+from ..model.sources import SOURCES, frame_tag
 from .chat import ChatFrame, Render
 from .conversations import first_turn, plain_render
 from .workload import FRAMES, MIN_MATERIAL, Prompt, corpus_documents, documents, frame_of
@@ -26,11 +27,12 @@ Tokenize = Callable[[str], list[int]]
 
 def corpus_of(workload: WorkloadParams, index: int = 0) -> str:
     """The corpus prompt ``index`` of a workload draws from (workloads of one corpus share it)."""
-    if workload.source in FRAMES:
+    kind = SOURCES[workload.source]
+    if kind == "frame":
         return "humaneval" if FRAMES[workload.source][index % 2][0] == "code" else "sharegpt"
-    if workload.source in ("humaneval", "sharegpt"):
+    if kind == "corpus":
         return workload.source
-    if workload.conversational:  # a category's questions are a corpus of their own
+    if kind == "conversation":  # a category's questions are a corpus of their own
         return f"{workload.source}:{workload.path or ''}:{workload.category or 'all'}"
     return f"jsonl:{workload.path}:{workload.field}"
 
@@ -100,7 +102,7 @@ class Corpora:
                                  what="workload")
         ids, used = self._material(workload, corpus_of(workload, index),
                                    1 if workload.natural else room, total)
-        return Prompt(head_ids + ids[:room] + tail_ids, (f"{workload.source}:{kind}", *used))
+        return Prompt(head_ids + ids[:room] + tail_ids, (frame_tag(workload.source, kind), *used))
 
     def conversation_render(self, workload: WorkloadParams) -> Render:
         """How a conversation's messages become ids: the model's chat template with

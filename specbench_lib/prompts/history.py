@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model.served import PromptRecord, ServedBefore
+from ..model.sources import documents_of
 from .workload import Prompt
 
 
@@ -21,8 +22,7 @@ class History:
         self.prompts += prompts
 
     def before(self) -> ServedBefore:
-        docs = sorted({d for p in self.prompts for d in p.sources  # a frame's tag is no document
-                       if not d.startswith(("copyedit:", "grounded:"))})
+        docs = sorted({d for p in self.prompts for d in documents_of(p.sources)})
         return ServedBefore(cells=tuple(self.cells), requests=len(self.prompts),
                             prompts=tuple(p.sha for p in self.prompts), documents=tuple(docs))
 

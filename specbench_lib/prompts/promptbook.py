@@ -12,12 +12,12 @@ sends the same prompts (paired comparisons) and a resumed cell sends what it wou
 ``prompt_reuse: true`` (a cache-warm study) keeps the old scheme: prompts by workload ×
 context × repeat, shared by the load points.
 
-With a time budget the repeats are the sweep's rounds (:mod:`~.rounds`): the book draws round by
-round (every key of round 0, then of round 1, ...) and keeps the whole rounds the corpus can
+With a time budget the repeats are the sweep's rounds (:mod:`~specbench_lib.analysis.rounds`): the book draws
+round by round (every key of round 0, then of round 1, ...) and keeps the whole rounds the corpus can
 feed, at least two (``rounds_fed``); the sweep never plans a round past them.
 
 Fresh prompts are needed only within one server's memory (:class:`Lifetimes`, planned by
-:mod:`.lifetimes`). When every config's server forgets before each cell (isolation
+:mod:`~specbench_lib.sweep.lifetimes`). When every config's server forgets before each cell (isolation
 ``restart`` or ``flush``), a cell's prompts need fresh documents only among themselves: the
 book then walks each corpus round and round (the warmup's documents set aside where a restart
 warms up right before its cell), and every cell

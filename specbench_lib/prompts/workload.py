@@ -26,6 +26,7 @@ from typing import Any
 from ..core.errors import PreflightError
 from ..core.paths import resolve_project_path
 from ..model.sections import WorkloadParams
+from ..model.sources import SOURCES, frame_tag
 from .chat import ChatFrame, Render, chat_frame
 
 _SHAREGPT_DOCS = 3000
@@ -64,14 +65,14 @@ class Prompt:
 
 
 def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
-    """The (id, text) documents of a workload's source."""
-    if workload.source == "humaneval":
-        return list(_humaneval())
-    if workload.source == "sharegpt":
-        return list(_sharegpt())
-    if workload.source in FRAMES:
+    """The (id, text) documents of a workload's source, by its kind
+    (:data:`~specbench_lib.model.sources.SOURCES`)."""
+    kind = SOURCES[workload.source]
+    if kind == "corpus":
+        return list(_CORPORA[workload.source]())
+    if kind == "frame":
         return list(_humaneval()) + list(_sharegpt())
-    if workload.conversational:  # a conversation's document is its first question
+    if kind == "conversation":  # a conversation's document is its first question
         return [(qid, turns[0]) for qid, turns in questions(workload).items()]
     return _jsonl(str(workload.path), workload.field)
 
@@ -163,7 +164,7 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
                               tokens=tokens - frame.size, seed=seed, tokenize=tokenize, salt=salt)
         return [Prompt(frame.wrap(p.tokens, tokens, exact=not workload.natural), p.sources)
                 for p in inner]
-    if workload.source in FRAMES:
+    if SOURCES[workload.source] == "frame":
         return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize,
                                 source=workload.source, natural=workload.natural)
     docs = documents(workload)
@@ -172,7 +173,8 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
     prompts = []
     for i in range(n):
         start = (i * max(1, len(order) // max(n, 1))) % len(order)
-        used, pos = [], start
+        used: list[str] = []
+        pos = start
         ids: list[int] = []
         while len(ids) < (1 if workload.natural else tokens):  # natural: one whole document
             if len(used) > len(docs):
@@ -215,7 +217,7 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
         docs, order = kinds[kind], orders[kind]
         share = max(1, len(order) // max((n + 1) // 2, 1))
         pos = (i // 2) * share
-        text, used, ids = "", [], []
+        text, used, ids = "", list[str](), list[int]()
         while len(ids) < (1 if natural else room):  # natural: one whole document
             if len(used) >= len(docs):
                 raise PreflightError(f"{source} has too little {kind} material for {tokens}-token "
@@ -225,7 +227,7 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
             used.append(doc_id)
             pos += 1
             ids = tokenize(text)
-        prompts.append(Prompt(head_ids + ids[:room] + tail_ids, (f"{source}:{kind}", *used)))
+        prompts.append(Prompt(head_ids + ids[:room] + tail_ids, (frame_tag(source, kind), *used)))
     return prompts
 
 
@@ -264,6 +266,9 @@ def _sharegpt() -> tuple[tuple[str, str], ...]:
         if len(docs) >= _SHAREGPT_DOCS:
             break
     return tuple(docs)
+
+
+_CORPORA = {"humaneval": _humaneval, "sharegpt": _sharegpt}  # each corpus source's reader
 
 
 def _json_array_items(path: Path, chunk: int = 1 << 22) -> Iterator[dict[str, Any]]:

@@ -84,7 +84,7 @@ def _warn(notes: list[str], message: str) -> None:
 class Comparison(Rendered):
     """Tables across runs (one run per phase, typically); each method returns a DataFrame.
 
-    Writing them out is :func:`write`'s job; in a notebook the comparison shows its best budgets.
+    Writing them out is :func:`~.export.write`'s job; in a notebook the comparison shows its best budgets.
     """
 
     def __init__(self, runs: list[RunResult], *, skipped: list[str] | None = None,
@@ -120,7 +120,7 @@ class Comparison(Rendered):
     def best_budgets(self) -> Any:
         """Per run's phase × workload × context × concurrency: the best config with its
         speedup interval (paired, simultaneous over the panel's configs), the confidence set, its
-        decision and ε (the panel's claim, :mod:`.claim`), and n
+        decision and ε (the panel's claim, :mod:`~specbench_lib.analysis.claim`), and n
         (:meth:`RunResult.best`); when ``auto`` is fastest the row says no config beats it,
         never ranks it as a budget."""
         import pandas as pd
@@ -249,7 +249,7 @@ def compare(runs: str | list[str] | None = None, *, root: Path | None = None,
 
     A run that cannot be read is skipped with a warning naming it (``Comparison.skipped``).
     ``notebook``: papermill's ``PAPERMILL_OUTPUT_PATH``, to refuse a notebook parameter the
-    report notebook does not declare (see :func:`~specbench_lib.model.params.check_notebook_parameters`).
+    report notebook does not declare (see :func:`~specbench_lib.model.nbparams.check_notebook_parameters`).
     """
     check_notebook_parameters(notebook)
     skipped: list[str] = []

@@ -3,7 +3,8 @@ row's B / A with its own 95 % interval, a difference called only where it exclud
 
 Rows are matched by their spec (config × workload × context × concurrency). Per metric: both
 values and their ratio B / A. Output tok/s's B / A (``b_over_a``) carries its own 95 %
-interval (``b_over_a_lo/hi``) from both runs' bootstrap replicates (:mod:`~.intervals`): the
+interval (``b_over_a_lo/hi``) from both runs' bootstrap replicates
+(:mod:`~specbench_lib.analysis.intervals`): the
 runs are independent, so B's replicates are shuffled by a fixed permutation before they are
 divided by A's (a ratio of independently drawn replicates, never paired by position), with the
 smaller run's independent units as the units; a row ``differs`` only when that interval excludes 1 (two
@@ -50,7 +51,8 @@ class RunDiff(Rendered):
 
         merged = self.a.table().merge(self.b.table(), on=KEYS, suffixes=("_a", "_b"))
         mine, theirs = _row_replicates(self.a), _row_replicates(self.b)
-        ratios, units = [], []
+        ratios: list[Any] = []
+        units: list[int] = []
         for row in merged[KEYS].itertuples(index=False, name=None):
             key = tuple(key_value(v) for v in row)
             (a, n_a), (b, n_b) = mine.get(key, (None, 0)), theirs.get(key, (None, 0))
@@ -147,7 +149,7 @@ class RunDiff(Rendered):
         return changes[(changes["verdict_a"] != "absent") & (changes["verdict_b"] != "absent")]
 
     def claims(self) -> list[str]:
-        """Each run's claim per panel, as its summary states it (:mod:`.claim`)."""
+        """Each run's claim per panel, as its summary states it (:mod:`~specbench_lib.analysis.claim`)."""
         return [f"{name}: {line}" for name, run in (("A", self.a), ("B", self.b))
                 for line in run.best()["statement"]]
 

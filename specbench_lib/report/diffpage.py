@@ -6,7 +6,7 @@ planned, a one-budget filter, a time budget, and each config only one run has as
 a row per cell), the forest plot (B / A per matched config × panel with its 95 % interval, a line
 at 1, the geometric mean last), the verdict changes of cells both runs have, the matched rows
 (key columns first, the full table collapsed) and the setup differences. It reads a
-:class:`~specbench_lib.report.compare.RunDiff` through its methods (this module does not import it).
+:class:`~.diff.RunDiff` through its methods (this module does not import it).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ _SLOWER, _FASTER, _SAME = "#c0392b", "#1e8449", "#7f8c8d"
 
 def plan_lines(a: Any, b: Any, changes: Any) -> list[str]:
     """How run ``b``'s plan differs from run ``a``'s, a line each; ``changes``: the verdict
-    changes (:meth:`~.compare.RunDiff.verdict_changes`), whose cells one run lacks are
+    changes (:meth:`~.diff.RunDiff.verdict_changes`), whose cells one run lacks are
     summed up per config and run."""
     first, second = Manifest.from_dict(a.manifest), Manifest.from_dict(b.manifest)
     lines = []

@@ -114,8 +114,8 @@ def plan_ranks(runs: Iterable[Any]) -> dict[tuple[str, str], int]:
 
 
 def claim_lines(comparison: Compared) -> dict[tuple[str, str, int], list[str]]:
-    """Per phase × workload × context, each panel's claim in words (:mod:`.claim`, as the
-    summary and the answer state it), for the table's caption."""
+    """Per phase × workload × context, each panel's claim in words (:mod:`~specbench_lib.analysis.claim`, as
+    the summary and the answer state it), for the table's caption."""
     from ..analysis.best import time_words, verdict_words
 
     found: dict[tuple[str, str, int], list[str]] = {}

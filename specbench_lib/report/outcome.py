@@ -30,8 +30,8 @@ class SavedFigures(list[Path], Rendered):
 
 
 class Outcome(Protocol):
-    """What a phase notebook does with the value :func:`~.sweep.run_sweep` returns: a measured
-    :class:`SweepResult`, or a dry run's :class:`~specbench_lib.sweep.preview.PlanPreview`."""
+    """What a phase notebook does with the value :func:`~specbench_lib.sweep.driver.run_sweep` returns: a
+    measured :class:`SweepResult`, or a dry run's :class:`~specbench_lib.sweep.preview.PlanPreview`."""
 
     def require_valid(self) -> None: ...
 
@@ -43,8 +43,8 @@ class Outcome(Protocol):
 
 
 class SweepResult(RunResult):
-    """The cells of one run directory (:class:`~.results.RunResult`), with its standard figures
-    and the files written from it; shows itself as a verdict table in JupyterLab."""
+    """The cells of one run directory (:class:`~specbench_lib.runs.results.RunResult`), with its standard
+    figures and the files written from it; shows itself as a verdict table in JupyterLab."""
 
     def figures(self) -> dict[str, Any]:
         """Every standard figure of a phase notebook by file name (see :mod:`~specbench_lib.report.plots`)."""

@@ -129,8 +129,8 @@ def build_index(root: Path | None = None) -> Path:
 
 
 def run_summaries(root: Path | None = None) -> list[dict[str, Any]]:
-    """:func:`~.rundir.list_runs`, oldest first, each with ``plan`` (cells planned, the budget
-    filter of a one-budget run, a time budget: "24 cells", "8 cells · budget 16 only",
+    """:func:`~specbench_lib.runs.rundir.list_runs`, oldest first, each with ``plan`` (cells planned, the
+    budget filter of a one-budget run, a time budget: "24 cells", "8 cells · budget 16 only",
     "≤ 120 cells in rounds · 7 m 30 s budget"), ``planned`` (cells) and ``elapsed`` ("9 m 38 s";
     "running 2 m 10 s" while it runs; "?" when it recorded none)."""
     found = []

@@ -199,8 +199,8 @@ def _draw_series(ax: Any, panel: Any, failed: Any, column: str, label: str, styl
 
 
 def _ring_best(ax: Any, panel: Any, best: Any, column: str, style: _Style, scale: float) -> None:
-    """The panel's claim (:mod:`.claim`, through ``result.best()``): its leader ringed black,
-    the other configs of its confidence set ringed grey, and no other. ``auto`` as the leader is
+    """The panel's claim (:mod:`~specbench_lib.analysis.claim`, through ``result.best()``): its leader ringed
+    black, the other configs of its confidence set ringed grey, and no other. ``auto`` as the leader is
     its band, not a point."""
     for workload, rows in panel[panel["budget"].notna()].groupby("workload"):
         first = rows.iloc[0]

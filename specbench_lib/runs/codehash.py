@@ -25,16 +25,12 @@ from ..core.store import write_atomic
 
 MEASURING = ("client.dispatch", "sweep.loadprofile", "host.load", "prompts.promptbook")
 RUNNERS = ("sweep.serversweep", "sweep.driver", "sweep.lifetimes", "sweep.turns")
+# folders whose every module measures: the engine adapters, which servers/engines/__init__.py's
+# table names as strings (imported by name, so no import line leads to them)
+FOLDERS = ("servers/engines",)
 # the reason codes' table (its rules apply on read) and how values render (text, HTML, tables)
 NOT_MEASURING = frozenset({"model.catalogue", "core.display", "core.tables"})
 PACKAGE = Path(__file__).resolve().parent.parent
-# The hash the code of the flat layout (main be01af8, before issue 31) was recorded under, keyed
-# by that same code's content hash after the move and its renames: of what this hash covers they
-# changed import lines, docstrings, names (wire's private names made public, ServerSweep.judge
-# now judge_inputs, llama.cpp's cache defaults from core/paths.py into engines/llamacpp.py),
-# engines' lazy "..records" (now "...model.records") and the catalogue's path in errors.py's
-# message; nothing that builds, sends, times or records a request, so its cells stay current.
-RECORDED_AS = {"aca255ab3a229c1297b5": "d1d40f93abc7d245d9d4"}
 
 
 def _module_file(package: Path, name: str) -> Path | None:
@@ -126,7 +122,9 @@ def measuring_modules(package: Path = PACKAGE, roots: tuple[str, ...] = MEASURIN
                       leave_out: frozenset[str] = NOT_MEASURING) -> list[str]:
     """The files (relative to ``package``) :func:`measurement_code_hash` covers."""
     seen: set[str] = set()
-    todo = list(roots)
+    todo = [*roots, *(p.relative_to(package).with_suffix("").as_posix().replace("/", ".")
+                      for folder in FOLDERS for p in sorted((package / folder).glob("*.py"))
+                      if p.name != "__init__.py")]
     while todo:
         name = todo.pop()
         file = _module_file(package, name)
@@ -138,19 +136,16 @@ def measuring_modules(package: Path = PACKAGE, roots: tuple[str, ...] = MEASURIN
     return sorted(f.relative_to(package).as_posix() for f in files if f is not None)
 
 
-def content_hash(package: Path = PACKAGE, **closure: tuple[str, ...] | frozenset[str]) -> str:
+def content_hash(package: Path = PACKAGE) -> str:
     """SHA-256 (20 hex digits) over the sorted content digests of the measuring modules."""
-    digests = sorted(content_digest((package / f).read_bytes())
-                     for f in measuring_modules(package, **closure))  # type: ignore[arg-type]
+    digests = sorted(content_digest((package / f).read_bytes()) for f in measuring_modules(package))
     return hashlib.sha256("\n".join(digests).encode()).hexdigest()[:20]
 
 
 @lru_cache(maxsize=4)
 def measurement_code_hash(package: Path = PACKAGE) -> str:
-    """The measuring code's hash as cells record it: :func:`content_hash`, or the hash the same
-    content was first recorded under (:data:`RECORDED_AS`)."""
-    own = _stored_content_hash(package)
-    return RECORDED_AS.get(own, own)
+    """The measuring code's hash as cells record it: :func:`content_hash`, kept in the cache."""
+    return _stored_content_hash(package)
 
 
 def _stored_content_hash(package: Path) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.readback import JSON, NOT_IN_FILE, Doc, doc_of
+
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
@@ -83,10 +85,10 @@ class ServerPlacement:
     mode: str
     node: str | None = None
     node_ip: str = ""
-    gpus: tuple[str, ...] = ()
+    gpus: tuple[str, ...] = field(default=(), metadata={JSON: list[Any] | None})  # ids or indices
     port: int | None = None
-    submitted: str | None = None
-    started: str | None = None
+    submitted: str | None = field(default=None, metadata={JSON: Any})
+    started: str | None = field(default=None, metadata={JSON: Any})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServerPlacement:
@@ -102,7 +104,7 @@ class ServerEntry:
     """A server config's entry in the manifest: how it was started (or attached), its log and,
     for a placed run, where it ran. ``raw`` holds the whole record (timing, warmup, ...)."""
 
-    key: str
+    key: str = field(metadata=NOT_IN_FILE)  # its key in ``servers``
     controlled: bool | None = None
     argv: tuple[str, ...] = ()
     url: str | None = None
@@ -112,9 +114,9 @@ class ServerEntry:
     error: str | None = None
     placement: ServerPlacement | None = None
     # the crash line its log showed after the config's last cell (idle, or at shutdown)
-    late_crash: str | None = None
+    late_crash: str | None = field(default=None, metadata={JSON: Doc({"line": str | None})})
     reported_version: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, metadata=NOT_IN_FILE)
 
     @classmethod
     def from_dict(cls, key: str, data: Mapping[str, Any]) -> ServerEntry:
@@ -216,7 +218,7 @@ class Manifest:
     verdict_counts: dict[str, int] | None = None  # None while the run has recorded none
     attempts: tuple[Attempt, ...] = ()
     servers: dict[str, ServerEntry] = field(default_factory=dict)
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, metadata=NOT_IN_FILE)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
@@ -252,3 +254,9 @@ class Manifest:
     @property
     def last_attempt(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
+
+
+# the manifest's shape, checked on read (runs/rundir.py): its read model's, written once above
+MANIFEST = doc_of(Manifest)
+MANIFEST_FIX = ("a damaged manifest: restore it from a copy, or move the run directory away; "
+                "the other runs read as before")

@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ def environment_info() -> dict[str, Any]:
     """Host, CPU, GPUs, git state and package versions: one attempt's environment."""
     from importlib.metadata import PackageNotFoundError, version
 
-    versions = {}
+    versions: dict[str, str | None] = {}
     for pkg in ("specbench", "httpx", "pandas", "matplotlib", "papermill", "pydantic"):
         try:
             versions[pkg] = version(pkg)
@@ -79,7 +80,7 @@ def _same_code(notebook: Path, committed: str | None) -> bool:
     """Whether the notebook file holds the cells (type, source, tags) of ``committed``."""
     def cells(text: str | None) -> list[tuple[str, str, list[str]]] | None:
         try:
-            found = json.loads(text) if text is not None else None
+            found: Any = json.loads(text) if text is not None else None
             return [(c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list)
                      else c["source"], sorted((c.get("metadata") or {}).get("tags") or []))
                     for c in found["cells"]]
@@ -147,7 +148,7 @@ def file_identity(path: Path, *, full_hash: bool = False) -> dict[str, Any]:
         full = hashlib.sha256()
         for file in files:
             with open(file, "rb") as fh:
-                for block in iter(lambda fh=fh: fh.read(1 << 24), b""):
+                for block in iter(partial(fh.read, 1 << 24), b""):
                     full.update(block)
         identity["sha256"] = full.hexdigest()
     return identity

@@ -1,8 +1,9 @@
 """A run's results as a value: its cells analysed now, verdicts, the ok-only table, checks.
 
 A :class:`RunResult` reads a run directory once (manifest and cell records), analyses every
-cell from its stored requests (:func:`~.analysis.analyse`), and caches its tables. It is the
-read model: drawing is :mod:`~.plots`', writing files :mod:`~.writers`', and the value a sweep
+cell from its stored requests (:func:`~specbench_lib.analysis.analyse`), and caches its tables. It is the
+read model: drawing is :mod:`~specbench_lib.report.plots`', writing files
+:mod:`~specbench_lib.report.writers`', and the value a sweep
 returns, with both, :class:`~specbench_lib.report.outcome.SweepResult`.
 """
 
@@ -101,7 +102,7 @@ class RunResult(Rendered):
         return tuple(faults)
 
     def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(STATUSES, 0)
+        counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         for cell in self.cells:
             counts[cell.status] += 1
         return counts
@@ -187,7 +188,8 @@ class RunResult(Rendered):
     def best(self) -> Any:
         """Per workload × context × concurrency: the best config, its speedup with an interval
         that accounts for having picked it, the confidence set for the best and its decision
-        (decided / tie / undecided), and the flags that limit the claim (see :mod:`~.best`)."""
+        (decided / tie / undecided), and the flags that limit the claim (see
+        :mod:`~specbench_lib.analysis.best`)."""
         return self._best.copy()
 
     @cached_property

@@ -103,7 +103,7 @@ class Run:
         environment = environment_info()
         attempts = list(previous.get("attempts", []))
         source = session_notebook()  # JupyterLab's notebook running this kernel, if any
-        attempt = {"n": len(attempts) + 1, "started": utc_now(), "pid": os.getpid(),
+        attempt: dict[str, Any] = {"n": len(attempts) + 1, "started": utc_now(), "pid": os.getpid(),
                    "params_file": str(plan.source), "budget": plan.budget,
                    "notebook_source": str(source) if source else None,
                    "kept_cells": sorted(kept), "reused_from": {}, "environment": environment}
@@ -240,13 +240,13 @@ def _matching_ok(run_dir: RunDir, fingerprints: dict[str, str]) -> set[str]:
 
 class RunWriter(Protocol):
     """Where a :class:`~specbench_lib.sweep.serversweep.ServerSweep` writes: :class:`Run` here,
-    a Ray worker's queue (:class:`~specbench_lib.sweep.placement.WorkerRun`) on a node."""
+    a Ray worker's queue (:class:`~specbench_lib.sweep.placed.WorkerRun`) on a node."""
 
     dir: RunDir
     fingerprints: dict[str, str]
 
     def provenance(self) -> Provenance: ...
 
-    def write_cell(self, record: CellRecord) -> None: ...
+    def write_cell(self, record: CellRecord) -> object: ...
 
     def store_server(self, label: str, record: ServerRecord) -> None: ...

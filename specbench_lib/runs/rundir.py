@@ -29,11 +29,11 @@ import yaml
 
 from ..core.errors import ParamsError, StoreError
 from ..core.paths import folder_problem, outputs_dir
-from ..core.readback import MANIFEST, MANIFEST_FIX, read_doc
+from ..core.readback import read_doc
 from ..core.store import read_json, write_json_atomic
 from ..model.records import CellRecord
 from .lock import RunLock
-from .manifest import Manifest
+from .manifest import MANIFEST, MANIFEST_FIX, Manifest
 
 # a run id is a folder name under outputs/runs: no separator, no absolute path, no '.' or '..'
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -115,7 +115,7 @@ class RunDir:
         return run
 
     def acquire(self) -> None:
-        """Take the run's lock for this process (:class:`~.runlock.RunLock`): a second writer is
+        """Take the run's lock for this process (:class:`~.lock.RunLock`): a second writer is
         refused, naming the first; a killed writer's lock is free."""
         self._lock.acquire()
 
@@ -147,7 +147,7 @@ class RunDir:
 
     def remove_strays(self) -> list[Path]:
         """Remove what interrupted atomic writes left (``.<name>.<pid>.tmp``, see
-        :func:`~.store.write_json_atomic`); only while this process holds the lock."""
+        :func:`~specbench_lib.core.store.write_json_atomic`); only while this process holds the lock."""
         strays = [p for p in self.path.rglob(".*.tmp") if STRAY.fullmatch(p.name) and p.is_file()]
         for stray in strays:
             stray.unlink(missing_ok=True)

@@ -1,5 +1,5 @@
 """A server that is already running (e.g. a systemd unit), behind the interface the sweep uses on
-a launched :class:`~.server.ServerProcess`: it is watched and measured, never started or stopped.
+a launched :class:`~.process.ServerProcess`: it is watched and measured, never started or stopped.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from .reaper import Ended
 
 
 class AttachedServer(LogScan):
-    """A server that is already running, behind the interface the sweep uses on :class:`ServerProcess`.
+    """A server that is already running, behind the interface the sweep uses on
+    :class:`~.process.ServerProcess`.
 
     Alive means its health endpoint answers 200 and, with a systemd unit, ``systemctl is-active``
     says ``active``. Its log is the unit's journal since :meth:`start`, copied into ``log_path``

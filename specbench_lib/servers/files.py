@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 from ..core.errors import PreflightError
@@ -63,7 +64,7 @@ def restage_model(source: Path, target: Path) -> None:
             dest = tmp / file.relative_to(source) if source.is_dir() else tmp
             dest.parent.mkdir(parents=True, exist_ok=True)
             with open(file, "rb") as src, open(dest, "wb") as out:
-                for block in iter(lambda src=src: src.read(1 << 24), b""):
+                for block in iter(partial(src.read, 1 << 24), b""):
                     out.write(block)
                     bar.update(len(block))
     copied = sorted(p for p in tmp.rglob("*") if p.is_file()) if tmp.is_dir() else [tmp]

@@ -42,7 +42,8 @@ _BEARER = re.compile(rb"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
 
 
 def argv_secrets(argv: list[str], extra: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The values :func:`~.store.redact` hides in ``argv`` (``--api-key X``, ``--token=Y``)."""
+    """The values :func:`~specbench_lib.core.store.redact` hides in ``argv`` (``--api-key X``,
+    ``--token=Y``)."""
     found = []
     for given, shown in zip(argv, redact(argv, extra), strict=True):
         if given != shown:

@@ -1,6 +1,7 @@
 """The rounds of a sweep: the fixed plan's (every repeat of every config) and a time budget's
 (rounds across the configs still in contention until every panel is decided or the time is
-spent, :mod:`~.rounds`), both through :class:`SweepContext`, which measures one config's slice."""
+spent, :mod:`~specbench_lib.analysis.rounds`), both through :class:`SweepContext`, which measures one
+config's slice."""
 
 from __future__ import annotations
 
@@ -198,8 +199,8 @@ def _smallest_fits(contest: Contention, budget: Budget, per_cell: int, parallel:
 def _partial(ctx: SweepContext, contest: Contention, budget: Budget, slices: Slices,
              parallel: bool) -> Partial | None:
     """The largest partial last round that fits: the configs still needed, leaders first
-    (:meth:`~.rounds.Contention.ranked`), as many as fit at one request a cell or more (at
-    least two), each with the most requests a cell that fit; None if none does."""
+    (:meth:`~specbench_lib.analysis.rounds.Contention.ranked`), as many as fit at one request a cell or more
+    (at least two), each with the most requests a cell that fit; None if none does."""
     full = ctx.plan.params.requests_per_cell
     contested = [(s, [c for c in t if panel_of(c) in contest.panels]) for s, t in slices]
     order = [s for s in contest.ranked() if any(x.label == s and t for x, t in contested)]

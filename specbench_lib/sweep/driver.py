@@ -1,7 +1,7 @@
 """The orchestration: for each server config, start it, run its cells, record them, stop it.
 
 The run directory is :mod:`~specbench_lib.runs.run`' business, the checks before anything starts are
-:mod:`~.preflight`'s, the verdict and metrics :mod:`~.analysis`'; this module only drives servers
+:mod:`~.preflight`'s, the verdict and metrics :mod:`~specbench_lib.analysis`'; this module only drives servers
 and requests and turns what it saw into :class:`~specbench_lib.model.records.CellRecord` facts.
 """
 
@@ -187,8 +187,8 @@ def _enough_repeats(run: Run, params: SweepParams, number: int) -> Reason | None
     """Adaptive repeats: after round ``number`` (from the second), a reason to stop when every
     speculative row's speedup interval is within ``repeat_until_half_width``; else None. Each
     round from the second is a look, judged at its alpha-spending level
-    (:func:`~.intervals.sequential_level`), so stopping at a narrow look does not shrink the
-    coverage the look promised."""
+    (:func:`~specbench_lib.analysis.intervals.sequential_level`), so stopping at a narrow look does not
+    shrink the coverage the look promised."""
     target = params.repeat_until_half_width
     if target is None or number < 1 or number + 1 >= params.repeats:
         return None

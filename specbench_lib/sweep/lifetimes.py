@@ -1,5 +1,5 @@
 """How long each server of a plan remembers, planned before any server starts, so that the
-prompt book (:mod:`.promptbook`) can feed the plan from its corpora.
+prompt book (:mod:`~specbench_lib.prompts.promptbook`) can feed the plan from its corpora.
 
 Fresh prompts are needed only within one server's memory. A config whose engine state learns
 from text (an n-gram pool) already forgets before every cell (isolation ``restart`` or

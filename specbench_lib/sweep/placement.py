@@ -7,9 +7,10 @@ free port of ``engine.port + 1 … engine.port + port_span``, starts the server 
 argv on that port and measures its cells with the sweep's own code (``serversweep.ServerSweep``) into
 a private folder. It yields each event as it happens: ``started`` (node, GPUs, port), ``server``
 (the manifest entry), ``cell`` (an analysed record as a dict) and ``done``, each with the bytes
-its server's log grew by. The driver writes every cell through :class:`~.runs.Run` (atomically,
-with the plan's fingerprint), appends the log bytes to the run's log of that config, and records
-in each cell who shared its node (:class:`~.records.Placement`): no shared filesystem is needed.
+its server's log grew by. The driver writes every cell through
+:class:`~specbench_lib.runs.run.Run` (atomically, with the plan's fingerprint), appends the log
+bytes to the run's log of that config, and records in each cell who shared its node
+(:class:`~specbench_lib.model.hostfacts.Placement`): no shared filesystem is needed.
 
 A task that dies (its worker killed, its node lost) leaves its unwritten cells ``crashed`` with
 ``worker_lost``; the others go on. Its server dies with the worker (``PR_SET_PDEATHSIG``) and the
@@ -22,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from ..core.errors import ParamsError, PreflightError
 from ..model.catalogue import C
@@ -128,7 +129,7 @@ class Placer:
     def run_round(self) -> None:
         """Place the round's configs (``packed``: all at once, Ray queues them on free GPUs;
         ``exclusive``: one per node at a time) and write every event until all have ended."""
-        waiting, running = list(self.jobs), []
+        waiting, running = list(self.jobs), list[_Job]()
         self.jobs = []
         try:
             while waiting or running:
@@ -142,7 +143,7 @@ class Placer:
             self._stop(running)
             raise
 
-    def _slot(self, running: list[_Job]) -> str | None | bool:
+    def _slot(self, running: list[_Job]) -> str | Literal[False] | None:
         """Where the next job may go: None (anywhere: packed), a node id (exclusive), or False
         (exclusive, every node busy)."""
         if self.options.mode == "packed":

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -159,8 +160,9 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
     found = [
         _check("binary", lambda: _binary(adapter, engine)),
         _check("model", lambda: _model(engine, restage=restage, outputs=outputs)),
-        _check("draft models", lambda: check_draft_models(plan) or "present (or none named)"),
-        *(_check(f"workload {w.name}", lambda w=w: f"{len(documents(w))} documents")
+        _check("draft models", _said(lambda: check_draft_models(plan), "present (or none named)")),
+        *(_check(f"workload {w.name}", _said(partial(documents, w),
+                                                      lambda docs: f"{len(docs)} documents"))
           for w in params.workloads),
         _check("prompts", lambda: _prompts(plan, adapter)),
         _check("thresholds", lambda: f"{len(thresholds_of(params))} rule thresholds read"),
@@ -169,9 +171,9 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
     ]
     if launches:
         ports = sorted(set(server_ports(plan, keeps_servers(plan, adapter)).values()))
-        found.append(_check("port", lambda: [check_port_free(engine.host, p) for p in ports]
-                            and f"{engine.host}:{'/'.join(map(str, ports))} "
-                            f"{'is' if len(ports) == 1 else 'are'} free"))
+        found.append(_check("port", _said(
+            lambda: [_port_free(engine.host, p) for p in ports],
+            f"{engine.host}:{'/'.join(map(str, ports))} {'is' if len(ports) == 1 else 'are'} free")))
         found.append(_host(engine))
     if any(s.attach for s in plan.servers):
         found.append(_check("attached servers", lambda: _attached(plan, adapter)))
@@ -216,6 +218,22 @@ def engine_version(adapter: Adapter, binary: Path) -> tuple[Any, str]:
         identity = identify(binary)
         return identity, str(identity.version)
     return None, adapter.version(binary)
+
+
+def _port_free(host: str, port: int) -> int:
+    check_port_free(host, port)  # raises with the fix when taken
+    return port
+
+
+def _said(action: Callable[[], Any], detail: str | Callable[[Any], str]) -> Callable[[], str]:
+    """A check that runs ``action`` (it raises with the fix), then says ``detail``, or
+    ``detail`` of what ``action`` returned."""
+
+    def check() -> str:
+        found = action()
+        return detail(found) if callable(detail) else detail
+
+    return check
 
 
 def _check(name: str, action: Callable[[], str | _Passed]) -> Check:

@@ -4,6 +4,7 @@ and in :mod:`~.placement` / :mod:`~.placed`, when ``placement.engine`` is ``ray`
 
 from __future__ import annotations
 
+import logging
 import socket
 
 from ..core.errors import PreflightError
@@ -34,7 +35,7 @@ def connect(address: str) -> None:
     _probe(address)
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 logging_level="WARNING")
+                 logging_level=logging.WARNING)
     except Exception as exc:  # noqa: BLE001  (Ray raises many kinds; all mean: not there)
         auth = ("" if address in ("auto", "local") else "; a cluster started with token "
                 "authentication (Ray's default) also needs RAY_AUTH_MODE=token here and its "

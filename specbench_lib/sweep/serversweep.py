@@ -1,5 +1,6 @@
 """One server config measured: start its server (or a fresh one per cell), warm it up, measure
-its cells in their seeded order, record what it saw as :class:`~.records.CellRecord` facts, stop.
+its cells in their seeded order, record what it saw as
+:class:`~specbench_lib.model.records.CellRecord` facts, stop.
 
 :mod:`~specbench_lib.sweep.driver` drives the configs of a plan through :class:`ServerSweep`, and so does
 :mod:`~.placement` on a Ray worker: both hand it a :class:`RunWriter` (the run directory, or the

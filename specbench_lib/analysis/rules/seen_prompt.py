@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from ...model.catalogue import C, Threshold
 from ...model.records import Reason, Verdict
 from ...model.served import PromptRecord, ServedBefore
+from ...model.sources import documents_of
 from ..rule import Judged, Rule
 
 
@@ -33,9 +34,7 @@ def judge_history(verdict: Verdict, served: ServedBefore | None, prompts: Sequen
         return verdict
     shas, docs = set(served.prompts), set(served.documents)
     same = sum(p.sha in shas for p in prompts)
-    framed = ("copyedit:", "grounded:")  # a frame's tag, not a document
-    shared = sum(bool(docs.intersection(d for d in p.sources if not d.startswith(framed)))
-                 for p in prompts)
+    shared = sum(bool(docs.intersection(documents_of(p.sources))) for p in prompts)
     if not same and not shared:
         return verdict
     reason = Reason(C.seen_prompt, (

@@ -91,7 +91,8 @@ class Isolation:
     requests that changes speed, given fresh prompts); ``why`` says which engine state decided
     it (stored in the manifest); ``learns`` names the engine state that learns from the text it
     serves (an n-gram pool: any text shared between prompts carries over), None when there is
-    none (the prompt book then needs prompts fresh only by their start, :mod:`.promptbook`)."""
+    none (the prompt book then needs prompts fresh only by their start,
+    :mod:`~specbench_lib.prompts.promptbook`)."""
 
     mode: Literal["restart", "flush", "none"]
     why: str
@@ -141,6 +142,10 @@ class Adapter(Protocol):
     def isolation(self, server: ServerConfig, argv: Sequence[str]) -> Isolation:
         """Whether the engine carries state that changes speed from one request to the next
         (an n-gram pool, a prefix cache) for this config, and so how its cells are isolated."""
+        ...
+
+    def reset_mode(self) -> Literal["flush", "restart"]:
+        """How this engine forgets before a cell: its reset call if it has one, else a restart."""
         ...
 
     def reset(self, client: httpx.Client) -> None:

@@ -72,7 +72,7 @@ def _identify(kind: str, path: Path, dists: tuple[str, ...], template: bool) -> 
         sha = _sha256(path)
         built = None if template else build_info(path)
         if built is not None:
-            return EngineIdentity(kind=kind, version=built["label"], sha256=sha,
+            return EngineIdentity(kind=kind, version=built["label"] or UNKNOWN, sha256=sha,
                                   package=built["package"], package_version=built["version"],
                                   commit=built["commit"], source_sha256=built["sdist_sha256"])
         version = UNKNOWN if template else native_version(path)
