@@ -128,6 +128,7 @@ output_tokens: 4
 requests_per_cell: 2
 warmup_requests: 0
 timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
+cell_order: fixed   # auto first, then the slow config (not a block's drawn order)
 {LENIENT_HOST}""")
     return path
 

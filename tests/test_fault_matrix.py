@@ -59,6 +59,7 @@ output_tokens: 8
 requests_per_cell: 2
 warmup_requests: 1
 timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 8}}
+cell_order: fixed   # faults by their place in the sweep
 """)
     return path
 

@@ -289,6 +289,7 @@ def fake_server_params(tmp: Path) -> Path:
   - {{name: ngram, method: ngram, budgets: [4], argv: {ok}}}
   - {{name: broken, method: ngram, budgets: [8], argv: {crash}}}
 {SMALL_CELLS}timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 8}}
+cell_order: fixed   # the printed lines are checked in the plan's order
 """)
     return path
 
