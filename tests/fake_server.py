@@ -23,11 +23,13 @@ escape ``\\ud800``, then a normal end), ``bad_length`` (``Content-Length: many``
 without the final ``stop`` event).
 
 ``overclaim`` streams a quarter of the tokens, then a final event that claims all of them (as a server
-that lost events would). ``learns`` is a confound with a known truth: like llama.cpp's ngram-mod
-it remembers the 12-grams of every prompt it was sent, and a prompt whose 12-grams it has seen
-before is "drafted": the fraction f seen makes f x 90 % of its tokens accepted drafts and each
-token take (1 - 0.75 f) of ``--interval``. A fresh server sent fresh prompts has f = 0: no
-accepted draft, the full interval.
+that lost events would). ``countlie`` streams half the tokens, one id an event, while each event's
+``tokens_predicted`` rises by 2 (a count that runs ahead of the ids all along, up to the claim).
+``learns`` is a confound with a known truth: like llama.cpp's ngram-mod it remembers the
+12-grams of every prompt it was sent, and a prompt whose 12-grams it has seen before is
+"drafted": the fraction f seen makes f x 90 % of its tokens accepted drafts and each token take
+(1 - 0.75 f) of ``--interval``. A fresh server sent fresh prompts has f = 0: no accepted draft,
+the full interval.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from typing import Any
 
 MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chunky",
          "done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length", "bad_chunk",
-         "no_final", "learns", "overclaim")
+         "no_final", "learns", "overclaim", "countlie")
 PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie",
                  "warmup_crash", "slow_death", "setsid")
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
@@ -138,7 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({"error": {"code": 500, "message": "slot failed", "type": "server_error"}})
             self._end()
             return
-        produced = {"empty": 0, "short": n_predict // 2, "crash": 3,
+        produced = {"empty": 0, "short": n_predict // 2, "crash": 3, "countlie": n_predict // 2,
                     "overclaim": n_predict // 4}.get(mode, n_predict)
         if body.get("ignore_eos") is False:  # the model's end of sequence: a length per prompt
             produced = min(produced, 1 + sum(body["prompt"]) % max(1, n_predict))
@@ -152,14 +154,17 @@ class _Handler(BaseHTTPRequestHandler):
             if self.server.interval:
                 due += self.server.interval * (1 - 0.75 * seen) * self.server.factor()
                 time.sleep(max(0.0, due - time.monotonic()))
-            self._event({"content": "x" * k, "tokens": list(range(k)), "stop": False})
+            event = {"content": "x" * k, "tokens": list(range(k)), "stop": False}
+            if mode == "countlie":
+                event["tokens_predicted"] = 2 * (i + k)
+            self._event(event)
         if mode == "crash":
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return
         accepted = produced - produced // step if mode == "chunky" else int(0.9 * seen * produced)
-        claimed = n_predict if mode == "overclaim" else produced
+        claimed = n_predict if mode in ("overclaim", "countlie") else produced
         self._event({"content": "", "tokens": [], "stop": True, "tokens_predicted": claimed,
                      "tokens_evaluated": n_prompt, "truncated": mode == "short",
                      "stop_type": "limit", "timings": {
