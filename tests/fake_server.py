@@ -25,6 +25,8 @@ without the final ``stop`` event).
 ``overclaim`` streams a quarter of the tokens, then a final event that claims all of them (as a server
 that lost events would). ``countlie`` streams half the tokens, one id an event, while each event's
 ``tokens_predicted`` rises by 2 (a count that runs ahead of the ids all along, up to the claim).
+``no_tokenize``: ``/tokenize`` answers 404 (a config-level fault). As a program, ``shutdown_crash``
+serves well, then SIGTERM makes it write llama.cpp's ``GGML_ASSERT`` line and die by SIGKILL.
 ``learns`` is a confound with a known truth: like llama.cpp's ngram-mod it remembers the
 12-grams of every prompt it was sent, and a prompt whose 12-grams it has seen before is
 "drafted": the fraction f seen makes f x 90 % of its tokens accepted drafts and each token take
@@ -50,9 +52,10 @@ from typing import Any
 
 MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chunky",
          "done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length", "bad_chunk",
-         "no_final", "learns", "overclaim", "countlie")
+         "no_final", "learns", "overclaim", "countlie", "no_tokenize")
 PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie",
-                 "warmup_crash", "slow_death", "setsid")
+                 "warmup_crash", "slow_death", "setsid", "shutdown_crash")
+SHUTDOWN_CRASH = "GGML_ASSERT(buf != NULL) failed"  # llama.cpp's signature (crash_signatures)
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
 _SPECIAL = re.compile(r"(<\|im_(?:start|end)\|>)")
 
@@ -90,6 +93,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/tokenize" and self.server.mode == "no_tokenize":
+            self._json(404, {"error": {"code": 404, "message": "File Not Found"}})
+            return
         if self.path == "/tokenize":
             found = words(str(body.get("content", "")))
             self._json(200, {"tokens": [sum(map(ord, w)) % 30000 for w in found]})
@@ -321,7 +327,10 @@ def main() -> None:
             os.waitpid(child, 0)
             return
         os.setsid()
-    mode = "ok" if args.mode == "setsid" else args.mode
+    if args.mode == "shutdown_crash":  # serves well; SIGTERM: a crash line, then SIGKILL
+        signal.signal(signal.SIGTERM, lambda *_: (
+            print(f"{SHUTDOWN_CRASH}", file=sys.stderr, flush=True), os.kill(os.getpid(), signal.SIGKILL)))
+    mode = "ok" if args.mode in ("setsid", "shutdown_crash") else args.mode
     server = FakeLlamaServer(mode, hang_s=args.hang_s, port=args.port, interval=args.interval,
                              jitter=args.jitter, noise_seed=args.noise_seed)
     server.serve_forever()
