@@ -138,7 +138,10 @@ def _crashed(records: list[RequestRecord], facts: CellFacts, *, speculative: boo
              prefix_cache: bool) -> Verdict:
     """``crashed``: the server died (or its log shows a crash line), with every request's
     problems counted after it."""
-    when = "its warmup" if records and all(r.warmup for r in records) else "the cell"
+    when = "the cell"
+    if records and all(r.warmup for r in records):  # nothing timed was sent
+        when = ("a conversation's turn 1, sent first" if any(r.turn == 1 for r in records)
+                else "its warmup")
     first = ((Reason(C.server_died, f"the server process exited, or stopped answering its "
                      f"health endpoint, during {when}"),) if not facts.server_alive else ())
     line = facts.crash_line
