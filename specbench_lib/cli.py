@@ -237,6 +237,8 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     failed = execute(notebook, output, parameters, root)
     interrupted = (isinstance(failed, KeyboardInterrupt) or Interrupts.count > 0
                    or getattr(failed, "ename", None) == "KeyboardInterrupt")
+    if isinstance(failed, OSError) and not interrupted:  # papermill could not save it
+        return _unsaved(run, output, failed)
     if failed is not None and not interrupted and not failed_in_a_cell(failed):
         raise failed
     recorded = run is None or run.manifest_path.is_file()
@@ -261,6 +263,23 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     else:
         print(f"specbench: no run was recorded; executed notebook: {output}")
     return 0
+
+
+def _unsaved(run: RunDir | None, output: Path, exc: OSError) -> int:
+    """The executed notebook could not be saved (a full disk: the sweep said so in its line):
+    one line, with where the run's record is and how it stands; never papermill's traceback."""
+    record = "no run directory"
+    if run is not None and run.manifest_path.is_file():
+        try:
+            status = run.read_manifest().status or "running"
+        except StoreError as err:
+            status = f"manifest unreadable: {err}"
+        record = f"the run's record is in {run.path} ({status}; 'specbench runs' lists it)"
+    elif run is not None:
+        record = f"no run was recorded in {run.path}"
+    print(f"specbench: cannot save the executed notebook {output} "
+          f"({exc.strerror or exc}): free disk space; {record}", file=sys.stderr)
+    return 1
 
 
 def _say_interrupted(phase: str, params_file: str | None, pairs: list[list[str]],

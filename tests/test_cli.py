@@ -281,3 +281,32 @@ def test_lab_opens_a_copy_of_the_phase_notebook_and_keeps_the_researchers_copy(
     assert cli.main(["lab", "tp4", "--jupyter=--no-browser", "--jupyter=--port=8899"]) == 0
     assert launched[-1][4:] == ["--no-browser", "--port=8899", str(outputs / "lab" / "tp4.ipynb")]
     assert cli.main(["lab", "nope"]) == 2 and len(launched) == 4  # no such phase: nothing starts
+
+
+def test_a_full_disk_when_the_notebook_is_saved_is_one_line_not_a_traceback(
+        tmp_path: Path, outputs: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42: the sweep recorded its run (closed ``interrupted``: a cell could not be written,
+    its own one line said so), then papermill cannot save the executed notebook on the same full
+    disk. Before, papermill's ``OSError`` traceback followed; now one line says where the run's
+    record is."""
+    import errno
+
+    import papermill
+
+    def execute(source: str, out: str, **kw: Any) -> None:
+        (Path(out).parent / "manifest.json").write_text(json.dumps(
+            {"phase": "x", "status": "interrupted"}))
+        raise OSError(errno.ENOSPC, "No space left on device", out)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {EMBEDDED}\nphase: full\n")
+    assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "full1"]) == 1
+    said = capsys.readouterr()
+    run = outputs / "runs" / "full1"
+    assert [line for line in said.err.splitlines() if line.strip()] == [
+        f"specbench: cannot save the executed notebook {run / 'tp1.ipynb'} (No space left on "
+        f"device): free disk space; the run's record is in {run} (interrupted; 'specbench "
+        f"runs' lists it)"], said.err
+    assert "Traceback" not in said.out + said.err
