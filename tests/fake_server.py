@@ -303,6 +303,9 @@ def main() -> None:
     parser.add_argument("--jitter", type=float, default=0.0, help="sigma of a log-normal "
                         "factor (mean 1) on each token's delay")
     parser.add_argument("--noise-seed", default="", help="seeds the jitter (default: the pid)")
+    parser.add_argument("--nodelay", action="store_true", help="TCP_NODELAY: each event leaves "
+                        "when written, not when the client's ACK of the last arrives (llama-server "
+                        "leaves Nagle on; then a busy client's late reads set the pace)")
     parser.add_argument("--speedups", default="", help="BUDGET:SPEEDUP,...: the config's budget "
                         "divides --interval by its speedup (a known truth per budget)")
     # llama-server's own flags (a shipped params file's argv, its launcher swapped for this
@@ -330,6 +333,7 @@ def main() -> None:
     if args.mode == "shutdown_crash":  # serves well; SIGTERM: a crash line, then SIGKILL
         signal.signal(signal.SIGTERM, lambda *_: (
             print(f"{SHUTDOWN_CRASH}", file=sys.stderr, flush=True), os.kill(os.getpid(), signal.SIGKILL)))
+    _Handler.disable_nagle_algorithm = args.nodelay
     mode = "ok" if args.mode in ("setsid", "shutdown_crash") else args.mode
     server = FakeLlamaServer(mode, hang_s=args.hang_s, port=args.port, interval=args.interval,
                              jitter=args.jitter, noise_seed=args.noise_seed)
