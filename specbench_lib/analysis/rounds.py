@@ -17,7 +17,12 @@ corpus feeds, and twice the rounds of the first round's cost that fit in the bud
 out of the set is not measured in that panel (``eliminated``: the round; it comes back if a later
 look puts it back); a config out of every panel's set is not started again (each slice starts
 and stops its own server, so that is its server stopped). A config whose cell crashed (or was
-skipped) is ``out`` with its reason, not eliminated. An open-loop point (a fixed rate or a rate
+skipped), whose cell is invalid for a config-level reason (``missing_endpoint``: every round
+would be the same), or that has no ok request in the panel after a round, is ``out`` with its
+reason after that round, not eliminated, never started again for it (:func:`out_reason`;
+readers leave a config with no ok request out too: ``claim.panel_claims``). A look sees the
+cells of the rounds up to its own, so a resume that replays the looks (``sweep/adaptive.py``'s
+``Looks``, from the manifest's ``contest``) makes the same claims. An open-loop point (a fixed rate or a rate
 profile's) is not contested: it is measured while its config is still in some panel.
 
 **Decided.** A panel is decided when its leader is shown ε-good with ε <= ``equivalence``

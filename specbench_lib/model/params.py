@@ -10,7 +10,6 @@ the value.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -19,12 +18,12 @@ from pydantic import Field, field_validator, model_validator
 
 from ..core.durations import parse_duration
 from ..core.errors import ParamsError
-from ..core.paths import resolve_project_path
 from .catalogue import (
     DEFAULT_MAX_COALESCED_FIRST_FRACTION,
     DEFAULT_MAX_COALESCED_FRACTION,
     DEFAULT_MAX_FAILED_FRACTION,
 )
+from .categories import per_category
 from .sections import (
     AttachParams,
     EngineParams,
@@ -250,15 +249,7 @@ class SweepParams(Strict):
     def _per_category(cls, workloads: tuple[WorkloadParams, ...]) -> tuple[WorkloadParams, ...]:
         """A workload with ``categories`` becomes one workload per category (its panels,
         tables and figures are then per category, with no analysis of their own)."""
-        expanded = []
-        for w in workloads:
-            found = w.per_category(
-                _file_categories(w.path) if w.categories == "all" and w.path else ())
-            if not found:  # categories: [] (the file's "all" found none: refused there)
-                raise ValueError(f"workload {w.name!r}: categories {list(w.categories or ())} "
-                                 f"names no category; list some, write 'all', or remove the key")
-            expanded += found
-        return tuple(expanded)
+        return per_category(workloads)
 
     def runs(self, workload: WorkloadParams, context: int) -> bool:
         """Whether ``workload`` has cells at ``context``: its ``max_context``; a workload of
@@ -313,37 +304,6 @@ class SweepParams(Strict):
                              "the highest concurrency: concurrency needs 1 and a higher level, got "
                              f"{list(self.concurrency)}")
         return self
-
-
-def _file_categories(path: str) -> tuple[str, ...]:
-    """The categories of a Spec-Bench ``question.jsonl`` in their first order (``categories:
-    all``); a file that cannot be read, a row that is not one, or a file with none is refused
-    with its name (and the line)."""
-    file = resolve_project_path(path)
-    found: dict[str, None] = {}
-    if file.is_dir():
-        raise ValueError(f"categories 'all' reads {file}: a directory, not a file; give the "
-                         f"path of the question.jsonl in it")
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"categories 'all' reads {file}: {exc}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{file}:{n}: not a JSON object ({exc.msg} at column {exc.colno}): "
-                             f"fix or remove the line") from None
-        if not isinstance(row, dict) or not isinstance(row.get("category"), str):
-            raise ValueError(f"{file}:{n}: no 'category' string; a Spec-Bench "
-                             f"question.jsonl row has question_id, category, turns")
-        found[row["category"]] = None
-    if not found:
-        raise ValueError(f"categories 'all' reads {file}: it has no question rows, so no "
-                         f"category; give a Spec-Bench question.jsonl with rows")
-    return tuple(found)
 
 
 @dataclass(frozen=True)
