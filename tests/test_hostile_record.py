@@ -615,3 +615,15 @@ def test_a_manifest_of_another_shape_is_named_by_every_reader(
     with pytest.raises(sb.StoreError, match="cannot resume run r1"):
         Run.start(plan, fingerprints, resume="r1", outputs=tmp_path / "out")
     assert not (run_dir.path / ".lock").exists()
+
+
+def test_a_hand_edited_decided_ok_with_no_requests_is_not_ok() -> None:
+    """Issue 42: ``facts.decided: ok`` counted as ok whatever the requests; nothing decides a
+    cell ok before its requests, so such a record is judged by them (none: invalid)."""
+    from specbench_lib.analysis.validate import judge, judge_inputs
+    from specbench_lib.model.records import CellFacts, Verdict
+
+    verdict = judge([], CellFacts(decided=Verdict("ok")), judge_inputs(2))
+    assert verdict.status == "invalid" and "too_few_completed" in verdict.codes, verdict
+    skipped = Verdict("skipped", ())
+    assert judge([], CellFacts(decided=skipped), judge_inputs(2)) is skipped  # as decided
