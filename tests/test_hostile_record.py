@@ -627,3 +627,24 @@ def test_a_hand_edited_decided_ok_with_no_requests_is_not_ok() -> None:
     assert verdict.status == "invalid" and "too_few_completed" in verdict.codes, verdict
     skipped = Verdict("skipped", ())
     assert judge([], CellFacts(decided=skipped), judge_inputs(2)) is skipped  # as decided
+
+
+def test_a_cell_file_copied_under_another_cells_name_is_not_counted_twice(
+        tmp_path: Path) -> None:
+    """Issue 42: a cell file copied under another cell's name was read as a second record of
+    its cell (counted twice); it is a damaged file, named, that a resume sets aside."""
+    import shutil
+
+    from cellfactory import make_cell
+
+    from specbench_lib.runs.run import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.cells_dir.mkdir(parents=True)
+    cell = make_cell("auto", "auto", None)
+    run.write_cell(cell)
+    shutil.copy(run.cell_path(cell.cell_id), run.cells_dir / "other__code__ctx16__c1.json")
+    cells, damaged = run.read_cells()
+    assert [c.cell_id for c in cells] == [cell.cell_id]
+    (error,) = damaged
+    assert f"holds cell {cell.cell_id}" in str(error) and "other__code__ctx16__c1.json" in str(error)

@@ -212,9 +212,17 @@ class RunDir:
         damaged: list[StoreError] = []
         for path in self.cell_files():
             try:
-                cells.append(CellRecord.from_dict(read_json(path), path=path))
+                cell = CellRecord.from_dict(read_json(path), path=path)
             except StoreError as exc:
                 damaged.append(exc)
+                continue
+            if path.name != f"{cell.cell_id}.json":  # a copy under another cell's name
+                damaged.append(StoreError(f"the file holds cell {cell.cell_id}, not the cell of "
+                                          f"its name: a copy or a rename; move it away (a "
+                                          f"resume sets it aside and measures its cell again)",
+                                          path=path))
+                continue
+            cells.append(cell)
         return cells, damaged
 
     def archive_cell(self, cell_id: str) -> Path | None:
