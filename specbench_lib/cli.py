@@ -235,8 +235,7 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     before = len(run.read_manifest().attempts) \
         if run is not None and run.manifest_path.is_file() else 0
     failed = execute(notebook, output, parameters, root)
-    interrupted = (isinstance(failed, KeyboardInterrupt) or Interrupts.count > 0
-                   or getattr(failed, "ename", None) == "KeyboardInterrupt")
+    interrupted, failed = _interruption(failed, run)
     if isinstance(failed, OSError) and not interrupted:  # papermill could not save it
         return _unsaved(run, output, failed)
     if failed is not None and not interrupted and not failed_in_a_cell(failed):
@@ -263,6 +262,26 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     else:
         print(f"specbench: no run was recorded; executed notebook: {output}")
     return 0
+
+
+def _interruption(failed: BaseException | None,
+                  run: RunDir | None) -> tuple[bool, BaseException | None]:
+    """Whether Ctrl-C stopped the run, and what failed then. One that came after the run was
+    closed ``complete`` (the notebook was being saved) stopped nothing: said in a line, no
+    resume command, and not an exit status 130."""
+    hit = (isinstance(failed, KeyboardInterrupt) or Interrupts.count > 0
+           or getattr(failed, "ename", None) == "KeyboardInterrupt")
+    if not hit or run is None or not run.manifest_path.is_file():
+        return hit, failed
+    try:
+        status = run.read_manifest().status
+    except StoreError:
+        status = None
+    if status != "complete":
+        return hit, failed
+    print(f"specbench: run {run.run_id} was complete when it was interrupted: nothing to "
+          f"resume", file=sys.stderr)
+    return False, None
 
 
 def _unsaved(run: RunDir | None, output: Path, exc: OSError) -> int:

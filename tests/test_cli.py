@@ -310,3 +310,24 @@ def test_a_full_disk_when_the_notebook_is_saved_is_one_line_not_a_traceback(
         f"device): free disk space; the run's record is in {run} (interrupted; 'specbench "
         f"runs' lists it)"], said.err
     assert "Traceback" not in said.out + said.err
+
+
+def test_ctrl_c_after_the_run_was_closed_complete_asks_no_resume(
+        tmp_path: Path, outputs: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42: a SIGINT while the executed notebook was being saved, after the run was
+    closed ``complete``, exited 130 and printed a resume command for a run with nothing left."""
+    import papermill
+
+    def execute(source: str, out: str, **kw: Any) -> None:
+        (Path(out).parent / "manifest.json").write_text(json.dumps(
+            {"phase": "x", "status": "complete"}))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {EMBEDDED}\nphase: done\n")
+    assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "done1"]) == 0
+    err = capsys.readouterr().err
+    assert "run done1 was complete when it was interrupted: nothing to resume" in err
+    assert "resume with" not in err and "Traceback" not in err
