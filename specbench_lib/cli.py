@@ -381,6 +381,9 @@ def _runs() -> int:
         print(f"{r['run_id']:<40} {str(r['phase']):<10} {str(r['status']):<12} {r['plan']:<40} "
               f"{r['elapsed']:>10} {counts.get('ok', '-'):>4} {counts.get('invalid', '-'):>4} "
               f"{counts.get('crashed', '-'):>5} {counts.get('skipped', '-'):>4}  {commit}")
+    if any(r["status"] == "unrecorded" for r in runs):
+        print("unrecorded: its process was killed before the sweep wrote a manifest; nothing to "
+              "resume: remove the folder")
     died = [r["run_id"] for r in runs if r["status"] == "died"]
     if died:
         print(f"died: the process writing the run was killed; continue with 'specbench run <phase> "

@@ -648,3 +648,22 @@ def test_a_cell_file_copied_under_another_cells_name_is_not_counted_twice(
     assert [c.cell_id for c in cells] == [cell.cell_id]
     (error,) = damaged
     assert f"holds cell {cell.cell_id}" in str(error) and "other__code__ctx16__c1.json" in str(error)
+
+
+def test_a_run_folder_killed_before_its_manifest_is_listed_unrecorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: a SIGKILL before the sweep wrote its manifest left a folder (its executed
+    notebook) that ``specbench runs`` never listed."""
+    from specbench_lib.cli import main
+
+    folder = tmp_path / "runs" / "20261204T000000Z_tp1_aaaaaa"
+    folder.mkdir(parents=True)
+    (folder / "tp1.ipynb").write_text("{}")
+    assert [(r["run_id"], r["status"]) for r in list_runs(tmp_path)] == [
+        ("20261204T000000Z_tp1_aaaaaa", "unrecorded")]
+    monkeypatch.setenv("SPECBENCH_OUTPUTS", str(tmp_path))
+    assert main(["runs"]) == 0
+    out = capsys.readouterr().out
+    assert "20261204T000000Z_tp1_aaaaaa" in out and "unrecorded" in out
+    assert "nothing to resume: remove the folder" in out
