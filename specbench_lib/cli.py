@@ -18,7 +18,7 @@ from .core.durations import parse_duration
 from .core.errors import ParamsError, SpecbenchError, StoreError
 from .core.paths import outputs_dir, project_root
 from .core.store import load_yaml
-from .kernelrun import Interrupts, execute, failed_in_a_cell
+from .kernelrun import execute, failed_in_a_cell, interruption, unsaved
 from .lab import open_lab
 from .model.layering import load_params
 from .model.nbparams import notebook_parameters, unknown_parameter
@@ -235,9 +235,9 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     before = len(run.read_manifest().attempts) \
         if run is not None and run.manifest_path.is_file() else 0
     failed = execute(notebook, output, parameters, root)
-    interrupted, failed = _interruption(failed, run)
+    interrupted, failed = interruption(failed, run)
     if isinstance(failed, OSError) and not interrupted:  # papermill could not save it
-        return _unsaved(run, output, failed)
+        return unsaved(run, output, failed)
     if failed is not None and not interrupted and not failed_in_a_cell(failed):
         raise failed
     recorded = run is None or run.manifest_path.is_file()
@@ -262,43 +262,6 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     else:
         print(f"specbench: no run was recorded; executed notebook: {output}")
     return 0
-
-
-def _interruption(failed: BaseException | None,
-                  run: RunDir | None) -> tuple[bool, BaseException | None]:
-    """Whether Ctrl-C stopped the run, and what failed then. One that came after the run was
-    closed ``complete`` (the notebook was being saved) stopped nothing: said in a line, no
-    resume command, and not an exit status 130."""
-    hit = (isinstance(failed, KeyboardInterrupt) or Interrupts.count > 0
-           or getattr(failed, "ename", None) == "KeyboardInterrupt")
-    if not hit or run is None or not run.manifest_path.is_file():
-        return hit, failed
-    try:
-        status = run.read_manifest().status
-    except StoreError:
-        status = None
-    if status != "complete":
-        return hit, failed
-    print(f"specbench: run {run.run_id} was complete when it was interrupted: nothing to "
-          f"resume", file=sys.stderr)
-    return False, None
-
-
-def _unsaved(run: RunDir | None, output: Path, exc: OSError) -> int:
-    """The executed notebook could not be saved (a full disk: the sweep said so in its line):
-    one line, with where the run's record is and how it stands; never papermill's traceback."""
-    record = "no run directory"
-    if run is not None and run.manifest_path.is_file():
-        try:
-            status = run.read_manifest().status or "running"
-        except StoreError as err:
-            status = f"manifest unreadable: {err}"
-        record = f"the run's record is in {run.path} ({status}; 'specbench runs' lists it)"
-    elif run is not None:
-        record = f"no run was recorded in {run.path}"
-    print(f"specbench: cannot save the executed notebook {output} "
-          f"({exc.strerror or exc}): free disk space; {record}", file=sys.stderr)
-    return 1
 
 
 def _say_interrupted(phase: str, params_file: str | None, pairs: list[list[str]],
