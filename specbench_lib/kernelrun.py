@@ -128,6 +128,14 @@ def interrupting_kernel_manager(sockets: Path, echo: Path | None = None) -> type
             except (RuntimeError, NotImplementedError, ValueError):
                 pass
 
+        async def _async_interrupt_kernel(self) -> None:
+            # jupyter_client's shutdown interrupts the kernel first; with no Ctrl-C the notebook
+            # has ended, and a SIGINT that lands while ipykernel handles a message prints
+            # "KeyboardInterrupt caught in kernel" into an uninterrupted run's output
+            if self.shutting_down and Interrupts.count == 0:
+                return
+            await super()._async_interrupt_kernel()
+
         def _on_sigint(self) -> None:
             Interrupts.count += 1
             if Interrupts.count == 1:

@@ -252,6 +252,9 @@ def test_a_run_prints_no_kernel_transport_warning(tmp_path: Path, outputs: Path)
     assert "run q1: complete" in done.stdout + done.stderr  # the sweep ran and said so
     assert "IPKernelApp" not in done.stderr and "without encryption" not in done.stderr, done.stderr
     assert not list(ROOT.glob("kernel*ipc*"))  # the sockets lived in a private folder
+    # no Ctrl-C, no interrupt: jupyter_client's shutdown interrupts an idle kernel first, and
+    # ipykernel then printed "KeyboardInterrupt caught in kernel" (issue 42)
+    assert "KeyboardInterrupt" not in done.stdout + done.stderr, done.stdout + done.stderr
 
 
 def test_the_kernel_manager_asks_for_unix_sockets_in_its_folder(tmp_path: Path) -> None:
