@@ -18,7 +18,7 @@ from .core.durations import parse_duration
 from .core.errors import ParamsError, SpecbenchError, StoreError
 from .core.paths import outputs_dir, project_root
 from .core.store import load_yaml
-from .kernelrun import Interrupts, execute, failed_in_a_cell
+from .kernelrun import execute, failed_in_a_cell, interruption, unsaved
 from .lab import open_lab
 from .model.layering import load_params
 from .model.nbparams import notebook_parameters, unknown_parameter
@@ -235,8 +235,9 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
     before = len(run.read_manifest().attempts) \
         if run is not None and run.manifest_path.is_file() else 0
     failed = execute(notebook, output, parameters, root)
-    interrupted = (isinstance(failed, KeyboardInterrupt) or Interrupts.count > 0
-                   or getattr(failed, "ename", None) == "KeyboardInterrupt")
+    interrupted, failed = interruption(failed, run)
+    if isinstance(failed, OSError) and not interrupted:  # papermill could not save it
+        return unsaved(run, output, failed)
     if failed is not None and not interrupted and not failed_in_a_cell(failed):
         raise failed
     recorded = run is None or run.manifest_path.is_file()
@@ -343,6 +344,9 @@ def _runs() -> int:
         print(f"{r['run_id']:<40} {str(r['phase']):<10} {str(r['status']):<12} {r['plan']:<40} "
               f"{r['elapsed']:>10} {counts.get('ok', '-'):>4} {counts.get('invalid', '-'):>4} "
               f"{counts.get('crashed', '-'):>5} {counts.get('skipped', '-'):>4}  {commit}")
+    if any(r["status"] == "unrecorded" for r in runs):
+        print("unrecorded: its process was killed before the sweep wrote a manifest; nothing to "
+              "resume: remove the folder")
     died = [r["run_id"] for r in runs if r["status"] == "died"]
     if died:
         print(f"died: the process writing the run was killed; continue with 'specbench run <phase> "

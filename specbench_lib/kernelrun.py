@@ -2,7 +2,9 @@
 Unix sockets (no TCP port, no transport warning) and that Ctrl-C interrupts as a notebook's
 interrupt button does, so the sweep stops cleanly and can be resumed. The sweep's progress
 lines, which the notebook shows as one updating output (:mod:`~specbench_lib.livelog`), are echoed by the
-kernel into a file (``SPECBENCH_ECHO``) that this process prints as it grows."""
+kernel into a file (``SPECBENCH_ECHO``) that this process prints as it grows. What stopped
+it, in one line where nothing is left to do: a Ctrl-C after the run was closed complete, an
+executed notebook a full disk would not take."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import threading
 from pathlib import Path
 from typing import Any, TextIO, TypeGuard
 
+from .core.errors import StoreError
 from .livelog import ECHO_ENV
+from .runs.rundir import RunDir
 
 
 def failed_in_a_cell(failed: BaseException | None) -> TypeGuard[Any]:  # papermill's: untyped
@@ -125,6 +129,14 @@ def interrupting_kernel_manager(sockets: Path, echo: Path | None = None) -> type
             except (RuntimeError, NotImplementedError, ValueError):
                 pass
 
+        async def _async_interrupt_kernel(self) -> None:
+            # jupyter_client's shutdown interrupts the kernel first; with no Ctrl-C the notebook
+            # has ended, and a SIGINT that lands while ipykernel handles a message prints
+            # "KeyboardInterrupt caught in kernel" into an uninterrupted run's output
+            if self.shutting_down and Interrupts.count == 0:
+                return
+            await super()._async_interrupt_kernel()
+
         def _on_sigint(self) -> None:
             Interrupts.count += 1
             if Interrupts.count == 1:
@@ -133,3 +145,40 @@ def interrupting_kernel_manager(sockets: Path, echo: Path | None = None) -> type
                 asyncio.ensure_future(self.shutdown_kernel(now=True))
 
     return InterruptingKernelManager
+
+
+def interruption(failed: BaseException | None,
+                  run: RunDir | None) -> tuple[bool, BaseException | None]:
+    """Whether Ctrl-C stopped the run, and what failed then. One that came after the run was
+    closed ``complete`` (the notebook was being saved) stopped nothing: said in a line, no
+    resume command, and not an exit status 130."""
+    hit = (isinstance(failed, KeyboardInterrupt) or Interrupts.count > 0
+           or getattr(failed, "ename", None) == "KeyboardInterrupt")
+    if not hit or run is None or not run.manifest_path.is_file():
+        return hit, failed
+    try:
+        status = run.read_manifest().status
+    except StoreError:
+        status = None
+    if status != "complete":
+        return hit, failed
+    print(f"specbench: run {run.run_id} was complete when it was interrupted: nothing to "
+          f"resume", file=sys.stderr)
+    return False, None
+
+
+def unsaved(run: RunDir | None, output: Path, exc: OSError) -> int:
+    """The executed notebook could not be saved (a full disk: the sweep said so in its line):
+    one line, with where the run's record is and how it stands; never papermill's traceback."""
+    record = "no run directory"
+    if run is not None and run.manifest_path.is_file():
+        try:
+            status = run.read_manifest().status or "running"
+        except StoreError as err:
+            status = f"manifest unreadable: {err}"
+        record = f"the run's record is in {run.path} ({status}; 'specbench runs' lists it)"
+    elif run is not None:
+        record = f"no run was recorded in {run.path}"
+    print(f"specbench: cannot save the executed notebook {output} "
+          f"({exc.strerror or exc}): free disk space; {record}", file=sys.stderr)
+    return 1

@@ -21,9 +21,11 @@ def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, f
     ``equivalence``: the margin within which the leader decides a panel (the default's if None)."""
     known = ",".join(f"{b}:{s}" for b, s in speedups.items())
     noise = ("--jitter", str(jitter)) if jitter else ()  # seeded per config and sweep seed:
-    argv = fake_argv("--speedups", known, *noise, *(("--noise-seed", f"{seed}:{{budget}}") if jitter
-                                                   else ()), interval=interval, budget=True)
-    base = fake_argv(*noise, *(("--noise-seed", f"{seed}:auto") if jitter else ()),
+    # --nodelay: the pace is the known one, not a busy client's late ACKs (tests/test_repeats.py)
+    argv = fake_argv("--nodelay", "--speedups", known, *noise,
+                     *(("--noise-seed", f"{seed}:{{budget}}") if jitter else ()),
+                     interval=interval, budget=True)
+    base = fake_argv("--nodelay", *noise, *(("--noise-seed", f"{seed}:auto") if jitter else ()),
                      interval=interval)
     path = folder / f"budget-{seed}-{budget}.yaml"
     path.write_text(f"""phase: budgeted

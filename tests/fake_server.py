@@ -23,11 +23,15 @@ escape ``\\ud800``, then a normal end), ``bad_length`` (``Content-Length: many``
 without the final ``stop`` event).
 
 ``overclaim`` streams a quarter of the tokens, then a final event that claims all of them (as a server
-that lost events would). ``learns`` is a confound with a known truth: like llama.cpp's ngram-mod
-it remembers the 12-grams of every prompt it was sent, and a prompt whose 12-grams it has seen
-before is "drafted": the fraction f seen makes f x 90 % of its tokens accepted drafts and each
-token take (1 - 0.75 f) of ``--interval``. A fresh server sent fresh prompts has f = 0: no
-accepted draft, the full interval.
+that lost events would). ``countlie`` streams half the tokens, one id an event, while each event's
+``tokens_predicted`` rises by 2 (a count that runs ahead of the ids all along, up to the claim).
+``no_tokenize``: ``/tokenize`` answers 404 (a config-level fault). As a program, ``shutdown_crash``
+serves well, then SIGTERM makes it write llama.cpp's ``GGML_ASSERT`` line and die by SIGKILL.
+``learns`` is a confound with a known truth: like llama.cpp's ngram-mod it remembers the
+12-grams of every prompt it was sent, and a prompt whose 12-grams it has seen before is
+"drafted": the fraction f seen makes f x 90 % of its tokens accepted drafts and each token take
+(1 - 0.75 f) of ``--interval``. A fresh server sent fresh prompts has f = 0: no accepted draft,
+the full interval.
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ from typing import Any
 
 MODES = ("ok", "http400", "error_line", "empty", "crash", "hang", "short", "chunky",
          "done_only", "no_events", "bad_utf8", "lone_surrogate", "bad_length", "bad_chunk",
-         "no_final", "learns", "overclaim")
+         "no_final", "learns", "overclaim", "countlie", "no_tokenize")
 PROCESS_MODES = (*MODES, "startup_crash", "never_ready", "cuda_crash", "http500_some", "zombie",
-                 "warmup_crash", "slow_death", "setsid")
+                 "warmup_crash", "slow_death", "setsid", "shutdown_crash")
+SHUTDOWN_CRASH = "GGML_ASSERT(buf != NULL) failed"  # llama.cpp's signature (crash_signatures)
 CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
 _SPECIAL = re.compile(r"(<\|im_(?:start|end)\|>)")
 
@@ -88,6 +93,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/tokenize" and self.server.mode == "no_tokenize":
+            self._json(404, {"error": {"code": 404, "message": "File Not Found"}})
+            return
         if self.path == "/tokenize":
             found = words(str(body.get("content", "")))
             self._json(200, {"tokens": [sum(map(ord, w)) % 30000 for w in found]})
@@ -138,7 +146,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({"error": {"code": 500, "message": "slot failed", "type": "server_error"}})
             self._end()
             return
-        produced = {"empty": 0, "short": n_predict // 2, "crash": 3,
+        produced = {"empty": 0, "short": n_predict // 2, "crash": 3, "countlie": n_predict // 2,
                     "overclaim": n_predict // 4}.get(mode, n_predict)
         if body.get("ignore_eos") is False:  # the model's end of sequence: a length per prompt
             produced = min(produced, 1 + sum(body["prompt"]) % max(1, n_predict))
@@ -154,14 +162,17 @@ class _Handler(BaseHTTPRequestHandler):
                         self.server.interval * (1 - 0.75 * seen) * self.server.factor()
                         ) / self.server.speed()
                 time.sleep(max(0.0, due - time.monotonic()))
-            self._event({"content": "x" * k, "tokens": list(range(k)), "stop": False})
+            event = {"content": "x" * k, "tokens": list(range(k)), "stop": False}
+            if mode == "countlie":
+                event["tokens_predicted"] = 2 * (i + k)
+            self._event(event)
         if mode == "crash":
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return
         accepted = produced - produced // step if mode == "chunky" else int(0.9 * seen * produced)
-        claimed = n_predict if mode == "overclaim" else produced
+        claimed = n_predict if mode in ("overclaim", "countlie") else produced
         self._event({"content": "", "tokens": [], "stop": True, "tokens_predicted": claimed,
                      "tokens_evaluated": n_prompt, "truncated": mode == "short",
                      "stop_type": "limit", "timings": {
@@ -307,6 +318,9 @@ def main() -> None:
     parser.add_argument("--jitter", type=float, default=0.0, help="sigma of a log-normal "
                         "factor (mean 1) on each token's delay")
     parser.add_argument("--noise-seed", default="", help="seeds the jitter (default: the pid)")
+    parser.add_argument("--nodelay", action="store_true", help="TCP_NODELAY: each event leaves "
+                        "when written, not when the client's ACK of the last arrives (llama-server "
+                        "leaves Nagle on; then a busy client's late reads set the pace)")
     parser.add_argument("--speedups", default="", help="BUDGET:SPEEDUP,...: the config's budget "
                         "divides --interval by its speedup (a known truth per budget)")
     parser.add_argument("--prefill", type=float, default=None, help="seconds to the first "
@@ -338,7 +352,11 @@ def main() -> None:
             os.waitpid(child, 0)
             return
         os.setsid()
-    mode = "ok" if args.mode == "setsid" else args.mode
+    if args.mode == "shutdown_crash":  # serves well; SIGTERM: a crash line, then SIGKILL
+        signal.signal(signal.SIGTERM, lambda *_: (
+            print(f"{SHUTDOWN_CRASH}", file=sys.stderr, flush=True), os.kill(os.getpid(), signal.SIGKILL)))
+    _Handler.disable_nagle_algorithm = args.nodelay
+    mode = "ok" if args.mode in ("setsid", "shutdown_crash") else args.mode
     server = FakeLlamaServer(mode, hang_s=args.hang_s, port=args.port, interval=args.interval,
                              jitter=args.jitter, noise_seed=args.noise_seed, prefill=prefill,
                              drift=args.drift, epoch=args.epoch or time.time())

@@ -58,6 +58,10 @@ def test_a_resumed_budgeted_run_counts_the_time_spent_and_says_what_it_measured(
     assert after["measured"]["attempts"] == 2
     # the first attempt's time (to its last cell, it has no end) is in the answer's seconds
     assert after["measured"]["earlier_attempts_s"] >= 1
+    # the same claim as the one it replaces: the looks replayed as they were taken (the
+    # manifest's contest), not every kept cell pooled into one look at the resume's clock
+    assert after["panels"] == before["panels"] and after["looks"] == before["looks"]
+    assert after["stopped"] == before["stopped"] and after["rounds"] == before["rounds"]
     assert after["seconds"] > after["measured"]["earlier_attempts_s"]  # and this attempt's
     assert not list(first.run_dir.glob(".*.tmp"))  # the stray temporary file is gone
 
@@ -70,3 +74,22 @@ def test_a_budget_below_one_rounds_cost_still_measures_the_first_round(tmp_path:
     assert first and all(c.status == "ok" for c in first), [c.verdict for c in first]
     assert answer["rounds"] == 1 and answer["stopped"] == "budget"
     assert answer["measured"] == {**answer["measured"], "rounds": 1, "cells": len(first)}
+
+
+def test_a_resume_that_measures_nothing_rewrites_a_damaged_answer_with_the_same_claim(
+        tmp_path: Path) -> None:
+    """Issue 42: the resume replays the looks as they were taken (the manifest's ``contest``:
+    each look's round, its rounds planned, its clock, whether it was the last). Before, it pooled
+    every kept cell into its first look at its own clock: "ngram-b8 best" became "ngram-b8 at
+    most … slower; could also be the best: ngram-b16", the eliminations a round earlier."""
+    plan = sb.load_plan(budget_params(tmp_path, seed=1, budget="120s", jitter=0.3))
+    first = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
+    before = _answer(first)
+    assert before["looks"] >= 2 and before["stopped"] == "decided"  # looks to replay
+    (first.run_dir / "answer.json").write_text('{"panels": [{"panel": "damaged"')
+    again = sb.run_sweep(plan, resume=first.run_id, outputs=tmp_path / "out", progress=False)
+    after = _answer(again)
+    assert after["measured"]["cells"] == before["measured"]["cells"]  # nothing measured
+    assert after["panels"] == before["panels"]
+    assert (after["looks"], after["rounds"], after["stopped"]) == (
+        before["looks"], before["rounds"], before["stopped"])

@@ -157,3 +157,31 @@ concurrency: [1]
     (model / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")
     [found] = [c for c in preflight.doctor(sb.load_plan(path)) if c.name == "chat template"]
     assert found.ok and str(model) in found.detail
+
+
+@pytest.mark.parametrize(("template", "words"), [
+    ("{% for m in messages %}{{ m['content'] }{% endfor %}", "does not render"),
+    ("{% if messages|length > 1 %}{{ raise_exception('Conversation roles must alternate "
+     "user/assistant/user') }}{% endif %}{{ messages[0]['content'] }}", "roles must alternate"),
+])
+def test_the_doctor_renders_the_sglang_template_before_any_server(
+        tmp_path: Path, template: str, words: str) -> None:
+    """Issue 42: a template with a jinja syntax error, or one that raises on the conversations a
+    sweep sends (here: on turn 2's), fails the doctor with the reason; before, the doctor only
+    found the file and the plan was refused after a server had started."""
+    from specbench_lib.sweep import preflight
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    path = tmp_path / "sglang.yaml"
+    path.write_text(f"""phase: chat
+engine: {{kind: sglang, binary: {tmp_path / "python"}, model: {model}}}
+configs: [{{name: auto, method: auto}}]
+workloads: [{{name: chat, source: sharegpt, template: chat}}]
+contexts: [256]
+concurrency: [1]
+""")
+    [found] = [c for c in preflight.doctor(sb.load_plan(path)) if c.name == "chat template"]
+    assert not found.ok and words in found.detail and str(model) in found.detail
+    assert "\n" not in found.detail and "template: raw" in found.detail

@@ -247,6 +247,9 @@ def test_a_run_prints_no_kernel_transport_warning(tmp_path: Path, outputs: Path)
     assert "run q1: complete" in done.stdout + done.stderr  # the sweep ran and said so
     assert "IPKernelApp" not in done.stderr and "without encryption" not in done.stderr, done.stderr
     assert not list(ROOT.glob("kernel*ipc*"))  # the sockets lived in a private folder
+    # no Ctrl-C, no interrupt: jupyter_client's shutdown interrupts an idle kernel first, and
+    # ipykernel then printed "KeyboardInterrupt caught in kernel" (issue 42)
+    assert "KeyboardInterrupt" not in done.stdout + done.stderr, done.stdout + done.stderr
 
 
 def test_the_kernel_manager_asks_for_unix_sockets_in_its_folder(tmp_path: Path) -> None:
@@ -276,3 +279,53 @@ def test_lab_opens_a_copy_of_the_phase_notebook_and_keeps_the_researchers_copy(
     assert cli.main(["lab", "tp4", "--jupyter=--no-browser", "--jupyter=--port=8899"]) == 0
     assert launched[-1][4:] == ["--no-browser", "--port=8899", str(outputs / "lab" / "tp4.ipynb")]
     assert cli.main(["lab", "nope"]) == 2 and len(launched) == 4  # no such phase: nothing starts
+
+
+def test_a_full_disk_when_the_notebook_is_saved_is_one_line_not_a_traceback(
+        tmp_path: Path, outputs: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42: the sweep recorded its run (closed ``interrupted``: a cell could not be written,
+    its own one line said so), then papermill cannot save the executed notebook on the same full
+    disk. Before, papermill's ``OSError`` traceback followed; now one line says where the run's
+    record is."""
+    import errno
+
+    import papermill
+
+    def execute(source: str, out: str, **kw: Any) -> None:
+        (Path(out).parent / "manifest.json").write_text(json.dumps(
+            {"phase": "x", "status": "interrupted"}))
+        raise OSError(errno.ENOSPC, "No space left on device", out)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {EMBEDDED}\nphase: full\n")
+    assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "full1"]) == 1
+    said = capsys.readouterr()
+    run = outputs / "runs" / "full1"
+    assert [line for line in said.err.splitlines() if line.strip()] == [
+        f"specbench: cannot save the executed notebook {run / 'tp1.ipynb'} (No space left on "
+        f"device): free disk space; the run's record is in {run} (interrupted; 'specbench "
+        f"runs' lists it)"], said.err
+    assert "Traceback" not in said.out + said.err
+
+
+def test_ctrl_c_after_the_run_was_closed_complete_asks_no_resume(
+        tmp_path: Path, outputs: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42: a SIGINT while the executed notebook was being saved, after the run was
+    closed ``complete``, exited 130 and printed a resume command for a run with nothing left."""
+    import papermill
+
+    def execute(source: str, out: str, **kw: Any) -> None:
+        (Path(out).parent / "manifest.json").write_text(json.dumps(
+            {"phase": "x", "status": "complete"}))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    params = tmp_path / "p.yaml"
+    params.write_text(f"extends: {EMBEDDED}\nphase: done\n")
+    assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "done1"]) == 0
+    err = capsys.readouterr().err
+    assert "run done1 was complete when it was interrupted: nothing to resume" in err
+    assert "resume with" not in err and "Traceback" not in err

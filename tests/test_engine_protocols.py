@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fake_server import FakeLlamaServer
 from ports import free_port
 from protocol_servers import sglang_server, vllm_server
 
@@ -391,3 +392,57 @@ def test_llamacpp_counts_tokens_held_back_inside_a_utf8_character() -> None:
     old_style = LlamaCppAdapter().stream_parser()  # no tokens_predicted: one per listed id
     assert [old_style('data: {"content":"a","tokens":[5,6],"stop":false}').n_tokens,
             old_style('data: {"content":"","stop":true,"tokens_predicted":2}').n_tokens] == [2, 0]
+
+
+@pytest.mark.parametrize("engine", ["llamacpp", "sglang", "vllm"])
+def test_a_count_lie_is_the_same_verdict_on_every_engine(engine: str) -> None:
+    """Half the tokens streamed, one id a chunk, while the server's count rises by 2 a chunk
+    (llama.cpp's ``tokens_predicted``; SGLang's and vLLM's ``completion_tokens``): on every
+    engine the ids that arrived are counted, and the claim is ``token_count_mismatch``.
+    (Before, llama.cpp believed ``tokens_predicted``: the cell was ok at twice the tokens.)"""
+    from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
+
+    if engine == "llamacpp":
+        with FakeLlamaServer("countlie") as srv:
+            _, verdict = run(LlamaCppAdapter(), srv.url)
+    else:
+        server, adapter = ((sglang_server, SGLangAdapter()) if engine == "sglang"
+                           else (vllm_server, VllmAdapter()))
+        with server("overclaim") as srv:
+            _, verdict = run(adapter, srv.url)
+    assert verdict.status == "invalid"
+    assert all(r.startswith("token_count_mismatch") for r in verdict.reasons), verdict.reasons
+    assert "6 tokens streamed, server reported 12" in " ".join(verdict.reasons)
+
+
+def _llama_lines(events: list[tuple[str, list[int], int]], final: int) -> list[str]:
+    import json
+
+    lines = [json.dumps({"content": text, "tokens": ids, "stop": False, "tokens_predicted": n})
+             for text, ids, n in events]
+    lines.append(json.dumps({"content": "", "tokens": [], "stop": True, "tokens_predicted": final,
+                             "tokens_evaluated": 4, "timings": {"prompt_n": 4}}))
+    return [f"data: {line}" for line in lines]
+
+
+def test_llamacpp_counts_ids_and_only_the_tokens_a_character_can_hide() -> None:
+    """An event counts its ids; a claim beyond them only as far as its text's multi-byte
+    characters could hide held-back tokens; a claim that runs ahead of its ids (a speculative
+    step counted whole first) is paid back by the later ids (the total stays the honest count)."""
+    from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
+
+    def counts(events: list[tuple[str, list[int], int]], final: int) -> list[int]:
+        parse = LlamaCppAdapter().stream_parser()
+        return [parse(line).n_tokens for line in _llama_lines(events, final)]
+
+    # a lie in ASCII: two claimed a step, one id sent; the final claim is not believed
+    lie = [("x", [1], 2 * (i + 1)) for i in range(6)]
+    assert counts(lie, 12) == [1] * 6 + [0]
+    # a 4-byte character from 4 tokens: 3 held back, all counted with the one id that arrived
+    assert counts([("a", [1], 1), ("\U0001f600", [2], 5)], 5) == [1, 4, 0]
+    # a step of 4 accepted tokens, its claim made at once; the first event's "é" (2 bytes)
+    # could hide one token: counted ahead, then paid back by the step's last id
+    assert counts([("é", [1], 4), ("a", [2], 4), ("b", [3], 4), ("c", [4], 4)], 4) == [2, 1, 1, 0, 0]
+    # the limit cut a character: up to 4 claimed tokens never sent, more is a lie
+    assert counts([("a", [1], 1)], 3) == [1, 2]
+    assert counts([("a", [1], 1)], 9) == [1, 0]

@@ -615,3 +615,55 @@ def test_a_manifest_of_another_shape_is_named_by_every_reader(
     with pytest.raises(sb.StoreError, match="cannot resume run r1"):
         Run.start(plan, fingerprints, resume="r1", outputs=tmp_path / "out")
     assert not (run_dir.path / ".lock").exists()
+
+
+def test_a_hand_edited_decided_ok_with_no_requests_is_not_ok() -> None:
+    """Issue 42: ``facts.decided: ok`` counted as ok whatever the requests; nothing decides a
+    cell ok before its requests, so such a record is judged by them (none: invalid)."""
+    from specbench_lib.analysis.validate import judge, judge_inputs
+    from specbench_lib.model.records import CellFacts, Verdict
+
+    verdict = judge([], CellFacts(decided=Verdict("ok")), judge_inputs(2))
+    assert verdict.status == "invalid" and "too_few_completed" in verdict.codes, verdict
+    skipped = Verdict("skipped", ())
+    assert judge([], CellFacts(decided=skipped), judge_inputs(2)) is skipped  # as decided
+
+
+def test_a_cell_file_copied_under_another_cells_name_is_not_counted_twice(
+        tmp_path: Path) -> None:
+    """Issue 42: a cell file copied under another cell's name was read as a second record of
+    its cell (counted twice); it is a damaged file, named, that a resume sets aside."""
+    import shutil
+
+    from cellfactory import make_cell
+
+    from specbench_lib.runs.run import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.cells_dir.mkdir(parents=True)
+    cell = make_cell("auto", "auto", None)
+    run.write_cell(cell)
+    shutil.copy(run.cell_path(cell.cell_id), run.cells_dir / "other__code__ctx16__c1.json")
+    cells, damaged = run.read_cells()
+    assert [c.cell_id for c in cells] == [cell.cell_id]
+    (error,) = damaged
+    assert f"holds cell {cell.cell_id}" in str(error) and "other__code__ctx16__c1.json" in str(error)
+
+
+def test_a_run_folder_killed_before_its_manifest_is_listed_unrecorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: a SIGKILL before the sweep wrote its manifest left a folder (its executed
+    notebook) that ``specbench runs`` never listed."""
+    from specbench_lib.cli import main
+
+    folder = tmp_path / "runs" / "20261204T000000Z_tp1_aaaaaa"
+    folder.mkdir(parents=True)
+    (folder / "tp1.ipynb").write_text("{}")
+    assert [(r["run_id"], r["status"]) for r in list_runs(tmp_path)] == [
+        ("20261204T000000Z_tp1_aaaaaa", "unrecorded")]
+    monkeypatch.setenv("SPECBENCH_OUTPUTS", str(tmp_path))
+    assert main(["runs"]) == 0
+    out = capsys.readouterr().out
+    assert "20261204T000000Z_tp1_aaaaaa" in out and "unrecorded" in out
+    assert "nothing to resume: remove the folder" in out

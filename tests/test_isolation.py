@@ -250,3 +250,21 @@ def test_a_server_that_tokenizes_differently_is_refused(tmp_path: Path) -> None:
     book.check(words, url="http://b")  # the same tokenizer: fine
     with pytest.raises(EngineError, match="tokenizes differently"):
         book.check(lambda text: [1, *words(text)], url="http://c")
+
+
+@pytest.mark.parametrize(("status", "words", "not_words"), [
+    (404, "the server has no such endpoint: set engine.isolation: restart", "pending"),
+    (400, "it refuses while requests are pending", "no such endpoint"),
+])
+def test_a_refused_flush_says_why_by_its_status(status: int, words: str, not_words: str) -> None:
+    """Issue 42: a ``/flush_cache`` 404 was explained as "it refuses while requests are
+    pending" (SGLang's 400)."""
+    import httpx
+
+    adapter = get_adapter(EngineParams(kind="sglang", binary="x", model="m"))
+    answer = httpx.MockTransport(lambda request: httpx.Response(status, text="nope"))
+    with httpx.Client(transport=answer, base_url="http://127.0.0.1:1") as client:
+        with pytest.raises(EngineError) as err:
+            adapter.reset(client)
+    assert words in str(err.value) and not_words not in str(err.value)
+    assert err.value.status == status

@@ -256,3 +256,21 @@ def test_with_template_chat_conversations_and_natural_documents_go_through_the_t
     whole = words(dict(documents(code))[doc.sources[0]] + "\n\n")
     content = whole[:512 - 7]
     assert doc.tokens == [1, 2, *content, 4, 5, 6, 7]  # whole (or capped), inside the frame
+
+
+def test_a_crash_during_turn_one_is_the_cells_first_reason_its_turn_one_kept(
+        tmp_path: Path) -> None:
+    """Issue 42: the server dies in a conversation's turn 1 (``cuda_crash``: its second
+    generation, the warmup being the first). Before, turn 2 was built on the dead server: the
+    cell's first reason was a refused ``/tokenize`` and the turn-1 records were dropped."""
+    result = sb.run_sweep(sb.load_plan(plan(tmp_path, 2, "--mode", "cuda_crash")),
+                          outputs=tmp_path / "out", progress=False)
+    (cell,) = [c for c in result.cells if "server_died_earlier" not in c.verdict.codes]
+    assert cell.status == "crashed", not_ok(result)
+    assert str(cell.verdict.reasons[0]) == ("server_died: the server process exited, or stopped "
+                                            "answering its health endpoint, during a "
+                                            "conversation's turn 1, sent first")
+    assert "CUDA error" in cell.verdict.reasons[1]
+    turn1 = [r for r in cell.requests if r.turn == 1]
+    assert len(turn1) == 4 and any(r.error_kind == "connection_error" for r in turn1)
+    assert not cell.measured  # turn 2 was never sent to the dead server

@@ -2,7 +2,11 @@
 repeats that stop once every speedup interval is narrow enough.
 
 The servers are tests/fake_server.py processes that pace their tokens (``--interval``), started
-through the argv-template engine, so the whole sweep machinery runs.
+through the argv-template engine, so the whole sweep machinery runs. They run with
+``--nodelay``: with Nagle on (as llama-server leaves it) each event waits for the client's ACK
+of the last, so a busy client's late reads set the pace (48 ms a token for a 10 ms interval
+was measured at a load of 7), not the interval; each sweep takes a free port (other checkouts
+run this file at the same time).
 """
 
 from __future__ import annotations
@@ -11,24 +15,25 @@ import json
 from pathlib import Path
 
 import pytest
+from budgetparams import free_port
 from cellfactory import not_ok
 from fakeparams import fake_engine
 
 import specbench_lib as sb
 
 ROOT = Path(__file__).resolve().parent.parent
-PORT = 8203
 
 
 def argv(interval: float, *, budget: bool = True) -> str:
     return json.dumps(["{binary}", str(ROOT / "tests" / "fake_server.py"), "--port", "{port}",
-                       "--interval", str(interval), *(["--budget", "{budget}"] if budget else [])])
+                       "--interval", str(interval), "--nodelay",
+                       *(["--budget", "{budget}"] if budget else [])])
 
 
 def params(tmp_path: Path, extra: str) -> Path:
     path = tmp_path / "repeats.yaml"
     path.write_text(f"""phase: repeats
-{fake_engine(PORT, argv(0.004, budget=False), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), argv(0.004, budget=False), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
   - {{name: ngram, method: ngram, budgets: [8], argv: {argv(0.002)}}}
 workloads:
@@ -83,25 +88,30 @@ def test_back_to_back_keeps_one_server_per_config(tmp_path: Path) -> None:
 
 def test_adaptive_repeats_stop_when_the_interval_is_narrow_and_say_so(tmp_path: Path) -> None:
     """Repeats are the unit: after two rounds an interval has 1 degree of freedom (t = 12.7),
-    so whether two rounds are enough for ±50 % depends on how alike they were; three are."""
+    so whether two rounds are enough for ±50 % depends on how alike they were; three are on a
+    quiet host. What holds at any load (issue 42: at a load of 4 it failed): the first look is
+    after two rounds; when the rounds differed too much for ±50 % by the fourth (a busy host),
+    every round ran and nothing was skipped; else the later rounds were skipped, saying why."""
     wide = "repeats: 4\nrepeat_until_half_width: 0.5"
     result = sb.run_sweep(sb.load_plan(params(tmp_path, wide)), outputs=tmp_path / "out",
                           progress=False)
-    skipped = next(c for c in result.cells if c.status == "skipped")
-    rounds = int(skipped.verdict.reasons[0].split("after ")[1].split(" ")[0])
-    assert rounds in (2, 3), skipped.verdict.reasons
-    assert skipped.verdict.reasons[0].startswith(f"enough_repeats: after {rounds} of 4 rounds "
-                                                 "every speedup interval at the look's level ")
-    # the look's alpha-spending level (rounds - 1 of the 3 looks): above 95 % until the last
-    assert "level 9" in str(skipped.verdict.reasons[0])
     statuses = {(c.spec.config, c.spec.repeat): c.status for c in result.cells}
+    rounds = sum(statuses[("ngram-b8", r)] == "ok" for r in range(4))
     assert [statuses[("ngram-b8", r)] for r in range(4)] == \
         ["ok"] * rounds + ["skipped"] * (4 - rounds)
-    assert not skipped.requests and skipped.metrics is None
+    assert rounds >= 2, statuses
     # one server a config, kept up across the blocks it measured, none for the rounds skipped
     assert set(result.manifest["servers"]) == {"auto", "ngram-b8"}
     assert sorted(result.manifest["blocks"]) == [str(r + 1) for r in range(rounds)]
     assert result.table().set_index("config").loc["ngram-b8", "repeats_n"] == rounds
+    if rounds == 4:
+        return
+    skipped = next(c for c in result.cells if c.status == "skipped")
+    assert skipped.verdict.reasons[0].startswith(f"enough_repeats: after {rounds} of 4 rounds "
+                                                 "every speedup interval at the look's level ")
+    # the look's alpha-spending level (rounds - 1 of the 3 looks): above 95 % until the last
+    assert "level 9" in str(skipped.verdict.reasons[0])
+    assert not skipped.requests and skipped.metrics is None
 
 
 def test_adaptive_repeats_run_to_the_limit_when_the_target_is_not_met(tmp_path: Path) -> None:

@@ -2,7 +2,20 @@
 injected client stall: the event loop blocked once, so the tokens queued meanwhile are read
 together, ``coalesced_reads``) is measured again at once with fresh prompts, up to ``retries``
 times, each attempt kept in its facts; a rate profile whose anchor was spoiled still measures
-its points. The default coalescing thresholds are used, on tests/fake_server.py."""
+its points. On tests/fake_server.py.
+
+What these tests assert is the retry, so they hold at any load (issue 42: at a load of 4 on 2
+cores the client-stall case failed). The injected stall blocks for 1 s at the first token of a
+cell's first attempt: longer than the rest of that request at any pace the fake server keeps
+(10 ms a token on a quiet host; 48 ms was measured at a load of 7, when a 0.3 s stall held only
+5 of its tokens, 16 %, and the cell passed), so the request's other 14 of the cell's 32 tokens
+are always read together (44 %). The thresholds sit between that and what a busy host does on
+its own (``max_coalesced_fraction`` 0.3; ``max_coalesced_first_fraction`` 0.5: both first
+tokens late): at the defaults (5 %: two tokens; 1 %: any first token) an ordinary stall of a
+busy host spoilt the retried attempt too. The defaults are the rule's own tests'
+(tests/test_coalesced_reads.py) and the real engine's (tests/test_default_host_rules.py). Each
+sweep takes a free port: other checkouts run this file at the same time (a fixed port was
+another run's server)."""
 
 from __future__ import annotations
 
@@ -11,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from budgetparams import free_port
 from cellfactory import not_ok
 from fakeparams import fake_argv, fake_engine
 
@@ -19,13 +33,11 @@ from specbench_lib.model import catalogue
 from specbench_lib.servers.engines import llamacpp
 from specbench_lib.sweep.serversweep import ServerSweep
 
-PORT = 8237
-
 
 def params(tmp_path: Path, extra: str = "") -> Path:
     path = tmp_path / "retry.yaml"
     path.write_text(f"""phase: retry
-{fake_engine(PORT, fake_argv("--mode", "ok", interval=0.01), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), fake_argv("--mode", "ok", interval=0.01), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: code, source: humaneval}}
@@ -35,16 +47,18 @@ output_tokens: 16
 requests_per_cell: 2
 warmup_requests: 1
 host: {{max_other_cpu_cores: null}}
+max_coalesced_fraction: 0.3
+max_coalesced_first_fraction: 0.5
 {extra}""")
     return path
 
 
 class StallOnce:
     """Blocks the event loop for ``seconds`` at the first token event of the first measured
-    cell whose id ends with ``suffix``: the tokens the server sends meanwhile queue and are
-    read at once, right after the stall."""
+    cell whose id ends with ``suffix``: the tokens the server sends meanwhile (the rest of
+    that request) queue and are read at once, right after the stall."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, suffix: str = "", seconds: float = 0.3):
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, suffix: str = "", seconds: float = 1.0):
         self.armed, self.fired, self.seconds = False, 0, seconds
         measure, parse = ServerSweep._measure, llamacpp._Stream.parse
         stall = self
@@ -79,7 +93,7 @@ def test_a_cell_spoiled_by_a_client_stall_is_measured_again_and_ends_ok(
     cell = result.cells[0]
     first, = cell.facts.remeasured  # the spoiled attempt, kept
     assert first.attempt == 0 and first.requests == 2
-    assert first.reasons[0].startswith("coalesced_reads:") and "in 1 of 2 requests" in first.reasons[0]
+    assert first.reasons[0].startswith("coalesced_reads:") and " of 2 requests" in first.reasons[0]
     assert not set(first.prompts) & {p.sha for p in cell.prompts}  # fresh prompts the 2nd time
     assert cell.facts.served_before is not None and "warmup" in cell.facts.served_before.cells
     again = sb.SweepResult(result.run_dir).cells[0]  # as stored, read back
@@ -115,12 +129,14 @@ def test_a_cell_spoiled_on_a_later_server_is_measured_again_with_that_servers_to
     """Isolation restart: each cell has its own server (and its own control client). The
     retry's fresh prompts are tokenized by the server measuring them, not by the first one,
     whose client is closed by then (this was a ``bad_answer``: 'the client has been closed')."""
-    stall = StallOnce(monkeypatch, suffix="__c2")
-    plan = sb.load_plan(params(tmp_path, "concurrency: [1, 2]\nengine: {isolation: restart}\n"
+    stall = StallOnce(monkeypatch, suffix="__ctx32__c1")
+    # two cells of one request at a time (the stall's share is known at concurrency 1), the
+    # second on the later server
+    plan = sb.load_plan(params(tmp_path, "contexts: [16, 32]\nengine: {isolation: restart}\n"
                                          "cell_order: fixed\n"))
     result = sb.run_sweep(plan, outputs=tmp_path / "d", progress=False)
     assert stall.fired == 1
     assert result.counts()["ok"] == 2, not_ok(result)
-    spoiled = next(c for c in result.cells if c.cell_id.endswith("__c2"))
+    spoiled = next(c for c in result.cells if c.cell_id.endswith("__ctx32__c1"))
     assert len(spoiled.facts.remeasured) == 1
     assert result.manifest["servers"]["auto"]["starts"] == 2

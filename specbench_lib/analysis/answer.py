@@ -35,10 +35,14 @@ ANSWER_FILE = "answer.json"
 
 
 def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: float,
-                 budget_s: float, rounds: int, stopped: str) -> dict[str, Any]:
-    """The answer document (see the module): the run's figures and one entry per panel."""
+                 budget_s: float, rounds: int, stopped: str,
+                 crashed: dict[str, str] | None = None) -> dict[str, Any]:
+    """The answer document (see the module): the run's figures and one entry per panel
+    (``crashed``: config → the crash line its server logged after its cells)."""
     panels = [_panel(contest, state, cells) for state in contest.panels.values()]
     drift = run_drift(cells)
+    for entry, state in zip(panels, contest.panels.values(), strict=True):
+        entry["crashed"] = {c: line for c, line in (crashed or {}).items() if c in state.configs}
     return {"seconds": round(seconds, 1), "budget_s": budget_s, "rounds": rounds,
             "stopped": stopped, "alpha": contest.alpha, "looks": contest.looked,
             "spending": contest.spending, "equivalence": contest.equivalence,
@@ -134,6 +138,8 @@ def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
         method = "auto" if entry["best"] == entry["baseline"] else "spec"
         head = (f"{verdict_words(row, float(entry.get('equivalence') or 0.05))}; "
                 f"{speedup_words(row, method, entry['baseline'] or 'auto')}")
+        if entry["best"] in entry.get("crashed", {}):  # never "best" without the word
+            head = f"{entry['best']} CRASHED its server after its cells; {head}"
         if entry["decided"]:
             head += f" · decided in {span(entry['decided_s'] or 0)}"
         else:
@@ -143,7 +149,9 @@ def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
     gone = [f"{c} (round {r}{'; still measured as the baseline' if c == entry['baseline'] else ''})"
             for c, r in sorted(entry["eliminated"].items(), key=lambda x: x[1])]
     gone += [f"{c} ({why})" for c, why in entry.get("out", {}).items()]
+    crashed = [f"{c} ({line})" for c, line in entry.get("crashed", {}).items()]
     return (f"{name}: {head}" + (f" · out: {', '.join(gone)}" if gone else "")
+            + (f" · crashed after its cells: {', '.join(crashed)}" if crashed else "")
             + time_words(entry))
 
 

@@ -266,9 +266,10 @@ def panel_claims(cells: Sequence[CellRecord], *, alphas: Mapping[Panel, float] |
     found = {}
     for panel, by_config in by_panel.items():
         given = list((configs or {}).get(panel) or ())
-        order = [c for c in [*given, *(c for c in by_config if c not in given)]
-                 if by_config.get(c)]
         units = {c: units_of(v) for c, v in by_config.items()}
+        # a config with no ok request is out, as a budgeted run's contest puts it (rounds.py)
+        order = [c for c in [*given, *(c for c in by_config if c not in given)]
+                 if c in units and units[c].n]
         found[panel] = claim(units, order, baselines.get(panel),
                              alpha=(alphas or {}).get(panel, ALPHA), equivalence=equivalence)
     return found

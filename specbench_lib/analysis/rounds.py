@@ -17,7 +17,12 @@ corpus feeds, and twice the rounds of the first round's cost that fit in the bud
 out of the set is not measured in that panel (``eliminated``: the round; it comes back if a later
 look puts it back); a config out of every panel's set is not started again (each slice starts
 and stops its own server, so that is its server stopped). A config whose cell crashed (or was
-skipped) is ``out`` with its reason, not eliminated. An open-loop point (a fixed rate or a rate
+skipped), whose cell is invalid for a config-level reason (``missing_endpoint``: every round
+would be the same), or that has no ok request in the panel after a round, is ``out`` with its
+reason after that round, not eliminated, never started again for it (:func:`out_reason`;
+readers leave a config with no ok request out too: ``claim.panel_claims``). A look sees the
+cells of the rounds up to its own, so a resume that replays the looks (``sweep/adaptive.py``'s
+``Looks``, from the manifest's ``contest``) makes the same claims. An open-loop point (a fixed rate or a rate
 profile's) is not contested: it is measured while its config is still in some panel.
 
 **Decided.** A panel is decided when its set is the leader alone (``decided``), or at the
@@ -50,7 +55,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model.catalogue import C
+from ..model.catalogue import C, host_side_only, level
 from ..model.params import CellSpec
 from ..model.records import CellRecord, Reason
 from .claim import ALPHA, EQUIVALENCE, MIN_LOOK_ALPHA, Claim, claim, look_alpha
@@ -59,6 +64,24 @@ from .units import units_of
 
 OVERSHOOT = 0.10  # a slice starts only while its predicted end is within the budget + 10 %
 Panel = tuple[Any, ...]
+
+
+def out_reason(cell: CellRecord, mine: Sequence[CellRecord]) -> str | None:
+    """Why ``cell``'s config leaves its panel after the cell's round (``mine``: its cells in
+    the panel so far), or None: a crash or a skip not by design (its first reason); an invalid
+    cell with a config-level reason (``missing_endpoint``: every round would be the same); or
+    no ok request in any of its cells (an invalid cell otherwise is a unit missing, as is one
+    judged invalid only for the client host's state: the config is not at fault)."""
+    verdict = cell.verdict
+    if verdict.ok or verdict.by_design or host_side_only(verdict.codes):
+        return None
+    first = str(verdict.reasons[0]) if verdict.reasons else cell.status
+    if cell.status != "invalid":
+        return first
+    config = next((r for r in verdict.reasons if level(r.code) == "config"), None)
+    if config is not None:
+        return str(config)
+    return None if units_of(mine).n else f"no ok request: {first}"
 
 
 def panel_of(spec: CellSpec) -> Panel:
@@ -151,17 +174,23 @@ class Contention:
 
     def observe(self, cells: Sequence[CellRecord], number: int, elapsed_s: float, *,
                 last: bool = False) -> None:
-        """Round ``number`` (from 0) ended at ``elapsed_s``: mark what crashed, then look (from
-        round ``first_look`` on, or at a ``last`` look) at every open panel."""
+        """Round ``number`` (from 0) ended at ``elapsed_s``: mark what is out (:func:`out_reason`),
+        then look (from round ``first_look`` on, or at a ``last`` look) at every open panel
+        with the cells of the rounds up to ``number`` (a replay's later cells are not its)."""
+        cells = [c for c in cells if c.spec.repeat <= number]
         for cell in cells:
             state = self.panels.get(panel_of(cell.spec))
-            if (state is None or cell.spec.repeat != number or cell.verdict.ok
-                    or cell.status == "invalid" or cell.verdict.by_design):
-                continue  # an invalid cell is a unit missing, not a config out
-            if cell.spec.config in state.members and state.open:
-                state.members.remove(cell.spec.config)
-                state.out[cell.spec.config] = str(cell.verdict.reasons[0]) if cell.verdict.reasons \
-                    else cell.status
+            config = cell.spec.config
+            if (state is None or cell.spec.repeat != number or not state.open
+                    or config in state.out
+                    or (config not in state.members and config != state.baseline)):
+                continue
+            why = out_reason(cell, [c for c in cells if c.spec.config == config
+                                    and panel_of(c.spec) == state.panel])
+            if why is not None:
+                if config in state.members:
+                    state.members.remove(config)
+                state.out[config] = why
         if number < self.first_look and not last:
             return
         self.looked += 1

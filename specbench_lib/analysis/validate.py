@@ -33,9 +33,11 @@ def judge(records: Sequence[RequestRecord], facts: CellFacts, inputs: JudgeInput
     """The verdict of a cell: its requests' problems (:func:`request_problems`), then every
     cell rule of :data:`~.ruleset.RULES` in order, on the stored requests, facts and judge
     inputs (its open-loop rate and prompts for ``rate_not_reached`` and ``seen_prompt``). A
-    verdict decided while measuring (``facts.decided``) stays as it is; a crashed server's cell
-    (``facts.server_alive``, ``facts.crash_line``) is ``crashed``, judged by no cell rule."""
-    if facts.decided is not None:
+    verdict decided while measuring (``facts.decided``) stays as it is, unless it says ``ok``
+    (nothing decides a cell ok before its requests: a hand-edited record is judged by them); a
+    crashed server's cell (``facts.server_alive``, ``facts.crash_line``) is ``crashed``, judged
+    by no cell rule."""
+    if facts.decided is not None and not facts.decided.ok:
         return facts.decided
     records = list(records)
     speculative = inputs.speculative and inputs.spec_stats == "per_request"
@@ -138,7 +140,10 @@ def _crashed(records: list[RequestRecord], facts: CellFacts, *, speculative: boo
              prefix_cache: bool) -> Verdict:
     """``crashed``: the server died (or its log shows a crash line), with every request's
     problems counted after it."""
-    when = "its warmup" if records and all(r.warmup for r in records) else "the cell"
+    when = "the cell"
+    if records and all(r.warmup for r in records):  # nothing timed was sent
+        when = ("a conversation's turn 1, sent first" if any(r.turn == 1 for r in records)
+                else "its warmup")
     first = ((Reason(C.server_died, f"the server process exited, or stopped answering its "
                      f"health endpoint, during {when}"),) if not facts.server_alive else ())
     line = facts.crash_line

@@ -137,7 +137,7 @@ PANEL_ANSWER = Doc(
      "speedup_hi": float | None, "baseline": str | None, "requests": dict[str, int],
      "eliminated": dict[str, int], "out": dict[str, str], "decided_s": float | None,
      "decided_round": int | None, "more_requests": int | None, "blocks": int | None,
-     "drift": str | None, "drift_prefill": float | None},
+     "drift": str | None, "drift_prefill": float | None, "crashed": dict[str, str]},
     frozenset({"panel", "decided", "decision", "best", "confidence_set", "speedup",
                "speedup_lo", "speedup_hi", "baseline", "eliminated"}))
 PARTIAL_ROUND = Doc({"round": int, "requests": int, "of": int, "configs": list[str]},
@@ -148,5 +148,11 @@ ANSWER = Doc({"seconds": float, "budget_s": float, "rounds": int, "stopped": str
              frozenset({"seconds", "budget_s", "rounds", "stopped", "panels"}))
 ANSWER_FIX = ("a damaged answer: run 'specbench run <phase> --resume <run>' to measure what is "
               "missing and write it again, or delete it to read the run by its cells")
+
+# the manifest's ``contest`` (sweep/adaptive.py's Looks): a budgeted sweep's looks as taken
+LOOK = Doc({"round": int, "last": bool, "rounds": int, "elapsed_s": float,
+            "partial": PARTIAL_ROUND}, frozenset({"round", "last", "rounds", "elapsed_s"}))
+CONTEST = Doc({"looks": Each(LOOK), "end": Doc({"rounds": int, "stopped": str})},
+              frozenset({"looks"}))
 
 # manifest.json: its shape is its read model's (runs/manifest.py, :func:`doc_of`)

@@ -161,7 +161,8 @@ CATALOGUE: tuple[Code, ...] = (
     _c("corpus_exhausted", "run", "a round past the ones the corpus can feed with fresh "
        "prompts (never a prompt a server already answered): skipped by design"),
     _c("config_out", "run", "a round of a config that was out of the panel for its own failure "
-       "(crashed or skipped, with its reason): not measured again; skipped by design"),
+       "(crashed or skipped, invalid for a config-level reason, or no ok request, with its "
+       "reason): not measured again; skipped by design"),
     _c("worker_lost", "run", "a placed config whose Ray worker or node was lost: its unfinished "
        "cells crashed, the rest of the run goes on"),
     _c("worker_error", "run", "a placed config whose Ray task raised: its unfinished cells "

@@ -10,7 +10,6 @@ the value.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -19,12 +18,12 @@ from pydantic import Field, field_validator, model_validator
 
 from ..core.durations import parse_duration
 from ..core.errors import ParamsError
-from ..core.paths import resolve_project_path
 from .catalogue import (
     DEFAULT_MAX_COALESCED_FIRST_FRACTION,
     DEFAULT_MAX_COALESCED_FRACTION,
     DEFAULT_MAX_FAILED_FRACTION,
 )
+from .categories import per_category
 from .sections import (
     AttachParams,
     EngineParams,
@@ -251,8 +250,7 @@ class SweepParams(Strict):
     def _per_category(cls, workloads: tuple[WorkloadParams, ...]) -> tuple[WorkloadParams, ...]:
         """A workload with ``categories`` becomes one workload per category (its panels,
         tables and figures are then per category, with no analysis of their own)."""
-        return tuple(e for w in workloads for e in w.per_category(
-            _file_categories(w.path) if w.categories == "all" and w.path else ()))
+        return per_category(workloads)
 
     def runs(self, workload: WorkloadParams, context: int) -> bool:
         """Whether ``workload`` has cells at ``context``: its ``max_context``; a workload of
@@ -307,24 +305,6 @@ class SweepParams(Strict):
                              "the highest concurrency: concurrency needs 1 and a higher level, got "
                              f"{list(self.concurrency)}")
         return self
-
-
-def _file_categories(path: str) -> tuple[str, ...]:
-    """The categories of a Spec-Bench ``question.jsonl`` in their first order (``categories:
-    all``); a file that cannot be read is refused with its name."""
-    file = resolve_project_path(path)
-    found: dict[str, None] = {}
-    try:
-        for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                row = json.loads(line)
-                if not isinstance(row, dict) or not isinstance(row.get("category"), str):
-                    raise ValueError(f"{file}:{n}: no 'category' string; a Spec-Bench "
-                                     f"question.jsonl row has question_id, category, turns")
-                found[row["category"]] = None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"categories 'all' reads {file}: {exc}") from None
-    return tuple(found)
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,7 @@ def _spec_bench(path: str) -> tuple[_Question, ...]:
     one or more questions), each checked, a bad one refused with its file and line."""
     file = Path(path)
     rows = []
+    seen: dict[str, str] = {}  # category:question_id → its line
     for where, row in _rows(file):
         turns = row.get("turns")
         if (not isinstance(turns, list) or not turns
@@ -123,7 +124,13 @@ def _spec_bench(path: str) -> tuple[_Question, ...]:
             raise PreflightError(f"{where}: a question row needs 'question_id', 'category' (a "
                                  f"string) and 'turns' (a list of non-empty strings)",
                                  what="workload", path=file)
-        rows.append((f"{row['category']}:{row['question_id']}", row["category"], tuple(turns)))
+        qid = f"{row['category']}:{row['question_id']}"
+        if qid in seen:  # one would replace the other: a row silently lost
+            raise PreflightError(f"{where}: question_id {row['question_id']!r} repeats "
+                                 f"{seen[qid]} in category {row['category']!r}; give each "
+                                 f"question of a category its own id", what="workload", path=file)
+        seen[qid] = where
+        rows.append((qid, row["category"], tuple(turns)))
     return tuple(rows)
 
 
@@ -313,6 +320,9 @@ def _jsonl(path: str, field: str) -> list[tuple[str, str]]:
 def _rows(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """The JSON objects of a JSONL file with where each is (``file:line``); a line that is
     not one, a missing or empty file, refused with its name."""
+    if file.is_dir():
+        raise PreflightError(f"workload file {file} is a directory, not a file; give the path "
+                             f"of the JSONL file in it", what="workload", path=file)
     if not file.is_file():
         raise PreflightError(f"workload file {file} not found", what="workload", path=file)
     rows = 0

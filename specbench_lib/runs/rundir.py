@@ -212,9 +212,17 @@ class RunDir:
         damaged: list[StoreError] = []
         for path in self.cell_files():
             try:
-                cells.append(CellRecord.from_dict(read_json(path), path=path))
+                cell = CellRecord.from_dict(read_json(path), path=path)
             except StoreError as exc:
                 damaged.append(exc)
+                continue
+            if path.name != f"{cell.cell_id}.json":  # a copy under another cell's name
+                damaged.append(StoreError(f"the file holds cell {cell.cell_id}, not the cell of "
+                                          f"its name: a copy or a rename; move it away (a "
+                                          f"resume sets it aside and measures its cell again)",
+                                          path=path))
+                continue
+            cells.append(cell)
         return cells, damaged
 
     def archive_cell(self, cell_id: str) -> Path | None:
@@ -286,9 +294,12 @@ def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
 
     ``status`` is the manifest's, except: ``died`` for a run the manifest says is running (or
     never said) whose lock no process holds (its writer was killed: resume it), and
-    ``unreadable`` for a manifest that cannot be read (``error`` says why; nothing is changed).
+    ``unreadable`` for a manifest that cannot be read (``error`` says why; nothing is changed),
+    and ``unrecorded`` for a folder with no manifest whose lock no process holds (its process
+    was killed before the sweep began: nothing to resume; ``starting`` while it is held).
     """
-    runs = []
+    runs = [_unrecorded(RunDir(path)) for path in sorted(runs_root(root).glob("*/"))
+            if path.is_dir() and not (path / "manifest.json").exists()]
     for run in iter_runs(root):
         error = None
         try:
@@ -304,4 +315,11 @@ def list_runs(root: Path | None = None) -> list[dict[str, Any]]:
                      "counts": data.verdict_counts, "commit": (git.get("commit") or "")[:10],
                      "dirty": git.get("dirty"), "path": str(run.path), "error": error,
                      "budget": data.budget})  # a one-budget run covers part of its plan
-    return runs
+    return sorted(runs, key=lambda r: str(r["run_id"]))
+
+
+def _unrecorded(run: RunDir) -> dict[str, Any]:
+    """A run folder without a manifest, as :func:`list_runs` lists it."""
+    return {"run_id": run.run_id, "phase": None, "started": None,
+            "status": "starting" if run.lock_held() else "unrecorded", "counts": None,
+            "commit": "", "dirty": None, "path": str(run.path), "error": None, "budget": None}

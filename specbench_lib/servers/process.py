@@ -233,8 +233,8 @@ class PortLease:
 
 
 def lease_address(host: str) -> str:
-    """What a lease on ``host`` is keyed by: the address it resolves to (``localhost`` and
-    ``127.0.0.1`` are one), the host's text where it does not resolve."""
+    """The address ``host`` resolves to (``localhost``: ``127.0.0.1``), the host's text where
+    it does not resolve; what a refused lease names (the lease itself is the port's)."""
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
@@ -245,13 +245,14 @@ def lease_address(host: str) -> str:
 
 @contextlib.contextmanager
 def port_lease(host: str, port: int) -> Iterator[PortLease]:
-    """Hold ``host:port`` for one sweep: a second specbench run on the same port (of the same
-    address, however it is spelled) is refused before it starts anything, naming the run that
-    holds it, instead of failing half-way (an advisory lock under the cache folder)."""
+    """Hold ``port`` for one sweep: a second specbench run on the same port, whatever its
+    address (``0.0.0.0`` takes the port on every address, ``localhost`` is ``127.0.0.1``), is
+    refused before it starts anything, naming the run that holds it, instead of failing
+    half-way (an advisory lock under the cache folder, one per port)."""
     folder = cache_dir() / "ports"
     folder.mkdir(parents=True, exist_ok=True)
     address = lease_address(host)
-    path = folder / f"{address.replace(':', '_')}-{port}.lock"
+    path = folder / f"port-{port}.lock"
     with open(path, "a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

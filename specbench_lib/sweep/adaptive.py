@@ -6,6 +6,7 @@ config's slice."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -13,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 from ..analysis.answer import answer_lines, build_answer, write_answer
 from ..analysis.rounds import Budget, Contention, panel_of
 from ..core.durations import span
+from ..core.readback import CONTEST, problem
 from ..model.catalogue import C
 from ..model.params import CellSpec, ServerConfig
 from ..model.plan import Plan
 from ..model.records import CellFacts, Reason, Verdict
 from ..prompts.promptbook import PromptBook
 from ..report.outcome import SweepResult
+from ..runs.manifest import Manifest
 from ..runs.run import Run
 from ..servers.engines import Adapter, Launch
 from .blocks import block_order
@@ -133,14 +136,22 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence,
                          spending=params.alpha_spending)  # the first look after two blocks
     number, stopped, partial, parallel = 0, "rounds", None, placer is not None
+    log = Looks(_prior(ctx))  # an earlier attempt's looks: replayed while this one measures nothing
     while number < contest.rounds:
         slices = _slices(ctx, contest, number)
+        if not slices and log.prior and log.prior[0]["round"] == number:
+            ended, partial = log.replay(ctx, contest, number)
+            number += 1
+            if ended:
+                stopped = "decided" if contest.done else log.stopped(number, contest, partial)
+                break
+            continue
+        log.prior = []  # this attempt measures: its own looks from here on
         if number > 0 and slices and not budget.would_fit(_sizes(slices), parallel=parallel):
             partial = _partial(ctx, contest, budget, slices, parallel)
             if partial is None:  # not even one request of the two leading configs fits: the
                 # look before becomes the last, once more on its data with all the error left
-                contest.observe(SweepResult(ctx.run.dir.path).cells, number - 1,
-                                budget.elapsed, last=True)
+                log.observe(ctx, contest, number - 1, budget.elapsed, last=True)
                 stopped = "budget"
                 break
             slices = [(s, [c for c in t if panel_of(c) in contest.panels])
@@ -154,7 +165,7 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
                             max(2, math.ceil(2 * budget.seconds / took))))
         last = (partial is not None or not whole or number + 1 >= contest.rounds
                 or not _smallest_fits(contest, budget, params.requests_per_cell, parallel))
-        contest.observe(SweepResult(ctx.run.dir.path).cells, number, budget.elapsed, last=last)
+        log.observe(ctx, contest, number, budget.elapsed, last=last, partial=partial)
         ctx.lines.note(round_line(contest, number, budget, partial))
         number += 1
         if contest.done:
@@ -221,10 +232,12 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
              lambda c: contest.reason(c, budget_spent=spent, rounds_fed=ctx.book.rounds_fed))
     cells = SweepResult(ctx.run.dir.path).cells
     answer = build_answer(contest, cells, seconds=budget.elapsed, budget_s=budget.seconds,
-                          rounds=rounds, stopped=stopped)
+                          rounds=rounds, stopped=stopped, crashed=_late_crashes(ctx.run))
     answer["partial"] = None if partial is None else partial.to_dict(rounds - 1)
     answer["measured"] = measured(cells, ctx.run, budget.elapsed)
     answer["rounds"] = max(rounds, answer["measured"]["rounds"])  # a resumed run's too
+    ctx.run.dir.update_manifest(contest={**(ctx.run.dir.manifest().get("contest") or {}),
+                                         "end": {"rounds": rounds, "stopped": stopped}})
     write_answer(ctx.run.dir.path, answer)
     ctx.run.dir.update_manifest(answer={
         "file": "answer.json", "rounds": answer["rounds"], "stopped": stopped,
@@ -233,6 +246,68 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
     for line in answer_lines(answer):
         ctx.lines.note(line)
     return answer
+
+
+def _late_crashes(run: Run) -> dict[str, str]:
+    """Each config whose server crashed after its cells (the manifest's ``late_crash``, at
+    idle or shutdown, in any round): its first crash line."""
+    found: dict[str, str] = {}
+    for key, entry in Manifest.from_dict(run.dir.manifest()).servers.items():
+        if entry.late_crash:
+            found.setdefault(re.sub(r"\.r\d+$", "", key), entry.late_crash)
+    return found
+
+
+class Looks:
+    """The looks of a budgeted sweep as they were taken (the manifest's ``contest``: each
+    look's round, whether it was the last, the rounds planned then, its clock and a partial
+    round's size; ``end``: the rounds and why it stopped), so that a resume replays them, not
+    the clock: while an attempt measures nothing, its contest is the earlier one's."""
+
+    def __init__(self, prior: dict[str, Any]) -> None:
+        self.prior: list[dict[str, Any]] = list(prior.get("looks") or [])
+        self.end: dict[str, Any] = prior.get("end") or {}
+        self.taken: list[dict[str, Any]] = []
+
+    def observe(self, ctx: SweepContext, contest: Contention, number: int, elapsed_s: float, *,
+                last: bool, partial: Partial | None = None) -> None:
+        """``contest.observe`` on the run's cells, recorded in the manifest."""
+        contest.observe(SweepResult(ctx.run.dir.path).cells, number, elapsed_s, last=last)
+        self._record(ctx, {"round": number, "last": last, "rounds": contest.rounds,
+                           "elapsed_s": round(elapsed_s, 3),
+                           "partial": None if partial is None else partial.to_dict(number)})
+
+    def replay(self, ctx: SweepContext, contest: Contention,
+               number: int) -> tuple[bool, Partial | None]:
+        """The earlier attempt's looks after round ``number``, on the same cells: whether the
+        contest ended there, and its partial round."""
+        cells, ended, partial = SweepResult(ctx.run.dir.path).cells, False, None
+        while self.prior and self.prior[0]["round"] == number:
+            look = self.prior.pop(0)
+            contest.rounds = int(look["rounds"])
+            contest.observe(cells, number, float(look["elapsed_s"]), last=bool(look["last"]))
+            part = look.get("partial")
+            partial = None if not part else Partial(int(part["requests"]), int(part["of"]),
+                                                    tuple(part["configs"]))
+            ended = ended or bool(look["last"])
+            self._record(ctx, look)
+        return ended or contest.done, partial
+
+    def stopped(self, number: int, contest: Contention, partial: Partial | None) -> str:
+        """Why the replayed contest stopped: the earlier attempt's word, or as the loop says."""
+        return str(self.end.get("stopped") or (
+            "budget" if number < contest.rounds or partial is not None else "rounds"))
+
+    def _record(self, ctx: SweepContext, look: dict[str, Any]) -> None:
+        self.taken.append(look)
+        ctx.run.dir.update_manifest(contest={"looks": self.taken, "end": None})
+
+
+def _prior(ctx: SweepContext) -> dict[str, Any]:
+    """The earlier attempts' looks (the manifest's ``contest``), none when it is not of its
+    shape (then the contest is taken again, from the clock)."""
+    found = ctx.run.dir.manifest().get("contest")
+    return found if found is not None and problem(found, CONTEST) is None else {}
 
 
 def measured(cells: list[Any], run: Run, seconds: float) -> dict[str, Any]:

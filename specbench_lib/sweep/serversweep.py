@@ -345,9 +345,13 @@ class ServerSweep:
         first: tuple[RequestRecord, ...] = ()
         timing = {"prompts_s": round(time.perf_counter() - began, 4)}
         if workload.turn == 2:  # each conversation's turn 1 first, untimed (turns.py)
-            first, prompts, timing["first_turn_s"] = second_turns(
+            first, turn2, timing["first_turn_s"] = second_turns(
                 adapter, proc.base_url, proc.headers, params, cell, workload, prompts,
                 text.render if workload.template == "chat" else plain_render(text.tokenize))
+            if turn2 is None:  # turn 1 failed and the server could not build turn 2: its crash
+                return _Measured(measured_facts(proc, since, {}, None, history.before()),
+                                 (*warmup, *first), (), None, utc_now(), timing)
+            prompts = turn2
         started = utc_now()
         counters = adapter.metrics_snapshot(client)
         began = time.perf_counter()

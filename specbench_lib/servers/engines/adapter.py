@@ -117,9 +117,11 @@ class BaseAdapter(ABC):
                               "restart", url=url_of(client, "/"))
         resp = request(client, "POST", self.flush_path, limit_s=self.control_timeout_s)
         if resp.status_code != 200:
-            raise EngineError(f"POST {self.flush_path} did not clear the server's state (it "
-                              f"refuses while requests are pending): {excerpt(resp)}",
-                              url=url_of(client, self.flush_path), status=resp.status_code)
+            why = ("the server has no such endpoint: set engine.isolation: restart"
+                   if resp.status_code == 404 else "it refuses while requests are pending")
+            raise EngineError(f"POST {self.flush_path} did not clear the server's state ({why}): "
+                              f"{excerpt(resp)}", url=url_of(client, self.flush_path),
+                              status=resp.status_code)
 
     def _learns(self, server: ServerConfig, argv: Sequence[str]) -> str | None:
         """The engine state that outlives a request for this config and changes speed (None:

@@ -77,3 +77,27 @@ def render_local(folder: str | Path | None, messages: list[dict[str, str]]) -> s
     except Exception as exc:  # jinja2's own errors: a template that does not render
         raise PreflightError(f"the model's chat template does not render: {exc}",
                              what="template") from None
+
+
+# the conversations a sweep sends (a question; turn 2: a question, its answer, the next one)
+SAMPLES = ([{"role": "user", "content": "What is 2 + 2?"}],
+           [{"role": "user", "content": "What is 2 + 2?"},
+            {"role": "assistant", "content": "4."},
+            {"role": "user", "content": "And 3 + 3?"}])
+
+
+def check_renders(folder: str | Path | None) -> str:
+    """Render the model's template on the conversations a sweep sends (:data:`SAMPLES`), before
+    any server starts (the doctor, preflight): a template with a syntax error, or one that calls
+    ``raise_exception`` on them, is a :class:`PreflightError` naming the folder."""
+    for messages in SAMPLES:
+        try:
+            render_local(folder, messages)
+        except PreflightError as exc:
+            if "no chat template" in str(exc) or "needs" in str(exc):
+                raise
+            roles = ", ".join(m["role"] for m in messages)
+            raise PreflightError(f"{exc} (the model's template at {folder}, on a conversation "
+                                 f"of {roles}); fix the template or use template: raw",
+                                 what="template", path=Path(str(folder))) from None
+    return f"the model's own, from {folder}, rendered here (jinja2) on {len(SAMPLES)} conversations"

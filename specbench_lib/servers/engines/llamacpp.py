@@ -130,14 +130,48 @@ class LlamaCppAdapter(BaseAdapter):
 _HELD_BACK = 4
 
 
+def _wide_bytes(text: str) -> int:
+    """The bytes of ``text``'s multi-byte characters (each held-back token brought one at least)."""
+    return sum(len(ch.encode("utf-8", "surrogatepass")) for ch in text if ord(ch) > 0x7F)
+
+
 class _Stream(StreamParser):
-    """One ``/completion`` stream. An event's token count is the step of the cumulative
-    ``tokens_predicted``, not the length of its ``tokens``: llama-server holds back a token that
-    ends inside a UTF-8 character and then sends one event that lists only the last id (measured:
-    a 3-byte character from 2 tokens arrived as ``"tokens": [231], "tokens_predicted": 2``)."""
+    """One ``/completion`` stream. An event's tokens are the ids that arrived in it
+    (``tokens``), never the server's ``tokens_predicted``, as on SGLang and vLLM: a server whose
+    count runs ahead of what it streamed is caught by ``token_count_mismatch``. One measured
+    exception: llama-server holds back a token that ends inside a UTF-8 character and then sends
+    one event that lists only the last id (measured: a 3-byte character from 2 tokens arrived as
+    ``"tokens": [231], "tokens_predicted": 2``). So an event also counts the tokens the server
+    claims beyond the count, up to the bytes of its text's multi-byte characters less one per
+    id (each held token and the one that ended the character brought one such byte at least),
+    and a final event without text up to ``_HELD_BACK`` (a character the limit cut). Should a
+    claim run ahead of its ids (build 11434 counts each token as it is sent, read in
+    server-context.cpp; a build that counted a speculative step whole first would not), ids
+    beyond the claim pay back what was counted ahead (``ahead``). Only a stream without
+    ``tokens`` is counted by the server's count."""
 
     def __init__(self) -> None:
-        self.predicted = 0
+        self.counted = 0
+        self.ahead = 0  # held-back tokens counted before their step's ids arrived
+
+    def _count(self, ids: list[int] | None, text: str, predicted: int | None, *,
+               final: bool) -> int:
+        if predicted is None:
+            return len(ids) if ids is not None else (1 if text else 0)
+        gap = predicted - self.counted
+        if final and not ids and not text:  # claimed, never sent: a cut character at most
+            return gap if 0 < gap <= _HELD_BACK else 0
+        if ids is None:  # no ids: the server's count (an older llama-server)
+            return max(gap, 0)
+        n = len(ids)
+        repay = min(self.ahead, max(self.counted + n - predicted, 0))
+        n, self.ahead = n - repay, self.ahead - repay
+        gap = predicted - self.counted - n
+        if gap <= 0:
+            return n
+        held = min(gap, max(_wide_bytes(text) - len(ids), 0))
+        self.ahead += held
+        return n + held
 
     def parse(self, data: dict[str, Any]) -> StreamEvent:
         ids = field_ids(data, "tokens")
@@ -145,13 +179,9 @@ class _Stream(StreamParser):
         text = content if isinstance(content, str) else ""
         if content is not None and not isinstance(content, str):
             raise BadLine("stream field 'content' is not a string")
-        n_tokens = len(ids) if ids is not None else (1 if text else 0)
         predicted = opt_int(data.get("tokens_predicted"))
-        if predicted is not None:
-            n_tokens = max(predicted - self.predicted, 0)
-            if data.get("stop") and not ids and not text and n_tokens > _HELD_BACK:
-                n_tokens = 0  # claimed, never sent: the tokens received are the truth
-        self.predicted += n_tokens
+        n_tokens = self._count(ids, text, predicted, final=bool(data.get("stop")))
+        self.counted += n_tokens
         event = StreamEvent(n_tokens=n_tokens, text=text, token_ids=ids or [])
         if data.get("stop"):
             timings = field_dict(data, "timings")

@@ -175,8 +175,7 @@ class SGLangAdapter(BaseAdapter):
             engine.tokenizer if engine.tokenizer not in ("auto", "server") else engine.model)
 
     def chat_template_source(self) -> str:
-        chat_template.template_of(self._template_folder())
-        return f"the model's own, from {self._template_folder()}, rendered here (jinja2)"
+        return chat_template.check_renders(self._template_folder())
 
     def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
         """The model's ``chat_template`` (its ``tokenizer_config.json``) rendered here with
