@@ -159,6 +159,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
         _check("binary", lambda: _binary(adapter, engine)),
         _check("model", lambda: _model(engine, restage=restage, outputs=outputs)),
         _check("draft models", lambda: check_draft_models(plan) or "present (or none named)"),
+        _check("model fit", lambda: _fit(plan, adapter)),
         *(_check(f"workload {w.name}", lambda w=w: f"{len(documents(w))} documents")
           for w in params.workloads),
         _check("prompts", lambda: _prompts(plan, adapter)),
@@ -245,6 +246,15 @@ def _model(engine: EngineParams, *, restage: bool, outputs: Path | None) -> _Pas
         if not restage:
             raise
         return _Passed(f"{model}: present", model, str(exc))
+
+
+def _fit(plan: Plan, adapter: Adapter) -> _Passed:
+    """The plan's context and drafters' blocks against the models' configs (:mod:`.modelfit`)."""
+    from .lifetimes import launch_argvs
+    from .modelfit import model_fit
+
+    detail, warning = model_fit(plan, adapter, launch_argvs(plan, adapter, lenient=True))
+    return _Passed(detail, None, warning)
 
 
 def _host_load(limit: float | None) -> Check:

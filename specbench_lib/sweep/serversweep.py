@@ -102,13 +102,16 @@ class ServerSweep:
         self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
         self.record = ServerRecord(self.isolation.to_dict())
         self.after: int | None = None  # the log offset after the last cell, while no crash
+        self.seeds_paired = True  # the started server draws by a request's seed (issue 38)
 
     def judge_inputs(self, cell: CellSpec) -> JudgeInputs:
         params = self.plan.params
         return JudgeInputs(
             planned=params.requests_for(cell), speculative=self.server.method != "auto",
             spec_stats="per_request" if self.adapter.spec_stats_per_request else "counters",
-            prefix_cache=params.engine.prefix_cache, thresholds=thresholds_of(params))
+            prefix_cache=params.engine.prefix_cache, thresholds=thresholds_of(params),
+            reasoning=workload_of(params, cell).thinking,
+            seeds_paired=cell.temperature == 0 or self.seeds_paired)
 
     def _analysed(self, cell: CellSpec, facts: CellFacts, m: _Measured) -> CellRecord:
         """The cell's record as it would be written, with its verdict decided on it."""
@@ -172,7 +175,8 @@ class ServerSweep:
         cpus = launch.cpus or CpuSplit(None, None, "an attached server: nothing pinned")
         proc = open_server(server.label, server.attach,
                            (launch.argv, launch.base_url, launch.health_path), log_path,
-                           self.adapter.crash_signatures, params.redact, cpus=cpus.server)
+                           self.adapter.crash_signatures, params.redact, cpus=cpus.server,
+                           env=params.engine.env)
         record = self.record
         record.cpus, record.controlled = cpus.to_dict(), server.attach is None
         if server.attach is None:
@@ -233,6 +237,8 @@ class ServerSweep:
         record, ready_at = self.record, proc.log_size()
         info = self.adapter.server_info(client)
         adapter = self.adapter.for_server(info)
+        record.speculative = adapter.check_spec(self.server, self.argv, info, proc.log_tail(4000))
+        self.seeds_paired = adapter.pairs_seeds(info, self.argv)
         record.context_per_request, record.reported_version = info.context_per_request, info.version
         record.effective = redact(info.raw, extra=self.plan.params.redact)
         began = time.perf_counter()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,10 +94,16 @@ class LlamaCppAdapter(BaseAdapter):
         return post_tokens(client, "/tokenize", {"content": text, "add_special": False},
                            limit_s=self.control_timeout_s)
 
-    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]],
+                    options: Mapping[str, Any] | None = None) -> list[int]:
         """``POST /apply-template`` (the model's template, the generation prompt added by
-        default) and the text's ids from ``/tokenize``, its special tokens parsed."""
-        found = get_json(client, "/apply-template", method="POST", body={"messages": messages},
+        default; ``chat_template_kwargs`` merged into the server's own: server-common.cpp
+        1396-1411, reached from server-context.cpp:5416) and the text's ids from
+        ``/tokenize``, its special tokens parsed."""
+        body: dict[str, Any] = {"messages": messages}
+        if options:
+            body["chat_template_kwargs"] = dict(options)
+        found = get_json(client, "/apply-template", method="POST", body=body,
                          limit_s=self.control_timeout_s)
         text = found.get("prompt")
         if not isinstance(text, str):
