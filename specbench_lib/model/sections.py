@@ -39,7 +39,7 @@ class EngineParams(Strict):
     the arguments that follow it before the engine's own flags (SGLang: ``-m
     sglang.launch_server``, vLLM: ``serve``). Templates take ``{port}``, ``{host}``, ``{model}``,
     ``{budget}`` (also ``{budget+1}``, ``{budget-1}``), ``{tp}``, ``{context}``, ``{binary}``,
-    ``{draft_model}`` and a config's options; values are inserted literally (never a shell).
+    ``{draft_model}``, ``{block}`` (its trained block) and a config's options, inserted literally.
     """
 
     kind: str = DEFAULT_KIND  # see kinds.KINDS

@@ -17,6 +17,7 @@ from ...core.errors import ParamsError
 from ...model.params import ServerConfig
 from ...model.sections import EngineParams
 from .base import Launch
+from .modelconfig import DEFAULT_BLOCK, read_config, trained_block
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:([+-])(\d+))?\}")
 Value = int | float | str | None
@@ -74,6 +75,8 @@ def template_values(server: ServerConfig, engine: EngineParams, *, model: Path, 
         budget=server.budget, tp=engine.tp, context=engine.context, parallel=parallel,
         draft_model=server.draft_model or engine.draft_model,
     )
+    if "block" not in values:  # a DFlash drafter's trained block (option block overrides it)
+        values["block"] = trained_block(read_config(values["draft_model"])) or DEFAULT_BLOCK
     return values
 
 

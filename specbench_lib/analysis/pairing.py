@@ -1,0 +1,38 @@
+"""Whether a panel's configs share their requests' randomness (issue 38).
+
+Every config of a panel sends a prompt with the same seed (:meth:`~specbench_lib.model.sections.
+Sampling.for_prompt`), so at a temperature above 0 two configs' answers are paired draws only
+where the engine decides a request's draws by its seed. SGLang does so only when started with
+``--enable-deterministic-inference`` (sampling/sampling_batch_info.py:128,157-172); without it a
+sampled cell's ``judge.seeds_paired`` is False, and its comparison with another config must be
+an unpaired one. The claim (``claim.py``) and the answer say which one applied, from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..model.records import CellRecord
+
+
+def seeds_paired(cell: CellRecord) -> bool:
+    """Whether ``cell``'s requests drew by their seeds (greedy cells always; cells written
+    before issue 38 read as paired, what was assumed when they were measured)."""
+    return cell.spec.temperature == 0 or cell.judge.seeds_paired
+
+
+def panel_paired(cells: Iterable[CellRecord]) -> bool:
+    """Whether a panel's cells can be compared request by request: every one drew by its
+    seed (one unpaired cell makes the whole comparison unpaired)."""
+    return all(seeds_paired(c) for c in cells)
+
+
+def pairing_note(cells: Iterable[CellRecord]) -> str | None:
+    """The sentence an answer carries for sampled cells that were not paired (None when every
+    cell was): which configs, and why."""
+    unpaired = sorted({c.spec.config for c in cells if not seeds_paired(c)})
+    if not unpaired:
+        return None
+    return (f"unpaired: the sampled cells of {', '.join(unpaired)} ran on a server that ignores a "
+            f"request's seed (SGLang without --enable-deterministic-inference), so their "
+            f"comparison is unpaired: no two configs shared their draws")
