@@ -482,6 +482,7 @@ class _ProtocolServer(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._ready_at = time.monotonic() + loading_s
         self.started = time.time()  # /server_info's startup_time: a new one at every start
+        self.resolved: dict[str, Any] = {}  # speculative flags it was started with, as resolved
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -537,6 +538,7 @@ class _ProtocolServer(ThreadingHTTPServer):
                 "incremental_streaming_output": self.mode == "incremental",
                 "enable_deterministic_inference": self.mode == "deterministic",
                 "startup_time": self.started}
+        info.update(self.resolved)
         if self.mode == "rewrites_spec":  # a fork that sets the block from the budget
             info["speculative_num_draft_tokens"] = self.accept + 1
         return info
@@ -618,15 +620,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, help="the config's budget (logged only)")
     parser.add_argument("--speculative-algorithm", help="SGLang's flag: any value drafts")
     parser.add_argument("--speculative-config", help="vLLM's flag: any value drafts")
+    # resolved as given, and reported back (SGLang /server_info; vLLM's config line in its log)
+    parser.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    parser.add_argument("--speculative-ddtree-budget", type=int, default=None)
+    parser.add_argument("--speculative-dflash-enable-ddtree", action="store_true", default=None)
     parser.add_argument("--context-length", "--max-model-len", type=int, default=4096,
                         dest="context", help="SGLang's and vLLM's context flags")
     # the engine's other flags (a shipped params file's argv with its launcher swapped for this
     # stand-in: tests/test_shipped_params.py) are accepted and logged, not acted on
     args, theirs = parser.parse_known_args(argv)
     make = sglang_server if args.api == "sglang" else vllm_server
+    asked = json.loads(args.speculative_config) if args.speculative_config else {}
+    accept = args.speculative_num_draft_tokens or asked.get("num_speculative_tokens") or 4
     server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after,
                   spec=bool(args.speculative_algorithm or args.speculative_config),
-                  context=args.context)
+                  context=args.context, accept=accept)
+    server.resolved = {k: v for k, v in vars(args).items()
+                       if k.startswith("speculative_") and k != "speculative_config" and v is not None}
+    if asked:  # vLLM 0.32.0 logs its resolved config at start
+        print(f"Initializing a V1 LLM engine with config: speculative_config=SpeculativeConfig("
+              f"method='{asked.get('method')}', model=None, num_spec_tokens={accept})", flush=True)
     if theirs:
         print(f"ignored {args.api} flags: {' '.join(theirs)}", flush=True)
     print(f"serving {args.api} on {server.url}, mode {args.mode}, budget {args.budget}", flush=True)

@@ -17,7 +17,7 @@ class UnplannedReasoning(Rule):
                 "which a drafter trained without them (DFlash) was not made for; set the "
                 "workload's chat_template_kwargs {enable_thinking: false}, or true to measure "
                 "reasoning on purpose")
-    order = 70
+    order = 65
 
     def judge(self, verdict: Verdict, cell: Judged) -> Verdict:
         if cell.inputs.reasoning or verdict.status not in ("ok", "invalid"):
