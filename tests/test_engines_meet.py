@@ -205,6 +205,15 @@ def test_a_server_that_runs_other_speculative_settings_is_a_config_failure() -> 
                                  info, line)
 
 
+def test_llamacpp_reads_back_whether_its_slots_speculate() -> None:
+    """/props cannot say (its speculative.types are a fresh task's defaults); /slots can."""
+    drafting = ServerInfo(context_per_request=64, raw={"slots_speculative": [True, True]})
+    assert LlamaCppAdapter().check_spec(cfg("ngram", 8), [], drafting, "") == {"speculative": True}
+    with pytest.raises(SpecMismatch, match="asked for no speculative decoding"):
+        LlamaCppAdapter().check_spec(cfg("auto"), [], drafting, "")
+    assert LlamaCppAdapter().check_spec(cfg("ngram", 8), [], ServerInfo(64, raw={}), "") == {}
+
+
 # --- 3. seeds -----------------------------------------------------------------------------------
 
 def test_sampled_cells_on_sglang_pair_only_with_deterministic_inference() -> None:

@@ -42,7 +42,6 @@ class BaseAdapter(ABC):
     # the environment variable that lets a server run a context past the model's derived one
     # (None: the engine has no such check, or no config.json to derive it from)
     context_override_env: ClassVar[str | None] = None
-    context_scaled_by_yarn: ClassVar[bool] = False  # a YaRN factor raises the derived context
 
     def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                model: Path, binary: Path) -> Launch:

@@ -31,18 +31,16 @@ def read_config(folder: str | Path | None) -> dict[str, Any] | None:
     return {**found, **text} if isinstance(text, dict) else found
 
 
-def derived_context(config: dict[str, Any], *, yarn_scales: bool = False) -> int | None:
+def derived_context(config: dict[str, Any]) -> int | None:
     """The context SGLang derives from a config (0.5.23 common.py:677-695): the first context
     key, times the rope scaling factor unless the scaling names its
-    ``original_max_position_embeddings`` (YaRN as Qwen3 ships it) or is llama3's;
-    ``yarn_scales``: the factor counts for YaRN too (vLLM's derivation, assumed)."""
+    ``original_max_position_embeddings`` (YaRN as Qwen3 ships it) or is llama3's. vLLM 0.32.0
+    never applies a YaRN or llama3 factor (config/model.py:2580-2616): the same for Qwen3."""
     scaling = config.get("rope_scaling")
     factor = 1.0
     if isinstance(scaling, dict):
         factor = float(scaling.get("factor", 1) or 1)
-        yarn = scaling.get("rope_type", scaling.get("type")) == "yarn"
-        if (("original_max_position_embeddings" in scaling and not (yarn and yarn_scales))
-                or scaling.get("rope_type") == "llama3"):
+        if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
             factor = 1.0
     for key in _CONTEXT_KEYS:
         value = config.get(key)

@@ -48,7 +48,8 @@ _LATER_STEPS = (_PREFIX + "inter_token_latency_seconds_count",
                 _PREFIX + "time_per_output_token_seconds_count")
 _PER_POS = re.compile(r'^vllm:spec_decode_num_accepted_tokens_per_pos_total\{([^}]*)\}\s+(\S+)')
 _POSITION = re.compile(r'(?:^|,)\s*position="(\d+)"')
-# the engine's config line at start (config/speculative.py __repr__, 0.32.0)
+# the engine's config line at start (0.32.0: v1/engine/core.py:134 logs config/vllm.py:2706's
+# speculative_config=..., config/speculative.py:1990-2004's repr)
 _SPEC_LOG = re.compile(r"SpeculativeConfig\(method='?([A-Za-z0-9_]+)'?,.*?num_spec_tokens=(\d+)")
 _PER_POS_NAME = _PREFIX + "spec_decode_num_accepted_tokens_per_pos_total"
 _POS_KEY = re.compile(re.escape(_PER_POS_NAME) + r'\{position="(\d+)"\}$')
@@ -77,8 +78,7 @@ class VllmAdapter(BaseAdapter):
     spec_stats_per_request = False  # /metrics counter deltas around each cell
     python_dists = ("vllm", *CPU_DISTS)
     metrics_prefix = _PREFIX
-    context_override_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # assumed, not read in 0.32.0's source
-    context_scaled_by_yarn = True
+    context_override_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # 0.32.0 envs.py:110, 1119
     crash_signatures = tuple(re.compile(p) for p in (  # the most specific first
         r"Worker proc \S+ died unexpectedly",  # 0.32.0: a worker killed (the OOM killer's way)
         r"EngineCore encountered a fatal error", r"EngineDeadError", r"CUDA error: ",
