@@ -35,7 +35,7 @@ from specbench_lib.servers.engines.vllm import VllmAdapter
 from specbench_lib.servers.facts import failed_facts
 from specbench_lib.servers.process import open_server
 from specbench_lib.sweep.lifetimes import launch_argvs
-from specbench_lib.sweep.modelfit import model_fit
+from specbench_lib.sweep.modelfit import model_fit, seed_pairing
 
 NO_THINKING = {"enable_thinking": False}
 QWEN3_LIKE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
@@ -228,6 +228,10 @@ def test_sampled_cells_on_sglang_pair_only_with_deterministic_inference() -> Non
     greedy = SimpleNamespace(spec=CellSpec("auto", "auto", "auto", None, "chat", 1024, 1), judge=judge)
     assert not seeds_paired(cell) and seeds_paired(greedy)  # type: ignore[arg-type]
     assert "dflash-b16" in (pairing_note([cell, greedy]) or "")  # type: ignore[list-item]
+    tp1 = load_plan(Path(__file__).resolve().parent.parent / "params" / "tp1.yaml")
+    adapter = get_adapter(tp1.params.engine)
+    detail, warning = seed_pairing(tp1, adapter, launch_argvs(tp1, adapter))
+    assert detail == "sampled cells unpaired on 8 servers" and "--enable-deterministic-inference" in warning
 
 
 # --- 4. acceptance ------------------------------------------------------------------------------

@@ -33,6 +33,10 @@ FORK_ONLY = "unrecognized arguments: --speculative-dflash-enable-ddtree"
 META_KEYS = ("completion_tokens", "prompt_tokens", "cached_tokens", "finish_reason",
              "spec_verify_ct", "spec_num_correct_drafts", "spec_num_proposed_drafts",
              "spec_correct_drafts_histogram")
+# server info that is no launch argument (scheduler info, states, the version), and names an
+# older SGLang used, each with the name 0.5.23 has (the adapter must read the new one too)
+NOT_ARGS = {"internal_states", "max_total_num_tokens", "version"}
+RENAMED = {"stream_output": "incremental_streaming_output"}  # sglang#20614, 2026-03
 INFO_KEYS = ("context_length", "served_model_name", "model_path", "speculative_algorithm",
              "speculative_num_draft_tokens", "speculative_num_steps", "speculative_eagle_topk",
              "incremental_streaming_output", "enable_deterministic_inference")
@@ -115,6 +119,10 @@ def test_sglangs_own_code_accepts_what_the_adapter_sends_and_has_what_it_reads()
     assert "seed" in said["bodies"][-1]  # unknown sampling keys are refused (a 400)
     assert said["responses"] == [None] * len(chunks) and chunks
     assert set(INFO_KEYS) <= set(said["dests"])  # /server_info is the resolved args, flat
+    source = (ROOT / "specbench_lib" / "servers" / "engines" / "sglang.py").read_text()
+    read = set(re.findall(r'(?:info|raw)\.get\("([a-z_]+)"\)', source))
+    assert read - NOT_ARGS - set(RENAMED) <= set(said["dests"]), read - set(said["dests"])
+    assert all(RENAMED[old] in read for old in read & set(RENAMED))  # the new name is read too
     written = (root / "site" / "sglang" / "srt" / "managers" / "tokenizer_manager.py").read_text()
     for key in META_KEYS:
         assert re.search(rf'["\']{key}["\']', written), key

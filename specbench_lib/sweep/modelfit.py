@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..core.errors import PreflightError
 from ..model.plan import Plan
-from ..servers.engines import Adapter
+from ..servers.engines import Adapter, ServerInfo
 from ..servers.engines.modelconfig import (
     DEFAULT_BLOCK,
     derived_context,
@@ -50,6 +50,20 @@ def model_fit(plan: Plan, adapter: Adapter, argvs: Mapping[str, list[str]]) -> t
         raise PreflightError("; ".join(problems), what="model fit")
     warnings += block_warnings(plan, adapter, argvs)
     return "; ".join(read) or "no config.json to read (a GGUF file or a hub id)", "; ".join(warnings)
+
+
+def seed_pairing(plan: Plan, adapter: Adapter, argvs: Mapping[str, list[str]]) -> tuple[str, str]:
+    """Whether the plan's sampled cells will pair their draws across configs (the servers draw
+    by a request's seed: :meth:`pairs_seeds`), as the check's detail and warning."""
+    if all(t == 0 for t in plan.params.temperatures):
+        return "greedy only: nothing to pair", ""
+    unpaired = [s.label for s in plan.servers if s.attach is None and not adapter.pairs_seeds(
+        ServerInfo(context_per_request=1), argvs.get(s.label, []))]
+    if not unpaired:
+        return "sampled cells paired: every server draws by a request's seed", ""
+    return (f"sampled cells unpaired on {len(unpaired)} servers", (
+        f"{', '.join(unpaired)} ignore a request's seed (SGLang without "
+        f"--enable-deterministic-inference): their sampled cells are compared unpaired"))
 
 
 def block_warnings(plan: Plan, adapter: Adapter, argvs: Mapping[str, list[str]]) -> list[str]:

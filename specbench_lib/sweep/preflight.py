@@ -160,6 +160,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
         _check("model", lambda: _model(engine, restage=restage, outputs=outputs)),
         _check("draft models", lambda: check_draft_models(plan) or "present (or none named)"),
         _check("model fit", lambda: _fit(plan, adapter)),
+        _check("seeds", lambda: _seeds(plan, adapter)),
         *(_check(f"workload {w.name}", lambda w=w: f"{len(documents(w))} documents")
           for w in params.workloads),
         _check("prompts", lambda: _prompts(plan, adapter)),
@@ -254,6 +255,15 @@ def _fit(plan: Plan, adapter: Adapter) -> _Passed:
     from .modelfit import model_fit
 
     detail, warning = model_fit(plan, adapter, launch_argvs(plan, adapter, lenient=True))
+    return _Passed(detail, None, warning)
+
+
+def _seeds(plan: Plan, adapter: Adapter) -> _Passed:
+    """Whether sampled cells pair their draws across configs (:func:`.modelfit.seed_pairing`)."""
+    from .lifetimes import launch_argvs
+    from .modelfit import seed_pairing
+
+    detail, warning = seed_pairing(plan, adapter, launch_argvs(plan, adapter, lenient=True))
     return _Passed(detail, None, warning)
 
 
