@@ -51,6 +51,7 @@ _POSITION = re.compile(r'(?:^|,)\s*position="(\d+)"')
 # the engine's config line at start (0.32.0: v1/engine/core.py:134 logs config/vllm.py:2706's
 # speculative_config=..., config/speculative.py:1990-2004's repr)
 _SPEC_LOG = re.compile(r"SpeculativeConfig\(method='?([A-Za-z0-9_]+)'?,.*?num_spec_tokens=(\d+)")
+_KEPT_METHODS = {"ngram", "dflash", "draft_model"}
 _PER_POS_NAME = _PREFIX + "spec_decode_num_accepted_tokens_per_pos_total"
 _POS_KEY = re.compile(re.escape(_PER_POS_NAME) + r'\{position="(\d+)"\}$')
 
@@ -173,11 +174,15 @@ class VllmAdapter(BaseAdapter):
         (``speculative_config=SpeculativeConfig(method=..., model=..., num_spec_tokens=N)``;
         the API reports none); nothing when the log has no such line (an attached server)."""
         asked = _asked_spec(argv)
-        match = _SPEC_LOG.search(log_text)
-        if match is None:
+        matches = list(_SPEC_LOG.finditer(log_text))  # the last start's (a log spans restarts)
+        if not matches:
             return {}
+        match = matches[-1]
         found = {"method": match.group(1), "num_speculative_tokens": int(match.group(2))}
-        wrong = [f"{k}: asked {asked[k]!r}, the server runs {found[k]!r}" for k in found
+        # a method vLLM may resolve to a model-specific name (mtp, eagle) is not compared
+        compared = ("num_speculative_tokens",
+                    *(("method",) if asked.get("method") in _KEPT_METHODS else ()))
+        wrong = [f"{k}: asked {asked[k]!r}, the server runs {found[k]!r}" for k in compared
                  if k in asked and str(asked[k]) != str(found[k])]
         if not asked and found:
             wrong.append(f"speculative_config: asked none, the server runs {found}")
