@@ -8,7 +8,8 @@ called by plain decoding). One sweep, one server start: ``auto`` on a chat workl
 readiness, ``/server_info`` (the resolved settings read back, the fingerprint's settings without
 ``startup_time``), ``/flush_cache``, the stream and its ``meta_info``, the chat render and the
 verdict. Speculative decoding does not run this way (it calls the compiled kernels): those paths
-stay on stand-ins. A start took 72 s under a load of 6 on 2 cores; the test about 2 minutes,
+stay on stand-ins. A start took 44 s at a load of 2 on 2 cores (72 s at 6-8); the test 67 s
+(137 s),
 which the suite's 20 minutes have no room for: it runs only when asked
 (``SPECBENCH_SGLANG_CPU=1``, or ``SPECBENCH_REQUIRE_SGLANG_CPU=1``, which also fails it when the
 packages are missing), else it skips.
