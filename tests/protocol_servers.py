@@ -39,7 +39,11 @@ from fake_server import chatml, words  # the stand-ins' one template and tokeniz
 MALFORMED_MODES = ("done_only", "bad_utf8", "trickle_info", "trickle_tokenize")
 LIE_MODES = ("overclaim", "shutdown_crash")
 SGLANG_FAULT_MODES = ("meta_string", "html_info", "no_tokenize", "no_flush")
+# thinking: answers open <think>; rewrites_spec: /server_info resolves another block than asked;
+# incremental: each chunk's own output_ids (--incremental-streaming-output); deterministic:
+# started with --enable-deterministic-inference
 SGLANG_MODES = ("ok", "spec", "error_line", "abort", "crash", "clamp", "legacy_info", "no_info",
+                "thinking", "rewrites_spec", "incremental", "deterministic",
                 *MALFORMED_MODES, *SGLANG_FAULT_MODES, *LIE_MODES)
 VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage", *MALFORMED_MODES,
               *LIE_MODES)
@@ -171,9 +175,10 @@ class _Base(BaseHTTPRequestHandler):
             self._trickle()
             return
         body = self._body()
-        if self.server.api == "vllm" and "messages" in body:  # TokenizeChatRequest
-            text = chatml(body["messages"]) if body.get("add_generation_prompt", True) else (
-                chatml(body["messages"]).removesuffix("<|im_start|>assistant\n"))
+        if "messages" in body:  # vLLM's TokenizeChatRequest, SGLang's TokenizeRequest
+            options = body.get("chat_template_kwargs")
+            text = chatml(body["messages"], options) if body.get("add_generation_prompt", True) \
+                else chatml(body["messages"]).removesuffix("<|im_start|>assistant\n")
         else:
             text = str(body.get("prompt", ""))
         ids = [1 + (sum(map(ord, w)) % 30000) for w in words(text)]
@@ -282,13 +287,16 @@ class _SGLangHandler(_Base):
         rid, text, out_ids, done, verify = uuid.uuid4().hex, "", [], 0, 0
         meta = {"id": rid, "finish_reason": None, "prompt_tokens": len(ids), "weight_version": "default",
                 "completion_tokens": 0, "cached_tokens": srv.cached_prefix(ids)}
-        for step in self._steps(produce):
+        if srv.mode == "thinking":  # Qwen3 without enable_thinking: false opens <think>
+            text = "<think>\n"
+        steps = self._sglang_steps(produce)
+        for index, step in enumerate(steps):
             for _ in range(step):
                 tid, piece = _tok(done)
                 out_ids.append(tid)
                 text += piece
                 done += 1
-            verify += 1
+            verify += index > 0  # the prefill's forward is no verify pass (batch_result_processor.py:832)
             meta = {**meta, "completion_tokens": claim * done}
             last = done == produce
             if last:
@@ -296,17 +304,38 @@ class _SGLangHandler(_Base):
                     {"type": "stop", "matched": 151645} if stop_early
                     else {"type": "length", "length": claim * produce})
                 meta["e2e_latency"] = 0.01
-                if srv.spec:
-                    meta["spec_verify_ct"] = verify
+                if srv.spec and verify:  # tokenizer_manager.py:3138-3210
+                    meta.update(self._spec_meta(steps, verify, claim * done))
             if srv.mode == "crash" and done >= 3:
                 self._drop()
                 return
             if last and srv.mode == "abort":
                 meta["finish_reason"] = {"type": "abort", "message": "Abort in waiting queue",
                                          "status_code": 503, "err_type": "ServiceUnavailable"}
-            self._data({"text": text, "output_ids": list(out_ids), "meta_info": dict(meta)})
+            sent = out_ids[-step:] if srv.mode == "incremental" else out_ids
+            self._data({"text": text, "output_ids": list(sent), "meta_info": dict(meta)})
         self._data("[DONE]")
         self._end()
+
+
+    def _sglang_steps(self, n: int) -> list[int]:
+        """SGLang's chunks: the prefill's one token, then ``accept`` tokens per verify pass
+        (1 bonus + accepted drafts) when speculating, else one per forward."""
+        return [1, *self._steps(n - 1)] if n > 1 else [n] if n else []
+
+    def _spec_meta(self, steps: list[int], verify: int, completion: int) -> dict[str, Any]:
+        """0.5.23's per-request speculative fields (tokenizer_manager.py:3138-3210), the
+        drafts accepted per verify pass being each step's tokens less its bonus."""
+        correct = [s - 1 for s in steps[1:]]
+        histogram = [0] * (max(correct) + 1)
+        for k in correct:
+            histogram[k] += 1
+        proposed = verify * (self.server.accept - 1)
+        return {"spec_verify_ct": verify, "spec_num_correct_drafts": sum(correct),
+                "spec_num_proposed_drafts": proposed,
+                "spec_accept_rate": sum(correct) / proposed if proposed else 0.0,
+                "spec_accept_length": completion / verify,
+                "spec_correct_drafts_histogram": histogram}
 
 
 class _VllmHandler(_Base):
@@ -452,6 +481,8 @@ class _ProtocolServer(ThreadingHTTPServer):
         self.undrafted_every = 0
         self._lock = threading.Lock()
         self._ready_at = time.monotonic() + loading_s
+        self.started = time.time()  # /server_info's startup_time: a new one at every start
+        self.resolved: dict[str, Any] = {}  # speculative flags it was started with, as resolved
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -503,7 +534,13 @@ class _ProtocolServer(ThreadingHTTPServer):
                 "speculative_num_draft_tokens": self.accept if self.spec else None,
                 "max_running_requests": 48 if self.spec else None, "disable_overlap_schedule": self.spec,
                 "max_total_num_tokens": self.context * 4, "max_req_input_len": self.context - 1,
-                "internal_states": [{"max_total_num_tokens": self.context * 4}], "version": "0.5.5"}
+                "internal_states": [{"max_total_num_tokens": self.context * 4}], "version": "0.5.23",
+                "incremental_streaming_output": self.mode == "incremental",
+                "enable_deterministic_inference": self.mode == "deterministic",
+                "startup_time": self.started}
+        info.update(self.resolved)
+        if self.mode == "rewrites_spec":  # a fork that sets the block from the budget
+            info["speculative_num_draft_tokens"] = self.accept + 1
         return info
 
     def prometheus(self) -> str:
@@ -583,15 +620,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, help="the config's budget (logged only)")
     parser.add_argument("--speculative-algorithm", help="SGLang's flag: any value drafts")
     parser.add_argument("--speculative-config", help="vLLM's flag: any value drafts")
+    # resolved as given, and reported back (SGLang /server_info; vLLM's config line in its log)
+    parser.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    parser.add_argument("--speculative-ddtree-budget", type=int, default=None)
+    parser.add_argument("--speculative-dflash-enable-ddtree", action="store_true", default=None)
     parser.add_argument("--context-length", "--max-model-len", type=int, default=4096,
                         dest="context", help="SGLang's and vLLM's context flags")
     # the engine's other flags (a shipped params file's argv with its launcher swapped for this
     # stand-in: tests/test_shipped_params.py) are accepted and logged, not acted on
     args, theirs = parser.parse_known_args(argv)
     make = sglang_server if args.api == "sglang" else vllm_server
+    asked = json.loads(args.speculative_config) if args.speculative_config else {}
+    accept = args.speculative_num_draft_tokens or asked.get("num_speculative_tokens") or 4
     server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after,
                   spec=bool(args.speculative_algorithm or args.speculative_config),
-                  context=args.context)
+                  context=args.context, accept=accept)
+    server.resolved = {k: v for k, v in vars(args).items()
+                       if k.startswith("speculative_") and k != "speculative_config" and v is not None}
+    if asked:  # vLLM 0.32.0 logs its resolved config at start
+        print(f"Initializing a V1 LLM engine with config: speculative_config=SpeculativeConfig("
+              f"method='{asked.get('method')}', model=None, num_spec_tokens={accept})", flush=True)
     if theirs:
         print(f"ignored {args.api} flags: {' '.join(theirs)}", flush=True)
     print(f"serving {args.api} on {server.url}, mode {args.mode}, budget {args.budget}", flush=True)

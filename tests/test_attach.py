@@ -120,7 +120,7 @@ def test_attached_unit_journal_crash_signature_and_unit_state(
         record = manifest["servers"][label]
         assert record["controlled"] is False and record["url"] == srv.url and record["unit"] == unit
         assert "argv" not in record and record["pid"] is None
-        assert record["effective"]["version"] == "0.5.5"
+        assert record["effective"]["version"] == "0.5.23"
     log = (result.run_dir / "logs" / "auto.log").read_text()
     assert log.startswith(f"# attached: {srv.url} unit sglang-ddtree.service") and CUDA in log
     calls = (systemd / "journalctl.calls").read_text().splitlines()

@@ -66,13 +66,15 @@ def test_sglang_method_flags(server: ServerConfig, flags: list[str]) -> None:
     assert sgl_argv(server) == SGL_HEAD + flags
 
 
-@pytest.mark.parametrize(("fork", "tail"), [
-    ("fork", ["--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens", "16"]),
-    ("upstream-pr", ["--speculative-ddtree-budget", "15"]),
+@pytest.mark.parametrize(("fork", "algorithm", "tail"), [
+    ("fork", "DFLASH", ["--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens", "16"]),
+    # PR #29907: its own algorithm, the block kept at the drafter's (no config.json here: 16)
+    ("pr29907", "DDTREE", ["--speculative-num-draft-tokens", "16", "--speculative-ddtree-budget",
+                           "15"]),
 ])
-def test_sglang_tree_comes_from_the_template(fork: str, tail: list[str]) -> None:
+def test_sglang_tree_comes_from_the_template(fork: str, algorithm: str, tail: list[str]) -> None:
     engine = SGL.model_copy(update={"spec_templates": {"tree": TREE_TEMPLATES[fork]}})
-    expected = SGL_HEAD + ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
+    expected = SGL_HEAD + ["--speculative-algorithm", algorithm, "--speculative-draft-model-path",
                            "/m/draft", *tail]
     assert sgl_argv(cfg("tree", 15), engine) == expected
     # a config's own spec_args win over the engine's template
@@ -138,7 +140,8 @@ def vllm_argv(server: ServerConfig, engine: EngineParams = VLLM) -> list[str]:
     (cfg("eagle3", 3), {"method": "eagle3", "model": "/m/draft", "num_speculative_tokens": 3}),
     (cfg("mtp", 1), {"method": "mtp", "model": "/m/draft", "num_speculative_tokens": 1}),
     (cfg("draft", 5), {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 5}),
-    (cfg("linear", 16), {"method": "dflash", "model": "/m/draft", "num_speculative_tokens": 16}),
+    # the budget is the block: vLLM's DFlash block is K + 1 (issue 38)
+    (cfg("linear", 16), {"method": "dflash", "model": "/m/draft", "num_speculative_tokens": 15}),
 ])
 def test_vllm_speculative_config(server: ServerConfig, config: dict) -> None:
     argv = vllm_argv(server)

@@ -69,9 +69,13 @@ def test_sglang_speculative_chunks_and_acceptance_length() -> None:
         result, verdict = run(SGLangAdapter(), srv.url)
     assert verdict.status == "ok", verdict.reasons
     rec = result.records[1]
-    assert rec.chunk_sizes == [4, 4, 4] and len(rec.token_times) == MAX
-    assert rec.final.verify_steps == 3 and rec.final.accepted_tokens == MAX - 3
-    assert rec.final.completion_tokens / rec.final.verify_steps == 4.0
+    # the prefill's one token, then 3 verify passes (spec_verify_ct 3) of 1 + 3, 1 + 3, 1 + 2:
+    # every forward step that made tokens is a step, as on vLLM and llama.cpp (issue 38)
+    assert rec.chunk_sizes == [1, 4, 4, 3] and len(rec.token_times) == MAX
+    assert rec.final.verify_steps == 4 == len(rec.chunk_sizes)
+    assert rec.final.accepted_tokens == 8 == MAX - rec.final.verify_steps  # spec_num_correct_drafts
+    assert rec.final.draft_tokens == 9  # spec_num_proposed_drafts: 3 passes × (4 − 1)
+    assert rec.final.accepted_histogram == [0, 0, 1, 2]  # passes by drafts accepted
 
 
 @pytest.mark.parametrize(("mode", "reason", "needle"), [
@@ -139,7 +143,7 @@ def test_sglang_server_info_and_legacy_fallback() -> None:
         with sglang_server(mode, context=3000) as srv, httpx.Client(base_url=srv.url) as client:
             info = adapter.server_info(client)
             paths = [p for p, _ in srv.bodies]
-        assert info.context_per_request == 3000 and info.raw["version"] == "0.5.5", mode
+        assert info.context_per_request == 3000 and info.raw["version"] == "0.5.23", mode
         assert paths == []  # GET only
     with sglang_server("no_info") as srv, httpx.Client(base_url=srv.url) as client:
         with pytest.raises(EngineError, match="neither /server_info nor /get_server_info"):

@@ -150,7 +150,9 @@ def test_schema3_cells_keep_the_verdicts_their_specbench_gave() -> None:
     cells = stored["cells"]
     assert {c["schema_version"] for c in cells} == {3}
     seen = {r["code"] for c in cells for r in c["verdict"]["reasons"]}
-    assert {r.code for r in ruleset.RULES} <= seen  # each rule object has cells it judged
+    # each rule object has cells it judged, but for the rules whose evidence those cells lack
+    # (unplanned_reasoning: a request's ``reasoning``, recorded since issue 38)
+    assert {r.code for r in ruleset.RULES} - {"unplanned_reasoning"} <= seen
     assert any(r.get("tolerated") for c in cells for r in c["verdict"]["reasons"])
     for data in cells:
         cell = CellRecord.from_dict(json.loads(json.dumps(data)))

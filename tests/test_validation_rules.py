@@ -77,6 +77,7 @@ def test_every_rule_is_listed_and_tested() -> None:
                      "busy_host",  # tests/test_hostload.py, tests/test_busy_host.py
                      "busy_gpu",  # tests/test_gpu_telemetry.py
                      "seen_prompt",  # tests/test_isolation.py
+                     "unplanned_reasoning",  # tests/test_engines_meet.py
                      "no_profile_rate"}  # tests/test_load_axes.py
     assert all(c.protects and c.level in LEVELS for c in entries())
     assert len(BY_CODE) == len(entries())  # one entry a code

@@ -28,6 +28,7 @@ from .claim import ALPHA, Claim, more_units
 from .drift import drift_words, panel_drift, run_drift
 from .intervals import requests_n
 from .metrics import PANEL
+from .pairing import pairing_note
 from .rounds import Contention, PanelState, panel_of
 from .units import units_of
 
@@ -76,7 +77,7 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
         ratio, reason = panel_drift(mine, found)
         entry.update(speedup=_num(found.speedup), speedup_lo=_num(found.speedup_lo),
                      speedup_hi=_num(found.speedup_hi), drift_prefill=_num(ratio),
-                     drift=None if reason is None else str(reason))
+                     drift=None if reason is None else str(reason), pairing=pairing_note(mine))
         if not found.decided:
             units = {c: units_of([x for x in mine if x.spec.config == c]) for c in state.configs}
             entry["more_requests"] = more_units(units, found)

@@ -215,7 +215,19 @@ def _request_spec_metrics(recs: Sequence[RequestRecord], total: int) -> dict[str
                    max((f.completion_tokens or 0) - (f.verify_steps or 0), 0) if f.verify_steps
                    else 0 for f in finals)
     drafted = sum((f.draft_tokens or 0) for f in finals)
-    return spec_metrics(total, len(recs), accepted=accepted, drafted_tokens=drafted)
+    return {**spec_metrics(total, len(recs), accepted=accepted, drafted_tokens=drafted),
+            **_histogram([f.accepted_histogram for f in finals if f.accepted_histogram])}
+
+
+def _histogram(found: list[list[int]]) -> dict[str, Any]:
+    """The requests' own acceptance histograms (SGLang's: verify passes by drafts accepted)
+    summed, and from them the acceptance by position, as vLLM's counters give it."""
+    if not found:
+        return {}
+    hist = [sum(h[k] for h in found if k < len(h)) for k in range(max(map(len, found)))]
+    passes = sum(hist)
+    return {"acceptance_histogram": hist, "position_acceptance_rate": [
+        sum(hist[k + 1:]) / passes for k in range(len(hist) - 1)] if passes else None}
 
 
 SPEC_METRICS = ("acceptance_length", "tokens_per_step", "acceptance_length_drafted",
@@ -229,7 +241,7 @@ def spec_metrics(tokens: int, requests: int, *, accepted: float, drafted_tokens:
     Only tokens the client received count: accepted drafts are capped at ``tokens - requests``
     (a request's first token is never a draft; a server may count drafts it accepted past a
     request's token limit, which vLLM's counters do). Then ``verify_steps`` = tokens − accepted
-    (every target forward step yields one token of its own plus its accepted drafts);
+    (every forward step, the prefill's included on every engine, yields one token plus drafts);
     ``acceptance_length`` = ``tokens_per_step`` = tokens / verify steps, over **all** steps
     (τ of the EAGLE, DFlash and DDTree papers); ``acceptance_length_drafted`` = 1 + accepted /
     drafted steps, over the steps that carried a draft, where the engine counts those (vLLM's

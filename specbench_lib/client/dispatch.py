@@ -381,6 +381,7 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
         deadline.cancel()
         rec.end = send.clock() if stream.ended is None else stream.ended
         rec.text_sha = stream.digest.hexdigest()[:16]
+        rec.reasoning = stream.opened_reasoning()
         if stream.text is not None:
             rec.output_text = "".join(stream.text)
         if resp is None or not resp.complete:

@@ -20,6 +20,10 @@ from ..servers.engines import StreamEvent
 MAX_LINE = 16 * 1024 * 1024  # a stream line longer than this is not a stream line
 _EMPTY_TEXT_SHA = hashlib.sha256().hexdigest()[:16]
 _SSE_FIELDS = (b"data:", b":", b"event:", b"id:", b"retry:")
+# how an answer opens a reasoning block (Qwen3, DeepSeek-R1: the template's <think>), looked
+# for in its first HEAD_CHARS characters
+REASONING_OPENERS = ("<think>",)
+HEAD_CHARS = 64
 
 
 @dataclass
@@ -31,6 +35,16 @@ class Stream:
     ended: float | None = None  # the final event's time (the rest is read to the body's end)
     sse_only: bool = True  # every non-blank line so far was a server-sent-events line
     text: list[str] | None = None  # the answer's text pieces, where kept (a conversation's turn 1)
+    head: str = ""  # the answer's first characters
+
+    def opened_reasoning(self) -> bool:
+        """Whether the answer began with a reasoning block (:data:`REASONING_OPENERS`)."""
+        return any(opener in self.head for opener in REASONING_OPENERS)
+
+    def _take(self, event: StreamEvent | None, rec: RequestRecord, now: float) -> bool:
+        if event is not None and event.text and len(self.head) < HEAD_CHARS:
+            self.head += event.text[:HEAD_CHARS]
+        return take_event(event, rec, self.digest, now, self.text)
 
     def take_read(self, rec: RequestRecord, lines: list[bytes], now: float,
                   read_at: float) -> bool:
@@ -51,7 +65,7 @@ class Stream:
             if self.sse_only and not times:
                 self.sse_only = _is_sse(line)
             before = len(times)
-            done = take_event(parse_line(self.parse, line), rec, self.digest, now, self.text)
+            done = self._take(parse_line(self.parse, line), rec, now)
             if len(times) > before:
                 events, last = events + 1, before
             if done:
@@ -67,7 +81,7 @@ class Stream:
         """The body's last line without a line break; an empty clean stream: 0 tokens."""
         if self.ended is None and pending.strip():
             self.sse_only = self.sse_only and _is_sse(pending)
-            take_event(parse_line(self.parse, pending), rec, self.digest, now, self.text)
+            self._take(parse_line(self.parse, pending), rec, now)
         if (rec.error_kind is None and rec.final is None and not rec.token_times and self.sse_only
                 and self.digest.hexdigest()[:16] == _EMPTY_TEXT_SHA):
             rec.final = FinalStats(completion_tokens=0)  # an empty stream: empty_output

@@ -5,7 +5,8 @@
      ├── PreflightError     something a sweep needs is missing (binary, model, dataset, free port)
      ├── ServerError        a server could not be started or stopped (config, log path)
      ├── EngineError        a server answered in a way its adapter cannot read (URL, status)
-     │    └── ControlTimeout    a control call (info, tokenize, metrics) not answered within its limit
+     │    ├── ControlTimeout    a control call (info, tokenize, metrics) not answered within its limit
+     │    └── SpecMismatch      a started server runs other speculative settings than asked for
      ├── TransportError     a connection failed or its bytes broke HTTP/1.1 (measured requests)
      │    ├── ConnectTimeout    no connection within the connect limit
      │    └── StaleConnection   a kept-alive connection closed before the response began
@@ -67,6 +68,11 @@ class EngineError(SpecbenchError):
         self.url = url
         self.status = status
         super().__init__(f"{message} ({url}, status {status})")
+
+
+class SpecMismatch(EngineError):
+    """A started server runs other speculative settings than its config asked for (read back
+    from the server after its start): both values are in the message."""
 
 
 class ControlTimeout(EngineError):

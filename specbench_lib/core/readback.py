@@ -137,7 +137,8 @@ PANEL_ANSWER = Doc(
      "speedup_hi": float | None, "baseline": str | None, "requests": dict[str, int],
      "eliminated": dict[str, int], "out": dict[str, str], "decided_s": float | None,
      "decided_round": int | None, "more_requests": int | None, "blocks": int | None,
-     "drift": str | None, "drift_prefill": float | None, "crashed": dict[str, str]},
+     "drift": str | None, "drift_prefill": float | None, "crashed": dict[str, str],
+     "pairing": str | None},
     frozenset({"panel", "decided", "decision", "best", "confidence_set", "speedup",
                "speedup_lo", "speedup_hi", "baseline", "eliminated"}))
 PARTIAL_ROUND = Doc({"round": int, "requests": int, "of": int, "configs": list[str]},

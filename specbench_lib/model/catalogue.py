@@ -130,6 +130,10 @@ CATALOGUE: tuple[Code, ...] = (
        "(/tokenize, server info): invalid with the fix, not a crash"),
     _c("bad_answer", "config", "a control answer (server info, tokenize) its adapter cannot "
        "read, with the server's words; the sweep goes on with the next config"),
+    _c("spec_mismatch", "config", "a started server whose speculative settings, read back "
+       "from it (SGLang /server_info, vLLM's config line), differ from what its config asked "
+       "for (a fork that rewrites a budget, a flag it ignores): both values named, no cell "
+       "measured"),
     _c("crashed_after_cells", "config", "a server whose log shows a crash signature after its "
        "config's last cell ended (it died while idle or at shutdown): its cells keep their "
        "verdicts, but the run reports the config crashed at this budget, with the line, and the "

@@ -33,7 +33,7 @@ _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "cont
 # keys added after cells were first fingerprinted, left out at their default (off) values, so
 # a greedy raw plan's cells keep the fingerprints they had
 _NEW_DEFAULTS = {"temperature": 0.0, "temperatures": 1, "top_p": 1.0, "top_k": 0,
-                 "template": "raw"}
+                 "template": "raw", "chat_template_kwargs": {}}
 
 
 def _lean(found: dict[str, Any]) -> dict[str, Any]:
@@ -73,6 +73,8 @@ def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Compon
     params = plan.params.model_dump(mode="json")
     measured = _lean({k: v for k, v in params.items() if k not in _NOT_MEASURED})
     measured["prefix_cache"] = plan.params.engine.prefix_cache
+    if plan.params.engine.env:  # a server's environment changes what it runs
+        measured["engine_env"] = dict(plan.params.engine.env)
     workloads = {w["name"]: w for w in params["workloads"]}
     port = str(plan.params.engine.port)
     prints = {}

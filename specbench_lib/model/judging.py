@@ -23,6 +23,10 @@ class JudgeInputs:
     spec_stats: Literal["per_request", "counters"] = "per_request"  # where its spec stats come from
     prefix_cache: bool = False
     thresholds: dict[str, Any] = field(default_factory=dict)
+    reasoning: bool = False  # its workload asks for answers that reason first (enable_thinking)
+    # its requests' seeds decide their draws on its server (greedy, or an engine that honours a
+    # request's seed): a sampled cell without it shares no randomness with another config's
+    seeds_paired: bool = True
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JudgeInputs:

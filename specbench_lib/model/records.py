@@ -45,6 +45,8 @@ class FinalStats:
     accepted_tokens: int | None = None
     verify_steps: int | None = None
     cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache
+    # verify steps by drafts accepted: [k] the steps that accepted exactly k (SGLang's own)
+    accepted_histogram: list[int] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FinalStats:
@@ -82,6 +84,7 @@ class RequestRecord:
     stop: str = "length"  # length: exactly max_tokens (EOS ignored; all older cells); eos: a cap
     turn: int | None = None  # a conversation's turn (None: none; sweep/turns.py)
     output_text: str | None = None  # a turn 1's answer, sent before turn 2 (warmup, untimed)
+    reasoning: bool | None = None  # the answer opened a reasoning block (None: not looked at)
 
     @property
     def ttft(self) -> float | None:

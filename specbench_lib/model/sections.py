@@ -39,7 +39,7 @@ class EngineParams(Strict):
     the arguments that follow it before the engine's own flags (SGLang: ``-m
     sglang.launch_server``, vLLM: ``serve``). Templates take ``{port}``, ``{host}``, ``{model}``,
     ``{budget}`` (also ``{budget+1}``, ``{budget-1}``), ``{tp}``, ``{context}``, ``{binary}``,
-    ``{draft_model}`` and a config's options; values are inserted literally (never a shell).
+    ``{draft_model}``, ``{block}`` (its trained block) and a config's options, inserted literally.
     """
 
     kind: str = DEFAULT_KIND  # see kinds.KINDS
@@ -79,6 +79,8 @@ class EngineParams(Strict):
     api: str | None = None  # the protocol of a template server (kinds.APIS)
     argv_template: tuple[str, ...] = ()  # a whole argv, for kind template (or any kind)
     spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags
+    # added to a launched server's environment (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1")
+    env: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("kind")
     @classmethod
@@ -160,6 +162,8 @@ class WorkloadParams(Strict):
     # model's own chat template, with the generation prompt (the answer is the assistant's
     # turn); the template's tokens count in the prompt's planned length (docs/workloads.md)
     template: Literal["raw", "chat"] = "raw"
+    # the chat template's options in every render, e.g. {enable_thinking: false} (Qwen3)
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     # conversations (sources mtbench, spec_bench; docs/workloads.md) send questions at their own
     # length, the cell's context their cap. turn 1: the first question timed; 2: each
     # conversation's turn 1 sent first (untimed, same server), the second question timed with
@@ -178,6 +182,11 @@ class WorkloadParams(Strict):
     def conversational(self) -> bool:
         """Whether prompts are conversations (questions at their own length, turns)."""
         return self.source in CONVERSATION_SOURCES
+
+    @property
+    def thinking(self) -> bool:
+        """Whether the plan asks for answers that reason first (``enable_thinking: true``)."""
+        return self.chat_template_kwargs.get("enable_thinking") is True
 
     @property
     def natural(self) -> bool:
@@ -199,6 +208,8 @@ class WorkloadParams(Strict):
         if self.conversational and self.length == "exact":
             raise ValueError(f"source {self.source!r} sends questions at their own length: "
                              f"length 'natural' (or none), not 'exact'")
+        if self.chat_template_kwargs and self.template != "chat":
+            raise ValueError("chat_template_kwargs need template: chat")
         if self.categories is not None and self.category is not None:
             raise ValueError("give 'categories' (one workload each) or 'category', not both")
         wanted = () if self.categories in (None, "all") else tuple(self.categories)

@@ -12,8 +12,9 @@ guard), and the document's ids are the ones a raw prompt of the same text would 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.errors import PreflightError
 
@@ -22,6 +23,20 @@ Tokenize = Callable[[str], list[int]]
 # generation prompt added (the assistant's turn opened)
 Render = Callable[[list[dict[str, str]]], list[int]]
 SENTINEL = "Specbench sentinel 7f3a"
+
+
+def with_options(render: Render, options: Mapping[str, Any]) -> Render:
+    """``render`` with the chat template's options (a workload's ``chat_template_kwargs``,
+    e.g. ``enable_thinking``), passed to the engine's render as its second argument (each
+    adapter's ``chat_render(messages, options)``); ``render`` itself when there are none."""
+    if not options:
+        return render
+    given = dict(options)
+    engine_render: Callable[..., list[int]] = render
+
+    def bound(messages: list[dict[str, str]]) -> list[int]:
+        return engine_render(messages, given)
+    return bound
 
 
 @dataclass(frozen=True)

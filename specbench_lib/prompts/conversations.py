@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
-from .chat import Render
+from .chat import Render, with_options
 from .workload import Prompt, build_prompts, questions
 
 Message = dict[str, str]
@@ -94,6 +94,7 @@ def reused_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
                              salt=salt, render=render)
     ids = sorted(questions(workload))
     random.Random(zlib.crc32(f"{seed}:{workload.name}:{tokens}:{salt}".encode())).shuffle(ids)
-    chat = render if workload.template == "chat" and render is not None else None
+    chat = (with_options(render, workload.chat_template_kwargs)
+            if workload.template == "chat" and render is not None else None)
     render = chat or plain_render(tokenize)
     return [first_turn(workload, ids[i % len(ids)], tokens, render) for i in range(n)]

@@ -11,6 +11,7 @@ only from a prompt's first token, so shared material later in a prompt is not re
 
 from __future__ import annotations
 
+import json
 import random
 import zlib
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
 from ..model.sources import SOURCES, frame_tag
-from .chat import ChatFrame, Render
+from .chat import ChatFrame, Render, with_options
 from .conversations import first_turn, plain_render
 from .workload import FRAMES, MIN_MATERIAL, Prompt, corpus_documents, documents, frame_of
 
@@ -44,7 +45,8 @@ class Corpora:
                  render: Render | None = None) -> None:
         # the engine's chat render (messages → ids; None: conversations use plain_render)
         self.seed, self.tokenize, self.render = seed, tokenize, render
-        self._frame: ChatFrame | None = None  # the chat template's, once rendered
+        # the chat template's frame per set of template options, once rendered
+        self._frames: dict[str, ChatFrame | None] = {}
         self.count_only = count_only  # a feasibility check: documents walked, no ids kept
         self.orders: dict[str, list[tuple[str, str]]] = {}
         self.cursor: dict[str, int] = {}
@@ -108,7 +110,7 @@ class Corpora:
         """How a conversation's messages become ids: the model's chat template with
         ``template: chat`` (where the engine's render is known), else the contents joined."""
         if workload.template == "chat" and self.render is not None:
-            return self.render
+            return with_options(self.render, workload.chat_template_kwargs)
         return plain_render(self.tokenize)
 
     def frame(self, workload: WorkloadParams) -> ChatFrame | None:
@@ -117,9 +119,10 @@ class Corpora:
         the conservative side)."""
         if workload.template == "raw" or (self.render is None and self.count_only):
             return None
-        if self._frame is None:
-            self._frame = frame_of(workload, self.render, self.tokenize)
-        return self._frame
+        key = json.dumps(workload.chat_template_kwargs, sort_keys=True, default=str)
+        if self._frames.get(key) is None:
+            self._frames[key] = frame_of(workload, self.render, self.tokenize)
+        return self._frames[key]
 
     def group(self, workload: WorkloadParams, tokens: int, n: int, total: int, *,
               learns: str | None, prefix_cache: bool) -> list[Prompt]:

@@ -27,7 +27,7 @@ from ..core.errors import PreflightError
 from ..core.paths import resolve_project_path
 from ..model.sections import WorkloadParams
 from ..model.sources import SOURCES, frame_tag
-from .chat import ChatFrame, Render, chat_frame
+from .chat import ChatFrame, Render, chat_frame, with_options
 
 _SHAREGPT_DOCS = 3000
 MIN_MATERIAL = 16
@@ -147,7 +147,7 @@ def frame_of(workload: WorkloadParams, render: Render | None,
     if render is None:
         raise PreflightError(f"workload {workload.name!r} has template: chat, but no chat render "
                              f"was given (the engine's chat template)", what="template")
-    return chat_frame(render, tokenize)
+    return chat_frame(with_options(render, workload.chat_template_kwargs), tokenize)
 
 
 def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,

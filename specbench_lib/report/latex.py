@@ -108,8 +108,9 @@ def plan_ranks(runs: Iterable[Any]) -> dict[tuple[str, str], int]:
     for run in runs:
         manifest = Manifest.from_dict(getattr(run, "manifest", None) or {})
         configs = manifest.params.get("configs") or []
-        for index, config in enumerate(configs):
-            ranks.setdefault((str(manifest.phase), str(config.get("name"))), index)
+        for index, config in enumerate(configs if isinstance(configs, list) else []):
+            if isinstance(config, dict):  # a damaged manifest's entry is no config
+                ranks.setdefault((str(manifest.phase), str(config.get("name"))), index)
     return ranks
 
 

@@ -161,6 +161,7 @@ class ServerRecord:
     ended_after_stop: list[dict[str, Any]] = field(default_factory=list)
     late_crash: dict[str, Any] | None = None
     placement: dict[str, Any] | None = None  # a Ray-placed config's (:mod:`~specbench_lib.sweep.placement`)
+    speculative: dict[str, Any] | None = None  # the settings read back after its start (issue 38)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"isolation": self.isolation, "starts": self.starts,
@@ -185,7 +186,8 @@ class ServerRecord:
             data.update(error=self.error, returncode=self.returncode)
         if self.ended_after_stop:
             data["ended_after_stop"] = list(self.ended_after_stop)
-        later = {"late_crash": self.late_crash, "placement": self.placement}
+        later = {"late_crash": self.late_crash, "placement": self.placement,
+                 "speculative": self.speculative or None}
         data.update({k: v for k, v in later.items() if v is not None})
         return data
 

@@ -165,7 +165,10 @@ class RunResult(Rendered):
             found = self.info.params.get("slo")
             from ..model.sections import SloParams
 
-            self.__dict__["_slo"] = SloParams.model_validate(found) if found else None
+            try:
+                self.__dict__["_slo"] = SloParams.model_validate(found) if found else None
+            except ValueError:  # a damaged manifest's slo (pydantic's error): read as none
+                self.__dict__["_slo"] = None
         return self.__dict__["_slo"]
 
     @slo.setter

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -42,8 +42,10 @@ class ServerProcess(LogScan):
 
     def __init__(self, *, name: str, argv: list[str], base_url: str, health_path: str,
                  log_path: Path, signatures: tuple[re.Pattern[str], ...] = (),
-                 redact_names: tuple[str, ...] = (), cpus: tuple[int, ...] | None = None) -> None:
+                 redact_names: tuple[str, ...] = (), cpus: tuple[int, ...] | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.name = name
+        self.env = dict(env or {})  # added to this process's environment (params engine.env)
         self.cpus = cpus  # pinned to these CPUs, with all it starts (:mod:`~specbench_lib.host.cpuset`)
         self.argv = argv
         self.base_url = base_url
@@ -70,7 +72,8 @@ class ServerProcess(LogScan):
         try:
             self._proc = subprocess.Popen(
                 self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, env=marked_env(self._mark),
+                stdin=subprocess.DEVNULL, start_new_session=True,
+                env=marked_env(self._mark, {**os.environ, **self.env}),
                 preexec_fn=self._in_child if _PRCTL is not None or self.cpus else None)
         except OSError as exc:
             raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
@@ -293,14 +296,16 @@ def _die_with_parent() -> None:
 
 def open_server(name: str, attach: AttachParams | None, launch: tuple[list[str], str, str],
                 log_path: Path, signatures: tuple[re.Pattern[str], ...],
-                redact_names: tuple[str, ...], cpus: tuple[int, ...] | None = None) -> Server:
+                redact_names: tuple[str, ...], cpus: tuple[int, ...] | None = None,
+                env: Mapping[str, str] | None = None) -> Server:
     """The process (or, with ``attach``, the running unit) of one server start from its
     ``launch`` (argv, base URL, health path); its log hides the argv's secrets (and the values
-    of ``redact_names``); a started server runs on ``cpus`` (None: any)."""
+    of ``redact_names``); a started server runs on ``cpus`` (None: any) with ``env`` added to
+    its environment."""
     argv, base_url, health_path = launch
     if attach is None:
         return ServerProcess(name=name, argv=argv, base_url=base_url, health_path=health_path,
                              log_path=log_path, signatures=signatures, redact_names=redact_names,
-                             cpus=cpus)
+                             cpus=cpus, env=env)
     return AttachedServer(name=name, attach=attach, health_path=health_path, log_path=log_path,
                           signatures=signatures)

@@ -161,6 +161,8 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
         _check("binary", lambda: _binary(adapter, engine)),
         _check("model", lambda: _model(engine, restage=restage, outputs=outputs)),
         _check("draft models", _said(lambda: check_draft_models(plan), "present (or none named)")),
+        _check("model fit", lambda: _fit(plan, adapter)),
+        _check("seeds", lambda: _seeds(plan, adapter)),
         *(_check(f"workload {w.name}", _said(partial(documents, w),
                                                       lambda docs: f"{len(docs)} documents"))
           for w in params.workloads),
@@ -266,6 +268,24 @@ def _model(engine: EngineParams, *, restage: bool, outputs: Path | None) -> _Pas
         if not restage:
             raise
         return _Passed(f"{model}: present", model, str(exc))
+
+
+def _fit(plan: Plan, adapter: Adapter) -> _Passed:
+    """The plan's context and drafters' blocks against the models' configs (:mod:`.modelfit`)."""
+    from .lifetimes import launch_argvs
+    from .modelfit import model_fit
+
+    detail, warning = model_fit(plan, adapter, launch_argvs(plan, adapter, lenient=True))
+    return _Passed(detail, None, warning)
+
+
+def _seeds(plan: Plan, adapter: Adapter) -> _Passed:
+    """Whether sampled cells pair their draws across configs (:func:`.modelfit.seed_pairing`)."""
+    from .lifetimes import launch_argvs
+    from .modelfit import seed_pairing
+
+    detail, warning = seed_pairing(plan, adapter, launch_argvs(plan, adapter, lenient=True))
+    return _Passed(detail, None, warning)
 
 
 def _host_load(limit: float | None) -> Check:

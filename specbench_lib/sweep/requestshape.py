@@ -5,7 +5,9 @@ knows no engine)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
@@ -34,5 +36,8 @@ class ServerText:
             self.tokens[text] = self.adapter.tokenize(self.client, text)
         return list(self.tokens[text])
 
-    def render(self, messages: list[dict[str, str]]) -> list[int]:
-        return self.adapter.chat_render(self.client, messages)
+    def render(self, messages: list[dict[str, str]],
+               options: Mapping[str, Any] | None = None) -> list[int]:
+        """The engine's render of ``messages``, ``options`` the template's variables (a
+        workload's ``chat_template_kwargs``: :func:`~specbench_lib.prompts.chat.with_options`)."""
+        return self.adapter.chat_render(self.client, messages, options)

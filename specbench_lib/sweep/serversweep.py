@@ -90,13 +90,16 @@ class ServerSweep:
         live server, if still up, measures the block's cells with no start."""
         self.plan, self.round_number, self.slice_fixed = plan, round_number, 0.0
         return self
+        self.seeds_paired: bool = True  # the started server draws by a request's seed (issue 38)
 
     def judge_inputs(self, cell: CellSpec) -> JudgeInputs:
         params = self.plan.params
         return JudgeInputs(
             planned=params.requests_for(cell), speculative=self.server.method != "auto",
             spec_stats="per_request" if self.adapter.spec_stats_per_request else "counters",
-            prefix_cache=params.engine.prefix_cache, thresholds=thresholds_of(params))
+            prefix_cache=params.engine.prefix_cache, thresholds=thresholds_of(params),
+            reasoning=workload_of(params, cell).thinking,
+            seeds_paired=cell.temperature == 0 or self.seeds_paired)
 
     def _analysed(self, cell: CellSpec, facts: CellFacts, m: _Measured) -> CellRecord:
         """The cell's record as it would be written, with its verdict decided on it."""
@@ -189,7 +192,8 @@ class ServerSweep:
         cpus = launch.cpus or CpuSplit(None, None, "an attached server: nothing pinned")
         proc = open_server(server.label, server.attach,
                            (launch.argv, launch.base_url, launch.health_path), log_path,
-                           self.adapter.crash_signatures, params.redact, cpus=cpus.server)
+                           self.adapter.crash_signatures, params.redact, cpus=cpus.server,
+                           env=params.engine.env)
         record = self.record
         record.cpus, record.controlled = cpus.to_dict(), server.attach is None
         if server.attach is None:
@@ -253,6 +257,9 @@ class ServerSweep:
         ready_at = proc.log_size()
         info = self.adapter.server_info(client)
         live.adapter, live.context = self.adapter.for_server(info), info.context_per_request
+        record.speculative = live.adapter.check_spec(self.server, self.argv, info,
+                                                     proc.log_tail(4000))
+        self.seeds_paired = live.adapter.pairs_seeds(info, self.argv)
         record.context_per_request, record.reported_version = info.context_per_request, info.version
         record.effective = redact(info.raw, extra=self.plan.params.redact)
         began = time.perf_counter()

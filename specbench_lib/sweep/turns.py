@@ -18,6 +18,7 @@ from ..core.errors import EngineError
 from ..model.params import CellSpec, SweepParams
 from ..model.records import RequestRecord
 from ..model.sections import WorkloadParams
+from ..prompts.chat import with_options
 from ..prompts.conversations import Render, second_turn
 from ..prompts.workload import Prompt
 from ..servers.engines import Adapter
@@ -38,6 +39,7 @@ def second_turns(adapter: Adapter, base_url: str, headers: dict[str, str] | None
                          concurrency=cell.concurrency, max_tokens=cell.output_tokens,
                          timeouts=params.request_timeouts(), headers=headers,
                          stop=workload.stop, keep_text=True, turn=1)
+    render = with_options(render, workload.chat_template_kwargs)  # none on a raw workload
     try:
         turn2 = [second_turn(workload, p, r.output_text or "", cell.context, render)
                  for p, r in zip(prompts, sent.records, strict=True)]

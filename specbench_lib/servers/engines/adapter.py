@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -39,6 +39,9 @@ class BaseAdapter(ABC):
     python_dists: ClassVar[tuple[str, ...]] = ()  # a Python engine's distributions, tried in order
     metrics_prefix: ClassVar[str | None] = None  # of the /metrics speculative counters, if any
     flush_path: ClassVar[str | None] = None  # POST here clears the state that outlives requests
+    # the environment variable that lets a server run a context past the model's derived one
+    # (None: the engine has no such check, or no config.json to derive it from)
+    context_override_env: ClassVar[str | None] = None
 
     def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                model: Path, binary: Path) -> Launch:
@@ -134,9 +137,22 @@ class BaseAdapter(ABC):
     def chat_template_source(self) -> str:
         return "the model's own, applied by the server once it runs"
 
-    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]],
+                    options: Mapping[str, Any] | None = None) -> list[int]:
         raise PreflightError(f"the {self.name} adapter cannot apply a chat template; use "
                              f"template: raw", what="template")
+
+    def check_spec(self, server: ServerConfig, argv: Sequence[str], info: ServerInfo,
+                   log_text: str) -> dict[str, Any]:
+        """Nothing read back unless the engine's adapter knows where its settings are."""
+        return {}
+
+    def pairs_seeds(self, info: ServerInfo, argv: Sequence[str]) -> bool:
+        return True
+
+    def drafter_block(self, argv: Sequence[str]) -> int | None:
+        """The block a DFlash drafter runs at under ``argv`` (None: no DFlash drafter)."""
+        return None
 
     @abstractmethod
     def generation_request(self, prompt: list[int], *, max_tokens: int, stop: str = "length",

@@ -17,6 +17,7 @@ from ...core.errors import ParamsError
 from ...model.params import ServerConfig
 from ...model.sections import EngineParams
 from .base import Launch
+from .modelconfig import DEFAULT_BLOCK, read_config, trained_block
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:([+-])(\d+))?\}")
 Value = int | float | str | None
@@ -74,6 +75,10 @@ def template_values(server: ServerConfig, engine: EngineParams, *, model: Path, 
         budget=server.budget, tp=engine.tp, context=engine.context, parallel=parallel,
         draft_model=server.draft_model or engine.draft_model,
     )
+    if "block" not in values:  # a DFlash drafter's trained block (option block overrides it)
+        draft = values["draft_model"]
+        values["block"] = trained_block(read_config(None if draft is None else str(draft))) \
+            or DEFAULT_BLOCK
     return values
 
 

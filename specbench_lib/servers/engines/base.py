@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -155,10 +155,28 @@ class Adapter(Protocol):
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]: ...
 
-    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]],
+                    options: Mapping[str, Any] | None = None) -> list[int]:
         """The token ids of ``messages`` (``role``/``content`` dicts) in the model's own chat
-        template, the generation prompt added (the assistant's turn opened); EngineError or
+        template, the generation prompt added (the assistant's turn opened), ``options`` the
+        template's variables (a workload's ``chat_template_kwargs``); EngineError or
         PreflightError when the engine or the model has no template to apply."""
+        ...
+
+    def check_spec(self, server: ServerConfig, argv: Sequence[str], info: ServerInfo,
+                   log_text: str) -> dict[str, Any]:
+        """The speculative settings the started server resolved, read back (its server info,
+        else its log), as ``{name: value}``; :class:`SpecMismatch` naming both values when
+        one differs from what ``server`` asked for (empty: nothing to read back)."""
+        ...
+
+    def pairs_seeds(self, info: ServerInfo, argv: Sequence[str]) -> bool:
+        """Whether a sampled request's seed decides its draws on this server (requests of two
+        configs with one seed then share their randomness: paired)."""
+        ...
+
+    def drafter_block(self, argv: Sequence[str]) -> int | None:
+        """The block a DFlash drafter runs at under ``argv`` (None: no drafter block)."""
         ...
 
     def chat_template_source(self) -> str:

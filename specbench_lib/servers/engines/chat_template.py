@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,11 @@ def _token(config: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def render_local(folder: str | Path | None, messages: list[dict[str, str]]) -> str:
-    """``messages`` in the model's chat template, the generation prompt added."""
+def render_local(folder: str | Path | None, messages: list[dict[str, str]],
+                 options: Mapping[str, Any] | None = None) -> str:
+    """``messages`` in the model's chat template, the generation prompt added; ``options`` are
+    the template's own variables (a workload's ``chat_template_kwargs``, e.g.
+    ``enable_thinking``), given as ``transformers`` gives its ``**kwargs``."""
     template, config = template_of(folder)
     try:
         sandbox = importlib.import_module("jinja2.sandbox")
@@ -71,7 +75,8 @@ def render_local(folder: str | Path | None, messages: list[dict[str, str]]) -> s
     try:
         return str(env.from_string(template).render(
             messages=messages, add_generation_prompt=True,
-            bos_token=_token(config, "bos_token"), eos_token=_token(config, "eos_token")))
+            bos_token=_token(config, "bos_token"), eos_token=_token(config, "eos_token"),
+            **dict(options or {})))
     except PreflightError:
         raise
     except Exception as exc:  # jinja2's own errors: a template that does not render

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ...core.errors import EngineError, ParamsError
+from ...core.errors import EngineError, ParamsError, SpecMismatch
 from ...core.paths import cache_dir
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
 from ...model.sections import EngineParams, Sampling
 from .adapter import BaseAdapter, int_option
 from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_dict, field_ids, opt_int, opt_str
-from .control import get_json, post_tokens, url_of
+from .control import get_json, post_tokens, request, url_of
 
 # the embedded engine as scripts/setup_engine.sh builds and caches it (~/.cache/specbench/)
 LLAMA_CPP_VERSION = "11434.0.0"
@@ -87,17 +87,53 @@ class LlamaCppAdapter(BaseAdapter):
                               url=url_of(client, "/props"), status=200)
         settings = {k: props[k] for k in _SETTINGS if k in props}
         served = opt_str(props.get("model_alias")) or opt_str(props.get("model_path"))
-        return ServerInfo(context_per_request=n_ctx, raw=props, settings=settings,
+        slots = self._slots(client)
+        raw = props if slots is None else {**props, "slots_speculative": slots}
+        return ServerInfo(context_per_request=n_ctx, raw=raw, settings=settings,
                           served_model=served, version=opt_str(props.get("build_info")))
+
+    def _slots(self, client: httpx.Client) -> list[bool] | None:
+        """Each slot's ``speculative`` from ``/slots`` (server-context.cpp:730, can_speculate());
+        None where it does not answer (``--no-slots``). ``/props`` cannot say it: its
+        ``speculative.types`` are a fresh task's defaults, "none" even under ngram-mod
+        (server-context.cpp:4955-4962; run for real on 11434)."""
+        try:
+            resp = request(client, "GET", "/slots", limit_s=self.control_timeout_s)
+            found = resp.json() if resp.status_code == 200 else None
+        except (EngineError, ValueError):
+            return None
+        if not isinstance(found, list) or not all(isinstance(s, dict) for s in found):
+            return None
+        flags = [s.get("speculative") for s in found]
+        return flags if all(isinstance(f, bool) for f in flags) else None
+
+    def check_spec(self, server: ServerConfig, argv: Sequence[str], info: ServerInfo,
+                   log_text: str) -> dict[str, Any]:
+        """Whether every slot speculates (``/slots``) as the config asked (a method but auto)."""
+        slots = info.raw.get("slots_speculative")
+        if not isinstance(slots, list) or not slots:
+            return {}
+        asked = server.method != "auto"
+        if any(s != asked for s in slots):
+            raise SpecMismatch(f"config {server.label!r} asked for {'a' if asked else 'no'} "
+                               f"speculative decoding, the server's slots report speculative "
+                               f"{sorted(set(slots))}", url="/slots", status=200)
+        return {"speculative": asked}
 
     def tokenize(self, client: httpx.Client, text: str) -> list[int]:
         return post_tokens(client, "/tokenize", {"content": text, "add_special": False},
                            limit_s=self.control_timeout_s)
 
-    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]],
+                    options: Mapping[str, Any] | None = None) -> list[int]:
         """``POST /apply-template`` (the model's template, the generation prompt added by
-        default) and the text's ids from ``/tokenize``, its special tokens parsed."""
-        found = get_json(client, "/apply-template", method="POST", body={"messages": messages},
+        default; ``chat_template_kwargs`` merged into the server's own: server-common.cpp
+        1396-1411, reached from server-context.cpp:5416) and the text's ids from
+        ``/tokenize``, its special tokens parsed."""
+        body: dict[str, Any] = {"messages": messages}
+        if options:
+            body["chat_template_kwargs"] = dict(options)
+        found = get_json(client, "/apply-template", method="POST", body=body,
                          limit_s=self.control_timeout_s)
         text = found.get("prompt")
         if not isinstance(text, str):

@@ -10,42 +10,68 @@ inside an HTTP 200 response.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ...core.errors import EngineError, ParamsError
+from ...core.errors import EngineError, ParamsError, SpecMismatch
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
 from ...model.sections import EngineParams, Sampling
 from . import chat_template, tokenizer
 from .adapter import BaseAdapter, int_option
-from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_dict, field_ids, opt_int, opt_str
-from .control import excerpt, json_object, request, url_of
+from .base import (
+    BadLine,
+    ServerInfo,
+    StreamEvent,
+    StreamParser,
+    field_dict,
+    field_ids,
+    int_list,
+    opt_int,
+    opt_str,
+)
+from .control import excerpt, json_object, post_tokens, request, url_of
 
 DEFAULT_LAUNCHER = ("-m", "sglang.launch_server")
 _EAGLE_FAMILY = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft": "STANDALONE"}
 _NEEDS_DRAFT = {"linear", "eagle", "eagle3", "draft"}
 _BUILTIN_OPTIONS = {"steps", "topk", "reserve"}
-# server info that changes while it runs (throughput, memory) or per start (a drawn seed)
-_VOLATILE_INFO = {"internal_states", "random_seed"}
+# server info that changes while it runs (throughput, memory) or per start (a drawn seed, the
+# start's time): an attached server's fingerprint must not change with a restart
+_VOLATILE_INFO = {"internal_states", "random_seed", "startup_time"}
+# the budgets' one meaning (docs/engines.md "Budgets"): a ``linear`` budget is the drafter's block
+# (tokens drafted per step); a ``tree`` budget is the tree's node count, the drafter's block kept
+# at its trained size ({block}: option ``block``, else the draft model's config). Sources in
+# tests/PROTOCOLS.md.
 TREE_TEMPLATES = {
+    # DB-Guo/sglang-ddtree-dev: budget = num-draft-tokens - 1, and num-draft-tokens is also the
+    # drafter's block (dflash_worker.py:173-191): a budget other than block - 1 changes the block
     "fork": ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "{draft_model}",
              "--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens", "{budget+1}"),
-    "upstream-pr": ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
-                    "{draft_model}", "--speculative-ddtree-budget", "{budget}"),
+    # sgl-project/sglang PR #29907 (open): its own algorithm DDTREE, the block kept
+    "pr29907": ("--speculative-algorithm", "DDTREE", "--speculative-draft-model-path",
+                "{draft_model}", "--speculative-num-draft-tokens", "{block}",
+                "--speculative-ddtree-budget", "{budget}"),
 }
+# upstream DFLASH (0.5.23 builtin; z-lab/dflash README): block = num-draft-tokens = budget
+LINEAR_TEMPLATE = ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
+                   "{draft_model}", "--speculative-num-draft-tokens", "{budget}")
+# resolved names of aliased algorithms (speculative/spec_info.py: NEXTN is EAGLE)
+_ALIASES = {"NEXTN": "EAGLE"}
+_NOT_COMPARED = {"--speculative-draft-model-path"}  # a path the server may resolve
 
 
 @dataclass(frozen=True)
 class SGLangAdapter(BaseAdapter):
     """Maps a config to ``sglang.launch_server`` flags and reads the native ``/generate`` stream.
 
-    ``incremental`` is the running server's ``stream_output`` (:meth:`for_server`): its
-    ``output_ids`` are then each chunk's own, else cumulative."""
+    ``incremental`` is the running server's ``incremental_streaming_output`` (:meth:`for_server`;
+    ``stream_output`` before SGLang 0.5.10): its ``output_ids`` are then each chunk's own, else
+    cumulative."""
 
     incremental: bool = False
 
@@ -56,6 +82,8 @@ class SGLangAdapter(BaseAdapter):
     # http_server.py flush_cache → Scheduler.flush_cache: resets the radix cache, the KV pools and
     # the draft worker's cache pool (NGRAM: its n-gram corpus); refused (400) while requests run
     flush_path = "/flush_cache"
+    # model_config.py:1292-1316: a context past the derived one stops the start without it
+    context_override_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     crash_signatures = tuple(re.compile(p) for p in (
         r"Scheduler hit an exception", r"SIGQUIT received", r"CUDA error: ",
         r"illegal (instruction|memory access)", r"out of memory", r"watchdog timeout",
@@ -93,9 +121,10 @@ class SGLangAdapter(BaseAdapter):
                               f"config or the engine", key=f"{key}.draft_model")
         if method == "tree":
             raise ParamsError(
-                "SGLang has no upstream DDTree flags and forks differ: give the config spec_args or "
-                "engine.spec_templates.tree, e.g. " + " ".join(TREE_TEMPLATES["fork"]) + " (a fork) or "
-                + " ".join(TREE_TEMPLATES["upstream-pr"]) + " (a proposed upstream PR)",
+                "SGLang has no released DDTree and forks differ: give the config spec_args or "
+                "engine.spec_templates.tree, e.g. " + " ".join(TREE_TEMPLATES["pr29907"])
+                + " (PR #29907, the block kept) or " + " ".join(TREE_TEMPLATES["fork"])
+                + " (DB-Guo's fork: its budget sets the drafter's block too)",
                 key=f"{key}.spec_args")
         if method == "linear":
             return ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", str(draft),
@@ -144,8 +173,47 @@ class SGLangAdapter(BaseAdapter):
                           served_model=served, version=opt_str(info.get("version")))
 
     def for_server(self, info: ServerInfo) -> SGLangAdapter:
-        incremental = info.raw.get("stream_output") is True
+        incremental = (info.raw.get("incremental_streaming_output") is True
+                       or info.raw.get("stream_output") is True)  # the name before sglang#20614
         return self if incremental == self.incremental else replace(self, incremental=incremental)
+
+    def check_spec(self, server: ServerConfig, argv: Sequence[str], info: ServerInfo,
+                   log_text: str) -> dict[str, Any]:
+        """Each ``--speculative-*`` flag of the argv against the field ``/server_info`` resolved
+        it to (a field's flag is ``--`` + its name with dashes: arg_groups/arg_utils.py:290);
+        a baseline against ``speculative_algorithm`` null."""
+        raw, found, wrong = info.raw, {}, []
+        if server.method == "auto":
+            algo = raw.get("speculative_algorithm")
+            if algo not in (None, "", "NONE"):
+                wrong.append(f"speculative_algorithm: asked none, the server runs {algo!r}")
+            _mismatch(server, wrong, info)
+            return {"speculative_algorithm": algo}
+        for flag, value in _spec_args(argv):
+            name = flag[2:].replace("-", "_")
+            if flag in _NOT_COMPARED or name not in raw:
+                continue
+            found[name] = got = raw[name]
+            if not _same(value, got):
+                wrong.append(f"{name}: asked {value!r}, the server runs {got!r}")
+        _mismatch(server, wrong, info)
+        return found
+
+    def drafter_block(self, argv: Sequence[str]) -> int | None:
+        """DFLASH and DDTREE run the drafter at ``--speculative-num-draft-tokens`` (its alias
+        ``--speculative-dflash-block-size``; speculative_hook.py:368-425, PR #29907)."""
+        flags = dict(_spec_args(argv))
+        algorithm = str(flags.get("--speculative-algorithm", "")).upper()
+        if algorithm not in ("DFLASH", "DDTREE"):
+            return None
+        value = flags.get("--speculative-num-draft-tokens", flags.get("--speculative-dflash-block-size"))
+        return int(value) if isinstance(value, str) and value.isdigit() else None
+
+    def pairs_seeds(self, info: ServerInfo, argv: Sequence[str]) -> bool:
+        """SGLang draws with ``sampling_seed`` only under ``--enable-deterministic-inference``
+        (sampling/sampling_batch_info.py:128,157-172); otherwise its seed is ignored."""
+        return (info.raw.get("enable_deterministic_inference") is True
+                or "--enable-deterministic-inference" in argv)
 
     def speculative_reserve(self, server: ServerConfig) -> int:
         """Extra context a spec config takes: EAGLE family ``max(topk*steps, draft tokens)``."""
@@ -175,13 +243,23 @@ class SGLangAdapter(BaseAdapter):
             engine.tokenizer if engine.tokenizer not in ("auto", "server") else engine.model)
 
     def chat_template_source(self) -> str:
+        if self.engine is not None and self.engine.tokenizer == "server":
+            return "the server's own (/tokenize with messages), once it runs"
         return chat_template.check_renders(self._template_folder())
 
-    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
-        """The model's ``chat_template`` (its ``tokenizer_config.json``) rendered here with
-        jinja2, the generation prompt added, and the text's ids from :meth:`tokenize` (SGLang
-        has no endpoint that returns a templated prompt's ids)."""
-        text = chat_template.render_local(self._template_folder(), messages)
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]],
+                    options: Mapping[str, Any] | None = None) -> list[int]:
+        """With ``engine.tokenizer: server``, the server's own render: ``POST /tokenize`` with
+        ``messages``, ``add_generation_prompt`` and ``chat_template_kwargs`` (0.5.23:
+        entrypoints/openai/protocol.py:1744-1790). Else the model's ``chat_template`` rendered
+        here with jinja2 (``options`` its variables) and the text's ids from :meth:`tokenize`."""
+        if self.engine is not None and self.engine.tokenizer == "server":
+            body: dict[str, Any] = {"messages": messages, "add_generation_prompt": True,
+                                    "add_special_tokens": False}
+            if options:
+                body["chat_template_kwargs"] = dict(options)
+            return post_tokens(client, "/tokenize", body, limit_s=self.control_timeout_s)
+        text = chat_template.render_local(self._template_folder(), messages, options)
         return self.tokenize(client, text)
 
     def generation_request(self, prompt: list[int], *, max_tokens: int, stop: str = "length",
@@ -232,19 +310,13 @@ class _Stream(StreamParser):
             if kind == "abort":
                 message = finish.get("message", "") if isinstance(finish, dict) else ""
                 return StreamEvent(error=f"abort: {message}"[:500])
-            verify = opt_int(meta.get("spec_verify_ct"))
-            verify = verify if verify is not None and verify > 0 else None
-            event.final = FinalStats(
-                prompt_tokens=opt_int(meta.get("prompt_tokens")), completion_tokens=completion,
-                finish_reason=kind, truncated=False, verify_steps=verify,
-                cached_tokens=opt_int(meta.get("cached_tokens")),
-                accepted_tokens=(completion - verify) if verify and completion is not None else None,
-            )
+            event.final = _final_stats(meta, completion, kind)
         return event
 
     def _new_ids(self, data: dict[str, Any]) -> list[int] | None:
         """The ids this chunk brought (None without ``output_ids``): cumulative by default, a
-        delta with ``--stream-output``; a cumulative list shorter than before is a bad line."""
+        delta with ``--incremental-streaming-output``; a cumulative list shorter than before is a
+        bad line."""
         ids = field_ids(data, "output_ids")
         if ids is None:
             return None
@@ -252,7 +324,7 @@ class _Stream(StreamParser):
             new = ids
         elif len(ids) < self.n_ids:
             raise BadLine(f"stream field 'output_ids' shrank from {self.n_ids} to {len(ids)} "
-                          "ids (cumulative unless the server runs with --stream-output)")
+                          "ids (cumulative unless the server runs with --incremental-streaming-output)")
         else:
             new = ids[self.n_ids:]
         self.n_ids += len(new)
@@ -264,3 +336,56 @@ def _steps_topk(server: ServerConfig) -> tuple[int, int]:
     topk = int_option(server, "topk", 1)
     steps = int_option(server, "steps", max(1, budget - 1))
     return steps, topk
+
+
+def _final_stats(meta: dict[str, Any], completion: int | None, finish: str | None) -> FinalStats:
+    """The finished chunk's counts, acceptance as on every engine (docs/engines.md,
+    "Acceptance"): ``verify_steps`` counts every forward step that made tokens, the prefill's
+    included; SGLang's ``spec_verify_ct`` counts verify passes only (scheduler_components/
+    batch_result_processor.py:832), so one more. ``accepted_tokens`` is SGLang's own
+    ``spec_num_correct_drafts`` (the bonus token excluded; tokenizer_manager.py:3156-3210), else
+    completion − steps; ``draft_tokens`` its ``spec_num_proposed_drafts``; the histogram its
+    ``spec_correct_drafts_histogram`` (steps by drafts accepted)."""
+    verify = opt_int(meta.get("spec_verify_ct"))
+    steps = verify + 1 if verify is not None and verify > 0 else None
+    correct = opt_int(meta.get("spec_num_correct_drafts"))
+    if correct is None and steps is not None and completion is not None:
+        correct = max(completion - steps, 0)
+    histogram = int_list(meta.get("spec_correct_drafts_histogram"))
+    return FinalStats(
+        prompt_tokens=opt_int(meta.get("prompt_tokens")), completion_tokens=completion,
+        finish_reason=finish, truncated=False, verify_steps=steps,
+        cached_tokens=opt_int(meta.get("cached_tokens")),
+        accepted_tokens=correct if steps is not None else None,
+        draft_tokens=opt_int(meta.get("spec_num_proposed_drafts")) if steps is not None else None,
+        accepted_histogram=histogram if steps is not None and histogram else None)
+
+
+def _spec_args(argv: Sequence[str]) -> list[tuple[str, str | bool]]:
+    """The ``--speculative-*`` flags of an argv with their values (True for a bare switch)."""
+    found: list[tuple[str, str | bool]] = []
+    for i, arg in enumerate(argv):
+        if arg.startswith("--speculative-"):
+            flag, eq, value = arg.partition("=")
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if eq:
+                found.append((flag, value))
+            elif nxt is not None and not nxt.startswith("--"):
+                found.append((flag, nxt))
+            else:
+                found.append((flag, True))
+    return found
+
+
+def _same(asked: str | bool, got: Any) -> bool:
+    if isinstance(asked, bool):
+        return got is True
+    if isinstance(got, str):
+        return _ALIASES.get(asked.upper(), asked.upper()) == _ALIASES.get(got.upper(), got.upper())
+    return str(asked) == str(got)
+
+
+def _mismatch(server: ServerConfig, wrong: list[str], info: ServerInfo) -> None:
+    if wrong:
+        raise SpecMismatch(f"config {server.label!r} asked for other speculative settings than "
+                           f"the server runs: {'; '.join(wrong)}", url="/server_info", status=200)

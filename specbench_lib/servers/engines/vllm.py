@@ -1,7 +1,9 @@
 """vLLM ``vllm serve``: OpenAI ``/v1/completions`` streaming; acceptance from ``/metrics``.
 
 Methods map to ``--speculative-config`` JSON: ``ngram``, ``eagle``, ``eagle3``, ``mtp``,
-``draft`` (``draft_model``) and ``linear`` (``dflash``), with ``num_speculative_tokens`` = budget;
+``draft`` (``draft_model``) and ``linear`` (``dflash``), with ``num_speculative_tokens`` = budget,
+except ``linear``: vLLM's DFlash block is K + 1 (one bonus query and K mask queries:
+v1/spec_decode/dflash.py:40,126), so K = budget − 1 and the block is the budget, as on SGLang;
 a config's options are added to the JSON as they are (vLLM's own keys, e.g. prompt_lookup_max).
 vLLM reports no per-request speculative counts: a cell's acceptance comes from counter deltas.
 
@@ -17,14 +19,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from ...core.errors import EngineError, ParamsError
+from ...core.errors import EngineError, ParamsError, SpecMismatch
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
 from ...model.sections import EngineParams, Sampling
@@ -46,6 +48,10 @@ _LATER_STEPS = (_PREFIX + "inter_token_latency_seconds_count",
                 _PREFIX + "time_per_output_token_seconds_count")
 _PER_POS = re.compile(r'^vllm:spec_decode_num_accepted_tokens_per_pos_total\{([^}]*)\}\s+(\S+)')
 _POSITION = re.compile(r'(?:^|,)\s*position="(\d+)"')
+# the engine's config line at start (0.32.0: v1/engine/core.py:134 logs config/vllm.py:2706's
+# speculative_config=..., config/speculative.py:1990-2004's repr)
+_SPEC_LOG = re.compile(r"SpeculativeConfig\(method='?([A-Za-z0-9_]+)'?,.*?num_spec_tokens=(\d+)")
+_KEPT_METHODS = {"ngram", "dflash", "draft_model"}
 _PER_POS_NAME = _PREFIX + "spec_decode_num_accepted_tokens_per_pos_total"
 _POS_KEY = re.compile(re.escape(_PER_POS_NAME) + r'\{position="(\d+)"\}$')
 
@@ -73,6 +79,7 @@ class VllmAdapter(BaseAdapter):
     spec_stats_per_request = False  # /metrics counter deltas around each cell
     python_dists = ("vllm", *CPU_DISTS)
     metrics_prefix = _PREFIX
+    context_override_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"  # 0.32.0 envs.py:110, 1119
     crash_signatures = tuple(re.compile(p) for p in (  # the most specific first
         r"Worker proc \S+ died unexpectedly",  # 0.32.0: a worker killed (the OOM killer's way)
         r"EngineCore encountered a fatal error", r"EngineDeadError", r"CUDA error: ",
@@ -108,16 +115,14 @@ class VllmAdapter(BaseAdapter):
 
     def _default_argv(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                       model: Path, binary: Path) -> list[str]:
-        if engine.attention_backend:
-            raise ParamsError("vLLM takes its attention backend from the VLLM_ATTENTION_BACKEND "
-                              "environment variable or its own flag: put it in extra_args",
-                              key="engine.attention_backend", value=engine.attention_backend)
         head, positional = self._program(engine, binary)
         argv = [*head, *([str(model)] if positional else ["--model", str(model)]),
                 "--host", engine.host, "--port", str(engine.port),
                 "--tensor-parallel-size", str(engine.tp), "--max-model-len", str(engine.context)]
         if engine.mem_fraction is not None:
             argv += ["--gpu-memory-utilization", str(engine.mem_fraction)]
+        if engine.attention_backend:  # 0.32.0 engine/arg_utils.py:1086
+            argv += ["--attention-backend", engine.attention_backend]
         if not engine.prefix_cache:
             argv += ["--no-enable-prefix-caching"]
         # without it the usage never carries prompt_tokens_details.cached_tokens (0.32.0), and
@@ -140,7 +145,8 @@ class VllmAdapter(BaseAdapter):
                               f"in the config or the engine", key=f"{key}.draft_model")
         if draft and server.method != "ngram":
             config["model"] = str(Path(draft).expanduser())  # a local folder, or a hub id as given
-        config["num_speculative_tokens"] = server.budget
+        # the budget is the block on every engine: vLLM's DFlash block is K + 1
+        config["num_speculative_tokens"] = server.budget - 1 if method == "dflash" else server.budget
         config.update({k: v for k, v in server.options.items() if k != "reserve"})
         return ["--speculative-config", json.dumps(config)]
 
@@ -161,6 +167,34 @@ class VllmAdapter(BaseAdapter):
 
     def for_server(self, info: ServerInfo) -> VllmAdapter:
         return replace(self, served_model=info.served_model)
+
+    def check_spec(self, server: ServerConfig, argv: Sequence[str], info: ServerInfo,
+                   log_text: str) -> dict[str, Any]:
+        """The ``--speculative-config`` asked for against the engine's config line in its log
+        (``speculative_config=SpeculativeConfig(method=..., model=..., num_spec_tokens=N)``;
+        the API reports none); nothing when the log has no such line (an attached server)."""
+        asked = _asked_spec(argv)
+        matches = list(_SPEC_LOG.finditer(log_text))  # the last start's (a log spans restarts)
+        if not matches:
+            return {}
+        match = matches[-1]
+        found = {"method": match.group(1), "num_speculative_tokens": int(match.group(2))}
+        # a method vLLM may resolve to a model-specific name (mtp, eagle) is not compared
+        compared = ("num_speculative_tokens",
+                    *(("method",) if asked.get("method") in _KEPT_METHODS else ()))
+        wrong = [f"{k}: asked {asked[k]!r}, the server runs {found[k]!r}" for k in compared
+                 if k in asked and str(asked[k]) != str(found[k])]
+        if not asked and found:
+            wrong.append(f"speculative_config: asked none, the server runs {found}")
+        if wrong:
+            raise SpecMismatch(f"config {server.label!r} asked for other speculative settings "
+                               f"than the server runs: {'; '.join(wrong)}", url="log", status=None)
+        return found
+
+    def drafter_block(self, argv: Sequence[str]) -> int | None:
+        asked = _asked_spec(argv)
+        tokens = asked.get("num_speculative_tokens")
+        return tokens + 1 if asked.get("method") == "dflash" and isinstance(tokens, int) else None
 
     def metrics_snapshot(self, client: httpx.Client) -> dict[str, float]:
         """The speculative counters, the accepted tokens per draft position (keys
@@ -239,11 +273,15 @@ class VllmAdapter(BaseAdapter):
         return tokenizer.encode_server(client, text, model=self.served_model,
                                        limit_s=self.control_timeout_s)
 
-    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+    def chat_render(self, client: httpx.Client, messages: list[dict[str, str]],
+                    options: Mapping[str, Any] | None = None) -> list[int]:
         """``POST /tokenize`` with ``messages`` (vLLM's ``TokenizeChatRequest``: the model's
-        template, ``add_generation_prompt`` true, no special tokens added beyond the template's)."""
+        template, ``add_generation_prompt`` true, no special tokens added beyond the template's,
+        ``chat_template_kwargs`` its variables: serve/tokenize/protocol.py:46-100)."""
         body: dict[str, Any] = {"messages": messages, "add_generation_prompt": True,
                                 "add_special_tokens": False}
+        if options:
+            body["chat_template_kwargs"] = dict(options)
         if self.served_model:
             body["model"] = self.served_model
         return post_tokens(client, "/tokenize", body, limit_s=self.control_timeout_s)
@@ -265,6 +303,18 @@ class VllmAdapter(BaseAdapter):
 
     def stream_parser(self) -> Callable[[str], StreamEvent | None]:
         return _Stream()
+
+
+def _asked_spec(argv: Sequence[str]) -> dict[str, Any]:
+    """The ``--speculative-config`` JSON of an argv ({} without one, or unreadable)."""
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag == "--speculative-config":
+            try:
+                found = json.loads(value)
+            except ValueError:
+                return {}
+            return found if isinstance(found, dict) else {}
+    return {}
 
 
 def _delta(before: dict[str, float], after: dict[str, float], key: str) -> int | None:
