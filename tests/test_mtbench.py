@@ -175,9 +175,9 @@ def test_a_turn_two_cell_sends_turn_one_first_and_times_the_answer_built_from_it
     again = sb.run_sweep(sb.load_plan(plan(tmp_path, 1)), outputs=tmp_path / "one",
                          progress=False)
     assert again.counts()["ok"] == 2, not_ok(again)
-    for cell in again.cells:  # turn 1 measured: nothing sent before it, nothing kept
+    for cell in again.cells:  # turn 1 measured: nothing sent before it; a readable sample kept
         assert [r.turn for r in cell.requests if not r.warmup] == [1] * 4
-        assert all(r.output_text is None for r in cell.requests)
+        assert [r.output_text for r in cell.requests] == [None, *["x" * 12] * 3, None]
 
 
 def test_a_failed_first_turn_makes_its_cell_invalid_and_says_which_request(

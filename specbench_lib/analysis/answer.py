@@ -110,6 +110,8 @@ def panel_name(panel: dict[str, Any], *, outputs: bool = False) -> str:
         parts.append(str(panel["load"]))
     if panel.get("temperature"):  # sampled (greedy panels keep their old names)
         parts.append(f"T{panel['temperature']:g}")
+    if panel.get("turn", 1) != 1:  # a conversation's second turn
+        parts.append(f"turn{panel['turn']}")
     return "/".join(parts)
 
 

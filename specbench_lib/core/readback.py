@@ -81,7 +81,7 @@ def read_doc(path: Path, doc: Doc, *, name: str, fix: str) -> dict[str, Any]:
 
 # answer.json (answer.py writes it): the keys its readers index
 PANEL_KEY = Doc({"workload": str, "context": int, "output_tokens": int, "concurrency": int,
-                 "load": str | None, "temperature": float},
+                 "load": str | None, "temperature": float, "turn": int},
                 frozenset({"workload", "context", "output_tokens", "concurrency"}))
 PANEL_ANSWER = Doc(
     {"panel": PANEL_KEY, "decided": bool, "decision": str, "best": str | None,

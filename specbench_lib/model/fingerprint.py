@@ -82,7 +82,8 @@ def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Compon
         arrival = ({"arrival": plan.params.request_rate.arrival}
                    if plan.params.request_rate is not None and cell.load else {})
         kept = {"isolation": isolation[cell.config]} if isolation else {}
-        prints[cell.cell_id] = digest(_lean(asdict(cell)), {**measured, **arrival, **kept},
+        spec = {k: v for k, v in asdict(cell).items() if k != "turn" or v != 1}  # added later
+        prints[cell.cell_id] = digest(_lean(spec), {**measured, **arrival, **kept},
                                       _lean(workloads[cell.workload]), server,
                                       components.to_dict())
     return prints

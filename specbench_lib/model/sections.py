@@ -165,9 +165,9 @@ class WorkloadParams(Strict):
     # conversation's turn 1 sent first (untimed, same server), the second question timed with
     # the model's own answer in its prompt
     turn: Literal[1, 2] = 1
-    # one workload per category, named name-category, e.g. mt-math (all: every category of the source),
-    # so panels, tables and figures are per category
-    categories: tuple[str, ...] | Literal["all"] | None = None
+    # one workload per category, named name-category, e.g. mt-math (all: every category of the
+    # source; two_turns: those with a second turn), so panels, tables and figures are per category
+    categories: tuple[str, ...] | Literal["all", "two_turns"] | None = None
     category: str | None = None  # the one category of questions it runs (None: every one)
     # natural: one document a prompt at its own length, not cut or padded, the cell's context its
     # cap (the smallest of the plan's); exact: documents joined and cut to each context. None:
@@ -201,7 +201,7 @@ class WorkloadParams(Strict):
                              f"length 'natural' (or none), not 'exact'")
         if self.categories is not None and self.category is not None:
             raise ValueError("give 'categories' (one workload each) or 'category', not both")
-        wanted = () if self.categories in (None, "all") else tuple(self.categories)
+        wanted = () if self.categories in (None, "all", "two_turns") else tuple(self.categories)
         picked = wanted + ((self.category,) if self.category else ())
         unknown = [c for c in picked if self.source == "mtbench" and c not in MTBENCH_CATEGORIES]
         if unknown or not all(picked) or len(set(wanted)) < len(wanted):
@@ -216,7 +216,7 @@ class WorkloadParams(Strict):
         (the categories of a spec_bench file, in order)."""
         if self.categories is None:
             return (self,)
-        names = (self.categories if self.categories != "all" else
+        names = (self.categories if self.categories not in ("all", "two_turns") else
                  MTBENCH_CATEGORIES if self.source == "mtbench" else found)
         return tuple(self.model_copy(update={
             "name": f"{self.name}-{re.sub(r'[^A-Za-z0-9_.-]', '_', c)}", "categories": None,
