@@ -72,6 +72,11 @@ class PlanPreview(Rendered):
         :meth:`cells`)."""
         return self
 
+    def categories(self) -> PlanPreview:
+        """Nothing was measured: the preview (with its time estimate) stands in for the table
+        by category."""
+        return self
+
     def require_valid(self) -> None:
         """Nothing was measured in a dry run, so there is nothing to validate."""
         print(f"dry run: {len(self.rows)} cells planned, nothing measured")
