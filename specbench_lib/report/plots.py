@@ -18,6 +18,7 @@ from typing import Any
 
 from ..runs.manifest import Manifest
 from ..runs.results import RunResult
+from .categoryplots import by_category
 from .figurekit import (
     TAIL,
     auto_band,
@@ -25,12 +26,11 @@ from .figurekit import (
     mark_failure,
     marker,
     palette,
-    turn_label,
     requests_note,
     title,
+    turn_label,
     with_tails,
 )
-from .categoryplots import by_category
 from .loadplots import latency_throughput, speedup_vs_load
 
 _INTERVALS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),

@@ -28,6 +28,7 @@ from ..runs.run import Run, check_run_id
 from ..servers.engines import get_adapter, server_launch
 from ..servers.process import PortLease, port_lease
 from .adaptive import SweepContext, budgeted_rounds
+from .estimate import cell_seconds, measured_speed
 from .lifetimes import plan_lifetimes
 from .preflight import launches_servers, require
 from .preview import PlanPreview
@@ -136,7 +137,8 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
           + f"{f', {len(kept)} kept' if kept else ''} → {run.dir.path}", flush=True)
     todo = [c for c in plan.cells if c.cell_id not in kept]
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress,
-                     cells=None if budget else todo, budget_s=budget)
+                     cells=None if budget else todo, budget_s=budget,
+                     costs=None if budget else cell_seconds(plan, measured_speed(plan, outputs)))
     return SweepContext(plan, run, adapter, launches, identity.version, lines,
                         PromptBook(params, plan.cells, lifetimes), retry_known_bad, began)
 

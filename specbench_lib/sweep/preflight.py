@@ -182,8 +182,10 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
 
 
 def doctor(plan: Plan, *, outputs: Path | None = None) -> list[Check]:
-    """Every preflight check of a plan, without starting or copying anything (``specbench doctor``)."""
-    return checks(plan, restage=False, outputs=outputs)
+    """Every preflight check of a plan, without starting or copying anything (``specbench
+    doctor``), then the plan's time estimate (:mod:`.estimate`)."""
+    return [*checks(plan, restage=False, outputs=outputs),
+            _check("time", lambda: _time(plan, outputs))]
 
 
 def require(plan: Plan, *, outputs: Path | None = None) -> Preflight:
@@ -277,6 +279,17 @@ def _prompts(plan: Plan, adapter: Adapter) -> str:
 
     argvs = launch_argvs(plan, adapter, lenient=True)
     return "fresh " + describe(plan_lifetimes(plan, adapter, argvs))
+
+
+def _time(plan: Plan, outputs: Path | None) -> str:
+    """The plan's time estimate, its servers' restarts as planned (:mod:`.lifetimes`)."""
+    from ..servers.engines import get_adapter
+    from .estimate import estimate, restarts_of
+    from .lifetimes import launch_argvs, plan_lifetimes
+
+    adapter = get_adapter(plan.params.engine)
+    lifetimes = plan_lifetimes(plan, adapter, launch_argvs(plan, adapter, lenient=True))
+    return estimate(plan, restarts_of(lifetimes), root=outputs).text()
 
 
 def _ray(plan: Plan) -> str:
