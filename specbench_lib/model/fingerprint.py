@@ -29,11 +29,11 @@ from .plan import Plan
 _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
                  "concurrency", "known_bad", "unstable_cv", "host", "slo", "output_tokens",
                  "request_rate", "placement", "retries", "temperature",
-                 "thresholds"}
+                 "thresholds", "groups"}
 # keys added after cells were first fingerprinted, left out at their default (off) values, so
 # a greedy raw plan's cells keep the fingerprints they had
 _NEW_DEFAULTS = {"temperature": 0.0, "temperatures": 1, "top_p": 1.0, "top_k": 0,
-                 "template": "raw"}
+                 "template": "raw", "vocab_size": None, "special_ids": []}
 
 
 def _lean(found: dict[str, Any]) -> dict[str, Any]:

@@ -147,7 +147,7 @@ class WorkloadParams(Strict):
     # in a task (rewrite it; summarise or answer from it); jsonl: a file of your own; mtbench,
     # spec_bench: conversations (turn, categories)
     source: Literal["humaneval", "sharegpt", "copyedit", "grounded", "jsonl", "mtbench",
-                    "spec_bench"]
+                    "spec_bench", "random", "speed_bench"]
     path: str | None = None  # the JSONL file (source jsonl; spec_bench: its question.jsonl)
     field: str = "text"  # the JSONL field holding each document's text
     # the longest of the plan's contexts this workload runs at (its corpus holds no more text
@@ -173,6 +173,10 @@ class WorkloadParams(Strict):
     # cap (the smallest of the plan's); exact: documents joined and cut to each context. None:
     # exact, natural for conversations (which are natural only)
     length: Literal["exact", "natural"] | None = None
+    # source random: the model's vocabulary size and special ids (never sent), as vLLM's
+    # random dataset reads them from the tokenizer (docs/workloads.md)
+    vocab_size: int | None = Field(None, ge=2)
+    special_ids: tuple[int, ...] = ()
 
     @property
     def conversational(self) -> bool:
@@ -196,6 +200,9 @@ class WorkloadParams(Strict):
         if not self.conversational and (self.turn != 1 or self.categories or self.category):
             raise ValueError(f"'turn', 'categories' and 'category' are for the conversation "
                              f"sources {list(CONVERSATION_SOURCES)}, not {self.source!r}")
+        if (self.source == "random") != (self.vocab_size is not None):
+            raise ValueError("source 'random' needs vocab_size (the model's vocabulary size), "
+                             "and only it takes one")
         if self.conversational and self.length == "exact":
             raise ValueError(f"source {self.source!r} sends questions at their own length: "
                              f"length 'natural' (or none), not 'exact'")

@@ -29,6 +29,7 @@ from ..model.sections import WorkloadParams
 from .chat import ChatFrame, Render, chat_frame
 
 _SHAREGPT_DOCS = 3000
+RANDOM_POOL = 10_000  # source random: the requests of its pool, each a document (randomtokens)
 MIN_MATERIAL = 16
 COPYEDIT = (
     ("code", "Rewrite the following Python code with descriptive names and type hints, keeping "
@@ -73,6 +74,8 @@ def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
         return list(_humaneval()) + list(_sharegpt())
     if workload.conversational:  # a conversation's document is its first question
         return [(qid, turns[0]) for qid, turns in questions(workload).items()]
+    if workload.source == "random":  # a pool of requests (randomtokens.py)
+        return [(f"random:{i}", f"random:{i}") for i in range(RANDOM_POOL)]
     return _jsonl(str(workload.path), workload.field)
 
 
