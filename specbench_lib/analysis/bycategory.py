@@ -12,7 +12,9 @@ members, not repeats, and are left out of :func:`category_table`.
 :func:`category_table` reads the results table (its ``speedup`` columns are the panel's claim)
 and the best-config rows (:mod:`.best`: the panel's decision) and gives one row per category (or
 group) × config: tokens per step, the speedup with its interval, the answers' and prompts'
-mean length, and the panel's decision with this config's place in it.
+mean length (the target tokenizer's count; beside it a SPEED-Bench throughput bucket's nominal
+size in ``o200k_base`` tokens, ``bucket_o200k``), and the panel's decision with this config's
+place in it.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from typing import Any
 from ..core.display import Rendered, frame_table, html_text
 from ..core.tables import bullets
 from ..model.records import CellRecord
+from ..model.speedbench import bucket_tokens
 from ..model.tablekeys import PANEL
 
 CATEGORY_COLUMNS = ["workload", "kind", "turn", "config", "tokens_per_step", "speedup",
-                    "speedup_lo", "speedup_hi", "answer_tokens", "prompt_tokens", "decision",
+                    "speedup_lo", "speedup_hi", "answer_tokens", "prompt_tokens",
+                    "bucket_o200k", "decision",
                     "place", "requests_n", "context", "output_tokens", "concurrency", "load",
                     "temperature"]
 
@@ -87,6 +91,7 @@ def category_table(table: Any, best: Any, lengths: Mapping[tuple[Any, ...], tupl
         rows.append({**{k: row.get(k) for k in CATEGORY_COLUMNS}, "kind": kind,
                      "tokens_per_step": row.get("acceptance_length"),
                      "answer_tokens": answer, "prompt_tokens": prompt,
+                     "bucket_o200k": bucket_tokens(str(row["workload"])),
                      "decision": "" if claim is None else claim["decision"], "place": place})
     return pd.DataFrame(rows, columns=CATEGORY_COLUMNS)
 
@@ -111,8 +116,9 @@ class ByCategory(Rendered):
         span = [f"{s:.2f} [{lo:.2f}, {hi:.2f}]" if s == s and lo == lo and hi == hi
                 else f"{s:.2f}" if s == s else "" for s, lo, hi in
                 zip(frame["speedup"], frame["speedup_lo"], frame["speedup_hi"], strict=True)]
+        buckets = ["bucket_o200k"] if frame["bucket_o200k"].notna().any() else []
         return frame.assign(speedup=span)[["workload", "kind", "turn", "config", "tokens_per_step",
-                                           "speedup", "answer_tokens", "prompt_tokens",
+                                           "speedup", "answer_tokens", "prompt_tokens", *buckets,
                                            "decision", "place", "requests_n"]]
 
     def text(self) -> str:

