@@ -33,13 +33,23 @@ ANSWER_FILE = "answer.json"
 
 
 def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: float,
-                 budget_s: float, rounds: int, stopped: str) -> dict[str, Any]:
+                 budget_s: float | None, rounds: int, stopped: str) -> dict[str, Any]:
     """The answer document (see the module): the run's figures and one entry per panel."""
     panels = [_panel(contest, state, cells) for state in contest.panels.values()]
     return {"seconds": round(seconds, 1), "budget_s": budget_s, "rounds": rounds,
             "stopped": stopped, "alpha": contest.alpha, "looks": contest.looked,
             "spending": contest.spending, "equivalence": contest.equivalence,
             "panels": panels}
+
+
+def fixed_answer(cells: Sequence[CellRecord], *, seconds: float, equivalence: float = 0.05
+                 ) -> dict[str, Any]:
+    """A fixed plan's answer, from the same builder: every panel's claim at one look at α
+    over all its cells (``budget_s`` None, ``stopped`` "complete")."""
+    contest = Contention([c.spec for c in cells], rounds=1, equivalence=equivalence)
+    contest.observe(cells, 0, seconds, last=True)
+    return build_answer(contest, cells, seconds=seconds, budget_s=None, rounds=1,
+                        stopped="complete")
 
 
 def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) -> dict[str, Any]:
@@ -148,8 +158,10 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     panels = [{**p, "equivalence": answer.get("equivalence")} for p in answer["panels"]]
     outputs = len({p["panel"]["output_tokens"] for p in panels}) > 1
     decided = sum(p["decided"] for p in panels)
-    head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} of a "
-            f"{span(answer['budget_s'])} budget, {answer['rounds']} rounds ({answer['stopped']})")
+    budget = (f"of a {span(answer['budget_s'])} budget" if answer["budget_s"] is not None
+              else "(a fixed plan: one look)")
+    head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} "
+            f"{budget}, {answer['rounds']} rounds ({answer['stopped']})")
     part = answer.get("partial")
     if part:  # the last round sent fewer requests a cell: the counts per config say how many
         head += (f"; round {part['round']} partial: {part['requests']} of {part['of']} requests "
@@ -200,7 +212,7 @@ def answer_of(result: Any) -> Answer:
     if run_dir is None:
         return Answer(None, measured=False)
     found, damaged = answer_or_error(run_dir)
-    if found is not None:
+    if found is not None and found.get("budget_s") is not None:  # a fixed plan's: statements
         return Answer(found)
     best = result.best()
     statements = list(best["statement"]) if "statement" in best else []

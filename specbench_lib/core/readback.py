@@ -93,7 +93,7 @@ PANEL_ANSWER = Doc(
                "speedup_lo", "speedup_hi", "baseline", "eliminated"}))
 PARTIAL_ROUND = Doc({"round": int, "requests": int, "of": int, "configs": list[str]},
                     frozenset({"round", "requests", "of", "configs"}))
-ANSWER = Doc({"seconds": float, "budget_s": float, "rounds": int, "stopped": str,
+ANSWER = Doc({"seconds": float, "budget_s": float | None, "rounds": int, "stopped": str,
               "alpha": float, "looks": int, "panels": Each(PANEL_ANSWER),
               "measured": dict[str, Any], "partial": PARTIAL_ROUND},
              frozenset({"seconds", "budget_s", "rounds", "stopped", "panels"}))

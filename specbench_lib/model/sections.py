@@ -148,7 +148,9 @@ class WorkloadParams(Strict):
     # spec_bench: conversations (turn, categories)
     source: Literal["humaneval", "sharegpt", "copyedit", "grounded", "jsonl", "mtbench",
                     "spec_bench", "random", "speed_bench"]
-    path: str | None = None  # the JSONL file (source jsonl; spec_bench: its question.jsonl)
+    # the JSONL file (jsonl; spec_bench: its question.jsonl; speed_bench: prepare_data.py's folder),
+    # relative to the params file as extends is (else to the working directory, the project root)
+    path: str | None = None
     field: str = "text"  # the JSONL field holding each document's text
     # the longest of the plan's contexts this workload runs at (its corpus holds no more text
     # than that: HumanEval is about 26k tokens); the plan's longer contexts leave it out

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..analysis.answer import fixed_answer, write_answer
 from ..analysis.intervals import ok_groups, row_bounds, sequential_level
 from ..analysis.metrics import GROUP, PANEL
 from ..core.errors import StoreError
@@ -30,7 +31,7 @@ from ..servers.process import PortLease, port_lease
 from .adaptive import SweepContext, budgeted_rounds
 from .estimate import cell_seconds, measured_speed
 from .lifetimes import plan_lifetimes
-from .preflight import launches_servers, require
+from .preflight import launches_servers, require, with_free_port
 from .preview import PlanPreview
 from .progress import Progress
 
@@ -62,6 +63,7 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     for key, value in (("run_id", run_id), ("resume", resume)):
         if value is not None:  # a name, never a path out of outputs/runs: refused before anything
             check_run_id(value, key=key)
+    plan = with_free_port(plan) if launches_servers(plan) else plan  # the next, if it is taken
     engine = plan.params.engine
     lease = (port_lease(engine.host, engine.port) if launches_servers(plan)
              else contextlib.nullcontext())
@@ -201,6 +203,9 @@ def _close(run: Run, status: str, elapsed_s: float) -> SweepResult | None:
     try:
         result = SweepResult(run.dir.path)
         counts = result.counts()
+        if result.info.params.get("time_budget_s") is None:  # a fixed plan's answer.json too
+            write_answer(run.dir.path, fixed_answer(result.cells, seconds=elapsed_s, equivalence=
+                                                    float(result.info.params.get("equivalence", 0.05))))
         try:
             result.write_results()
         finally:  # the attempt's status is recorded whatever writing the tables met

@@ -7,6 +7,7 @@ naming every failed check with its fix. Nothing is measured until all pass.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from ..host.sources import usable_cpus
 from ..model.plan import Plan
 from ..model.sections import EngineParams
 from ..servers.files import check_draft_models, engine_binary, engine_model
-from ..servers.ports import check_port_free
+from ..servers.ports import SCAN, check_port_free, next_free_port, port_free
 
 if TYPE_CHECKING:
     from ..servers.engines import Adapter
@@ -167,8 +168,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
           if any(w.template == "chat" for w in params.workloads) else []),
     ]
     if launches:
-        found.append(_check("port", lambda: check_port_free(engine.host, engine.port)
-                            or f"{engine.host}:{engine.port} is free"))
+        found.append(_check("port", lambda: _port(engine.host, engine.port)))
         found.append(_host(engine))
     if any(s.attach for s in plan.servers):
         found.append(_check("attached servers", lambda: _attached(plan, adapter)))
@@ -279,6 +279,30 @@ def _prompts(plan: Plan, adapter: Adapter) -> str:
 
     argvs = launch_argvs(plan, adapter, lenient=True)
     return "fresh " + describe(plan_lifetimes(plan, adapter, argvs))
+
+
+def _port(host: str, port: int) -> str:
+    """The port is free, or the sweep takes the next free one (:func:`with_free_port`)."""
+    if port_free(host, port):
+        return f"{host}:{port} is free"
+    found = next_free_port(host, port)
+    if found is None:
+        check_port_free(host, port)  # in use: its error and fix
+        raise PreflightError(f"port {port} on {host} and the {SCAN} after it are taken; set "
+                             f"engine.port", what="port")
+    return f"{host}:{port} is taken; the sweep will use {found}, the next free port"
+
+
+def with_free_port(plan: Plan) -> Plan:
+    """``plan`` with ``engine.port`` the next free port when its own is taken (in use, or
+    held by another sweep), said on a line; unchanged when it is free or none is."""
+    engine = plan.params.engine
+    found = next_free_port(engine.host, engine.port)
+    if found is None or found == engine.port:
+        return plan
+    print(f"port {engine.port} on {engine.host} is taken: the servers use {found}", flush=True)
+    params = plan.params.model_copy(update={"engine": engine.model_copy(update={"port": found})})
+    return dataclasses.replace(plan, params=params)
 
 
 def _time(plan: Plan, outputs: Path | None) -> str:
