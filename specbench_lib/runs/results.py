@@ -241,6 +241,10 @@ class RunResult(Rendered):
             label = cell.spec.workload + (f" (turn {cell.spec.turn})" if cell.spec.turn != 1
                                           else "")
             kept = found.setdefault(label, [])
+            first = [r for r in cell.requests if r.turn == 1 and r.warmup and r.output_text]
+            if cell.spec.turn == 2 and first and len(kept) < per_workload:  # said as such
+                kept.append(f"{cell.spec.config}, turn 1 (sent before turn 2, untimed): "
+                            f"{first[0].output_text[:600]}")
             for rec in cell.measured if cell.verdict.ok else ():
                 if rec.output_text and len(kept) < per_workload:
                     kept.append(f"{cell.spec.config}: {rec.output_text}")
