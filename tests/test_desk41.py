@@ -4,6 +4,7 @@ phase names, and pages without machine paths. No server (about 2 s)."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from pathlib import Path
 
@@ -40,13 +41,18 @@ def taken_port() -> tuple[socket.socket, int]:
     return sock, sock.getsockname()[1]
 
 
-def test_a_taken_port_gives_the_next_free_one(tmp_path: Path) -> None:
+def test_a_taken_default_port_gives_the_next_free_one(tmp_path: Path) -> None:
     sock, port = taken_port()
     try:
         (tmp_path / "p.yaml").write_text(
-            f"phase: t\nengine: {{port: {port}}}\nconfigs: [{{name: auto, method: auto}}]\n"
-            f"contexts: [16]\nconcurrency: [1]\nworkloads: [{{name: code, source: humaneval}}]\n")
-        plan = build_plan(load_params(tmp_path / "p.yaml"), source=tmp_path / "p.yaml")
+            "phase: t\nconfigs: [{name: auto, method: auto}]\n"
+            "contexts: [16]\nconcurrency: [1]\nworkloads: [{name: code, source: humaneval}]\n")
+        default = build_plan(load_params(tmp_path / "p.yaml"), source=tmp_path / "p.yaml")
+        engine = default.params.engine.model_copy()  # the default port, here one that is taken
+        engine.__dict__["port"] = port
+        plan = dataclasses.replace(default, params=default.params.model_copy(
+            update={"engine": engine}))
+        assert "port" not in plan.params.engine.model_fields_set
         moved = with_free_port(plan)
         assert moved.params.engine.port > port and moved.cells == plan.cells
         (check,) = [c for c in doctor(plan) if c.name == "port"]
@@ -54,6 +60,17 @@ def test_a_taken_port_gives_the_next_free_one(tmp_path: Path) -> None:
     finally:
         sock.close()
     assert with_free_port(plan) is plan  # free again: kept
+    sock, port = taken_port()
+    try:  # a port the params set is that port, or the clear refusal it always was
+        (tmp_path / "q.yaml").write_text(
+            f"phase: t\nengine: {{port: {port}}}\nconfigs: [{{name: auto, method: auto}}]\n"
+            f"contexts: [16]\nconcurrency: [1]\nworkloads: [{{name: code, source: humaneval}}]\n")
+        named = build_plan(load_params(tmp_path / "q.yaml"), source=tmp_path / "q.yaml")
+        assert with_free_port(named) is named
+        (check,) = [c for c in doctor(named) if c.name == "port"]
+        assert not check.ok and "in use" in check.detail
+    finally:
+        sock.close()
 
 
 def test_runs_lists_columns_aligned_for_long_phase_names(

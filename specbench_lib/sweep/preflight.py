@@ -168,7 +168,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
           if any(w.template == "chat" for w in params.workloads) else []),
     ]
     if launches:
-        found.append(_check("port", lambda: _port(engine.host, engine.port)))
+        found.append(_check("port", lambda: _port(engine)))
         found.append(_host(engine))
     if any(s.attach for s in plan.servers):
         found.append(_check("attached servers", lambda: _attached(plan, adapter)))
@@ -281,9 +281,12 @@ def _prompts(plan: Plan, adapter: Adapter) -> str:
     return "fresh " + describe(plan_lifetimes(plan, adapter, argvs))
 
 
-def _port(host: str, port: int) -> str:
-    """The port is free, or the sweep takes the next free one (:func:`with_free_port`)."""
-    if port_free(host, port):
+def _port(engine: EngineParams) -> str:
+    """The port is free, or (the default port, which the params did not set) the sweep takes
+    the next free one (:func:`with_free_port`); a port the params set is that port or nothing."""
+    host, port = engine.host, engine.port
+    if "port" in engine.model_fields_set or port_free(host, port):
+        check_port_free(host, port)
         return f"{host}:{port} is free"
     found = next_free_port(host, port)
     if found is None:
@@ -294,9 +297,12 @@ def _port(host: str, port: int) -> str:
 
 
 def with_free_port(plan: Plan) -> Plan:
-    """``plan`` with ``engine.port`` the next free port when its own is taken (in use, or
-    held by another sweep), said on a line; unchanged when it is free or none is."""
+    """``plan`` with ``engine.port`` the next free port when the default port (the params did
+    not set one) is taken (in use, or held by another sweep), said on a line; unchanged when it
+    is free, none is, or the params set the port (that port or a clear refusal)."""
     engine = plan.params.engine
+    if "port" in engine.model_fields_set:
+        return plan
     found = next_free_port(engine.host, engine.port)
     if found is None or found == engine.port:
         return plan
