@@ -158,6 +158,14 @@ def test_a_turn_two_cell_sends_turn_one_first_and_times_the_answer_built_from_it
     # one panel per category: the readers state per-category results with no path of their own
     assert sorted(result.best()["workload"]) == ["mt-coding", "mt-math"]
     assert sorted(result.table()["workload"]) == ["mt-coding", "mt-math"]
+    # the turn in every name; turn 1 of this turn-2 run reported as such, never as turn 1's claim
+    assert all(c.cell_id.endswith("__turn2") for c in result.cells)
+    assert set(result.table()["turn"]) == {2}
+    frame = result.categories().frame
+    first = frame[frame["kind"] == "turn 1 of a turn-2 run"]
+    assert sorted(first["workload"]) == ["mt-coding", "mt-math"] and set(first["turn"]) == {1}
+    assert (first["requests_n"] == 4).all() and (first["answer_tokens"] == 12).all()
+    assert first["speedup"].isna().all() and set(first["decision"]) == {""}
     for cell in result.cells:
         first = [r for r in cell.requests if r.turn == 1]
         assert len(first) == len(cell.measured) == 4

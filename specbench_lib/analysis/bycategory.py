@@ -96,6 +96,35 @@ def category_table(table: Any, best: Any, lengths: Mapping[tuple[Any, ...], tupl
     return pd.DataFrame(rows, columns=CATEGORY_COLUMNS)
 
 
+def first_turns(cells: Sequence[CellRecord]) -> Any:
+    """The turn-1 requests a turn-2 run sent before each timed turn 2 (untimed, outside every
+    claim), reported as such: per workload × config, tokens per step from the server's own
+    per-request draft counts (where the engine gives them: llama.cpp), and the answers' mean
+    length; ``kind`` "turn 1 of a turn-2 run", no speedup and no decision."""
+    import pandas as pd
+
+    from .metrics import spec_metrics
+
+    by: dict[tuple[str, str], list[Any]] = {}
+    for cell in cells:
+        if cell.verdict.ok and cell.spec.turn == 2:
+            by.setdefault((cell.spec.workload, cell.spec.config), []).extend(
+                r for r in cell.requests if r.turn == 1 and r.warmup and r.final is not None)
+    rows = []
+    for (workload, config), recs in by.items():
+        tokens = sum(r.final.completion_tokens or 0 for r in recs)
+        counted = recs and all(r.final.accepted_tokens is not None for r in recs)
+        spec = (spec_metrics(tokens, len(recs), accepted=sum(r.final.accepted_tokens or 0
+                                                             for r in recs),
+                             drafted_tokens=sum(r.final.draft_tokens or 0 for r in recs))
+                if counted and tokens else {})
+        rows.append({"workload": workload, "kind": "turn 1 of a turn-2 run", "turn": 1,
+                     "config": config, "tokens_per_step": spec.get("tokens_per_step"),
+                     "answer_tokens": tokens / len(recs) if recs else float("nan"),
+                     "decision": "", "place": "", "requests_n": len(recs)})
+    return pd.DataFrame(rows, columns=CATEGORY_COLUMNS)
+
+
 def wide(frame: Any, value: str = "speedup") -> Any:
     """``frame`` (a :func:`category_table`) as categories × configs of one ``value``, the
     paper's layout (a turn-2 workload's row says so)."""

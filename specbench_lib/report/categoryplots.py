@@ -55,8 +55,11 @@ def by_category(result: RunResult) -> Any:
 
 
 def _axes(axes: Any, ticks: list[tuple[str, Any]], frame: Any) -> None:
-    groups = set(frame.loc[frame["kind"] != "category", "workload"])
-    labels = [w + (f"\n(turn {t})" if t not in (1, None) else "") for w, t in ticks]
+    groups = set(frame.loc[frame["kind"].str.startswith("group"), "workload"])
+    untimed = set(zip(frame.loc[frame["kind"].str.startswith("turn 1 of"), "workload"],
+                      frame.loc[frame["kind"].str.startswith("turn 1 of"), "turn"], strict=True))
+    labels = [w + ("\n(turn 1, untimed)" if (w, t) in untimed else
+                   f"\n(turn {t})" if t not in (1, None) else "") for w, t in ticks]
     axes[0].axhline(1.0, color="grey", linewidth=0.8)
     axes[0].set_ylabel("speedup vs auto [95 %]")
     axes[1].axhline(1.0, color="grey", linewidth=0.8)

@@ -217,10 +217,12 @@ class RunResult(Rendered):
         decision), with up to ``answers`` answers per category (see :mod:`~.bycategory`)."""
         import pandas as pd
 
-        from ..analysis.bycategory import ByCategory, answer_lengths, category_table
+        from ..analysis.bycategory import ByCategory, answer_lengths, category_table, first_turns
 
         groups = self.info.params.get("groups") or {}
         frames = [category_table(self._table, self._best, answer_lengths(self.cells))]
+        if any(c.spec.turn == 2 for c in self.cells):  # turn 1 of a turn-2 run, said so
+            frames.append(first_turns(self.cells))
         if groups:
             pool = self.pooled()
             frames.append(category_table(pool.table(), pool.best(), answer_lengths(pool.cells),
