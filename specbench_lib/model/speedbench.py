@@ -1,4 +1,5 @@
-"""NVIDIA's SPEED-Bench as its harness's preparation script writes it (``source: speed_bench``).
+"""NVIDIA's SPEED-Bench as its harness's preparation script writes it (``source: speed_bench``;
+read in Model-Optimizer a2fbac7, ``examples/specdec_bench``: docs/workloads.md cites the lines).
 
 ``python3 prepare_data.py --dataset speed --config all`` in Model-Optimizer's
 ``examples/specdec_bench`` writes ``data/speed/<config>/test.parquet`` for each config
