@@ -32,9 +32,10 @@ from ..core.display import Rendered, html_table, html_text
 from ..core.errors import SpecbenchError
 from ..model.plan import Plan
 from ..runs.rundir import iter_runs
+from ..servers.engines import get_adapter
 from .lifetimes import BYTES_PER_TOKEN
 
-GPU_START_S = 120.0  # the default start of vLLM and SGLang (loading, compiling: minutes)
+GPU_START_S = 120.0  # the default start of a GPU engine (loading, compiling: minutes)
 _CELLS_READ = 12  # auto cells read from an earlier run (the first at concurrency 1 suffice)
 
 
@@ -74,9 +75,9 @@ def measured_speed(plan: Plan, root: Path | None = None) -> Speed:
                      f"measured in run {run.run_id} (auto at concurrency 1): prefill "
                      f"{found[0]:.0f} tok/s, decoding {found[1]:.1f} tok/s a request, "
                      f"{start:.1f} s a server start")
-    if engine.kind in ("vllm", "sglang"):  # a GPU engine's start: loading and compiling
+    if get_adapter(engine).needs_gpu:  # a GPU engine's start: loading and compiling
         return dataclasses.replace(DEFAULT, start_s=GPU_START_S, source=DEFAULT.source.replace(
-            "10 s a server start", f"{GPU_START_S:.0f} s a server start ({engine.kind})"))
+            "10 s a server start", f"{GPU_START_S:.0f} s a server start (a GPU engine)"))
     return DEFAULT
 
 
