@@ -146,9 +146,11 @@ class ByCategory(Rendered):
                 else f"{s:.2f}" if s == s else "" for s, lo, hi in
                 zip(frame["speedup"], frame["speedup_lo"], frame["speedup_hi"], strict=True)]
         buckets = ["bucket_o200k"] if frame["bucket_o200k"].notna().any() else []
+        thinking = [c for c in ("reasoning_tokens_per_delivery", "answer_tokens_per_delivery",
+                                "reasoning_tok_s", "answer_tok_s") if c in frame]
         return frame.assign(speedup=span)[["workload", "kind", "turn", "config", "tokens_per_step",
                                            "speedup", "answer_tokens", "prompt_tokens", *buckets,
-                                           "decision", "place", "requests_n"]]
+                                           *thinking, "decision", "place", "requests_n"]]
 
     def text(self) -> str:
         lines = ["results by category (speedup vs auto with its simultaneous 95 % interval, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -211,10 +212,12 @@ class RunResult(Rendered):
         found.cells = pooled(self.cells, self.info.params.get("groups") or {})
         return found
 
-    def categories(self, answers: int = 3) -> Any:
+    def categories(self, answers: int = 3, thinking_end: Sequence[int] | None = None) -> Any:
         """The category × config table (every workload, then every group of ``groups``: tokens
         per step, the claim's speedup with its interval, answer and prompt length, the
-        decision), with up to ``answers`` answers per category (see :mod:`~.bycategory`)."""
+        decision), with up to ``answers`` answers per category (see :mod:`~.bycategory`);
+        with a reasoning model's ``thinking_end`` (its end-of-thinking token ids), each row's
+        reasoning and answer segments too (:mod:`~specbench_lib.analysis.thinking`)."""
         import pandas as pd
 
         from ..analysis.bycategory import ByCategory, answer_lengths, category_table, first_turns
@@ -231,6 +234,11 @@ class RunResult(Rendered):
         order = [str(w.get("name")) for w in self.info.params.get("workloads", [])] + list(groups)
         frame["plan_order"] = [order.index(w) if w in order else len(order) for w in frame["workload"]]
         frame = plan_sorted(frame, plan_names(self.info.params), ["plan_order", "turn"])
+        if thinking_end:
+            from ..analysis.thinking import thinking_table
+
+            frame = frame.merge(thinking_table(self.cells, thinking_end),
+                                on=["workload", "turn", "config"], how="left")
         return ByCategory(frame.drop(columns="plan_order").reset_index(drop=True),
                           self.answer_samples(answers))
 
