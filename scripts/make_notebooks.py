@@ -53,6 +53,7 @@ CALLS = [
     "sb.keep_notebook(result, PAPERMILL_OUTPUT_PATH)\nsb.answer_of(result)",
     "result.require_valid()\nfigures = result.figures()\nresult.save_figures(figures)",
     "result.summary()",
+    "result.categories()  # by category: the claim per category and group, a few answers each",
     "sb.appendix(result)",
 ]
 

@@ -333,17 +333,20 @@ def _runs() -> int:
     if not runs:
         print(f"no runs under {outputs_dir() / 'runs'}")
         return 0
-    print(f"{'run':<40} {'phase':<10} {'status':<12} {'plan':<40} {'took':>10} {'ok':>4} "
-          f"{'inv':>4} {'crash':>5} {'skip':>4}  commit")
+    rows = [("run", "phase", "status", "plan", "took", "ok", "inv", "crash", "skip", "commit")]
     for r in runs:
         if r["error"]:
             print(f"specbench: warning: skipping run {r['run_id']}: {r['error']}", file=sys.stderr)
             continue
         counts = r["counts"] if isinstance(r["counts"], dict) else {}
-        commit = f"{r['commit']}{'+dirty' if r['dirty'] else ''}"
-        print(f"{r['run_id']:<40} {str(r['phase']):<10} {str(r['status']):<12} {r['plan']:<40} "
-              f"{r['elapsed']:>10} {counts.get('ok', '-'):>4} {counts.get('invalid', '-'):>4} "
-              f"{counts.get('crashed', '-'):>5} {counts.get('skipped', '-'):>4}  {commit}")
+        rows.append((r["run_id"], str(r["phase"]), str(r["status"]), str(r["plan"]),
+                     str(r["elapsed"]), *(str(counts.get(k, "-")) for k in
+                                          ("ok", "invalid", "crashed", "skipped")),
+                     f"{r['commit']}{'+dirty' if r['dirty'] else ''}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:  # every column as wide as its longest value: long phase names stay aligned
+        print("  ".join(v.rjust(w) if 4 <= i <= 8 else v.ljust(w)
+                        for i, (v, w) in enumerate(zip(row, widths, strict=True))).rstrip())
     if any(r["status"] == "unrecorded" for r in runs):
         print("unrecorded: its process was killed before the sweep wrote a manifest; nothing to "
               "resume: remove the folder")

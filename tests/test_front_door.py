@@ -288,7 +288,8 @@ class _Run:
         return pd.DataFrame([{"workload": fastest["workload"], "context": fastest["context"],
                               "output_tokens": fastest["output_tokens"],
                               "concurrency": fastest["concurrency"], "load": fastest["load"],
-                              "temperature": fastest["temperature"], "best": fastest["config"],
+                              "temperature": fastest["temperature"], "turn": 1,
+                              "best": fastest["config"],
                               "speedup": fastest["speedup"], "speedup_lo": float("nan"),
                               "speedup_hi": float("nan"), "confidence_set": fastest["config"],
                               "decision": "decided", "epsilon": 0.0, "alpha": 0.05,
@@ -300,7 +301,7 @@ def test_comparison_is_a_value_and_its_writers_are_functions(tmp_path: Path, out
     from specbench_lib.report.export import Comparison, write
 
     base = {"workload": "code", "context": 128, "output_tokens": 64, "concurrency": 1, "load": "",
-            "temperature": 0.0, "series": "ngram", "target_rate_rps": None, "e2e_p50_s": 1.0,
+            "temperature": 0.0, "turn": 1, "series": "ngram", "target_rate_rps": None, "e2e_p50_s": 1.0,
             "speedup_lo": None, "speedup_hi": None}
     rows = [{**base, "config": "auto", "method": "auto", "budget": None, "output_tok_s": 10.0,
              "speedup": 1.0, "acceptance_length": None},

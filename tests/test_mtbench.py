@@ -158,6 +158,14 @@ def test_a_turn_two_cell_sends_turn_one_first_and_times_the_answer_built_from_it
     # one panel per category: the readers state per-category results with no path of their own
     assert sorted(result.best()["workload"]) == ["mt-coding", "mt-math"]
     assert sorted(result.table()["workload"]) == ["mt-coding", "mt-math"]
+    # the turn in every name; turn 1 of this turn-2 run reported as such, never as turn 1's claim
+    assert all(c.cell_id.endswith("__turn2") for c in result.cells)
+    assert set(result.table()["turn"]) == {2}
+    frame = result.categories().frame
+    first = frame[frame["kind"] == "turn 1 of a turn-2 run"]
+    assert sorted(first["workload"]) == ["mt-coding", "mt-math"] and set(first["turn"]) == {1}
+    assert (first["requests_n"] == 4).all() and (first["answer_tokens"] == 12).all()
+    assert first["speedup"].isna().all() and set(first["decision"]) == {""}
     for cell in result.cells:
         first = [r for r in cell.requests if r.turn == 1]
         assert len(first) == len(cell.measured) == 4
@@ -175,9 +183,9 @@ def test_a_turn_two_cell_sends_turn_one_first_and_times_the_answer_built_from_it
     again = sb.run_sweep(sb.load_plan(plan(tmp_path, 1)), outputs=tmp_path / "one",
                          progress=False)
     assert again.counts()["ok"] == 2, not_ok(again)
-    for cell in again.cells:  # turn 1 measured: nothing sent before it, nothing kept
+    for cell in again.cells:  # turn 1 measured: nothing sent before it; a readable sample kept
         assert [r.turn for r in cell.requests if not r.warmup] == [1] * 4
-        assert all(r.output_text is None for r in cell.requests)
+        assert [r.output_text for r in cell.requests] == [None, *["x" * 12] * 3, None]
 
 
 def test_a_failed_first_turn_makes_its_cell_invalid_and_says_which_request(

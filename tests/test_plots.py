@@ -153,7 +153,11 @@ def test_the_best_point_is_ringed(tmp_path: Path) -> None:
     best = result.best().set_index("workload")
     ax = plots.throughput_vs_budget(result).axes[0]
     rings = sorted(float(line.get_ydata()[0]) for line in ax.get_lines()
-                   if line.get_label() in ("best", "fastest (the claim's leader)"))
+                   if line.get_label() in ("best", "fastest, undecided (the claim's leader)"))
+    undecided = [line for line in ax.get_lines()  # drawn apart from the best: a square
+                 if line.get_label() == "fastest, undecided (the claim's leader)"]
+    assert all(line.get_marker() == "s" for line in undecided)
+    assert all(line.get_marker() == "o" for line in ax.get_lines() if line.get_label() == "best")
     table = result.table().set_index(["workload", "config"])
     leaders = {w: str(best.loc[w, "best"]) for w in ("code", "chat")}
     assert leaders == {"code": "ngram-b16", "chat": "ngram-b16"}  # the fastest point of each

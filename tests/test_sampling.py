@@ -69,7 +69,7 @@ def test_temperatures_are_an_axis_with_their_own_panels() -> None:
     ids = {c.cell_id for c in plan.cells}
     assert {"auto__code__ctx64__c1__t0", "auto__code__ctx64__c1__t1"} <= ids
     panels = {panel_of(c) for c in plan.cells}
-    assert len(panels) == 2 and {p[-1] for p in panels} == {0.0, 1.0}
+    assert len(panels) == 2 and {p[5] for p in panels} == {0.0, 1.0}
     assert {c.cell_id for c in build_plan(params(temperature=1)).cells} == {
         c.cell_id for c in build_plan(params()).cells}  # one temperature: the ids as before
     with pytest.raises(ValueError, match="temperatures"):
@@ -109,4 +109,4 @@ def test_cells_and_answers_written_before_read_as_greedy() -> None:
     del spec["temperature"], spec["temperatures"]
     assert CellSpec(**spec).temperature == 0.0
     old = {"workload": "code", "context": 64, "output_tokens": 8, "concurrency": 1, "load": ""}
-    assert panel_values(old) == ("code", 64, 8, 1, "", 0.0)
+    assert panel_values(old) == ("code", 64, 8, 1, "", 0.0, 1)  # and turn 1

@@ -58,7 +58,7 @@ def test_answer_json_has_the_documented_shape(known) -> None:
     assert {"seconds", "panels", "budget_s", "rounds", "stopped"} <= set(answer)
     (panel,) = answer["panels"]
     assert set(panel["panel"]) == {"workload", "context", "output_tokens", "concurrency", "load",
-                                   "temperature"}
+                                   "temperature", "turn"}
     assert isinstance(panel["decided"], bool) and isinstance(panel["best"], str)
     assert all(isinstance(c, str) for c in panel["confidence_set"])
     for key in ("speedup", "speedup_lo", "speedup_hi"):

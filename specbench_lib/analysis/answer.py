@@ -36,7 +36,7 @@ ANSWER_FILE = "answer.json"
 
 
 def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: float,
-                 budget_s: float, rounds: int, stopped: str,
+                 budget_s: float | None, rounds: int, stopped: str,
                  crashed: dict[str, str] | None = None) -> dict[str, Any]:
     """The answer document (see the module): the run's figures and one entry per panel
     (``crashed``: config → the crash line its server logged after its cells)."""
@@ -51,6 +51,16 @@ def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: f
                 "cells": drift.cells, "slowest": _num(drift.slowest),
                 "fastest": _num(drift.fastest), "trend": _num(drift.trend),
                 "words": drift_words(drift)}}
+
+
+def fixed_answer(cells: Sequence[CellRecord], *, seconds: float, equivalence: float = 0.05
+                 ) -> dict[str, Any]:
+    """A fixed plan's answer, from the same builder: every panel's claim at one look at α
+    over all its cells (``budget_s`` None, ``stopped`` "complete")."""
+    contest = Contention([c.spec for c in cells], rounds=1, equivalence=equivalence)
+    contest.observe(cells, 0, seconds, last=True)
+    return build_answer(contest, cells, seconds=seconds, budget_s=None, rounds=1,
+                        stopped="complete")
 
 
 def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) -> dict[str, Any]:
@@ -124,6 +134,8 @@ def panel_name(panel: dict[str, Any], *, outputs: bool = False) -> str:
         parts.append(str(panel["load"]))
     if panel.get("temperature"):  # sampled (greedy panels keep their old names)
         parts.append(f"T{panel['temperature']:g}")
+    if panel.get("turn", 1) != 1:  # a conversation's second turn
+        parts.append(f"turn{panel['turn']}")
     return "/".join(parts)
 
 
@@ -165,8 +177,10 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     panels = [{**p, "equivalence": answer.get("equivalence")} for p in answer["panels"]]
     outputs = len({p["panel"]["output_tokens"] for p in panels}) > 1
     decided = sum(p["decided"] for p in panels)
-    head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} of a "
-            f"{span(answer['budget_s'])} budget, {answer['rounds']} rounds ({answer['stopped']})")
+    budget = (f"of a {span(answer['budget_s'])} budget" if answer["budget_s"] is not None
+              else "(a fixed plan: one look)")
+    head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} "
+            f"{budget}, {answer['rounds']} rounds ({answer['stopped']})")
     part = answer.get("partial")
     if part:  # the last round sent fewer requests a cell: the counts per config say how many
         head += (f"; round {part['round']} partial: {part['requests']} of {part['of']} requests "
@@ -221,7 +235,7 @@ def answer_of(result: Any) -> Answer:
     if run_dir is None:
         return Answer(None, measured=False)
     found, damaged = answer_or_error(run_dir)
-    if found is not None:
+    if found is not None and found.get("budget_s") is not None:  # a fixed plan's: statements
         return Answer(found)
     best = result.best()
     statements = list(best["statement"]) if "statement" in best else []

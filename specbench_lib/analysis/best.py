@@ -112,7 +112,8 @@ def where(row: Any, *, outputs: bool = False) -> str:
     its open-loop load point (``code/ctx256/o64/c4/2.5/s``)."""
     out = f"/o{int(row['output_tokens'])}" if outputs else ""
     load = f"/{row['load']}" if row.get("load") else ""
-    return f"{row['workload']}/ctx{row['context']}{out}/c{row['concurrency']}{load}"
+    turn = f"/turn{int(row['turn'])}" if row.get("turn", 1) not in (1, None) else ""
+    return f"{row['workload']}{turn}/ctx{row['context']}{out}/c{row['concurrency']}{load}"
 
 
 def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:

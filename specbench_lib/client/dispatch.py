@@ -212,7 +212,8 @@ async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *
                     sampling: Sampling | None = None, keep_text: bool = False,
                     turn: int | None = None) -> CellDispatch:
     records = [RequestRecord(i, i < warmup, len(p), max_tokens, multi_reads=[], stalls=[],
-                             stop=stop, turn=turn) for i, p in enumerate(prompts)]
+                             stop=stop, turn=turn, output_text="" if warmup <= i < warmup + SAMPLE_ANSWERS
+                             else None) for i, p in enumerate(prompts)]
     bodies = [_encoded(adapter.generation_request(
         p, max_tokens=max_tokens, stop=stop,
         sampling=None if sampling is None else sampling.for_prompt(p))) for p in prompts]
@@ -328,12 +329,13 @@ def _encoded(request: tuple[str, dict[str, Any]]) -> tuple[str, bytes]:
 
 _MAX_ERROR_BODY = 1024 * 1024  # of an error answer's body, read for its text
 _JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per request
+SAMPLE_ANSWERS, SAMPLE_CHARS = 3, 600  # a cell's readable answers: its first ones' text, cut
 
 
 async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> None:
     adapter, origin = send.adapter, send.origin
     path, payload = send.bodies[rec.index]
-    stream = Stream(adapter.stream_parser(), text=[] if send.keep_text else None)
+    stream = Stream(adapter.stream_parser(), text=[] if send.keep_text or rec.output_text == "" else None)
     deadline = Deadline(rec, send.limits, send.clock, send.loop)
 
     def starting() -> None:
@@ -382,8 +384,8 @@ async def _one_request(send: _Sender, conn: Connection, rec: RequestRecord) -> N
         rec.end = send.clock() if stream.ended is None else stream.ended
         rec.text_sha = stream.digest.hexdigest()[:16]
         rec.reasoning = stream.opened_reasoning()
-        if stream.text is not None:
-            rec.output_text = "".join(stream.text)
+        if stream.text is not None:  # a turn 1's whole answer, or a sample's first characters
+            rec.output_text = "".join(stream.text)[:None if send.keep_text else SAMPLE_CHARS]
         if resp is None or not resp.complete:
             conn.close()  # a response not read to its end leaves the connection unusable
 

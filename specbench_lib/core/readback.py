@@ -129,7 +129,7 @@ def read_doc(path: Path, doc: Doc, *, name: str, fix: str) -> dict[str, Any]:
 
 # answer.json (answer.py writes it): the keys its readers index
 PANEL_KEY = Doc({"workload": str, "context": int, "output_tokens": int, "concurrency": int,
-                 "load": str | None, "temperature": float},
+                 "load": str | None, "temperature": float, "turn": int},
                 frozenset({"workload", "context", "output_tokens", "concurrency"}))
 PANEL_ANSWER = Doc(
     {"panel": PANEL_KEY, "decided": bool, "decision": str, "best": str | None,
@@ -143,7 +143,7 @@ PANEL_ANSWER = Doc(
                "speedup_lo", "speedup_hi", "baseline", "eliminated"}))
 PARTIAL_ROUND = Doc({"round": int, "requests": int, "of": int, "configs": list[str]},
                     frozenset({"round", "requests", "of", "configs"}))
-ANSWER = Doc({"seconds": float, "budget_s": float, "rounds": int, "stopped": str,
+ANSWER = Doc({"seconds": float, "budget_s": float | None, "rounds": int, "stopped": str,
               "alpha": float, "looks": int, "panels": Each(PANEL_ANSWER),
               "measured": dict[str, Any], "partial": PARTIAL_ROUND, "drift": dict[str, Any]},
              frozenset({"seconds", "budget_s", "rounds", "stopped", "panels"}))

@@ -29,11 +29,12 @@ from .plan import Plan
 _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "contexts",
                  "concurrency", "known_bad", "unstable_cv", "host", "slo", "output_tokens",
                  "request_rate", "placement", "retries", "temperature",
-                 "thresholds"}
+                 "thresholds", "groups"}
 # keys added after cells were first fingerprinted, left out at their default (off) values, so
 # a greedy raw plan's cells keep the fingerprints they had
 _NEW_DEFAULTS = {"temperature": 0.0, "temperatures": 1, "top_p": 1.0, "top_k": 0,
-                 "template": "raw", "chat_template_kwargs": {}}
+                 "template": "raw", "chat_template_kwargs": {}, "vocab_size": None,
+                 "special_ids": []}
 
 
 def _lean(found: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +85,8 @@ def cell_fingerprints(plan: Plan, argv: dict[str, list[str]], components: Compon
         arrival = ({"arrival": plan.params.request_rate.arrival}
                    if plan.params.request_rate is not None and cell.load else {})
         kept = {"isolation": isolation[cell.config]} if isolation else {}
-        prints[cell.cell_id] = digest(_lean(asdict(cell)), {**measured, **arrival, **kept},
+        spec = {k: v for k, v in asdict(cell).items() if k != "turn" or v != 1}  # added later
+        prints[cell.cell_id] = digest(_lean(spec), {**measured, **arrival, **kept},
                                       _lean(workloads[cell.workload]), server,
                                       components.to_dict())
     return prints

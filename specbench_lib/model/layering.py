@@ -1,6 +1,7 @@
 """Params files → a validated model: YAML layered by ``extends:``, errors that name the key.
 
-A params file is YAML. It may name a base file with ``extends:`` (relative to itself); the phase
+A params file is YAML. It may name a base file with ``extends:`` (relative to itself, as a
+workload's ``path`` is: :func:`_paths_from`); the phase
 file's keys override the base's, mappings merged key by key. Unknown keys and bad values are
 refused with a :class:`ParamsError` that names the file, the key and the value.
 """
@@ -45,6 +46,7 @@ def _read_layered(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ParamsError("the top level must be a mapping of keys", file=file,
                           value=type(data).__name__)
+    _paths_from(file, data)
     base_name = data.pop("extends", None)
     if base_name is None:
         return data
@@ -53,6 +55,19 @@ def _read_layered(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         raise ParamsError("base file named by 'extends' not found", file=file, key="extends",
                           value=base_name)
     return _merge(_read_layered(base_file, (*seen, file)), data)
+
+
+def _paths_from(file: Path, data: dict[str, Any]) -> None:
+    """A workload's relative ``path`` is read from its params file's folder, as ``extends`` is
+    (where nothing is there, from the working directory, then the project root, as before);
+    a path that names the same file either way is kept as written."""
+    for workload in data.get("workloads") or ():
+        given = workload.get("path") if isinstance(workload, dict) else None
+        if not isinstance(given, str) or not given or Path(given).expanduser().is_absolute():
+            continue
+        here = (file.parent / given).resolve()
+        if here.exists() and here != resolve_project_path(given):
+            workload["path"] = str(here)
 
 
 def _read_text(file: Path) -> str:

@@ -23,7 +23,7 @@ from .catalogue import (
     DEFAULT_MAX_COALESCED_FRACTION,
     DEFAULT_MAX_FAILED_FRACTION,
 )
-from .categories import per_category
+from .categories import check_groups, per_category
 from .sections import (
     AttachParams,
     EngineParams,
@@ -192,6 +192,7 @@ class SweepParams(Strict):
     # once with fresh prompts, this many times at most, before it stays invalid
     retries: int = Field(2, ge=0, le=10)
     slo: SloParams | None = None  # latency limits: goodput and the load that still meets them
+    groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # pooled: categories.py
     # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
     # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
     # --hf-token, *_token, password, secret, Authorization and the like are always hidden
@@ -284,6 +285,7 @@ class SweepParams(Strict):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"{what} names must be unique, repeated: {dupes}")
+        check_groups(self.groups, [w.name for w in self.workloads])
         if not any(c.method == "auto" for c in self.configs):
             raise ValueError("one config must have method 'auto': it is the baseline of speedups")
         for w in self.workloads:
@@ -328,11 +330,8 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class CellSpec:
-    """One measurement: a server config × workload × context × concurrency.
-
-    ``config`` is the server's label (``ngram-b16``); ``series`` the config's name (``ngram``),
-    which a plot draws as one line over its budgets.
-    """
+    """One measurement: a server config × workload × context × concurrency. ``config`` is the
+    server's label (``ngram-b16``); ``series`` the config's name (``ngram``), a plot's line."""
 
     config: str
     series: str
@@ -350,6 +349,7 @@ class CellSpec:
     profile_points: int = 0
     temperature: float = 0.0  # the sampling temperature (0: greedy; a cell written before: 0)
     temperatures: int = 1  # temperatures in the plan: with several, the id names the cell's
+    turn: int = 1  # a conversation's timed turn (2: the id, table and figures say so)
 
     @property
     def load(self) -> str:
@@ -368,6 +368,7 @@ class CellSpec:
             base += f"__o{self.output_tokens}"
         if self.temperatures > 1:
             base += f"__t{self.temperature:g}"
+        base += f"__turn{self.turn}" if self.turn != 1 else ""
         if self.rate is not None:
             base += f"__q{self.rate:g}"
         if self.profile_point is not None:

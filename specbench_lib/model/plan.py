@@ -109,7 +109,7 @@ def _cells(params: SweepParams, servers: list[ServerConfig]) -> list[CellSpec]:
             continue
         common: dict[str, Any] = dict(config=s.label, series=s.name, method=s.method, budget=s.budget,
                       workload=w.name, context=ctx, repeats=params.repeats, output_tokens=out,
-                      outputs=len(outputs), temperature=temp, temperatures=len(temps))
+                      outputs=len(outputs), temperature=temp, temperatures=len(temps), turn=w.turn)
         for conc, rep in itertools.product(params.concurrency, range(params.repeats)):
             if closed:
                 cells.append(CellSpec(**common, concurrency=conc, repeat=rep))

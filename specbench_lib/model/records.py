@@ -83,7 +83,7 @@ class RequestRecord:
     first_token_coalesced: bool = False  # whether the TTFT is late too
     stop: str = "length"  # length: exactly max_tokens (EOS ignored; all older cells); eos: a cap
     turn: int | None = None  # a conversation's turn (None: none; sweep/turns.py)
-    output_text: str | None = None  # a turn 1's answer, sent before turn 2 (warmup, untimed)
+    output_text: str | None = None  # a turn 1's answer (untimed), or a readable sample (cut)
     reasoning: bool | None = None  # the answer opened a reasoning block (None: not looked at)
 
     @property

@@ -149,8 +149,10 @@ class WorkloadParams(Strict):
     # in a task (rewrite it; summarise or answer from it); jsonl: a file of your own; mtbench,
     # spec_bench: conversations (turn, categories)
     source: Literal["humaneval", "sharegpt", "copyedit", "grounded", "jsonl", "mtbench",
-                    "spec_bench"]
-    path: str | None = None  # the JSONL file (source jsonl; spec_bench: its question.jsonl)
+                    "spec_bench", "random", "speed_bench"]
+    # the JSONL file (jsonl; spec_bench: its question.jsonl; speed_bench: prepare_data.py's folder),
+    # relative to the params file as extends is (else to the working directory, the project root)
+    path: str | None = None
     field: str = "text"  # the JSONL field holding each document's text
     # the longest of the plan's contexts this workload runs at (its corpus holds no more text
     # than that: HumanEval is about 26k tokens); the plan's longer contexts leave it out
@@ -169,14 +171,18 @@ class WorkloadParams(Strict):
     # conversation's turn 1 sent first (untimed, same server), the second question timed with
     # the model's own answer in its prompt
     turn: Literal[1, 2] = 1
-    # one workload per category, named name-category, e.g. mt-math (all: every category of the source),
-    # so panels, tables and figures are per category
-    categories: tuple[str, ...] | Literal["all"] | None = None
+    # one workload per category, named name-category, e.g. mt-math (all: every category of the
+    # source; two_turns: those with a second turn), so panels, tables and figures are per category
+    categories: tuple[str, ...] | Literal["all", "two_turns"] | None = None
     category: str | None = None  # the one category of questions it runs (None: every one)
     # natural: one document a prompt at its own length, not cut or padded, the cell's context its
     # cap (the smallest of the plan's); exact: documents joined and cut to each context. None:
     # exact, natural for conversations (which are natural only)
     length: Literal["exact", "natural"] | None = None
+    # source random: the model's vocabulary size and special ids (never sent), as vLLM's
+    # random dataset reads them from the tokenizer (docs/workloads.md)
+    vocab_size: int | None = Field(None, ge=2)
+    special_ids: tuple[int, ...] = ()
 
     @property
     def conversational(self) -> bool:
@@ -199,12 +205,16 @@ class WorkloadParams(Strict):
     @model_validator(mode="after")
     def _path_for_jsonl(self) -> WorkloadParams:
         if self.source in NEEDS_PATH and not self.path:
-            raise ValueError(f"source {self.source!r} needs 'path' (a JSONL file"
-                             + (") and 'field'" if self.source == "jsonl" else
-                                " of question_id, category, turns: Spec-Bench's question.jsonl)"))
+            raise ValueError(f"source {self.source!r} needs 'path' " + (
+                "(a JSONL file) and 'field'" if self.source == "jsonl" else "(prepare_data.py's "
+                "data/speed folder, or one config's)" if self.source == "speed_bench" else
+                "(a JSONL file of question_id, category, turns: Spec-Bench's question.jsonl)"))
         if not self.conversational and (self.turn != 1 or self.categories or self.category):
             raise ValueError(f"'turn', 'categories' and 'category' are for the conversation "
                              f"sources {list(CONVERSATION_SOURCES)}, not {self.source!r}")
+        if (self.source == "random") != (self.vocab_size is not None):
+            raise ValueError("source 'random' needs vocab_size (the model's vocabulary size), "
+                             "and only it takes one")
         if self.conversational and self.length == "exact":
             raise ValueError(f"source {self.source!r} sends questions at their own length: "
                              f"length 'natural' (or none), not 'exact'")
@@ -212,7 +222,7 @@ class WorkloadParams(Strict):
             raise ValueError("chat_template_kwargs need template: chat")
         if self.categories is not None and self.category is not None:
             raise ValueError("give 'categories' (one workload each) or 'category', not both")
-        wanted = () if self.categories in (None, "all") else tuple(self.categories)
+        wanted = () if self.categories in (None, "all", "two_turns") else tuple(self.categories)
         picked = wanted + ((self.category,) if self.category else ())
         unknown = [c for c in picked if self.source == "mtbench" and c not in MTBENCH_CATEGORIES]
         if unknown or not all(picked) or len(set(wanted)) < len(wanted):
@@ -227,7 +237,7 @@ class WorkloadParams(Strict):
         (the categories of a spec_bench file, in order)."""
         if self.categories is None:
             return (self,)
-        names = (self.categories if self.categories != "all" else
+        names = (self.categories if self.categories not in ("all", "two_turns") else
                  MTBENCH_CATEGORIES if self.source == "mtbench" else found)
         return tuple(self.model_copy(update={
             "name": f"{self.name}-{re.sub(r'[^A-Za-z0-9_.-]', '_', c)}", "categories": None,

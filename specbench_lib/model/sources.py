@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-SourceKind = Literal["corpus", "frame", "conversation", "file"]
+SourceKind = Literal["corpus", "frame", "conversation", "file", "tokens"]
 # corpus: an installed dataset package's documents; frame: an instruction and an answer opening
 # around corpus material (HumanEval for even requests, ShareGPT for odd); conversation: questions
-# at their own length, turn by turn; file: a JSONL file of one's own (its ``path`` and ``field``)
+# at their own length, turn by turn; file: a JSONL file of one's own (its ``path`` and ``field``);
+# tokens: random token ids as vLLM's random dataset sends them (prompts/randomtokens.py)
 SOURCES: dict[str, SourceKind] = {
     "humaneval": "corpus",
     "sharegpt": "corpus",
@@ -25,8 +26,10 @@ SOURCES: dict[str, SourceKind] = {
     "jsonl": "file",
     "mtbench": "conversation",
     "spec_bench": "conversation",
+    "random": "tokens",
+    "speed_bench": "conversation",
 }
-NEEDS_PATH = ("jsonl", "spec_bench")  # a file named by the workload's ``path``
+NEEDS_PATH = ("jsonl", "spec_bench", "speed_bench")  # a file (folder) named by ``path``
 CONVERSATION_SOURCES = tuple(s for s, kind in SOURCES.items() if kind == "conversation")
 FRAME_SOURCES = tuple(s for s, kind in SOURCES.items() if kind == "frame")
 # a framed prompt's ``sources`` name its frame as "<source>:<kind>" beside its documents

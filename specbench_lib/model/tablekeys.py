@@ -11,11 +11,11 @@ from typing import Any
 
 # a panel: the cells every config is compared within (``load``: an open-loop load point, "" for
 # a closed loop; ``temperature``: a claim never mixes sampling temperatures); a table row: a
-# config in a panel
-PANEL = ["workload", "context", "output_tokens", "concurrency", "load", "temperature"]
+# config in a panel; ``turn``: a conversation's timed turn, so turn 2 never pairs with turn 1
+PANEL = ["workload", "context", "output_tokens", "concurrency", "load", "temperature", "turn"]
 GROUP = ["config", "series", "method", "budget", *PANEL]
 # what a panel key written before it existed stands for (answer.json of an earlier run)
-PANEL_DEFAULTS: dict[str, Any] = {"temperature": 0.0}
+PANEL_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "turn": 1}
 
 
 def panel_values(panel: dict[str, Any]) -> tuple[Any, ...]:

@@ -21,6 +21,7 @@ from ..model.sections import WorkloadParams
 from ..model.sources import SOURCES, frame_tag
 from .chat import ChatFrame, Render, with_options
 from .conversations import first_turn, plain_render
+from .randomtokens import random_prompt
 from .workload import FRAMES, MIN_MATERIAL, Prompt, corpus_documents, documents, frame_of
 
 Tokenize = Callable[[str], list[int]]
@@ -35,6 +36,8 @@ def corpus_of(workload: WorkloadParams, index: int = 0) -> str:
         return workload.source
     if kind == "conversation":  # a category's questions are a corpus of their own
         return f"{workload.source}:{workload.path or ''}:{workload.category or 'all'}"
+    if workload.source == "random":
+        return f"random:{workload.vocab_size}"
     return f"jsonl:{workload.path}:{workload.field}"
 
 
@@ -73,6 +76,9 @@ class Corpora:
         if workload.conversational:  # one question a prompt, at its own length (tokens: a cap)
             _, used = self._material(workload, corpus_of(workload), 1, total)
             return first_turn(workload, used[0], tokens, self.conversation_render(workload))
+        if workload.source == "random":  # vLLM's random dataset: request i of its pool
+            _, used = self._material(workload, corpus_of(workload), 1, total)
+            return random_prompt(workload, used[0], tokens, self.seed)
         frame = self.frame(workload)
         inner = tokens - (frame.size if frame is not None else 0)
         if inner < MIN_MATERIAL:

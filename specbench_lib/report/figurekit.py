@@ -13,6 +13,36 @@ TAIL = "p99 (max of n if n < 100)"  # a p99 needs 100 requests behind it (see .l
 FAILED = "red"
 
 
+MARKERS = "osD^v<>p*hXP"
+
+
+def palette(n: int) -> list[Any]:
+    """``n`` colours no two alike, for any ``n``: matplotlib's tab10 up to 10, tab20 up to 20
+    (its pairs' light shade second), beyond that evenly spaced hues of ``turbo``."""
+    import matplotlib
+
+    if n <= 10:
+        return [matplotlib.colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        tab = matplotlib.colormaps["tab20"]
+        return [tab(2 * i if i < 10 else 2 * (i - 10) + 1) for i in range(n)]
+    turbo = matplotlib.colormaps["turbo"]
+    return [turbo(0.05 + 0.9 * i / (n - 1)) for i in range(n)]
+
+
+def marker(i: int) -> str:
+    """The ``i``-th series' marker: distinct for the first :data:`MARKERS`, and with
+    :func:`palette`'s colour a distinct pair for any number of series."""
+    return MARKERS[i % len(MARKERS)]
+
+
+def turn_label(workload: str, rows: Any) -> str:
+    """A workload's label in a figure: its name, with "turn 2" where its rows are a
+    conversation's second turn (so turn 2 never reads as turn 1)."""
+    turns = {int(t) for t in rows.get("turn", []) if t == t}
+    return workload + "".join(f" (turn {t})" for t in sorted(turns) if t != 1)
+
+
 def with_tails(table: Any) -> Any:
     """``table`` with ``ttft_tail_s`` and ``itl_tail_s``: the p99 where it is given, else the
     maximum of the row's requests (``*_max_s``)."""
@@ -91,4 +121,5 @@ def requests_note(rows: Any) -> str:
     return f"n = {counts[0]}" if len(counts) == 1 else f"n = {counts[0]}–{counts[-1]}"
 
 
-__all__ = ["TAIL", "auto_band", "legend", "mark_failure", "requests_note", "title", "with_tails"]
+__all__ = ["MARKERS", "TAIL", "auto_band", "legend", "marker", "mark_failure", "palette",
+           "requests_note", "title", "turn_label", "with_tails"]

@@ -41,6 +41,8 @@ class Outcome(Protocol):
 
     def summary(self) -> Any: ...
 
+    def categories(self) -> Any: ...
+
 
 class SweepResult(RunResult):
     """The cells of one run directory (:class:`~specbench_lib.runs.results.RunResult`), with its standard

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,9 @@ def render_html(notebook: Path) -> Path:
     if section:  # one HTML block in a markdown cell: the page's last cell, collapsed
         nb.cells.append(nbformat.v4.new_markdown_cell(section))
     for cell in nb.cells:
-        for output in cell.get("outputs", []):
+        tidied = (tidy_output(o) for o in cell.get("outputs", []))
+        cell["outputs"] = [o for o in tidied if o is not None]
+        for output in cell["outputs"]:
             data = output.get("data")
             if data is not None and _WIDGET_VIEW in data:
                 del data[_WIDGET_VIEW]
@@ -87,11 +90,44 @@ def parameters_section(cells: list[Any]) -> str:
 
 def relative_paths(text: str) -> str:
     """``text`` with this machine's folders written as a reader's: the outputs folder as
-    ``outputs``, the project as ``.``."""
+    ``outputs``, the project as ``.``, the home folder as ``~``."""
     shown = text
-    for folder, name in ((outputs_dir().resolve(), "outputs"), (project_root(), ".")):
-        shown = shown.replace(f"{folder}/", f"{name}/").replace(str(folder), name)
+    for folder, name in ((outputs_dir().resolve(), "outputs"), (project_root(), "."),
+                         (Path.home(), "~")):
+        if str(folder) not in ("", "/"):
+            shown = shown.replace(f"{folder}/", f"{name}/").replace(str(folder), name)
     return shown
+
+
+_WARNING = re.compile(r"^\S*\.py:\d+: \w*Warning: ")
+
+
+def without_warnings(text: str) -> str:
+    """``text`` less library warnings (``…/site-packages/x.py:12: UserWarning: …`` and the
+    indented source line Python prints under each): not the reader's business."""
+    kept, after = [], False
+    for line in text.splitlines(keepends=True):
+        if _WARNING.match(line):
+            after = True
+        elif not (after and line.startswith("  ")):
+            kept.append(line)
+            after = False
+    return "".join(kept)
+
+
+def tidy_output(output: Any) -> Any:
+    """An output with this machine's folders written as a reader's (:func:`relative_paths`),
+    a stderr stream less library warnings; None when nothing is left of it."""
+    if output.get("output_type") == "stream":
+        text = str(output.get("text", ""))
+        text = without_warnings(text) if output.get("name") == "stderr" else text
+        if not text.strip():
+            return None
+        output["text"] = relative_paths(text)
+    for kind, value in (output.get("data") or {}).items():
+        if kind.startswith("text/") and isinstance(value, str):
+            output["data"][kind] = relative_paths(value)
+    return output
 
 
 def build_index(root: Path | None = None) -> Path:

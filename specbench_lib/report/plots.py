@@ -18,10 +18,21 @@ from typing import Any
 
 from ..runs.manifest import Manifest
 from ..runs.results import RunResult
-from .figurekit import TAIL, auto_band, legend, mark_failure, requests_note, title, with_tails
+from .categoryplots import by_category
+from .figurekit import (
+    TAIL,
+    auto_band,
+    legend,
+    mark_failure,
+    marker,
+    palette,
+    requests_note,
+    title,
+    turn_label,
+    with_tails,
+)
 from .loadplots import latency_throughput, speedup_vs_load
 
-_MARKERS = "osD^v<>p*h"
 _INTERVALS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
               "speedup": ("speedup_lo", "speedup_hi"),
               "gpu_j_per_token": ("gpu_j_per_token_lo", "gpu_j_per_token_hi")}  # 95 % error bars
@@ -85,6 +96,9 @@ def standard(result: RunResult) -> dict[str, Any]:
         figures["latency_throughput"] = latency_throughput(result)
     if verdicts["concurrency"].nunique() > 1 or (verdicts["load"] != "").any():
         figures["speedup_vs_load"] = speedup_vs_load(result)
+    params = result.info.params
+    if params.get("groups") or any(w.get("category") for w in params.get("workloads", [])):
+        figures["by_category"] = by_category(result)  # categories on x
     return figures
 
 
@@ -99,8 +113,8 @@ def _vs_budget(result: RunResult, metrics: list[tuple[str, str]], ylabel: str, *
                     key=lambda v: (v[3], v[0], v[1] != "", v[1], v[2]))
     spec = verdicts[verdicts["budget"].notna()]
     workloads = sorted(verdicts["workload"].unique())
-    style = _Style({w: f"C{i}" for i, w in enumerate(workloads)},
-                   {s: _MARKERS[i % len(_MARKERS)] for i, s in enumerate(sorted(spec["series"].unique()))},
+    style = _Style(dict(zip(workloads, palette(len(workloads)), strict=True)),
+                   {s: marker(i) for i, s in enumerate(sorted(spec["series"].unique()))},
                    {w: 2 ** (_DODGE * (i - (len(workloads) - 1) / 2)) for i, w in enumerate(workloads)})
     best = result.best() if ring else None
     fig, axes = plt.subplots(len(contexts), len(levels), squeeze=False, sharex=True, sharey="row",
@@ -190,7 +204,8 @@ def _draw_series(ax: Any, panel: Any, failed: Any, column: str, label: str, styl
         colour, marker = style.colours[workload], style.markers[name]
         ax.errorbar(x, y, yerr=errors, marker=marker, color=colour, capsize=3,
                     linestyle=("--" if label.startswith("p99") else "-") if y.notna().sum() > 1
-                    else "none", label=" · ".join(p for p in (workload, name, label) if p))
+                    else "none", label=" · ".join(p for p in (turn_label(workload, group), name,
+                                                               label) if p))
         unstable = group["unstable"].fillna(False).astype(bool)
         if unstable.any():
             ax.plot(x[unstable], y[unstable], linestyle="none", marker=marker, markersize=9,
@@ -214,11 +229,13 @@ def _ring_best(ax: Any, panel: Any, best: Any, column: str, style: _Style, scale
         members = {m.strip() for m in str(here.iloc[0]["confidence_set"]).split(",") if m.strip()}
         for _, row in rows[rows["config"].isin(members)].iterrows():
             lead = row["config"] == leader
+            # the best (decided) a black ring, the undecided leader a black square, the set grey
             ax.plot(row["budget"] * style.dodge[workload], row[column] * scale, linestyle="none",
-                    marker="o", markersize=15, markerfacecolor="none",
-                    markeredgecolor="black" if lead else "0.6", markeredgewidth=1.5,
-                    label=("best" if decided else "fastest (the claim's leader)") if lead
-                    else "could be the best (the claim's set)")
+                    marker="o" if decided or not lead else "s", markersize=15,
+                    markerfacecolor="none", markeredgecolor="black" if lead else "0.6",
+                    markeredgewidth=1.5,
+                    label=("best" if decided else "fastest, undecided (the claim's leader)")
+                    if lead else "could be the best (the claim's set)")
 
 
 def _mark_failures(ax: Any, failed: Any, style: _Style) -> None:

@@ -9,7 +9,9 @@ returns, with both, :class:`~specbench_lib.report.outcome.SweepResult`.
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -123,7 +125,7 @@ class RunResult(Rendered):
             rows.append({"config": spec.config, "series": spec.series, "budget": spec.budget,
                          "workload": spec.workload, "context": spec.context,
                          "output_tokens": spec.output_tokens, "concurrency": spec.concurrency,
-                         "load": spec.load, "temperature": spec.temperature,
+                         "load": spec.load, "temperature": spec.temperature, "turn": spec.turn,
                          "rate_rps": cell.target_rate or spec.rate,
                          "verdict": cell.status,
                          "output_tok_s": (cell.metrics or {}).get("output_tok_s"),
@@ -131,7 +133,7 @@ class RunResult(Rendered):
                          "failed": not cell.verdict.ok and not cell.verdict.by_design})
         frame = pd.DataFrame(rows, columns=["config", "series", "budget", "workload", "context",
                                             "output_tokens", "concurrency", "load",
-                                            "temperature", "rate_rps",
+                                            "temperature", "turn", "rate_rps",
                                             "verdict", "output_tok_s", "reasons", "failed"])
         frame["budget"] = frame["budget"].astype("Int64")
         return frame
@@ -202,6 +204,66 @@ class RunResult(Rendered):
 
         return best_configs(self.cells, self._table, GROUP, alphas=self.alphas,
                             equivalence=float(self.info.params.get("equivalence", 0.05)))
+
+    def pooled(self) -> RunResult:
+        """This run read with its params' ``groups`` as workloads (only them): each group's
+        members' cells pooled (:func:`~specbench_lib.analysis.bycategory.pooled`), so its table,
+        claims and figures are the same computation's over the pooled prompts."""
+        from ..analysis.bycategory import pooled
+
+        found = copy.copy(self)
+        found.__dict__ = {k: v for k, v in self.__dict__.items()
+                          if k not in ("_table", "_best", "_verdicts", "alphas")}
+        found.cells = pooled(self.cells, self.info.params.get("groups") or {})
+        return found
+
+    def categories(self, answers: int = 3, thinking_end: Sequence[int] | None = None) -> Any:
+        """The category × config table (every workload, then every group of ``groups``: tokens
+        per step, the claim's speedup with its interval, answer and prompt length, the
+        decision), with up to ``answers`` answers per category (see :mod:`~.bycategory`);
+        with a reasoning model's ``thinking_end`` (its end-of-thinking token ids), each row's
+        reasoning and answer segments too (:mod:`~specbench_lib.analysis.thinking`)."""
+        import pandas as pd
+
+        from ..analysis.bycategory import ByCategory, answer_lengths, category_table, first_turns
+
+        groups = self.info.params.get("groups") or {}
+        frames = [category_table(self._table, self._best, answer_lengths(self.cells))]
+        if any(c.spec.turn == 2 for c in self.cells):  # turn 1 of a turn-2 run, said so
+            frames.append(first_turns(self.cells))
+        if groups:
+            pool = self.pooled()
+            frames.append(category_table(pool.table(), pool.best(), answer_lengths(pool.cells),
+                                         groups))
+        frame = pd.concat(frames, ignore_index=True)
+        order = [str(w.get("name")) for w in self.info.params.get("workloads", [])] + list(groups)
+        frame["plan_order"] = [order.index(w) if w in order else len(order) for w in frame["workload"]]
+        frame = plan_sorted(frame, plan_names(self.info.params), ["plan_order", "turn"])
+        if thinking_end:
+            from ..analysis.thinking import thinking_table
+
+            frame = frame.merge(thinking_table(self.cells, thinking_end),
+                                on=["workload", "turn", "config"], how="left")
+        return ByCategory(frame.drop(columns="plan_order").reset_index(drop=True),
+                          self.answer_samples(answers))
+
+    def answer_samples(self, per_workload: int = 3) -> dict[str, list[str]]:
+        """Up to ``per_workload`` answer texts per workload (turn 2 named so), from the samples
+        its ok cells kept (each cell's first measured answers, cut: ``RequestRecord.output_text``),
+        ``auto``'s first."""
+        found: dict[str, list[str]] = {}
+        for cell in sorted(self.cells, key=lambda c: (c.spec.method != "auto", c.cell_id)):
+            label = cell.spec.workload + (f" (turn {cell.spec.turn})" if cell.spec.turn != 1
+                                          else "")
+            kept = found.setdefault(label, [])
+            first = [r for r in cell.requests if r.turn == 1 and r.warmup and r.output_text]
+            if cell.spec.turn == 2 and first and len(kept) < per_workload:  # said as such
+                kept.append(f"{cell.spec.config}, turn 1 (sent before turn 2, untimed): "
+                            f"{(first[0].output_text or '')[:600]}")
+            for rec in cell.measured if cell.verdict.ok else ():
+                if rec.output_text and len(kept) < per_workload:
+                    kept.append(f"{cell.spec.config}: {rec.output_text}")
+        return {k: v for k, v in found.items() if v}
 
     def summary(self) -> Any:
         """The best-config statements, then mean output tok/s and speedup, each with its 95 %

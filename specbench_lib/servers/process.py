@@ -273,6 +273,20 @@ def port_lease(host: str, port: int) -> Iterator[PortLease]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def lease_held(host: str, port: int) -> bool:
+    """Whether another specbench sweep holds ``host:port``'s lease (:func:`port_lease`)."""
+    path = cache_dir() / "ports" / f"{lease_address(host).replace(':', '_')}-{port}.lock"
+    if not path.is_file():
+        return False
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
+
+
 def _load_prctl() -> Any:
     try:
         return ctypes.CDLL(None, use_errno=True).prctl

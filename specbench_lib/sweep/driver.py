@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..analysis.answer import fixed_answer, write_answer
 from ..analysis.intervals import ok_groups, row_bounds, sequential_level
 from ..analysis.metrics import GROUP, PANEL
 from ..core.errors import StoreError
@@ -30,8 +31,9 @@ from ..servers.engines import get_adapter, server_launch
 from ..servers.process import PortLease, port_lease
 from .adaptive import SweepContext, budgeted_rounds
 from .blocks import block_order, keeps_servers, server_ports
+from .estimate import cell_seconds, measured_speed
 from .lifetimes import plan_lifetimes
-from .preflight import launches_servers, require
+from .preflight import launches_servers, require, with_free_port
 from .preview import PlanPreview
 from .progress import Progress
 
@@ -63,6 +65,7 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     for key, value in (("run_id", run_id), ("resume", resume)):
         if value is not None:  # a name, never a path out of outputs/runs: refused before anything
             check_run_id(value, key=key)
+    plan = with_free_port(plan) if launches_servers(plan) else plan  # the next, if it is taken
     engine = plan.params.engine
     ports = sorted(set(server_ports(plan, keeps_servers(plan, get_adapter(engine))).values()))
     with contextlib.ExitStack() as stack:  # the ports are this sweep's until it returns
@@ -145,7 +148,8 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
           + f"{f', {len(kept)} kept' if kept else ''} → {run.dir.path}", flush=True)
     todo = [c for c in plan.cells if c.cell_id not in kept]
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress,
-                     cells=None if budget else todo, budget_s=budget)
+                     cells=None if budget else todo, budget_s=budget,
+                     costs=None if budget else cell_seconds(plan, measured_speed(plan, outputs)))
     return SweepContext(plan, run, adapter, launches, identity.version, lines,
                         PromptBook(params, plan.cells, lifetimes), retry_known_bad, began,
                         keep=keep)
@@ -212,6 +216,9 @@ def _close(run: Run, status: str, elapsed_s: float) -> SweepResult | None:
     try:
         result = SweepResult(run.dir.path)
         counts = result.counts()
+        if result.info.params.get("time_budget_s") is None:  # a fixed plan's answer.json too
+            write_answer(run.dir.path, fixed_answer(result.cells, seconds=elapsed_s, equivalence=
+                                                    float(result.info.params.get("equivalence", 0.05))))
         try:
             result.write_results()
         finally:  # the attempt's status is recorded whatever writing the tables met

@@ -7,6 +7,7 @@ naming every failed check with its fix. Nothing is measured until all pass.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ from ..host.sources import usable_cpus
 from ..model.plan import Plan
 from ..model.sections import EngineParams
 from ..servers.files import check_draft_models, engine_binary, engine_model
-from ..servers.ports import check_port_free
+from ..servers.ports import SCAN, check_port_free, next_free_port, port_free
 from .blocks import keeps_servers, server_ports
 
 if TYPE_CHECKING:
@@ -173,9 +174,9 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
     ]
     if launches:
         ports = sorted(set(server_ports(plan, keeps_servers(plan, adapter)).values()))
-        found.append(_check("port", _said(
+        found.append(_check("port", (lambda: _port(engine)) if len(ports) == 1 else _said(
             lambda: [_port_free(engine.host, p) for p in ports],
-            f"{engine.host}:{'/'.join(map(str, ports))} {'is' if len(ports) == 1 else 'are'} free")))
+            f"{engine.host}:{'/'.join(map(str, ports))} are free")))
         found.append(_host(engine))
     if any(s.attach for s in plan.servers):
         found.append(_check("attached servers", lambda: _attached(plan, adapter)))
@@ -189,8 +190,10 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
 
 
 def doctor(plan: Plan, *, outputs: Path | None = None) -> list[Check]:
-    """Every preflight check of a plan, without starting or copying anything (``specbench doctor``)."""
-    return checks(plan, restage=False, outputs=outputs)
+    """Every preflight check of a plan, without starting or copying anything (``specbench
+    doctor``), then the plan's time estimate (:mod:`.estimate`)."""
+    return [*checks(plan, restage=False, outputs=outputs),
+            _check("time", lambda: _time(plan, outputs))]
 
 
 def require(plan: Plan, *, outputs: Path | None = None) -> Preflight:
@@ -318,6 +321,47 @@ def _prompts(plan: Plan, adapter: Adapter) -> str:
 
     argvs = launch_argvs(plan, adapter, lenient=True)
     return "fresh " + describe(plan_lifetimes(plan, adapter, argvs))
+
+
+def _port(engine: EngineParams) -> str:
+    """The port is free, or (the default port, which the params did not set) the sweep takes
+    the next free one (:func:`with_free_port`); a port the params set is that port or nothing."""
+    host, port = engine.host, engine.port
+    if "port" in engine.model_fields_set or port_free(host, port):
+        check_port_free(host, port)
+        return f"{host}:{port} is free"
+    found = next_free_port(host, port)
+    if found is None:
+        check_port_free(host, port)  # in use: its error and fix
+        raise PreflightError(f"port {port} on {host} and the {SCAN} after it are taken; set "
+                             f"engine.port", what="port")
+    return f"{host}:{port} is taken; the sweep will use {found}, the next free port"
+
+
+def with_free_port(plan: Plan) -> Plan:
+    """``plan`` with ``engine.port`` the next free port when the default port (the params did
+    not set one) is taken (in use, or held by another sweep), said on a line; unchanged when it
+    is free, none is, or the params set the port (that port or a clear refusal)."""
+    engine = plan.params.engine
+    if "port" in engine.model_fields_set:
+        return plan
+    found = next_free_port(engine.host, engine.port)
+    if found is None or found == engine.port:
+        return plan
+    print(f"port {engine.port} on {engine.host} is taken: the servers use {found}", flush=True)
+    params = plan.params.model_copy(update={"engine": engine.model_copy(update={"port": found})})
+    return dataclasses.replace(plan, params=params)
+
+
+def _time(plan: Plan, outputs: Path | None) -> str:
+    """The plan's time estimate, its servers' restarts as planned (:mod:`.lifetimes`)."""
+    from ..servers.engines import get_adapter
+    from .estimate import estimate, restarts_of
+    from .lifetimes import launch_argvs, plan_lifetimes
+
+    adapter = get_adapter(plan.params.engine)
+    lifetimes = plan_lifetimes(plan, adapter, launch_argvs(plan, adapter, lenient=True))
+    return estimate(plan, restarts_of(lifetimes), root=outputs).text()
 
 
 def _ray(plan: Plan) -> str:

@@ -14,6 +14,7 @@ from ..analysis.validate import context_guard
 from ..core.display import Rendered, html_table, html_text
 from ..model.plan import Plan
 from ..servers.engines import get_adapter
+from .estimate import estimate, restarts_of
 from .lifetimes import describe, launch_argvs, plan_lifetimes
 
 _CELL_COLUMNS = ("cell", "config", "budget", "workload", "context", "output_tokens", "concurrency",
@@ -31,6 +32,7 @@ class PlanPreview(Rendered):
         argvs = launch_argvs(plan, adapter)
         # the corpus must feed the plan: refused here (a PreflightError) before any server starts
         self.lifetimes = plan_lifetimes(plan, adapter, argvs)
+        self.estimate = estimate(plan, restarts_of(self.lifetimes))  # minutes, before any start
         self.argv = {s.label: argvs[s.label] or
                      [f"(attached: {s.attach.url})" if s.attach else ""]
                      for s in plan.servers}
@@ -72,6 +74,11 @@ class PlanPreview(Rendered):
         :meth:`cells`)."""
         return self
 
+    def categories(self) -> PlanPreview:
+        """Nothing was measured: the preview (with its time estimate) stands in for the table
+        by category."""
+        return self
+
     def require_valid(self) -> None:
         """Nothing was measured in a dry run, so there is nothing to validate."""
         print(f"dry run: {len(self.rows)} cells planned, nothing measured")
@@ -90,7 +97,8 @@ class PlanPreview(Rendered):
         refused = sum(1 for r in self.rows if r["guard"] != "fits")
         lines = [repr(self.plan), "", f"context guard: {len(self.rows) - refused} cells fit, "
                  f"{refused} refused before sending",
-                 f"prompts: fresh {describe(self.lifetimes)}", "", "argv per config:"]
+                 f"prompts: fresh {describe(self.lifetimes)}", self.estimate.text(), "",
+                 "argv per config:"]
         lines += [f"  {label}: {shlex.join(argv)} [isolation {self._mode(label)}]"
                   for label, argv in self.argv.items()]
         lines += [f"  refused: {r['cell']}: {r['guard']}" for r in self.rows if r["guard"] != "fits"]
@@ -108,7 +116,7 @@ class PlanPreview(Rendered):
         return (html_text("dry run", bold=True, detail=repr(self.plan).splitlines()[0])
                 + html_text(f"context guard: {len(self.rows) - refused} cells fit, {refused} "
                             f"refused before sending; nothing was started")
-                + html_text(f"prompts: fresh {describe(self.lifetimes)}")
+                + html_text(f"prompts: fresh {describe(self.lifetimes)}") + self.estimate.html()
                 + html_table(["config", "method", "budget", "argv"], servers)
                 + html_table(_CELL_COLUMNS, cells, row_styles=flagged))
 

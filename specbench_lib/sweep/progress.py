@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from ..model.params import CellSpec
@@ -31,10 +31,18 @@ class Pace:
     slower this context was than that one for the configs measured at both (1 when none was);
     one of a config not yet seen, the mean of the cells at its context (else of every cell).
     Each config still to come adds one server start (their mean time; none before one is seen).
+
+    With ``costs`` (each cell's predicted seconds from its prompt lengths and output cap,
+    :mod:`.estimate`), a cell still to come takes its cost times its config's measured/predicted
+    ratio (over every cell seen when its config has none yet), so a workload of long prompts
+    after short ones does not swing the estimate.
     """
 
-    def __init__(self, cells: Sequence[CellSpec], now: float) -> None:
+    def __init__(self, cells: Sequence[CellSpec], now: float,
+                 costs: Mapping[str, float] | None = None) -> None:
         self.remaining = list(cells)
+        self.costs = dict(costs or {})
+        self.scaled: dict[str, list[tuple[float, float]]] = {}  # config: (measured, predicted)
         self.times: dict[tuple[str, int], list[float]] = {}
         self.starts: list[float] = []
         self.mark = now  # the end of the last cell, or the last server's ready
@@ -53,6 +61,9 @@ class Pace:
 
     def cell(self, spec: CellSpec, now: float) -> None:
         self.times.setdefault((spec.config, spec.context), []).append(now - self.mark)
+        if spec.cell_id in self.costs:
+            self.scaled.setdefault(spec.config, []).append((now - self.mark,
+                                                            self.costs[spec.cell_id]))
         self.mark = now
         ids = [c.cell_id for c in self.remaining]
         if spec.cell_id in ids:
@@ -62,7 +73,19 @@ class Pace:
         """Seconds still to come: each remaining cell's estimate and each server start."""
         configs = {c.config for c in self.remaining} - {self.running}
         start = statistics.fmean(self.starts) if self.starts else 0.0
-        return sum(self.estimate(c.config, c.context) for c in self.remaining) + start * len(configs)
+        if self.costs and self.scaled:
+            cells = sum(self.costs.get(c.cell_id, 0.0) * self._rate(c.config)
+                        for c in self.remaining)
+        else:
+            cells = sum(self.estimate(c.config, c.context) for c in self.remaining)
+        return cells + start * len(configs)
+
+    def _rate(self, config: str) -> float:
+        """Measured over predicted seconds of ``config``'s cells (of every cell seen when it
+        has none)."""
+        pairs = self.scaled.get(config) or [p for v in self.scaled.values() for p in v]
+        predicted = sum(p for _, p in pairs)
+        return sum(m for m, _ in pairs) / predicted if predicted > 0 else 1.0
 
     def estimate(self, config: str, context: int) -> float:
         means = {key: statistics.fmean(v) for key, v in self.times.items()}
@@ -89,7 +112,7 @@ class Progress:
     def __init__(self, total: int, *, done: int = 0, enabled: bool = True,
                  out: TextIO | None = None, cells: Sequence[CellSpec] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 budget_s: float | None = None) -> None:
+                 budget_s: float | None = None, costs: Mapping[str, float] | None = None) -> None:
         """``cells``: the cells still to measure (the plan's less those kept), for an estimate
         from the pace of each config × context; without them, the mean time per cell.
         ``budget_s``: a time-budgeted sweep's budget; its lines show the time left in it."""
@@ -99,7 +122,7 @@ class Progress:
         self.clock = clock
         self.began = clock()
         self.measured = 0  # cells finished by this sweep (the ETA's base)
-        self.pace = Pace(cells, self.began) if cells is not None else None
+        self.pace = Pace(cells, self.began, costs) if cells is not None else None
         if enabled:  # the interval's imports, before any cell: a Ctrl-C inside a first import
             import numpy  # noqa: F401  (mid-sweep) would leave the module half made
             import scipy.stats  # noqa: F401
