@@ -32,7 +32,8 @@ def port_free(host: str, port: int) -> bool:
     return not lease_held(host, port)
 
 
-def next_free_port(host: str, port: int) -> int | None:
-    """``port`` when it is free, else the first free one of the :data:`SCAN` after it (None:
-    none is)."""
-    return next((p for p in range(port, min(port + SCAN, 65536)) if port_free(host, p)), None)
+def next_free_port(host: str, port: int, count: int = 1) -> int | None:
+    """``port`` when it (and the ``count`` − 1 after it: servers kept up at once) is free, else
+    the first such of the :data:`SCAN` after it (None: none is)."""
+    return next((p for p in range(port, min(port + SCAN, 65536 - count + 1))
+                 if all(port_free(host, p + k) for k in range(count))), None)

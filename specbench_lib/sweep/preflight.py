@@ -341,11 +341,15 @@ def _port(engine: EngineParams) -> str:
 def with_free_port(plan: Plan) -> Plan:
     """``plan`` with ``engine.port`` the next free port when the default port (the params did
     not set one) is taken (in use, or held by another sweep), said on a line; unchanged when it
-    is free, none is, or the params set the port (that port or a clear refusal)."""
+    is free, none is, or the params set the port (that port or a clear refusal). Servers kept up
+    across blocks need their ports one after another (:mod:`.blocks`): all of them free."""
+    from ..servers.engines import get_adapter
+
     engine = plan.params.engine
     if "port" in engine.model_fields_set:
         return plan
-    found = next_free_port(engine.host, engine.port)
+    count = len(set(server_ports(plan, keeps_servers(plan, get_adapter(engine))).values()))
+    found = next_free_port(engine.host, engine.port, max(1, count))
     if found is None or found == engine.port:
         return plan
     print(f"port {engine.port} on {engine.host} is taken: the servers use {found}", flush=True)
