@@ -138,7 +138,11 @@ def path_exists(path: str, page: Path) -> bool:
 FILES = {"py", "json", "csv", "yaml", "yml", "md", "tex", "html", "parquet", "jinja", "txt", "ipynb",
          "png", "svg", "log", "gguf", "sh", "toml", "cfg"}
 # paths of other projects' sources a page names as theirs (Spec-Bench's evaluation script)
-OTHERS = {"evaluation/speed.py"}
+# paths of other projects a page cites in their own folders (SGLang's wheel, NVIDIA
+# Model-Optimizer's SPEED-Bench harness)
+OTHERS = {"evaluation/speed.py", "sglang/srt/managers/tokenizer_manager.py",
+          "sglang/kernels/ops/kvcache/cache_move.py", "sglang/srt/multimodal/internvl_utils.py",
+          "prepare_data.py", "specdec_bench/datasets/speed.py"}
 
 
 def dotted_exists(dotted: str) -> bool | None:

@@ -15,7 +15,8 @@ from specbench_lib import cli
 from specbench_lib.model.layering import load_params
 from specbench_lib.model.plan import build_plan
 from specbench_lib.runs.run import RunDir
-from specbench_lib.sweep.preflight import doctor, with_free_port
+from specbench_lib.sweep.preflight import doctor
+from specbench_lib.sweep.serverports import with_free_port
 
 DATA = Path(__file__).resolve().parent / "data"
 

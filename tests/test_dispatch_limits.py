@@ -7,7 +7,8 @@ from fake_server import FakeLlamaServer
 from reference_server import ReferenceServer
 
 from specbench_lib.analysis.validate import judge_cell
-from specbench_lib.client.dispatch import arrival_offsets, dispatch_cell
+from specbench_lib.client.arrivals import arrival_offsets
+from specbench_lib.client.dispatch import dispatch_cell
 from specbench_lib.model.sections import RequestRateParams, TimeoutParams
 from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 

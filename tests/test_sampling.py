@@ -19,7 +19,8 @@ from specbench_lib.model.fingerprint import Components, cell_fingerprints
 from specbench_lib.model.params import CellSpec, SweepParams
 from specbench_lib.model.plan import Plan
 from specbench_lib.model.plan import build_plan as _build_plan
-from specbench_lib.model.sections import EngineParams, Sampling
+from specbench_lib.model.sampling import Sampling
+from specbench_lib.model.sections import EngineParams
 from specbench_lib.model.tablekeys import panel_values
 from specbench_lib.servers.engines import get_adapter
 

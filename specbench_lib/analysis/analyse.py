@@ -12,7 +12,8 @@ from typing import Any, cast
 
 from ..model.records import CellRecord, Verdict
 from .energy import gpu_metrics
-from .metrics import CellMetrics, cell_metrics, spec_metrics
+from .metrics import CellMetrics, cell_metrics
+from .specmetrics import spec_metrics
 from .validate import judge as judge_all
 
 
@@ -24,7 +25,7 @@ def verdict_of(cell: CellRecord) -> Verdict:
 
 def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
     """The metrics of an ok cell (None otherwise); the speculative statistics from the server's
-    counters when the requests carry none, by the same definitions (:func:`~.metrics.spec_metrics`)."""
+    counters when the requests carry none, by the same definitions (:func:`~.specmetrics.spec_metrics`)."""
     if not verdict.ok:
         return None
     metrics: dict[str, Any] = dict(cell_metrics(cell, exclude=verdict.failed))

@@ -103,7 +103,7 @@ def first_turns(cells: Sequence[CellRecord]) -> Any:
     length; ``kind`` "turn 1 of a turn-2 run", no speedup and no decision."""
     import pandas as pd
 
-    from .metrics import spec_metrics
+    from .specmetrics import spec_metrics
 
     by: dict[tuple[str, str], list[Any]] = {}
     for cell in cells:
@@ -135,7 +135,8 @@ def wide(frame: Any, value: str = "speedup") -> Any:
 
 class ByCategory(Rendered):
     """What a notebook shows by category: the category × config table (speedup with its
-    interval, the claim's), then a few answers per category (:mod:`.answers`)."""
+    interval, the claim's), then a few answers per category
+    (:meth:`~specbench_lib.runs.results.RunResult.answer_samples`)."""
 
     def __init__(self, frame: Any, samples: Mapping[str, Sequence[str]] | None = None) -> None:
         self.frame, self.samples = frame, dict(samples or {})

@@ -16,6 +16,7 @@ from ..model.tablekeys import PANEL as PANEL
 from ..model.tablekeys import load_points as load_points
 from .latency import add_percentiles, deliveries, token_itls
 from .latency import quantile as _quantile
+from .specmetrics import request_spec_metrics
 
 _LATENCIES = ("ttft", "tpot", "itl", "e2e", "delivery_gap")
 # the columns of results.csv, each declared once in model/metricdefs.py
@@ -147,7 +148,7 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> CellMetr
         for q in (50, 90, 99):
             metrics[f"{name}_p{q}_s"] = _quantile(values, q / 100)
     metrics.update(_lengths(recs))
-    metrics.update(_request_spec_metrics(recs, total))
+    metrics.update(request_spec_metrics(recs, total))
     metrics.update({
         "tokens_per_chunk": total / len(chunks) if chunks else None,
         "tokens_per_delivery": _mean([float(k) for k in sizes]),
@@ -202,62 +203,6 @@ def _latency_series(recs: Sequence[RequestRecord]) -> tuple[dict[str, list[float
                                                                         strict=False))
         series["itl"].extend(token_itls(found))
     return series, decode_rates, sizes
-
-
-def _request_spec_metrics(recs: Sequence[RequestRecord], total: int) -> dict[str, Any]:
-    """The speculative statistics from the requests' own counts (None each when the server
-    counted no verify steps)."""
-    finals = [r.final for r in recs if r.final]
-    steps = sum((f.verify_steps or 0) for f in finals)
-    if not steps:
-        return {k: None for k in SPEC_METRICS}
-    accepted = sum(f.accepted_tokens if f.accepted_tokens is not None else
-                   max((f.completion_tokens or 0) - (f.verify_steps or 0), 0) if f.verify_steps
-                   else 0 for f in finals)
-    drafted = sum((f.draft_tokens or 0) for f in finals)
-    return {**spec_metrics(total, len(recs), accepted=accepted, drafted_tokens=drafted),
-            **_histogram([f.accepted_histogram for f in finals if f.accepted_histogram])}
-
-
-def _histogram(found: list[list[int]]) -> dict[str, Any]:
-    """The requests' own acceptance histograms (SGLang's: verify passes by drafts accepted)
-    summed, and from them the acceptance by position, as vLLM's counters give it."""
-    if not found:
-        return {}
-    hist = [sum(h[k] for h in found if k < len(h)) for k in range(max(map(len, found)))]
-    passes = sum(hist)
-    return {"acceptance_histogram": hist, "position_acceptance_rate": [
-        sum(hist[k + 1:]) / passes for k in range(len(hist) - 1)] if passes else None}
-
-
-SPEC_METRICS = ("acceptance_length", "tokens_per_step", "acceptance_length_drafted",
-                "draft_acceptance_rate", "verify_steps", "accepted_tokens")
-
-
-def spec_metrics(tokens: int, requests: int, *, accepted: float, drafted_tokens: float | None,
-                 drafted_steps: float | None = None) -> dict[str, Any]:
-    """The speculative statistics of a cell, one definition for every engine.
-
-    Only tokens the client received count: accepted drafts are capped at ``tokens - requests``
-    (a request's first token is never a draft; a server may count drafts it accepted past a
-    request's token limit, which vLLM's counters do). Then ``verify_steps`` = tokens − accepted
-    (every forward step, the prefill's included on every engine, yields one token plus drafts);
-    ``acceptance_length`` = ``tokens_per_step`` = tokens / verify steps, over **all** steps
-    (τ of the EAGLE, DFlash and DDTree papers); ``acceptance_length_drafted`` = 1 + accepted /
-    drafted steps, over the steps that carried a draft, where the engine counts those (vLLM's
-    and llama.cpp's ``num_drafts``; None otherwise); ``draft_acceptance_rate`` = accepted /
-    drafted tokens.
-    """
-    got = max(min(float(accepted), float(tokens - requests)), 0.0)
-    steps = tokens - got
-    return {
-        "acceptance_length": tokens / steps if steps > 0 else None,
-        "tokens_per_step": tokens / steps if steps > 0 else None,
-        "acceptance_length_drafted": 1 + got / drafted_steps if drafted_steps else None,
-        "draft_acceptance_rate": got / drafted_tokens if drafted_tokens else None,
-        "verify_steps": int(round(steps)),
-        "accepted_tokens": int(round(got)),
-    }
 
 
 def _from_schedule(recs: Sequence[RequestRecord]) -> dict[str, Any]:

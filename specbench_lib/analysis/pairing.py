@@ -1,7 +1,8 @@
 """Whether a panel's configs share their requests' randomness (issue 38).
 
-Every config of a panel sends a prompt with the same seed (:meth:`~specbench_lib.model.sections.
-Sampling.for_prompt`), so at a temperature above 0 two configs' answers are paired draws only
+Every config of a panel sends a prompt with the same seed
+(:meth:`~specbench_lib.model.sampling.Sampling.for_prompt`), so at a temperature above 0 two
+configs' answers are paired draws only
 where the engine decides a request's draws by its seed. SGLang does so only when started with
 ``--enable-deterministic-inference`` (sampling/sampling_batch_info.py:128,157-172); without it a
 sampled cell's ``judge.seeds_paired`` is False. The claim (``claim.py``) still pairs by prompt:

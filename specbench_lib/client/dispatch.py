@@ -34,7 +34,6 @@ import contextlib
 import gc
 import hashlib
 import json
-import random
 import signal
 import socket
 import ssl
@@ -50,8 +49,10 @@ from ..host.load import HostSampler
 from ..host.stalls import StallWatch
 from ..model.catalogue import C, http_status
 from ..model.records import CellDispatch, RequestRecord
-from ..model.sections import RequestRateParams, Sampling, TimeoutParams
+from ..model.sampling import Sampling
+from ..model.sections import RequestRateParams, TimeoutParams
 from ..servers.engines import Adapter
+from .arrivals import arrival_offsets
 from .deadline import Deadline, resolve_timeouts
 from .http1 import Connection, ConnectTimeout, HTTPError, Response
 from .streamread import MAX_LINE, Stream
@@ -193,16 +194,6 @@ def _no_collector() -> Iterator[None]:
         gc.unfreeze()
         if enabled:
             gc.enable()
-
-
-def arrival_offsets(n: int, rate: RequestRateParams, seed: int) -> list[float]:
-    """Seconds from the window's start at which each of ``n`` open-loop requests is due."""
-    rng = random.Random(seed)
-    offsets, t = [], 0.0
-    for _ in range(n):
-        offsets.append(t)
-        t += rng.expovariate(rate.per_s) if rate.arrival == "poisson" else 1.0 / rate.per_s
-    return offsets
 
 
 async def _dispatch(adapter: Adapter, base_url: str, prompts: list[list[int]], *, warmup: int,

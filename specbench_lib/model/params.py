@@ -24,6 +24,7 @@ from .catalogue import (
     DEFAULT_MAX_FAILED_FRACTION,
 )
 from .categories import check_groups, per_category
+from .sampling import Sampling
 from .sections import (
     AttachParams,
     EngineParams,
@@ -31,7 +32,6 @@ from .sections import (
     LoadParams,
     Method,
     PlacementParams,
-    Sampling,
     SloParams,
     Strict,
     TimeoutParams,

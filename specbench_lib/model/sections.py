@@ -6,8 +6,6 @@ placement (validated pydantic models; :mod:`~.params` composes them into :class:
 from __future__ import annotations
 
 import re
-import zlib
-from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -242,42 +240,6 @@ class WorkloadParams(Strict):
         return tuple(self.model_copy(update={
             "name": f"{self.name}-{re.sub(r'[^A-Za-z0-9_.-]', '_', c)}", "categories": None,
             "category": c}) for c in names)
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How a request samples: greedy at ``temperature`` 0 (top-p, top-k and the seed are then not
-    sent); ``top_k`` 0 is no top-k cut; ``seed`` the request's own seed, where the engine takes
-    one (None: the engine's)."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    def fields(self, *, seed_key: str = "seed") -> dict[str, Any]:
-        """A request body's sampling fields (none when greedy): the temperature, top-p, top-k
-        where it cuts, and the seed under the engine's own name."""
-        if self.greedy:
-            return {}
-        found: dict[str, Any] = {"temperature": self.temperature, "top_p": self.top_p}
-        if self.top_k:
-            found["top_k"] = self.top_k
-        if self.seed is not None:
-            found[seed_key] = self.seed
-        return found
-
-    def for_prompt(self, prompt: list[int]) -> Sampling:
-        """This sampling with a seed drawn from ``seed`` and the prompt's ids: every config of a
-        panel sends a prompt with the same seed (paired), different prompts different seeds."""
-        if self.greedy:
-            return self
-        blob = f"{self.seed or 0}:{','.join(map(str, prompt))}".encode()
-        return replace(self, seed=zlib.crc32(blob) & 0x7FFFFFFF)
 
 
 class TimeoutParams(Strict):

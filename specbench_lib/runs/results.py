@@ -220,7 +220,8 @@ class RunResult(Rendered):
     def categories(self, answers: int = 3, thinking_end: Sequence[int] | None = None) -> Any:
         """The category × config table (every workload, then every group of ``groups``: tokens
         per step, the claim's speedup with its interval, answer and prompt length, the
-        decision), with up to ``answers`` answers per category (see :mod:`~.bycategory`);
+        decision), with up to ``answers`` answers per category (see
+        :mod:`~specbench_lib.analysis.bycategory`);
         with a reasoning model's ``thinking_end`` (its end-of-thinking token ids), each row's
         reasoning and answer segments too (:mod:`~specbench_lib.analysis.thinking`)."""
         import pandas as pd

@@ -22,7 +22,7 @@ from ..servers.engines import Adapter
 
 T = TypeVar("T")
 
-__all__ = ["block_order", "keeps_servers", "server_ports"]
+__all__ = ["block_order", "keeps_servers"]
 
 
 def block_order(items: Sequence[T], params: SweepParams, number: int,
@@ -46,11 +46,3 @@ def keeps_servers(plan: Plan, adapter: Adapter) -> bool:
         params.repeats > 1 and params.repeat_order == "rounds")
     return (blocks and params.placement.engine == "local" and not adapter.needs_gpu
             and sum(s.attach is None for s in plan.servers) > 1)
-
-
-def server_ports(plan: Plan, keep: bool) -> dict[str, int]:
-    """The port each launched config's server listens on: ``engine.port`` for all, one after
-    another, or, with servers kept up at once (``keep``), ``engine.port`` + its place."""
-    port = plan.params.engine.port
-    launched = [s.label for s in plan.servers if s.attach is None]
-    return {label: port + (place if keep else 0) for place, label in enumerate(launched)}

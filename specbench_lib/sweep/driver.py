@@ -30,12 +30,13 @@ from ..runs.run import Run, check_run_id
 from ..servers.engines import get_adapter, server_launch
 from ..servers.process import PortLease, port_lease
 from .adaptive import SweepContext, budgeted_rounds
-from .blocks import block_order, keeps_servers, server_ports
+from .blocks import block_order, keeps_servers
 from .estimate import cell_seconds, measured_speed
 from .lifetimes import plan_lifetimes
-from .preflight import launches_servers, require, with_free_port
+from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress
+from .serverports import server_ports, with_free_port
 
 if TYPE_CHECKING:
     from .placement import Placer

@@ -7,7 +7,6 @@ naming every failed check with its fix. Nothing is measured until all pass.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -25,8 +24,7 @@ from ..host.sources import usable_cpus
 from ..model.plan import Plan
 from ..model.sections import EngineParams
 from ..servers.files import check_draft_models, engine_binary, engine_model
-from ..servers.ports import SCAN, check_port_free, next_free_port, port_free
-from .blocks import keeps_servers, server_ports
+from .serverports import ports_check
 
 if TYPE_CHECKING:
     from ..servers.engines import Adapter
@@ -173,10 +171,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
           if any(w.template == "chat" for w in params.workloads) else []),
     ]
     if launches:
-        ports = sorted(set(server_ports(plan, keeps_servers(plan, adapter)).values()))
-        found.append(_check("port", (lambda: _port(engine)) if len(ports) == 1 else _said(
-            lambda: [_port_free(engine.host, p) for p in ports],
-            f"{engine.host}:{'/'.join(map(str, ports))} are free")))
+        found.append(_check("port", lambda: ports_check(plan, adapter)))
         found.append(_host(engine))
     if any(s.attach for s in plan.servers):
         found.append(_check("attached servers", lambda: _attached(plan, adapter)))
@@ -223,11 +218,6 @@ def engine_version(adapter: Adapter, binary: Path) -> tuple[Any, str]:
         identity = identify(binary)
         return identity, str(identity.version)
     return None, adapter.version(binary)
-
-
-def _port_free(host: str, port: int) -> int:
-    check_port_free(host, port)  # raises with the fix when taken
-    return port
 
 
 def _said(action: Callable[[], Any], detail: str | Callable[[Any], str]) -> Callable[[], str]:
@@ -321,40 +311,6 @@ def _prompts(plan: Plan, adapter: Adapter) -> str:
 
     argvs = launch_argvs(plan, adapter, lenient=True)
     return "fresh " + describe(plan_lifetimes(plan, adapter, argvs))
-
-
-def _port(engine: EngineParams) -> str:
-    """The port is free, or (the default port, which the params did not set) the sweep takes
-    the next free one (:func:`with_free_port`); a port the params set is that port or nothing."""
-    host, port = engine.host, engine.port
-    if "port" in engine.model_fields_set or port_free(host, port):
-        check_port_free(host, port)
-        return f"{host}:{port} is free"
-    found = next_free_port(host, port)
-    if found is None:
-        check_port_free(host, port)  # in use: its error and fix
-        raise PreflightError(f"port {port} on {host} and the {SCAN} after it are taken; set "
-                             f"engine.port", what="port")
-    return f"{host}:{port} is taken; the sweep will use {found}, the next free port"
-
-
-def with_free_port(plan: Plan) -> Plan:
-    """``plan`` with ``engine.port`` the next free port when the default port (the params did
-    not set one) is taken (in use, or held by another sweep), said on a line; unchanged when it
-    is free, none is, or the params set the port (that port or a clear refusal). Servers kept up
-    across blocks need their ports one after another (:mod:`.blocks`): all of them free."""
-    from ..servers.engines import get_adapter
-
-    engine = plan.params.engine
-    if "port" in engine.model_fields_set:
-        return plan
-    count = len(set(server_ports(plan, keeps_servers(plan, get_adapter(engine))).values()))
-    found = next_free_port(engine.host, engine.port, max(1, count))
-    if found is None or found == engine.port:
-        return plan
-    print(f"port {engine.port} on {engine.host} is taken: the servers use {found}", flush=True)
-    params = plan.params.model_copy(update={"engine": engine.model_copy(update={"port": found})})
-    return dataclasses.replace(plan, params=params)
 
 
 def _time(plan: Plan, outputs: Path | None) -> str:

@@ -13,7 +13,8 @@ import httpx
 
 from ...core.errors import EngineError, ParamsError, PreflightError
 from ...model.params import ServerConfig
-from ...model.sections import EngineParams, Sampling
+from ...model.sampling import Sampling
+from ...model.sections import EngineParams
 from . import prometheus
 from .argv import spec_override, template_launch, template_values
 from .base import EngineIdentity, Isolation, Launch, ServerInfo, StreamEvent

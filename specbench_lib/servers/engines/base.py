@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
     from ...model.params import ServerConfig
     from ...model.records import FinalStats
-    from ...model.sections import EngineParams, Sampling
+    from ...model.sampling import Sampling
+    from ...model.sections import EngineParams
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,8 @@ class Adapter(Protocol):
     def check_spec(self, server: ServerConfig, argv: Sequence[str], info: ServerInfo,
                    log_text: str) -> dict[str, Any]:
         """The speculative settings the started server resolved, read back (its server info,
-        else its log), as ``{name: value}``; :class:`SpecMismatch` naming both values when
+        else its log), as ``{name: value}``; :class:`~specbench_lib.core.errors.SpecMismatch`
+        naming both values when
         one differs from what ``server`` asked for (empty: nothing to read back)."""
         ...
 

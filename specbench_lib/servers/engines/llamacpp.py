@@ -14,7 +14,8 @@ from ...core.errors import EngineError, ParamsError, SpecMismatch
 from ...core.paths import cache_dir
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
-from ...model.sections import EngineParams, Sampling
+from ...model.sampling import Sampling
+from ...model.sections import EngineParams
 from .adapter import BaseAdapter, int_option
 from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_dict, field_ids, opt_int, opt_str
 from .control import get_json, post_tokens, request, url_of

@@ -20,7 +20,8 @@ import httpx
 from ...core.errors import EngineError, ParamsError, SpecMismatch
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
-from ...model.sections import EngineParams, Sampling
+from ...model.sampling import Sampling
+from ...model.sections import EngineParams
 from . import chat_template, tokenizer
 from .adapter import BaseAdapter, int_option
 from .base import (

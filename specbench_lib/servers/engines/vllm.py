@@ -29,7 +29,8 @@ import httpx
 from ...core.errors import EngineError, ParamsError, SpecMismatch
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
-from ...model.sections import EngineParams, Sampling
+from ...model.sampling import Sampling
+from ...model.sections import EngineParams
 from . import prometheus, tokenizer
 from .adapter import BaseAdapter
 from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_ids, opt_int, opt_str
