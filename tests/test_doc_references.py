@@ -49,7 +49,7 @@ def test_a_planted_stale_name_is_found_in_a_page(tmp_path: Path) -> None:
     page = tmp_path / "docs" / "planted.md"
     page.parent.mkdir()
     text = ("The hash (`runs/codehash.py`, `codehash.measuring_modules`) over `hostload.py`, "
-            "`analysis/hostload.py` and `provenance.no_such_name`; `metrics.spec_metrics`, "
+            "`analysis/hostload.py` and `provenance.no_such_name`; `specmetrics.spec_metrics`, "
             "`slo.percentile` (a params key), `results.csv` (a file), `facts.host.gpu` (a record's).")
     page.write_text(text)
     refs, stale = docrefs.stale_in_page(page)
