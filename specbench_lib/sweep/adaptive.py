@@ -225,7 +225,9 @@ def _partial(ctx: SweepContext, contest: Contention, budget: Budget, slices: Sli
 
 def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
             stopped: str, partial: Partial | None) -> dict[str, Any]:
-    """Skip what was never measured, then write and print the answer."""
+    """Stop the servers kept up (a crash at shutdown is then known), skip what was never
+    measured, then write and print the answer."""
+    ctx.close()
     written = {c.cell_id for c in SweepResult(ctx.run.dir.path).cells} | set(ctx.run.kept)
     spent = stopped == "budget"
     ctx.skip([c for c in ctx.plan.cells if c.cell_id not in written],

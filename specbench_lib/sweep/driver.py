@@ -91,6 +91,7 @@ def _sweep(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_ba
         placer = _placer(plan, run, ctx.lines)  # None: each config here, one after another
         if plan.params.time_budget_s is None:
             _fixed_rounds(ctx, placer)
+            ctx.close()  # the servers kept up across blocks: a crash at shutdown is known now
         else:  # rounds until every panel is decided or the budget is spent
             budgeted_rounds(ctx, placer)
         status = "complete"
