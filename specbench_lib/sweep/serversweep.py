@@ -84,13 +84,13 @@ class ServerSweep:
         self.keep = keep and self.isolation.mode != "restart"
         self.live: LiveServer | None = None
         self.slice_fixed = 0.0  # this slice's seconds of server start, warmup and stop
+        self.seeds_paired: bool = True  # the started server draws by a request's seed (issue 38)
 
     def resume(self, plan: Plan, round_number: int) -> ServerSweep:
         """The same config in a later block (``plan``: a partial round's requests a cell): its
         live server, if still up, measures the block's cells with no start."""
         self.plan, self.round_number, self.slice_fixed = plan, round_number, 0.0
         return self
-        self.seeds_paired: bool = True  # the started server draws by a request's seed (issue 38)
 
     def judge_inputs(self, cell: CellSpec) -> JudgeInputs:
         params = self.plan.params
