@@ -136,6 +136,10 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
     argvs = {k: [str(params.engine.port) if k in ports and a == str(ports[k]) else a
                  for a in v.argv] for k, v in launches.items()}
     lifetimes = plan_lifetimes(plan, adapter, argvs)  # refused here when the corpus cannot feed it
+    # servers of one lifetime in every config: where one config needs a fresh server per cell
+    # (ngram-mod's pool), none is kept up across blocks (a long-lived server beside fresh ones
+    # prefilled 5-6 % slower in two make runs: docs/drift.md)
+    keep = keep and not any(i.mode == "restart" for i in lifetimes.isolations.values())
     fingerprints = cell_fingerprints(plan, argvs, components, ready.attached, isolation={
         label: i.mode for label, i in lifetimes.isolations.items()})
     for warning in ready.warnings:
