@@ -1,8 +1,9 @@
 """Blocks against time: each repeat (a fixed plan's) or round (a budgeted sweep's) is a block
 that measures every config of its panels once, in an order drawn afresh for each block from the
 plan's seed, so that no change of the machine's speed lines up with a config. Where the machine
-holds every config's server at once (CPU engines), each config's server is started once and kept
-up across the blocks, each on its own port, so interleaving costs no start a block.
+holds every config's server at once (CPU engines) and no config needs a fresh server per cell
+(the driver checks the isolation plan), each config's server is started once and kept up across
+the blocks, each on its own port, so interleaving costs no start a block.
 
 The analysis matches the design: a comparison of two configs takes the block as its unit of
 replication (:mod:`~specbench_lib.analysis.units`), and the run's drift is measured on work
