@@ -127,9 +127,15 @@ def log_ratios(a: Units, b: Units) -> tuple[Any, list[int]]:
 def paired(a: Units, b: Units) -> Paired:
     """``a`` against ``b`` (see the module): paired block means with two blocks or more, the
     prompts themselves with one (SE NaN with fewer than 2 of the sample)."""
+
+    return paired_logs(*log_ratios(a, b))
+
+
+def paired_logs(logs: Any, blocks: Sequence[int]) -> Paired:
+    """Per-prompt log ratios (``logs``, numpy) and each one's block as a :class:`Paired`: the
+    mean of the block means and its SE with two blocks or more, the prompts with one."""
     import numpy as np
 
-    logs, blocks = log_ratios(a, b)
     n = int(logs.size)
     if n == 0:
         return Paired(math.nan, math.nan, 0, 0, 0)
