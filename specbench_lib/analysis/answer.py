@@ -22,6 +22,7 @@ from ..core.durations import span
 from ..core.errors import StoreError
 from ..core.readback import ANSWER, ANSWER_FIX, read_doc
 from ..core.store import write_json_atomic
+from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..model.records import CellRecord
 from .best import speedup_words, time_words, verdict_words
 from .claim import ALPHA, Claim, more_units
@@ -47,17 +48,19 @@ def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: f
     return {"seconds": round(seconds, 1), "budget_s": budget_s, "rounds": rounds,
             "stopped": stopped, "alpha": contest.alpha, "looks": contest.looked,
             "spending": contest.spending, "equivalence": contest.equivalence,
+            "quantity": contest.quantity,
             "panels": panels, "drift": {
                 "cells": drift.cells, "slowest": _num(drift.slowest),
                 "fastest": _num(drift.fastest), "trend": _num(drift.trend),
                 "words": drift_words(drift)}}
 
 
-def fixed_answer(cells: Sequence[CellRecord], *, seconds: float, equivalence: float = 0.05
-                 ) -> dict[str, Any]:
-    """A fixed plan's answer, from the same builder: every panel's claim at one look at α
-    over all its cells (``budget_s`` None, ``stopped`` "complete")."""
-    contest = Contention([c.spec for c in cells], rounds=1, equivalence=equivalence)
+def fixed_answer(cells: Sequence[CellRecord], *, seconds: float, equivalence: float = 0.05,
+                 quantity: str = OUTPUT_RATE.name) -> dict[str, Any]:
+    """A fixed plan's answer, from the same builder: every panel's claim on ``quantity`` at one
+    look at α over all its cells (``budget_s`` None, ``stopped`` "complete")."""
+    contest = Contention([c.spec for c in cells], rounds=1, equivalence=equivalence,
+                         quantity=quantity)
     contest.observe(cells, 0, seconds, last=True)
     return build_answer(contest, cells, seconds=seconds, budget_s=None, rounds=1,
                         stopped="complete")
@@ -89,7 +92,8 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
                      speedup_hi=_num(found.speedup_hi), drift_prefill=_num(ratio),
                      drift=None if reason is None else str(reason), pairing=pairing_note(mine))
         if not found.decided:
-            units = {c: units_of([x for x in mine if x.spec.config == c]) for c in state.configs}
+            units = {c: units_of([x for x in mine if x.spec.config == c], contest.quantity)
+                     for c in state.configs}
             entry["more_requests"] = more_units(units, found)
     return entry
 
@@ -174,13 +178,17 @@ def nan_if_none(value: Any) -> float:
 
 def answer_lines(answer: dict[str, Any]) -> list[str]:
     """The answer's head line and one line per panel."""
-    panels = [{**p, "equivalence": answer.get("equivalence")} for p in answer["panels"]]
+    on = answer.get("quantity") or OUTPUT_RATE.name  # an answer before quantities: end to end
+    panels = [{**p, "equivalence": answer.get("equivalence"), "quantity": on}
+              for p in answer["panels"]]
     outputs = len({p["panel"]["output_tokens"] for p in panels}) > 1
     decided = sum(p["decided"] for p in panels)
     budget = (f"of a {span(answer['budget_s'])} budget" if answer["budget_s"] is not None
               else "(a fixed plan: one look)")
     head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} "
             f"{budget}, {answer['rounds']} rounds ({answer['stopped']})")
+    if on != OUTPUT_RATE.name:  # the end-to-end claim keeps its old words
+        head += f"; the claims are on the {QUANTITIES[on].label}"
     part = answer.get("partial")
     if part:  # the last round sent fewer requests a cell: the counts per config say how many
         head += (f"; round {part['round']} partial: {part['requests']} of {part['of']} requests "

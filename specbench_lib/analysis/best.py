@@ -18,6 +18,7 @@ from typing import Any
 from ..core.display import Rendered, html_text
 from ..core.tables import bullets, readable
 from ..model.metricdefs import RESULTS
+from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..model.records import CellRecord, Reason
 from .claim import ALPHA, EQUIVALENCE, Claim, Panel, behind_text, panel_claims, panel_of_cell
 from .drift import panel_drift
@@ -28,20 +29,24 @@ from .pairing import pairing_note
 LEVEL = f"{100 * (1 - ALPHA):g} %"
 BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
                 "confidence_set", "decision", "epsilon", "alpha", "equivalence", "unstable", "lossless",
-                "repeats_n", "requests_n", "blocks", "drift_prefill", "drift", "pairing", "statement"]
+                "repeats_n", "requests_n", "blocks", "drift_prefill", "drift", "pairing", "quantity",
+                "statement"]
 
 
 def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
                  equivalence: float = EQUIVALENCE,
-                 alphas: Mapping[Panel, float] | None = None) -> Any:
+                 alphas: Mapping[Panel, float] | None = None,
+                 quantity: str = OUTPUT_RATE.name) -> Any:
     """One row per panel of ``table`` (:func:`~.metrics.results_table` of ``cells``): the
-    panel's claim (:mod:`.claim`): its leader, confidence set (``confidence_set``: labels in the
-    table's order), ``decision``, ``epsilon`` and the leader's speedup with its interval."""
+    panel's claim on ``quantity`` (:mod:`.claim`, :mod:`~specbench_lib.model.quantities`): its
+    leader, confidence set (``confidence_set``: labels in the table's order), ``decision``,
+    ``epsilon`` and the leader's speedup with its interval."""
     import pandas as pd
 
     order = {tuple(key_value(v) for v in p): list(map(str, r["config"]))
              for p, r in table.groupby(PANEL, sort=False, dropna=False)}
-    claims = panel_claims(cells, alphas=alphas, equivalence=equivalence, configs=order)
+    claims = panel_claims(cells, alphas=alphas, equivalence=equivalence, configs=order,
+                          quantity=quantity)
     by_panel: dict[Panel, list[CellRecord]] = {}
     for cell in cells:
         by_panel.setdefault(panel_of_cell(cell), []).append(cell)
@@ -84,7 +89,8 @@ def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool,
            "lossless": None if lossless is None or lossless != lossless else float(lossless),
            "repeats_n": int(best["repeats_n"]), "requests_n": top.requests_n,
            "blocks": found.blocks, "drift_prefill": drift[0],
-           "drift": None if drift[1] is None else str(drift[1]), "pairing": pairing}
+           "drift": None if drift[1] is None else str(drift[1]), "pairing": pairing,
+           "quantity": found.quantity}
     return {**row, "statement": statement(row, str(best["method"]), found.equivalence,
                                           outputs=outputs)}
 
@@ -100,7 +106,8 @@ def _at_rate(panel: tuple[Any, ...], rows_of: Any) -> dict[str, Any]:
            "decision": "undecided", "epsilon": float("nan"), "alpha": ALPHA,
            "equivalence": float("nan"), "unstable": bool(best["unstable"]), "lossless": None,
            "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"]),
-           "blocks": None, "drift_prefill": float("nan"), "drift": None, "pairing": None}
+           "blocks": None, "drift_prefill": float("nan"), "drift": None, "pairing": None,
+           "quantity": "e2e_p50_s"}
     statement = (f"{where(row)}: lowest E2E p50 {row['best']} ({1000 * best['e2e_p50_s']:.0f} ms) "
                  f"at this offered rate, where every config's throughput is the rate (point "
                  f"estimates, not a decision)")
@@ -118,18 +125,20 @@ def where(row: Any, *, outputs: bool = False) -> str:
 
 def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:
     """The decision in words: "ngram-b8 best (every other config shown slower)", "ngram-b8 at
-    most 2.1 % slower than the best (could be the best: …)", or "undecided: …". The level is
-    the family's, 95 %: a budgeted run's looks share it (each claim at its look's share)."""
+    most 2.1 % slower than the best (could be the best: …)", or "undecided: …", in the words
+    of the row's quantity (:mod:`~specbench_lib.model.quantities`: "lower" acceptance). The
+    level is the family's, 95 %: a budgeted run's looks share it (each claim at its share)."""
     level = LEVEL
+    q = QUANTITIES.get(str(row.get("quantity")), OUTPUT_RATE)
     members = [m.strip() for m in str(row["confidence_set"]).split(",") if m.strip()]
     others = ", ".join(m for m in members if m != row["best"])
     if row["decision"] == "decided":
-        return f"{row['best']} best: every other config shown slower ({level})"
-    behind = behind_text(float(row["epsilon"]))
+        return f"{row['best']} best: every other config shown {q.worse} ({level})"
+    behind = behind_text(float(row["epsilon"]), q.worse)
     if row["decision"] == "tie":
         return (f"{row['best']} {behind} ({level}; within the {100 * equivalence:g} % margin); "
                 f"could also be the best: {others}")
-    return (f"undecided: {row['best']} fastest, {behind} ({level}; decided at "
+    return (f"undecided: {row['best']} {q.better}, {behind} ({level}; decided at "
             f"<= {100 * equivalence:g} %); could be the best: {', '.join(members)}")
 
 
@@ -160,7 +169,9 @@ def speedup_words(row: Mapping[str, Any], method: str, baseline: str = "auto") -
 def statement(row: dict[str, Any], method: str, equivalence: float, *, outputs: bool) -> str:
     """A panel's line: where, the decision in words, the speedup, the requests, the flags."""
     n = f"n={row['requests_n']} requests of {row['best']}, {row['repeats_n']} repeat(s)"
-    text = (f"{where(row, outputs=outputs)}: {verdict_words(row, equivalence)}; "
+    q = QUANTITIES.get(str(row.get("quantity")))
+    on = f" ({q.short})" if q is not None and q is not OUTPUT_RATE else ""
+    text = (f"{where(row, outputs=outputs)}{on}: {verdict_words(row, equivalence)}; "
             f"{speedup_words(row, method)}, {n}{time_words(row)}")
     same = row["lossless"]
     flags = [f for f, on in (("UNSTABLE", row["unstable"]),
@@ -263,17 +274,23 @@ def capacity_statements(capacity: Any) -> list[str]:
 
 
 class Summary(Rendered):
-    """What a phase notebook ends with: the best-config statements, where each speculative
-    config stops beating ``auto`` as the load grows, then the table behind them (per config:
-    throughput and speedup with their intervals, n, flags)."""
+    """What a phase notebook ends with: the best-config statements on the run's claim quantity,
+    the same claims on the other quantities (``others``: a heading → :func:`best_configs`'s
+    rows), where each speculative config stops beating ``auto`` as the load grows, then the
+    table behind them (per config: throughput and speedup with their intervals, n, flags)."""
 
-    def __init__(self, best: Any, table: Any, crossing: Any = None, capacity: Any = None) -> None:
+    def __init__(self, best: Any, table: Any, crossing: Any = None, capacity: Any = None, *,
+                 others: Mapping[str, Any] | None = None,
+                 quantity: str = OUTPUT_RATE.label) -> None:
         self.best, self.table, self.crossing, self.capacity = best, table, crossing, capacity
+        self.others, self.quantity = dict(others or {}), quantity
 
     def _sections(self) -> list[tuple[str, list[str]]]:
-        found = [("best config per workload / context / concurrency (multiple comparisons "
-                  "with the best, paired by prompt)",
+        found = [(f"best config per workload / context / concurrency, on {self.quantity} "
+                  "(the run's claim; multiple comparisons with the best, paired by prompt)",
                   list(self.best["statement"]) or ["no ok cell"])]
+        found += [(f"the same claims on {label} (beside the run's claim, not its stopping rule)",
+                   list(rows["statement"])) for label, rows in self.others.items() if len(rows)]
         if self.crossing is not None and len(self.crossing):
             found.append(("speedup vs load (95 % intervals)", list(self.crossing["statement"])))
         if self.capacity is not None and len(self.capacity):

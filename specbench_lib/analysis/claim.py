@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.errors import ParamsError
+from ..model.quantities import OUTPUT_RATE
 from ..model.records import CellRecord
 from .units import Paired, Units, paired, units_of
 
@@ -87,6 +88,7 @@ class Claim:
     equivalence: float
     rows: dict[str, Row] = field(default_factory=dict)
     blocks: int = 0  # the fewest blocks behind a config (1: confounded with its time)
+    quantity: str = "output_rate"  # what it is a claim on (:mod:`~specbench_lib.model.quantities`)
 
     @property
     def decided(self) -> bool:
@@ -124,14 +126,16 @@ def _pairs(units: Mapping[str, Units], configs: Sequence[str]) -> dict[tuple[str
 
 
 def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None, *,
-          alpha: float = ALPHA, equivalence: float = EQUIVALENCE) -> Claim:
+          alpha: float = ALPHA, equivalence: float = EQUIVALENCE,
+          quantity: str = OUTPUT_RATE.name) -> Claim:
     """The claim of a panel (see the module) from each config's ``units`` (``order``: the
-    panel's configs in plan order; ``baseline``: its auto config, or None)."""
+    panel's configs in plan order; ``baseline``: its auto config, or None) on ``quantity``,
+    the units' (:func:`~.units.units_of`)."""
     check(alpha, equivalence)
     configs = [c for c in order if c in units and units[c].n and units[c].rate() > 0]
     if not configs:
         return Claim(None, (), "undecided", math.nan, baseline, math.nan, math.nan, math.nan,
-                     alpha, equivalence)
+                     alpha, equivalence, quantity=quantity)
     k = len(configs)
     unmeasured = [c for c in order if c not in configs]  # in contention, no data: no bound
     level = quantile_level(alpha, k + len(unmeasured))  # Bonferroni over k − 1, two-sided
@@ -159,7 +163,7 @@ def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None
     top = rows[leader]
     return Claim(leader, members, decision, epsilon, baseline, top.speedup, top.speedup_lo,
                  top.speedup_hi, alpha, equivalence, rows,
-                 blocks=min(units[c].blocks for c in configs))
+                 blocks=min(units[c].blocks for c in configs), quantity=quantity)
 
 
 def quantile_level(alpha: float, configs: int) -> float:
@@ -228,13 +232,13 @@ def look_alpha(seen: float, planned: float, before: float, *, last: bool,
     return max(0.0, total - before)
 
 
-def behind_text(fraction: float) -> str:
-    """"at most 2.1 % slower than the best" (or "no bound yet")."""
+def behind_text(fraction: float, worse: str = "slower") -> str:
+    """"at most 2.1 % slower than the best" (or "no bound yet"; ``worse``: the quantity's word)."""
     if fraction != fraction or fraction >= 1:
         return "no bound yet on how far it is behind the best"
     if fraction <= 0:
         return "the best"
-    return f"at most {100 * fraction:.1f} % slower than the best"
+    return f"at most {100 * fraction:.1f} % {worse} than the best"
 
 
 Panel = tuple[Any, ...]
@@ -250,10 +254,12 @@ def panel_of_cell(cell: CellRecord) -> Panel:
 
 def panel_claims(cells: Sequence[CellRecord], *, alphas: Mapping[Panel, float] | None = None,
                  equivalence: float = EQUIVALENCE,
-                 configs: Mapping[Panel, Sequence[str]] | None = None) -> dict[Panel, Claim]:
-    """Every panel's claim from a run's cells: its configs in the order they come (or
-    ``configs``), its baseline the first ``auto`` config, at the panel's error in ``alphas``
-    (a budgeted run's last look; :data:`ALPHA` otherwise)."""
+                 configs: Mapping[Panel, Sequence[str]] | None = None,
+                 quantity: str = OUTPUT_RATE.name) -> dict[Panel, Claim]:
+    """Every panel's claim on ``quantity`` (:mod:`~specbench_lib.model.quantities`) from a
+    run's cells: its configs in the order they come (or ``configs``), its baseline the first
+    ``auto`` config, at the panel's error in ``alphas`` (a budgeted run's last look;
+    :data:`ALPHA` otherwise)."""
     by_panel: dict[Panel, dict[str, list[CellRecord]]] = {}
     baselines: dict[Panel, str] = {}
     for cell in cells:
@@ -266,17 +272,18 @@ def panel_claims(cells: Sequence[CellRecord], *, alphas: Mapping[Panel, float] |
     found = {}
     for panel, by_config in by_panel.items():
         given = list((configs or {}).get(panel) or ())
-        units = {c: units_of(v) for c, v in by_config.items()}
+        units = {c: units_of(v, quantity) for c, v in by_config.items()}
         # a config with no ok request is out, as a budgeted run's contest puts it (rounds.py)
         order = [c for c in [*given, *(c for c in by_config if c not in given)]
                  if c in units and units[c].n]
         found[panel] = claim(units, order, baselines.get(panel),
-                             alpha=(alphas or {}).get(panel, ALPHA), equivalence=equivalence)
+                             alpha=(alphas or {}).get(panel, ALPHA), equivalence=equivalence,
+                             quantity=quantity)
     return found
 
 
-def claim_columns(table: Any, claims: Mapping[Panel, Claim]) -> Any:
-    """``table`` (one row per config × panel) with ``speedup`` and ``speedup_lo/hi`` from the
+def claim_columns(table: Any, claims: Mapping[Panel, Claim], column: str = "speedup") -> Any:
+    """``table`` (one row per config × panel) with ``column`` and ``column_lo/hi`` from the
     panel's claim (paired by prompt, simultaneous over the panel's configs)."""
     from ..model.tablekeys import PANEL
 
@@ -288,7 +295,7 @@ def claim_columns(table: Any, claims: Mapping[Panel, Claim]) -> Any:
         speed.append(mine.speedup if mine else math.nan)
         low.append(mine.speedup_lo if mine else math.nan)
         high.append(mine.speedup_hi if mine else math.nan)
-    return table.assign(speedup=speed, speedup_lo=low, speedup_hi=high)
+    return table.assign(**{column: speed, f"{column}_lo": low, f"{column}_hi": high})
 
 
 def _missing(value: Any) -> bool:

@@ -9,6 +9,7 @@ from typing import Any, Protocol, TypedDict, cast
 
 from ..model.catalogue import RATE_TOLERANCE
 from ..model.metricdefs import METRIC, columns
+from ..model.quantities import DECODE_RATE
 from ..model.records import CellRecord, RequestRecord
 from ..model.sections import SloParams
 from ..model.tablekeys import GROUP as GROUP
@@ -299,10 +300,13 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     keys = PANEL
     means = add_intervals(means, cells, keys, GROUP)
     means = claim_columns(means, panel_claims(cells, alphas=alphas))
+    means = claim_columns(means, panel_claims(cells, alphas=alphas, quantity=DECODE_RATE.name),
+                          "decode_speedup")
     means = add_percentiles(means, cells, GROUP)
     # a rate profile's point k runs each config at its own rate: no like-for-like baseline
     profile = means["load"].str.startswith("p")
-    means.loc[profile, ["speedup", "speedup_lo", "speedup_hi", "speedup_vs_linear"]] = float("nan")
+    means.loc[profile, ["speedup", "speedup_lo", "speedup_hi", "speedup_vs_linear",
+                        "decode_speedup", "decode_speedup_lo", "decode_speedup_hi"]] = float("nan")
     return means
 
 

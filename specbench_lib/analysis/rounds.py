@@ -57,6 +57,7 @@ from typing import Any
 
 from ..model.catalogue import C, host_side_only, level
 from ..model.params import CellSpec
+from ..model.quantities import OUTPUT_RATE
 from ..model.records import CellRecord, Reason
 from .claim import ALPHA, EQUIVALENCE, MIN_LOOK_ALPHA, Claim, claim, look_alpha
 from .metrics import PANEL
@@ -123,10 +124,13 @@ class Contention:
 
     def __init__(self, cells: Sequence[CellSpec], *, rounds: int,
                  equivalence: float = EQUIVALENCE, alpha: float = ALPHA,
-                 spending: str = "obf", first_look: int = 1) -> None:
+                 spending: str = "obf", first_look: int = 1,
+                 quantity: str = OUTPUT_RATE.name) -> None:
         """``first_look``: the round (from 0) of the first look: 1, as a look needs two blocks
-        (rounds) to tell a config from the time it was measured at (:mod:`.units`)."""
+        (rounds) to tell a config from the time it was measured at (:mod:`.units`);
+        ``quantity``: what the claims are made on (the plan's ``claim_quantity``)."""
         self.alpha, self.equivalence, self.spending = alpha, equivalence, spending
+        self.quantity = quantity
         self.first_look = first_look
         self.rounds = rounds
         self.looked = 0
@@ -201,8 +205,8 @@ class Contention:
     def _look(self, state: PanelState, cells: Sequence[CellRecord], number: int,
               elapsed_s: float, *, last: bool) -> None:
         mine = [c for c in cells if panel_of(c.spec) == state.panel]
-        units = {c: units_of([x for x in mine if x.spec.config == c]) for c in state.configs
-                 if c not in state.out}
+        units = {c: units_of([x for x in mine if x.spec.config == c], self.quantity)
+                 for c in state.configs if c not in state.out}
         if not any(u.n for u in units.values()):
             return
         alpha = look_alpha(min(number + 1, self.rounds), self.rounds, state.spent, last=last,
@@ -211,7 +215,7 @@ class Contention:
             return
         state.spent += alpha
         found = claim(units, list(units), state.baseline, alpha=alpha,
-                      equivalence=self.equivalence)
+                      equivalence=self.equivalence, quantity=self.quantity)
         for config in state.members:
             if config not in found.members:
                 state.eliminated[config] = number + 1

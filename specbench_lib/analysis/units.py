@@ -31,18 +31,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..model.records import CellRecord
+from ..model.quantities import ACCEPTANCE, OUTPUT_RATE, Quantity, quantity
+from ..model.records import CellRecord, RequestRecord
+from .specmetrics import spec_metrics
 
 UnitId = tuple[int, int]
 
 
 @dataclass(frozen=True)
 class Units:
-    """One config's units in one panel: their keys, tokens and times, and the requests behind."""
+    """One config's units in one panel: their keys, numerators and denominators (on the end-to-end
+    quantity: tokens and seconds; :mod:`~specbench_lib.model.quantities`), and the requests behind."""
 
     ids: tuple[UnitId, ...]
-    tokens: Any  # numpy arrays, aligned with ids
-    seconds: Any
+    tokens: Any  # numpy arrays, aligned with ids: the quantity's numerators
+    seconds: Any  # its denominators
     requests: int
 
     @property
@@ -76,34 +79,70 @@ class Paired:
         return self.diff, self.se, self.n
 
 
-def units_of(cells: Sequence[CellRecord]) -> Units:
-    """The units of one config's ok cells in one panel (see the module)."""
+def units_of(cells: Sequence[CellRecord], of: str | Quantity = OUTPUT_RATE) -> Units:
+    """The units of one config's ok cells in one panel (see the module) on the quantity ``of``
+    (:mod:`~specbench_lib.model.quantities`; end-to-end output tok/s by default). A cell whose
+    requests carry no value of it (acceptance on an engine that counts a cell's verify steps
+    only) is one unit of its block, from the cell's counters (:func:`_cell_unit`)."""
     import numpy as np
 
+    q = quantity(of)
     ids: list[UnitId] = []
-    tokens: list[float] = []
-    seconds: list[float] = []
+    nums: list[float] = []
+    dens: list[float] = []
     requests = 0
     for cell in sorted((c for c in cells if c.verdict.ok), key=lambda c: c.spec.repeat):
         skip = set(cell.verdict.failed)
         recs = sorted((r for r in cell.measured if r.index not in skip and r.token_times
                        and r.final), key=lambda r: (r.start, r.index))
-        busy = [r.token_times[-1] - r.start for r in recs]
-        window = (max(r.token_times[-1] for r in recs) - min(r.start for r in recs)) if recs else 0
-        if not recs or window <= 0 or sum(busy) <= 0:
+        found = _cell_units(cell, recs, q)
+        if found is None:
             continue
-        overlap = sum(busy) / window
-        slots = max(1, int(cell.spec.concurrency))
-        blocks = max(1, len(recs) // slots)
         requests += len(recs)
-        for b in range(blocks):
-            mine = range(b * slots, len(recs) if b == blocks - 1 else (b + 1) * slots)
-            key = recs[b].index if slots == 1 else b
+        for key, num, den in found:
             ids.append((cell.spec.repeat, key))
-            tokens.append(sum(float(f.completion_tokens or 0) for i in mine if (f := recs[i].final)))
-            seconds.append(sum(busy[i] for i in mine) / overlap)
-    return Units(tuple(ids), np.array(tokens, dtype=float), np.array(seconds, dtype=float),
-                 requests)
+            nums.append(num)
+            dens.append(den)
+    return Units(tuple(ids), np.array(nums, dtype=float), np.array(dens, dtype=float), requests)
+
+
+def _cell_units(cell: CellRecord, recs: Sequence[RequestRecord], q: Quantity
+                ) -> list[tuple[int, float, float]] | None:
+    """One cell's units (key, numerator, denominator): a request each at concurrency 1, a block
+    of ``concurrency`` requests in the order sent otherwise; None where it has none."""
+    busy = [r.token_times[-1] - r.start for r in recs]
+    window = (max(r.token_times[-1] for r in recs) - min(r.start for r in recs)) if recs else 0
+    if not recs or window <= 0 or sum(busy) <= 0:
+        return None
+    drafting = cell.spec.method != "auto"
+    parts = [q.parts(r, drafting) for r in recs]
+    if q is ACCEPTANCE and any(p is None for p in parts):
+        return _cell_unit(cell, recs, q)
+    overlap = sum(busy) / window if q.overlap else 1.0
+    slots = max(1, int(cell.spec.concurrency))
+    blocks = max(1, len(recs) // slots)
+    found = []
+    for b in range(blocks):  # a request without a value (one token: no decode rate) is left out
+        mine = [p for i in range(b * slots, len(recs) if b == blocks - 1 else (b + 1) * slots)
+                if (p := parts[i]) is not None]
+        if mine:
+            found.append((recs[b].index if slots == 1 else b, sum(p[0] for p in mine),
+                          sum(p[1] for p in mine) / overlap))
+    return found or None
+
+
+def _cell_unit(cell: CellRecord, recs: Sequence[RequestRecord], q: Quantity
+               ) -> list[tuple[int, float, float]] | None:
+    """Acceptance from the cell's counters (vLLM's: accepted drafts, capped as
+    :func:`~.specmetrics.spec_metrics` caps them) as one unit keyed −1; None for any other
+    quantity a request lacks (a request with one token has no decode rate)."""
+    counters = cell.facts.spec_counters
+    if q is not ACCEPTANCE or not counters.get("drafts"):
+        return None
+    tokens = sum(float(r.final.completion_tokens or 0) for r in recs if r.final)
+    steps = spec_metrics(int(tokens), len(recs), accepted=counters.get("accepted_tokens") or 0,
+                         drafted_tokens=counters.get("draft_tokens"))["verify_steps"]
+    return [(-1, tokens, float(steps))] if steps else None
 
 
 def log_ratios(a: Units, b: Units) -> tuple[Any, list[int]]:
@@ -113,6 +152,8 @@ def log_ratios(a: Units, b: Units) -> tuple[Any, list[int]]:
 
     if a.ids == b.ids:  # the usual case: the same prompts, in the same order
         ra, rb, ids = a.tokens / a.seconds, b.tokens / b.seconds, list(a.ids)
+    elif not set(a.ids) & set(b.ids):  # a cell's counters on one side: its blocks are paired
+        return _block_ratios(a, b)
     else:
         where = {u: k for k, u in enumerate(b.ids)}
         mine = [(k, where[u]) for k, u in enumerate(a.ids) if u in where]
@@ -122,6 +163,23 @@ def log_ratios(a: Units, b: Units) -> tuple[Any, list[int]]:
     keep = (ra > 0) & (rb > 0) & np.isfinite(ra) & np.isfinite(rb)
     logs = np.log(ra[keep]) - np.log(rb[keep])
     return logs, [u[0] for u, k in zip(ids, keep, strict=True) if k]
+
+
+def _block_ratios(a: Units, b: Units) -> tuple[Any, list[int]]:
+    """The log ratios of the two configs' block values (Σ numerator / Σ denominator of each
+    block both measured): where one side's units are whole cells (:func:`_cell_unit`)."""
+    import numpy as np
+
+    def by_block(u: Units) -> dict[int, float]:
+        sums: dict[int, list[float]] = {}
+        for (block, _), num, den in zip(u.ids, u.tokens, u.seconds, strict=True):
+            pair = sums.setdefault(block, [0.0, 0.0])
+            pair[0], pair[1] = pair[0] + float(num), pair[1] + float(den)
+        return {k: n / d for k, (n, d) in sums.items() if n > 0 and d > 0}
+
+    mine, theirs = by_block(a), by_block(b)
+    both = sorted(set(mine) & set(theirs))
+    return (np.array([math.log(mine[k] / theirs[k]) for k in both], dtype=float), both)
 
 
 def paired(a: Units, b: Units) -> Paired:

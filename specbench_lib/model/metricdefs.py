@@ -152,6 +152,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("speedup", "ratio", "output tok/s over the panel's `auto` row's: the panel's claim, "
            "paired by prompt, simultaneous over its configs", "row",
            header="speedup vs auto [95 %]", form="{:.2f}", interval=True),
+    Metric("decode_speedup", "ratio", "a request's decode rate (after its first token) over "
+           "the panel's `auto` row's: the panel's claim on `decode_rate`, paired by prompt, "
+           "simultaneous over its configs", "row", header="decode speedup vs auto [95 %]",
+           form="{:.2f}", interval=True),
     Metric("speedup_vs_linear", "ratio", "output tok/s over the panel's best `linear` row's",
            "row"),
     Metric("requests_n", "requests", "the requests behind the row's interval", "row",

@@ -24,6 +24,7 @@ from .catalogue import (
     DEFAULT_MAX_FAILED_FRACTION,
 )
 from .categories import check_groups, per_category
+from .quantities import QUANTITIES
 from .sampling import Sampling
 from .sections import (
     AttachParams,
@@ -150,6 +151,11 @@ class SweepParams(Strict):
     # a panel is decided once its leader is shown at most this fraction slower than the best
     # config (multiple comparisons with the best, claim.py; a budgeted sweep's stopping target)
     equivalence: float = Field(0.05, ge=0, lt=1)
+    # the quantity the claim (its decision, a budgeted sweep's stopping rule, the answer) is
+    # made on: output_rate (end to end), decode_rate (after the first token: what drafting
+    # acts on), ttft or acceptance (specbench_lib/model/quantities.py); every page states the
+    # others beside it
+    claim_quantity: str = "output_rate"
     # how a budgeted sweep spends its error over its looks (Lan-DeMets: pocock or obf type)
     alpha_spending: Literal["pocock", "obf"] = "obf"
     # requests each server answers before its first cell, kept with the cells, never measured
@@ -225,6 +231,14 @@ class SweepParams(Strict):
         """How ``cell``'s requests sample (each request's seed is drawn from it and its prompt:
         :meth:`Sampling.for_prompt`)."""
         return Sampling(cell.temperature, self.top_p, self.top_k, self.seed)
+
+    @field_validator("claim_quantity")
+    @classmethod
+    def _known_quantity(cls, value: str) -> str:
+        if value not in QUANTITIES:
+            raise ValueError(f"{value!r} is not a quantity a claim can be made on: use one of "
+                             f"{', '.join(QUANTITIES)}")
+        return value
 
     @field_validator("temperature")
     @classmethod

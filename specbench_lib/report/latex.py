@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..runs.manifest import Manifest
 
 # the values of a row, each with its header lines and how a number is written
@@ -125,6 +126,8 @@ def claim_lines(comparison: Compared) -> dict[tuple[str, str, int], list[str]]:
             continue
         where = f"concurrency {int(row['concurrency'])}" + (f", {row['load']}" if row["load"]
                                                            else "")
+        on = QUANTITIES.get(str(row.get("quantity")))
+        where += f" (on the {on.short})" if on is not None and on is not OUTPUT_RATE else ""
         found.setdefault((str(row["phase"]), str(row["workload"]), int(row["context"])),
                          []).append(f"{where}: {verdict_words(row, float(row['equivalence']))}"
                                     f"{time_words(row)}")

@@ -23,6 +23,7 @@ from ..core.display import Rendered, html_table, html_text
 from ..core.errors import StoreError, ValidationFailed
 from ..core.tables import plan_names, plan_sorted
 from ..model.catalogue import C
+from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..model.records import STATUSES, CellRecord, Reason
 from ..model.tablekeys import panel_values
 from .manifest import Manifest
@@ -190,20 +191,43 @@ class RunResult(Rendered):
         """The metrics of ok cells only, with speedup vs ``auto`` (see metrics.results_table)."""
         return self._table.copy()
 
-    def best(self) -> Any:
+    def best(self, quantity: str | None = None) -> Any:
         """Per workload × context × concurrency: the best config, its speedup with an interval
         that accounts for having picked it, the confidence set for the best and its decision
         (decided / tie / undecided), and the flags that limit the claim (see
-        :mod:`~specbench_lib.analysis.best`)."""
-        return self._best.copy()
+        :mod:`~specbench_lib.analysis.best`), on ``quantity`` (the run's ``claim_quantity`` by
+        default; :mod:`~specbench_lib.model.quantities`)."""
+        if quantity is None or quantity == self.quantity:
+            return self._best.copy()
+        return self._claims_on(quantity).copy()
+
+    @property
+    def quantity(self) -> str:
+        """What the run's claims are made on (its params' ``claim_quantity``)."""
+        return str(self.info.params.get("claim_quantity") or OUTPUT_RATE.name)
+
+    @property
+    def equivalence(self) -> float:
+        return float(self.info.params.get("equivalence", 0.05))
 
     @cached_property
     def _best(self) -> Any:
+        return self._claims_on(self.quantity)
+
+    def _claims_on(self, quantity: str) -> Any:
         from ..analysis.best import best_configs
         from ..analysis.metrics import GROUP
 
         return best_configs(self.cells, self._table, GROUP, alphas=self.alphas,
-                            equivalence=float(self.info.params.get("equivalence", 0.05)))
+                            equivalence=self.equivalence, quantity=quantity)
+
+    def claims(self) -> Any:
+        """:meth:`best` on every quantity (:data:`~specbench_lib.model.quantities.QUANTITIES`),
+        the run's own first: one frame, a ``quantity`` column."""
+        import pandas as pd
+
+        order = [self.quantity, *(q for q in QUANTITIES if q != self.quantity)]
+        return pd.concat([self.best(q) for q in order], ignore_index=True)
 
     def pooled(self) -> RunResult:
         """This run read with its params' ``groups`` as workloads (only them): each group's
@@ -274,13 +298,16 @@ class RunResult(Rendered):
         from ..analysis.metrics import PANEL
 
         cols = ["config", *PANEL, "output_tok_s", "output_tok_s_lo", "output_tok_s_hi", "speedup",
-                "speedup_lo", "speedup_hi", "requests_n", "units_n", "interval_note", "repeats_n",
+                "speedup_lo", "speedup_hi", "decode_speedup", "decode_speedup_lo",
+                "decode_speedup_hi", "requests_n", "units_n", "interval_note", "repeats_n",
                 "repeats_failed", "unstable", "lossless_identical", "acceptance_length",
                 "ttft_mean_s"]
         cols += [c for c in ("gpu_j_per_token", "gpu_j_per_token_lo", "gpu_j_per_token_hi",
                              "gpu_power_mean_w", "gpu_memory_peak_mib") if c in self._table]
         table = plan_sorted(self._table[cols], plan_names(self.info.params), PANEL)
-        return Summary(self._best, table, crossovers(self._table), self.slo_capacity())
+        others = {q.label: self.best(q.name) for q in QUANTITIES.values() if q.name != self.quantity}
+        return Summary(self._best, table, crossovers(self._table), self.slo_capacity(),
+                       others=others, quantity=QUANTITIES[self.quantity].label)
 
     def require_valid(self) -> None:
         """Raise :class:`ValidationFailed` when the run has no ok cell or no ok baseline."""

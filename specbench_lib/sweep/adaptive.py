@@ -134,7 +134,8 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     budget = Budget(float(params.time_budget_s or 0), began=ctx.began - ctx.run.spent_s,
                     prior_per_cell=ctx.run.spent_s / kept if kept else 0.0)
     contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence,
-                         spending=params.alpha_spending)  # the first look after two blocks
+                         spending=params.alpha_spending,  # the first look after two blocks
+                         quantity=params.claim_quantity)
     number, stopped, partial, parallel = 0, "rounds", None, placer is not None
     log = Looks(_prior(ctx))  # an earlier attempt's looks: replayed while this one measures nothing
     while number < contest.rounds:

@@ -223,8 +223,9 @@ def _close(run: Run, status: str, elapsed_s: float) -> SweepResult | None:
         result = SweepResult(run.dir.path)
         counts = result.counts()
         if result.info.params.get("time_budget_s") is None:  # a fixed plan's answer.json too
-            write_answer(run.dir.path, fixed_answer(result.cells, seconds=elapsed_s, equivalence=
-                                                    float(result.info.params.get("equivalence", 0.05))))
+            write_answer(run.dir.path, fixed_answer(result.cells, seconds=elapsed_s,
+                                                    equivalence=result.equivalence,
+                                                    quantity=result.quantity))
         try:
             result.write_results()
         finally:  # the attempt's status is recorded whatever writing the tables met
