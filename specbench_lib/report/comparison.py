@@ -130,7 +130,7 @@ class Comparison(Rendered):
         table = pd.concat(frames, ignore_index=True)
         return table[["phase", "run_id", *PANEL, "best", "speedup", "speedup_lo", "speedup_hi",
                       "confidence_set", "decision", "epsilon", "alpha", "equivalence",
-                      "requests_n", "unstable", "split", "statement"]]
+                      "requests_n", "unstable", "statement"]]
 
     def crossovers(self) -> Any:
         """Per run's phase: where each speculative config stops beating ``auto`` as the load
