@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from budgetparams import free_port
+from cellfactory import not_ok
+from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 
 from specbench_lib.analysis.analyse import analyse
 from specbench_lib.analysis.answer import answer_lines, fixed_answer
@@ -212,3 +215,46 @@ def test_the_figure_is_written_with_a_point_per_config_and_load(tmp_path: Path) 
     path = tmp_path / "step_cost.png"
     fig.savefig(path)
     assert path.stat().st_size > 10_000
+
+
+def stepped_params(folder: Path, port: int) -> Path:
+    """auto (a token every 8 ms) and ngram-b4 on stand-ins whose τ (1.6) and step cost (1.25×:
+    10 ms a step) are set (``fake_server.py --steps``), llama.cpp's per-request ``timings``."""
+    flags = ["--jitter", "0.05", "--prefill", "0.02"]
+    spec = fake_argv("--steps", "4:1.6:1.25", *flags, interval=0.008, budget=True)
+    base = fake_argv(*flags, interval=0.008)
+    path = folder / "stepped.yaml"
+    path.write_text(f"""phase: stepped
+{fake_engine(port, base)}configs:
+  - {{name: auto, method: auto, argv: {base}}}
+  - {{name: ngram, method: ngram, budgets: [4], argv: {spec}}}
+workloads:
+  - {{name: chat, source: sharegpt}}
+contexts: [32]
+concurrency: [1]
+output_tokens: 33
+requests_per_cell: 4
+warmup_requests: 1
+repeats: 3
+seed: 5
+{LENIENT_HOST}""")
+    return path
+
+
+def test_a_stand_in_servers_set_split_is_recovered_through_a_sweep(tmp_path: Path) -> None:
+    """Through the llama.cpp protocol end to end: its ``timings.draft_n_accepted`` per request,
+    the adapter's verify steps (the prefill's among them), the split of the stored cells."""
+    import specbench_lib as sb
+
+    result = sb.run_sweep(sb.load_plan(stepped_params(tmp_path, free_port())),
+                          outputs=tmp_path / "out", progress=False)
+    assert all(c.verdict.ok for c in result.cells), not_ok(result)
+    found = panel_split(result.cells, "auto", alpha=0.05, configs=2)["ngram-b4"]
+    assert found.counters == "per request" and found.prompts == 12 and found.blocks == 3
+    # 32 decode tokens in steps of 1, 2, 2, 1, 2 tokens: 20 steps, τ 1.6 exactly
+    assert math.isclose(found.tokens_per_step.value, 1.6, rel_tol=1e-9)
+    cost = found.step_cost
+    assert cost.lo <= 1.25 <= cost.hi and cost.hi / cost.lo < 1.5, cost
+    row = result.best().iloc[0]
+    assert "ngram-b4's step costs" in row["statement"] and row["split"]["ngram-b4"]["counters"] \
+        == "per request"
