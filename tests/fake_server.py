@@ -31,7 +31,10 @@ serves well, then SIGTERM makes it write llama.cpp's ``GGML_ASSERT`` line and di
 12-grams of every prompt it was sent, and a prompt whose 12-grams it has seen before is
 "drafted": the fraction f seen makes f x 90 % of its tokens accepted drafts and each token take
 (1 - 0.75 f) of ``--interval``. A fresh server sent fresh prompts has f = 0: no accepted draft,
-the full interval.
+the full interval. ``--steps BUDGET:TAU:COST`` is a drafter with a known split (tests/test_stepcost.py):
+after the first token, its config's verify steps yield TAU tokens on average (step j
+⌊(j+1)·TAU⌋ − ⌊j·TAU⌋, each token its own event, as llama.cpp sends accepted drafts), one step
+every COST × ``--interval``, and its ``timings`` count the drafts accepted.
 """
 
 from __future__ import annotations
@@ -158,7 +161,9 @@ class _Handler(BaseHTTPRequestHandler):
         # a token every interval on a schedule, not a sleep after each write: the time to write
         # an event does not add up, so a config's known speedup is the one the client sees
         due = time.monotonic()
-        for i in range(0, produced, step):
+        stepped = self.server.steps is not None and mode == "ok"
+        decode_steps = self._stepped(produced, due) if stepped else 0
+        for i in range(0, 0 if stepped else produced, step):
             k = min(step, produced - i)
             if self.server.interval:
                 due += (self.server.prefill if i == 0 and self.server.prefill is not None else
@@ -174,7 +179,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return
-        accepted = produced - produced // step if mode == "chunky" else int(0.9 * seen * produced)
+        accepted = (produced - 1 - decode_steps if stepped and produced else
+                    produced - produced // step if mode == "chunky" else int(0.9 * seen * produced))
         claimed = n_predict if mode in ("overclaim", "countlie") else produced
         self._event({"content": "", "tokens": [], "stop": True, "tokens_predicted": claimed,
                      "tokens_evaluated": n_prompt, "truncated": mode == "short",
@@ -182,6 +188,24 @@ class _Handler(BaseHTTPRequestHandler):
                          "prompt_n": n_prompt, "predicted_n": claimed,
                          "draft_n": accepted + 2, "draft_n_accepted": accepted}})
         self._end()
+
+    def _stepped(self, produced: int, due: float) -> int:
+        """``--steps``: the first token after the prefill, then the rest TAU a verify step, a step
+        every COST × interval on a schedule (see the module); the decode steps it took."""
+        server = self.server
+        assert server.steps is not None
+        tau, cost = server.steps
+        left, steps = produced, -1  # the first "step" is the prefill's
+        while left > 0:
+            k = 1 if steps < 0 else min(left, math.floor((steps + 1) * tau) - math.floor(steps * tau))
+            first = steps < 0 and server.prefill is not None
+            due += (server.prefill if first else server.interval * (1 if steps < 0 else cost)
+                    * server.factor()) / server.speed()
+            time.sleep(max(0.0, due - time.monotonic()))
+            for _ in range(k):
+                self._event({"content": "x", "tokens": [0], "stop": False})
+            left, steps = left - k, steps + 1
+        return max(steps, 0)
 
     def _malformed(self, mode: str, n_prompt: int, n_predict: int) -> None:
         if mode == "bad_length":
@@ -271,6 +295,7 @@ class FakeLlamaServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
         self.hung = threading.Event()
         self.grams: set[tuple[int, ...]] = set()  # mode learns: every prompt 12-gram seen
+        self.steps: tuple[float, float] | None = None  # --steps: (τ, step cost) of its budget
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     def speed(self) -> float:
@@ -329,6 +354,8 @@ def main() -> None:
                         "divides --interval by its speedup (a known truth per budget)")
     parser.add_argument("--prefill", type=float, default=None, help="seconds to the first "
                         "token, the same in every config (default: --interval before --speedups)")
+    parser.add_argument("--steps", default="", help="BUDGET:TAU:COST,...: the config's budget "
+                        "yields TAU tokens a verify step, a step every COST x --interval")
     parser.add_argument("--drift", type=float, default=0.0, help="the machine's speed grows by "
                         "this fraction a minute of wall time since --epoch (every config alike)")
     parser.add_argument("--epoch", type=float, default=0.0, help="the drift's start (time.time())")
@@ -364,6 +391,9 @@ def main() -> None:
     server = FakeLlamaServer(mode, hang_s=args.hang_s, port=args.port, interval=args.interval,
                              jitter=args.jitter, noise_seed=args.noise_seed, prefill=prefill,
                              drift=args.drift, epoch=args.epoch or time.time())
+    stepping = {b: (float(t), float(c)) for b, t, c in
+                (item.split(":") for item in args.steps.split(",") if item)}
+    server.steps = stepping.get(str(args.budget)) if args.budget is not None else None
     server.serve_forever()
 
 

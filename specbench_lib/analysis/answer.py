@@ -31,6 +31,7 @@ from .intervals import requests_n
 from .metrics import PANEL
 from .pairing import pairing_note
 from .rounds import Contention, PanelState, panel_of
+from .stepcost import panel_split_doc
 from .units import units_of
 
 ANSWER_FILE = "answer.json"
@@ -90,7 +91,9 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
         ratio, reason = panel_drift(mine, found)
         entry.update(speedup=_num(found.speedup), speedup_lo=_num(found.speedup_lo),
                      speedup_hi=_num(found.speedup_hi), drift_prefill=_num(ratio),
-                     drift=None if reason is None else str(reason), pairing=pairing_note(mine))
+                     drift=None if reason is None else str(reason), pairing=pairing_note(mine),
+                     split=panel_split_doc(mine, state.baseline, alpha=state.alpha,
+                                           configs=len(found.rows)) or None)
         if not found.decided:
             units = {c: units_of([x for x in mine if x.spec.config == c], contest.quantity)
                      for c in state.configs}

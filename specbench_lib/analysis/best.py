@@ -25,22 +25,25 @@ from .drift import panel_drift
 from .intervals import key_value
 from .metrics import PANEL, load_points
 from .pairing import pairing_note
+from .stepcost import panel_split_doc, split_words
 
 LEVEL = f"{100 * (1 - ALPHA):g} %"
 BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
                 "confidence_set", "decision", "epsilon", "alpha", "equivalence", "unstable", "lossless",
-                "repeats_n", "requests_n", "blocks", "drift_prefill", "drift", "pairing", "quantity",
+                "repeats_n", "requests_n", "blocks", "drift_prefill", "drift", "pairing", "split",
+                "quantity",
                 "statement"]
 
 
 def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
                  equivalence: float = EQUIVALENCE,
                  alphas: Mapping[Panel, float] | None = None,
-                 quantity: str = OUTPUT_RATE.name) -> Any:
+                 quantity: str = OUTPUT_RATE.name, explain: bool = True) -> Any:
     """One row per panel of ``table`` (:func:`~.metrics.results_table` of ``cells``): the
     panel's claim on ``quantity`` (:mod:`.claim`, :mod:`~specbench_lib.model.quantities`): its
     leader, confidence set (``confidence_set``: labels in the table's order), ``decision``,
-    ``epsilon`` and the leader's speedup with its interval."""
+    ``epsilon`` and the leader's speedup with its interval; with ``explain`` (the run's own
+    claim; the others are stated beside it without repeating it) the speedup's split too."""
     import pandas as pd
 
     order = {tuple(key_value(v) for v in p): list(map(str, r["config"]))
@@ -63,13 +66,16 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
         mine = by_panel.get(tuple(key_value(v) for v in panel), [])
         rows.append(claim_row(dict(zip(PANEL, panel, strict=True)), found, best,
                               outputs=several, drift=panel_drift(mine, found),
-                              pairing=pairing_note(mine)))
+                              pairing=pairing_note(mine), split=panel_split_doc(
+                                  mine, found.baseline, alpha=found.alpha,
+                                  configs=len(found.rows)) if explain else None))
     return pd.DataFrame(rows, columns=BEST_COLUMNS)
 
 
 def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool,
               drift: tuple[float, Reason | None] = (float("nan"), None),
-              pairing: str | None = None) -> dict[str, Any]:
+              pairing: str | None = None, split: dict[str, Any] | None = None
+              ) -> dict[str, Any]:
     """A panel's row of :func:`best_configs` from its claim, its leader's table row and its
     drift (:func:`~.drift.panel_drift`)."""
     speedup = found.speedup
@@ -90,6 +96,7 @@ def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool,
            "repeats_n": int(best["repeats_n"]), "requests_n": top.requests_n,
            "blocks": found.blocks, "drift_prefill": drift[0],
            "drift": None if drift[1] is None else str(drift[1]), "pairing": pairing,
+           "split": split or None,  # the speedup split (.stepcost), per drafting config
            "quantity": found.quantity}
     return {**row, "statement": statement(row, str(best["method"]), found.equivalence,
                                           outputs=outputs)}
@@ -107,7 +114,7 @@ def _at_rate(panel: tuple[Any, ...], rows_of: Any) -> dict[str, Any]:
            "equivalence": float("nan"), "unstable": bool(best["unstable"]), "lossless": None,
            "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"]),
            "blocks": None, "drift_prefill": float("nan"), "drift": None, "pairing": None,
-           "quantity": "e2e_p50_s"}
+           "split": None, "quantity": "e2e_p50_s"}
     statement = (f"{where(row)}: lowest E2E p50 {row['best']} ({1000 * best['e2e_p50_s']:.0f} ms) "
                  f"at this offered rate, where every config's throughput is the rate (point "
                  f"estimates, not a decision)")
@@ -144,13 +151,15 @@ def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:
 
 def time_words(row: Mapping[str, Any]) -> str:
     """What the claim says about the time its configs ran at: nothing with two blocks or more
-    (the error holds the drift), a warning with one, and the ``drift`` reason where it applies."""
+    (the error holds the drift), a warning with one, and the ``drift`` reason where it applies;
+    then why the speedup is what it is (``split``: :func:`~.stepcost.split_words`), so every
+    page that states the claim states its break-even too."""
     blocks = row.get("blocks")
     words = (" (one block: each config measured in one stretch of time, so a change of the "
              "machine's speed between them counts as an effect)"
              if blocks is not None and blocks == blocks and int(blocks) == 1 else "")
     return (words + (f" [{row['drift']}]" if row.get("drift") else "")
-            + (f" [{row['pairing']}]" if row.get("pairing") else ""))
+            + (f" [{row['pairing']}]" if row.get("pairing") else "") + split_words(row))
 
 
 def speedup_words(row: Mapping[str, Any], method: str, baseline: str = "auto") -> str:

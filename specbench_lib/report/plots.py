@@ -33,6 +33,7 @@ from .figurekit import (
     with_tails,
 )
 from .loadplots import latency_throughput, speedup_vs_load
+from .stepplots import step_cost_figure, step_points
 
 _INTERVALS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
               "speedup": ("speedup_lo", "speedup_hi"),
@@ -92,6 +93,8 @@ def standard(result: RunResult) -> dict[str, Any]:
                "ttft_vs_budget": ttft_vs_budget(result), "itl_vs_budget": itl_vs_budget(result)}
     if _sampled_gpus(result):
         figures["energy_vs_budget"] = energy_vs_budget(result)
+    if len(step_points(result)):  # a drafting config's speedup split (.stepplots)
+        figures["step_cost"] = step_cost_figure(result)
     verdicts = result.verdicts()
     if verdicts[verdicts["load"] == ""]["concurrency"].nunique() > 1:
         figures["latency_throughput"] = latency_throughput(result)

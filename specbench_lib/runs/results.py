@@ -219,7 +219,8 @@ class RunResult(Rendered):
         from ..analysis.metrics import GROUP
 
         return best_configs(self.cells, self._table, GROUP, alphas=self.alphas,
-                            equivalence=self.equivalence, quantity=quantity)
+                            equivalence=self.equivalence, quantity=quantity,
+                            explain=quantity == self.quantity)
 
     def claims(self) -> Any:
         """:meth:`best` on every quantity (:data:`~specbench_lib.model.quantities.QUANTITIES`),
