@@ -41,7 +41,7 @@ vllm: engine
 sglang: vllm
 	bash scripts/setup_sglang.sh
 
-# a real SGLang 0.5.23 server for plain decoding on the CPU (tests/test_sglang_cpu_real.py): the
+# a real SGLang 0.5.23 server for plain decoding on the CPU (tests/engines_real/test_sglang_cpu_real.py): the
 # packages it needs beyond `make sglang`, about 30 s once. Not part of setup-test: its test starts
 # a server (about 2 minutes) and runs only with SPECBENCH_SGLANG_CPU=1 (docs/engines.md).
 .PHONY: sglang-cpu

@@ -3,7 +3,7 @@
     python benchmarks/adaptive_sweep.py [--sweeps 200] [--noise 0.04] [--plans all] [--auto 31.8]
 
 A plan of ``make run`` (params/embedded_budget.yaml) as simulated panels with a known truth
-(``tests/claimsim.py``): the issue's c1 rates on a 2-core machine where auto decodes ~30 tok/s
+(``tests/support/claimsim.py``): the issue's c1 rates on a 2-core machine where auto decodes ~30 tok/s
 (auto 31.8, ngram-b4 34.2, b8 33.4, b16 32.1, b32 29.5, draft-b4 15.9 tok/s; ``--auto``
 scales them all to a slower or faster machine's auto), a per-prompt speed
 factor shared by the configs (σ 0.25) and per-request noise (``--noise``: 0.10 is the issue's
@@ -36,7 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from _common import load_note, write_results  # noqa: E402
 from claimsim import ISSUE_RATES, Design, Panel, sequential  # noqa: E402

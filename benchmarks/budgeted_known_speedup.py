@@ -2,11 +2,11 @@
 
     python benchmarks/budgeted_known_speedup.py [--seeds 3] [--budget 40s]
 
-Five configs on ``tests/fake_server.py`` (real HTTP server processes, started and measured by
+Five configs on ``tests/support/fake_server.py`` (real HTTP server processes, started and measured by
 the whole sweep machinery): auto sends a token every 4 ms, budget b every 4 ms / speedup(b), with
 b4 1.05, b8 1.35, b16 1.15, b32 0.95. One panel, 3 requests a cell a round. For each seed (other
 prompts, another order) the run must end within its budget and name ngram-b8 the decided best,
-alone in its set, with a speedup interval that contains 1.35. ``tests/test_time_budget.py``
+alone in its set, with a speedup interval that contains 1.35. ``tests/sweep/test_time_budget.py``
 runs seed 0; this runs ``--seeds``. Writes ``benchmarks/results/budgeted_known_speedup.json``.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from budgetparams import budget_params  # noqa: E402
 

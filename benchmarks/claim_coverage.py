@@ -3,7 +3,7 @@
     python benchmarks/claim_coverage.py [--sweeps 400] [--seed 1] [--quick | --points 2/1/3,2/2/1]
         [--drifts 0,0.2,0.4,0.4step] [--before]
 
-Simulated panels with a known truth (``tests/claimsim.py``): the issue's effect sizes (auto 31.8,
+Simulated panels with a known truth (``tests/support/claimsim.py``): the issue's effect sizes (auto 31.8,
 ngram-b4 34.2, b8 33.4, b16 32.1, b32 29.5, draft-b4 15.9, then b2 33.0 and b64 28.0 tok/s: near
 ties), k = 2-8 configs, a per-prompt speed factor shared by the configs (log-normal σ 0.25),
 per-request noise (σ 0.10), 1-12 requests a round, 1-10 rounds, the ratio-of-sums estimator,
@@ -45,7 +45,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from _common import load_note, write_results  # noqa: E402
 from claimsim import Design, fixed, issue_design, sequential  # noqa: E402

@@ -1,5 +1,5 @@
 """Do the 95 % intervals cover? Simulated sweeps of a batching server with a known truth
-(``tests/simcells.py``): at concurrency 1, 2, 3 × repeats 1 and 3 × few and many requests a
+(``tests/support/simcells.py``): at concurrency 1, 2, 3 × repeats 1 and 3 × few and many requests a
 cell, the fraction of sweeps whose interval holds the true output tok/s of each config and the
 true speedup (goal: 95 % ± 2 at every design point that gives intervals), its Monte-Carlo
 standard error, the median relative half-width, and how many sweeps gave no interval (too few
@@ -27,7 +27,7 @@ from typing import Any
 
 from _common import ROOT, load_note, table, write_results
 
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -2,7 +2,7 @@
 
     python benchmarks/known_speedup.py [--sweeps 40] [--requests 3]
 
-Two configs on ``tests/fake_server.py`` (a real HTTP server process, started and measured by the
+Two configs on ``tests/support/fake_server.py`` (a real HTTP server process, started and measured by the
 whole sweep machinery): ``auto`` sends a token every 4 ms, ``fast`` every 3 ms. The truth is the
 speedup a sweep with many requests measures (``--truth-requests`` per wave, its own interval
 printed); then ``--sweeps`` independent sweeps (another seed each: other prompts, another order)
@@ -23,7 +23,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fakeparams import fake_argv, fake_engine  # noqa: E402
 

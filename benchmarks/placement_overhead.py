@@ -3,12 +3,12 @@
     .venv/bin/python benchmarks/placement_overhead.py [--repeats 3] [--configs 4] [--interval 0.02]
         [--nodes 1] [--gpus-per-node 4]
 
-The plan: ``--configs`` server configs (auto + ngram budgets) of tests/fake_server.py with fixed
+The plan: ``--configs`` server configs (auto + ngram budgets) of tests/support/fake_server.py with fixed
 timing (``--interval`` s before each token; 2 contexts x 1 concurrency, 4 requests x 16 tokens a
 cell), on ports 8240-8259, into a temporary outputs folder. A private Ray head with 4 logical
 GPUs is started once (its start-up is reported apart); with ``--nodes N`` (N > 1) a Ray cluster
 of N worker raylets instead, each its own node with ``--gpus-per-node`` logical GPUs, and a head
-without GPUs (tests/raynodes.py: the multi-node code path on this one machine); then sequential
+without GPUs (tests/support/raynodes.py: the multi-node code path on this one machine); then sequential
 and placed sweeps alternate, ``--repeats`` times each.
 
 Reported: the wall time of each (median, min, max over n), their ratio; Ray's overhead per config,
@@ -34,7 +34,7 @@ from typing import Any
 
 from _common import ROOT, load_note, spread, table, write_results
 
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine  # noqa: E402
 from raynodes import ray_nodes  # noqa: E402
 

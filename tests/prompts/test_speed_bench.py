@@ -1,0 +1,89 @@
+"""``source: speed_bench`` (issue 41): NVIDIA's SPEED-Bench read from the files its harness's
+``prepare_data.py`` writes (tests/data/speed_bench: that format, made by its make_fixture.py);
+the qualitative categories, and the throughput buckets × entropy tiers, as workloads with no
+analysis of their own; the target tokenizer's prompt length beside the o200k_base bucket. One
+sweep on a fake server (about 6 s)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from cellfactory import not_ok
+from fakeparams import LENIENT_HOST, fake_engine
+from pydantic import ValidationError
+
+import specbench_lib as sb
+from specbench_lib.core.errors import PreflightError
+from specbench_lib.model.params import SweepParams
+from specbench_lib.model.sections import WorkloadParams
+from specbench_lib.model.speedbench import PLACEHOLDER, bucket_tokens
+from specbench_lib.prompts.workload import questions
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "speed_bench"
+PORT = 8267
+
+
+def workloads(**more: object) -> list[str]:
+    params = SweepParams(phase="t", configs=[{"name": "auto", "method": "auto"}], contexts=[512],
+                         concurrency=[1], workloads=[{"name": "speed", "source": "speed_bench",
+                                                      **more}])
+    return [w.name for w in params.workloads]
+
+
+def test_categories_buckets_and_tiers_become_workloads() -> None:
+    assert workloads(path=str(DATA), categories="all") == [
+        "speed-qualitative_coding", "speed-qualitative_writing", "speed-throughput_1k_low_entropy",
+        "speed-throughput_1k_mixed", "speed-throughput_1k_high_entropy"]
+    assert workloads(path=str(DATA / "qualitative"), categories="all") == [
+        "speed-coding", "speed-writing"]
+    assert workloads(path=str(DATA / "qualitative"), categories="two_turns", turn=2) == [
+        "speed-writing"]
+    found = questions(WorkloadParams(name="s", source="speed_bench", path=str(DATA),
+                                     category="throughput_1k/mixed"))
+    assert list(found) == ["throughput_1k/mixed:tm0", "throughput_1k/mixed:tm1"]
+    assert all(t[0].startswith("Summarize the following text.") for t in found.values())
+    assert bucket_tokens("speed-throughput_16k_mixed") == 16000 and bucket_tokens("x") is None
+
+
+def test_unprepared_or_missing_data_is_refused_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="prepare_data.py"):
+        workloads(path=str(tmp_path / "none"), categories="all")
+    folder = tmp_path / "qualitative"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pylist([{"question_id": "1", "category": "qa",
+                                          "turns": [f"{PLACEHOLDER}\n\n{{article}}"]}]),
+                   folder / "test.parquet")
+    with pytest.raises(PreflightError, match="not resolved: run prepare_data.py"):
+        questions(WorkloadParams(name="s", source="speed_bench", path=str(folder)))
+
+
+def test_a_sweep_states_each_bucket_and_tier_with_the_target_tokenizers_count(
+        tmp_path: Path) -> None:
+    path = tmp_path / "speed.yaml"
+    argv = json.dumps(["{binary}", str(ROOT / "tests" / "support" / "fake_server.py"), "--port", "{port}",
+                       "--interval", "0.002"])
+    path.write_text(f"""phase: speed
+{fake_engine(PORT, argv, ready_timeout_s=10)}configs:
+  - {{name: auto, method: auto}}
+workloads:
+  - {{name: sp, source: speed_bench, path: {DATA / 'throughput_1k'}, categories: all}}
+contexts: [512]
+concurrency: [1]
+output_tokens: 8
+requests_per_cell: 2
+warmup_requests: 0
+{LENIENT_HOST}""")
+    result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
+    assert result.counts()["ok"] == 3, not_ok(result)
+    frame = result.categories().frame
+    assert list(frame["workload"]) == ["sp-throughput_1k_low_entropy", "sp-throughput_1k_mixed",
+                                       "sp-throughput_1k_high_entropy"]
+    # the nominal o200k_base size beside the target tokenizer's count (the fake server's words)
+    assert list(frame["bucket_o200k"]) == [1000] * 3
+    assert (frame["prompt_tokens"] > 100).all() and (frame["prompt_tokens"] < 400).all()
+    assert "bucket_o200k" in result.categories().text()

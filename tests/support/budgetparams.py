@@ -1,0 +1,46 @@
+"""Params of a time-budgeted sweep on ``tests/support/fake_server.py`` with a known speedup per budget
+(``--speedups``): auto sends a token every ``interval`` s, budget b every interval / speedup(b)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
+
+KNOWN = {4: 1.05, 8: 1.35, 16: 1.15, 32: 0.95}  # the issue's truth: b8 is the best
+
+
+def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, float] = KNOWN,
+                  interval: float = 0.004, max_rounds: int = 8, tokens: int = 32,
+                  port: int | None = None, extra: str = "", jitter: float = 0.0,
+                  equivalence: float | None = None, requests: int = 3) -> Path:
+    """A params file: auto and ngram at the budgets of ``speedups``, one panel (chat, context
+    32, concurrency 1), ``requests`` a cell, ``time_budget_s: budget``; ``extra``: more config
+    lines (YAML list items); ``jitter``: each token's delay noisy around its known mean;
+    ``equivalence``: the margin within which the leader decides a panel (the default's if None)."""
+    known = ",".join(f"{b}:{s}" for b, s in speedups.items())
+    noise = ("--jitter", str(jitter)) if jitter else ()  # seeded per config and sweep seed:
+    # --nodelay: the pace is the known one, not a busy client's late ACKs (tests/sweep/test_repeats.py)
+    argv = fake_argv("--nodelay", "--speedups", known, *noise,
+                     *(("--noise-seed", f"{seed}:{{budget}}") if jitter else ()),
+                     interval=interval, budget=True)
+    base = fake_argv("--nodelay", *noise, *(("--noise-seed", f"{seed}:auto") if jitter else ()),
+                     interval=interval)
+    path = folder / f"budget-{seed}-{budget}.yaml"
+    path.write_text(f"""phase: budgeted
+{fake_engine(port or free_port(), base)}configs:
+  - {{name: auto, method: auto, argv: {base}}}
+  - {{name: ngram, method: ngram, budgets: {sorted(speedups)}, argv: {argv}}}
+{extra}workloads:
+  - {{name: chat, source: sharegpt}}
+contexts: [32]
+concurrency: [1]
+output_tokens: {tokens}
+requests_per_cell: {requests}
+warmup_requests: 1
+time_budget_s: {budget}
+max_rounds: {max_rounds}
+seed: {seed}
+{f"equivalence: {equivalence}" + chr(10) if equivalence is not None else ""}{LENIENT_HOST}""")
+    return path
