@@ -29,6 +29,7 @@ from .drift import drift_words, panel_drift, run_drift
 from .intervals import requests_n
 from .metrics import PANEL
 from .pairing import pairing_note
+from .promptspread import panel_spread
 from .rounds import Contention, PanelState, panel_of
 from .units import units_of
 
@@ -87,7 +88,8 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
         ratio, reason = panel_drift(mine, found)
         entry.update(speedup=_num(found.speedup), speedup_lo=_num(found.speedup_lo),
                      speedup_hi=_num(found.speedup_hi), drift_prefill=_num(ratio),
-                     drift=None if reason is None else str(reason), pairing=pairing_note(mine))
+                     drift=None if reason is None else str(reason), pairing=pairing_note(mine),
+                     spread=panel_spread(mine, found))
         if not found.decided:
             units = {c: units_of([x for x in mine if x.spec.config == c]) for c in state.configs}
             entry["more_requests"] = more_units(units, found)
@@ -151,6 +153,7 @@ def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
         method = "auto" if entry["best"] == entry["baseline"] else "spec"
         head = (f"{verdict_words(row, float(entry.get('equivalence') or 0.05))}; "
                 f"{speedup_words(row, method, entry['baseline'] or 'auto')}")
+        head += f" ({entry['spread']['words']})" if entry.get("spread") else ""
         if entry["best"] in entry.get("crashed", {}):  # never "best" without the word
             head = f"{entry['best']} CRASHED its server after its cells; {head}"
         if entry["decided"]:
