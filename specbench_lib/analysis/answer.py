@@ -153,7 +153,7 @@ def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
         method = "auto" if entry["best"] == entry["baseline"] else "spec"
         head = (f"{verdict_words(row, float(entry.get('equivalence') or 0.05))}; "
                 f"{speedup_words(row, method, entry['baseline'] or 'auto')}")
-        head += f" ({entry['spread']['words']})" if entry.get("spread") else ""
+        head += f"; {entry['spread']['words']}" if entry.get("spread") else ""
         if entry["best"] in entry.get("crashed", {}):  # never "best" without the word
             head = f"{entry['best']} CRASHED its server after its cells; {head}"
         if entry["decided"]:

@@ -242,8 +242,8 @@ def spreads(table: Any, by: Sequence[str] = ()) -> Any:
     return pd.DataFrame(rows, columns=[*keys, *SPREAD_FIELDS])
 
 
-def panel_spread(cells: Sequence[CellRecord], found: Claim | None, *, units: UnitsOf = units_of
-                 ) -> dict[str, Any] | None:
+def panel_spread(cells: Sequence[CellRecord], found: Claim | None, *, units: UnitsOf = units_of,
+                 groups: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any] | None:
     """The spread of one panel's leader (of the fastest other config where the baseline
     leads) against its baseline, for ``answer.json``: its :class:`Spread`, the config, the
     unit ("prompt"; at concurrency c, "batch of c requests"), its p50 per category and per
@@ -255,7 +255,7 @@ def panel_spread(cells: Sequence[CellRecord], found: Claim | None, *, units: Uni
     config = (found.leader if found.leader != found.baseline else
               max(others, key=lambda c: found.rows[c].tok_s, default=None))
     mine = [c for c in cells if c.spec.config in (config, found.baseline)]
-    table = prompt_table(mine, units=units)
+    table = prompt_table(mine, units=units, groups=groups)
     table = table[table["config"] == config] if config is not None else table.iloc[0:0]
     if not len(table):
         return None
