@@ -249,18 +249,28 @@ def panel_spread(cells: Sequence[CellRecord], found: Claim | None, *, units: Uni
     unit ("prompt"; at concurrency c, "batch of c requests"), its p50 per category and per
     length bin where the panel has several, and ``words`` for the panel's line; None with no
     leader, baseline or other config."""
-    if found is None or found.leader is None or found.baseline not in found.rows:
+    import pandas as pd
+
+    if found is None or found.leader is None or found.baseline is None \
+            or found.baseline not in found.rows:
         return None
     others = [c for c in found.rows if c != found.baseline]
     config = (found.leader if found.leader != found.baseline else
               max(others, key=lambda c: found.rows[c].tok_s, default=None))
-    mine = [c for c in cells if c.spec.config in (config, found.baseline)]
-    table = prompt_table(mine, units=units, groups=groups)
-    table = table[table["config"] == config] if config is not None else table.iloc[0:0]
+    by_config: dict[str, list[CellRecord]] = {}
+    for cell in cells:
+        if cell.verdict.ok and cell.spec.config in (config, found.baseline):
+            by_config.setdefault(cell.spec.config, []).append(cell)
+    if config is None or not by_config:
+        return None
+    first = next(iter(by_config.values()))[0]
+    rows = prompt_rows(panel_of_cell(first), by_config, found.baseline, config, units=units,
+                       groups=groups)  # the claim's baseline, as the claim took it
+    table = pd.DataFrame(_with_lengths(rows), columns=PROMPT_COLUMNS)
     if not len(table):
         return None
     spread = spread_of(table["log_ratio"].to_numpy(), list(table["block"]))
-    slots = int(mine[0].spec.concurrency)
+    slots = int(first.spec.concurrency)
     entry = {"config": config, "baseline": found.baseline, **spread.entry(),
              "unit": "prompt" if slots <= 1 else f"batch of {slots} requests"}
     for column in ("category", "length"):
