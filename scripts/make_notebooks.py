@@ -54,6 +54,7 @@ CALLS = [
     "result.require_valid()\nfigures = result.figures()\nresult.save_figures(figures)",
     "result.summary()",
     "result.categories()  # by category: the claim per category and group, a few answers each",
+    "result.prompt_spread()  # per prompt: which prompts gain and which lose, by category and length",
     "sb.appendix(result)",
 ]
 

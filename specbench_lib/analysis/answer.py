@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from .drift import drift_words, panel_drift, run_drift
 from .intervals import requests_n
 from .metrics import PANEL
 from .pairing import pairing_note
+from .promptspread import panel_spread
 from .rounds import Contention, PanelState, panel_of
 from .stepcost import panel_split_doc
 from .units import units_of
@@ -93,7 +95,9 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
                      speedup_hi=_num(found.speedup_hi), drift_prefill=_num(ratio),
                      drift=None if reason is None else str(reason), pairing=pairing_note(mine),
                      split=panel_split_doc(mine, state.baseline, alpha=state.alpha,
-                                           configs=len(found.rows)) or None)
+                                           configs=len(found.rows)) or None,
+                     spread=panel_spread(mine, found, units=partial(units_of,
+                                                                    of=contest.quantity)))
         if not found.decided:
             units = {c: units_of([x for x in mine if x.spec.config == c], contest.quantity)
                      for c in state.configs}
@@ -158,6 +162,7 @@ def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
         method = "auto" if entry["best"] == entry["baseline"] else "spec"
         head = (f"{verdict_words(row, float(entry.get('equivalence') or 0.05))}; "
                 f"{speedup_words(row, method, entry['baseline'] or 'auto')}")
+        head += f"; {entry['spread']['words']}" if entry.get("spread") else ""
         if entry["best"] in entry.get("crashed", {}):  # never "best" without the word
             head = f"{entry['best']} CRASHED its server after its cells; {head}"
         if entry["decided"]:

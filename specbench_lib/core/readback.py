@@ -138,7 +138,7 @@ PANEL_ANSWER = Doc(
      "eliminated": dict[str, int], "out": dict[str, str], "decided_s": float | None,
      "decided_round": int | None, "more_requests": int | None, "blocks": int | None,
      "drift": str | None, "drift_prefill": float | None, "crashed": dict[str, str],
-     "pairing": str | None, "split": dict[str, Any] | None},
+     "pairing": str | None, "split": dict[str, Any] | None, "spread": dict[str, Any] | None},
     frozenset({"panel", "decided", "decision", "best", "confidence_set", "speedup",
                "speedup_lo", "speedup_hi", "baseline", "eliminated"}))
 PARTIAL_ROUND = Doc({"round": int, "requests": int, "of": int, "configs": list[str]},

@@ -43,6 +43,8 @@ class Outcome(Protocol):
 
     def categories(self) -> Any: ...
 
+    def prompt_spread(self) -> Any: ...
+
 
 class SweepResult(RunResult):
     """The cells of one run directory (:class:`~specbench_lib.runs.results.RunResult`), with its standard
@@ -53,6 +55,20 @@ class SweepResult(RunResult):
         from .plots import standard
 
         return standard(self)
+
+    def prompt_spread(self) -> Any:
+        """Per config, the per-prompt speedups vs the panel's baseline as a distribution, by
+        category and answer length, and every prompt (:mod:`~specbench_lib.analysis.promptspread`;
+        a ``groups`` panel's prompts by the member they came from)."""
+        import pandas as pd
+
+        from ..analysis.promptspread import PromptSpread, prompt_table
+
+        groups = self.info.params.get("groups") or {}
+        frames = [prompt_table(self.cells)]
+        if groups:
+            frames.append(prompt_table(self.pooled().cells, groups=groups))
+        return PromptSpread(pd.concat(frames, ignore_index=True) if groups else frames[0])
 
     def write_results(self) -> Path:
         """Write ``results.csv`` and ``results.parquet`` (ok, current cells only)."""

@@ -33,6 +33,7 @@ from .figurekit import (
     with_tails,
 )
 from .loadplots import latency_throughput, speedup_vs_load
+from .promptplots import speedup_per_prompt, speedup_vs_answer_length
 from .stepplots import step_cost_figure, step_points
 
 _INTERVALS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
@@ -103,6 +104,9 @@ def standard(result: RunResult) -> dict[str, Any]:
     params = result.info.params
     if params.get("groups") or any(w.get("category") for w in params.get("workloads", [])):
         figures["by_category"] = by_category(result)  # categories on x
+    if result.cells and any(c.verdict.ok and c.spec.method != "auto" for c in result.cells):
+        figures["speedup_per_prompt"] = speedup_per_prompt(result)  # the spread across prompts
+        figures["speedup_vs_answer_length"] = speedup_vs_answer_length(result)
     return figures
 
 

@@ -79,6 +79,10 @@ class PlanPreview(Rendered):
         by category."""
         return self
 
+    def prompt_spread(self) -> PlanPreview:
+        """Nothing was measured: the preview stands in for the per-prompt speedups."""
+        return self
+
     def require_valid(self) -> None:
         """Nothing was measured in a dry run, so there is nothing to validate."""
         print(f"dry run: {len(self.rows)} cells planned, nothing measured")

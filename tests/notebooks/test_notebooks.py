@@ -20,7 +20,7 @@ def test_notebook_is_stripped_and_thin(path: Path) -> None:
     nb = json.loads(path.read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
-    assert 6 <= len(nb["cells"]) <= 10
+    assert 6 <= len(nb["cells"]) <= 11
     tagged = [c for c in code if "parameters" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1
     for line in "".join(tagged[0]["source"]).splitlines():

@@ -53,7 +53,8 @@ def test_every_standard_figure_draws_only_ok_values(tmp_path: Path) -> None:
     figures = plots.standard(SweepResult(make_run(tmp_path)))
     # step_cost: the drafting configs' speedup split (report/stepplots.py)
     assert set(figures) == {"throughput_vs_budget", "speedup_vs_budget", "acceptance_vs_budget",
-                            "ttft_vs_budget", "itl_vs_budget", "step_cost"}
+                            "ttft_vs_budget", "itl_vs_budget", "step_cost", "speedup_per_prompt",
+                            "speedup_vs_answer_length"}
     speedup = {c.get_label(): c.lines[0] for c in figures["speedup_vs_budget"].axes[0].containers}
     assert [y for y in speedup["code · ngram"].get_ydata() if y == y] == pytest.approx([1.2, 1.4])
     for fig in figures.values():
