@@ -37,11 +37,11 @@ from typing import Any
 
 from ..core.display import Rendered, frame_table, html_text
 from ..core.tables import details
-from ..model.records import CellRecord, RequestRecord
+from ..model.records import CellRecord
 from ..model.tablekeys import PANEL
 from .best import where
 from .claim import Claim, Panel, panel_of_cell
-from .units import UnitId, Units, log_ratios, paired_logs, units_of
+from .units import UnitId, Units, log_ratios, paired_logs, unit_requests, units_of
 
 UnitsOf = Callable[[Sequence[CellRecord]], Units]
 PROMPT_COLUMNS = [*PANEL, "config", "baseline", "block", "request", "category", "answer_tokens",
@@ -97,23 +97,6 @@ def category_of(cell: CellRecord, groups: Mapping[str, Sequence[str]] | None = N
         return cell.spec.workload
     each = max(1, cell.spec.repeats // len(members))
     return str(members[min(len(members) - 1, cell.spec.repeat // each)])
-
-
-def unit_requests(cell: CellRecord) -> dict[UnitId, list[RequestRecord]]:
-    """The requests behind each unit of an ok cell, keyed as :func:`~.units.units_of` keys them
-    (the same requests, in the same blocks of ``concurrency``)."""
-    if not cell.verdict.ok:
-        return {}
-    skip = set(cell.verdict.failed)
-    recs = sorted((r for r in cell.measured if r.index not in skip and r.token_times and r.final),
-                  key=lambda r: (r.start, r.index))
-    slots = max(1, int(cell.spec.concurrency))
-    blocks = max(1, len(recs) // slots)
-    found = {}
-    for b in range(blocks if recs else 0):
-        mine = recs[b * slots: len(recs) if b == blocks - 1 else (b + 1) * slots]
-        found[(cell.spec.repeat, recs[b].index if slots == 1 else b)] = mine
-    return found
 
 
 @dataclass(frozen=True)

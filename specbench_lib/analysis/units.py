@@ -92,13 +92,11 @@ def units_of(cells: Sequence[CellRecord], of: str | Quantity = OUTPUT_RATE) -> U
     dens: list[float] = []
     requests = 0
     for cell in sorted((c for c in cells if c.verdict.ok), key=lambda c: c.spec.repeat):
-        skip = set(cell.verdict.failed)
-        recs = sorted((r for r in cell.measured if r.index not in skip and r.token_times
-                       and r.final), key=lambda r: (r.start, r.index))
-        found = _cell_units(cell, recs, q)
+        groups = unit_requests(cell)
+        found = _cell_units(cell, groups, q)
         if found is None:
             continue
-        requests += len(recs)
+        requests += sum(map(len, groups.values()))
         for key, num, den in found:
             ids.append((cell.spec.repeat, key))
             nums.append(num)
@@ -106,28 +104,42 @@ def units_of(cells: Sequence[CellRecord], of: str | Quantity = OUTPUT_RATE) -> U
     return Units(tuple(ids), np.array(nums, dtype=float), np.array(dens, dtype=float), requests)
 
 
-def _cell_units(cell: CellRecord, recs: Sequence[RequestRecord], q: Quantity
+def unit_requests(cell: CellRecord) -> dict[UnitId, list[RequestRecord]]:
+    """The requests behind each unit of an ok cell, in the order sent: a request each at
+    concurrency 1 (keyed by its index), a block of ``concurrency`` requests otherwise (keyed by
+    its place), the last block holding the remainder; the one grouping every reader of units
+    uses (:mod:`.promptspread` too)."""
+    if not cell.verdict.ok:
+        return {}
+    skip = set(cell.verdict.failed)
+    recs = sorted((r for r in cell.measured if r.index not in skip and r.token_times and r.final),
+                  key=lambda r: (r.start, r.index))
+    slots = max(1, int(cell.spec.concurrency))
+    blocks = max(1, len(recs) // slots)
+    return {(cell.spec.repeat, recs[b].index if slots == 1 else b):
+            recs[b * slots: len(recs) if b == blocks - 1 else (b + 1) * slots]
+            for b in range(blocks if recs else 0)}
+
+
+def _cell_units(cell: CellRecord, groups: dict[UnitId, list[RequestRecord]], q: Quantity
                 ) -> list[tuple[int, float, float]] | None:
-    """One cell's units (key, numerator, denominator): a request each at concurrency 1, a block
-    of ``concurrency`` requests in the order sent otherwise; None where it has none."""
+    """One cell's units (key, numerator, denominator) from its :func:`unit_requests`; None
+    where it has none."""
+    recs = [r for group in groups.values() for r in group]
     busy = [r.token_times[-1] - r.start for r in recs]
     window = (max(r.token_times[-1] for r in recs) - min(r.start for r in recs)) if recs else 0
     if not recs or window <= 0 or sum(busy) <= 0:
         return None
     drafting = cell.spec.method != "auto"
-    parts = [q.parts(r, drafting) for r in recs]
-    if q is ACCEPTANCE and any(p is None for p in parts):
+    parts = {id(r): q.parts(r, drafting) for r in recs}
+    if q is ACCEPTANCE and any(p is None for p in parts.values()):
         return _cell_unit(cell, recs, q)
     overlap = sum(busy) / window if q.overlap else 1.0
-    slots = max(1, int(cell.spec.concurrency))
-    blocks = max(1, len(recs) // slots)
     found = []
-    for b in range(blocks):  # a request without a value (one token: no decode rate) is left out
-        mine = [p for i in range(b * slots, len(recs) if b == blocks - 1 else (b + 1) * slots)
-                if (p := parts[i]) is not None]
+    for (_, key), group in groups.items():  # a request without a value (one token: no decode
+        mine = [p for r in group if (p := parts[id(r)]) is not None]  # rate) is left out
         if mine:
-            found.append((recs[b].index if slots == 1 else b, sum(p[0] for p in mine),
-                          sum(p[1] for p in mine) / overlap))
+            found.append((key, sum(p[0] for p in mine), sum(p[1] for p in mine) / overlap))
     return found or None
 
 
