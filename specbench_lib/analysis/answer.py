@@ -26,7 +26,7 @@ from ..core.store import write_json_atomic
 from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..model.records import CellRecord
 from .best import speedup_words, time_words, verdict_words
-from .claim import ALPHA, Claim, more_units
+from .claim import ALPHA, Claim, closest_call
 from .drift import drift_words, panel_drift, run_drift
 from .intervals import requests_n
 from .metrics import PANEL
@@ -87,7 +87,7 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
                      for c in state.configs},
         "eliminated": dict(state.eliminated), "out": dict(state.out),
         "decided_s": None if state.decided_s is None else round(state.decided_s, 1),
-        "decided_round": state.decided_round, "more_requests": None,
+        "decided_round": state.decided_round, "more_requests": None, "closest_call": None,
         "blocks": found.blocks if found else None, "drift": None, "drift_prefill": None}
     if found is not None and found.leader is not None:
         ratio, reason = panel_drift(mine, found)
@@ -101,7 +101,7 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
         if not found.decided:
             units = {c: units_of([x for x in mine if x.spec.config == c], contest.quantity)
                      for c in state.configs}
-            entry["more_requests"] = more_units(units, found)
+            entry["more_requests"], entry["closest_call"] = closest_call(units, found)
     return entry
 
 
@@ -168,9 +168,10 @@ def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
         if entry["decided"]:
             head += f" · decided in {span(entry['decided_s'] or 0)}"
         else:
-            more = entry.get("more_requests")
+            more, against = entry.get("more_requests"), entry.get("closest_call")
             head += (f" · about {more} more requests per config would decide it" if more else
                      " · more requests would decide it")
+            head += f" (the closest call: {entry['best']} vs {against})" if more and against else ""
     gone = [f"{c} (round {r}{'; still measured as the baseline' if c == entry['baseline'] else ''})"
             for c, r in sorted(entry["eliminated"].items(), key=lambda x: x[1])]
     gone += [f"{c} ({why})" for c, why in entry.get("out", {}).items()]

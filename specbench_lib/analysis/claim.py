@@ -306,20 +306,27 @@ def more_units(units: Mapping[str, Units], found: Claim) -> int | None:
     """About how many more requests per config would show the leader within the margin, as
     the standard errors shrink with √n at the same error (n: the blocks, at as many requests a
     block as so far; None where no number of requests would, by the estimates now)."""
+    return closest_call(units, found)[0]
+
+
+def closest_call(units: Mapping[str, Units], found: Claim) -> tuple[int | None, str | None]:
+    """:func:`more_units` and the set member whose comparison with the leader needs them (the
+    closest call: the spread that sets the number; None with it)."""
     if found.leader is None or found.decided:
-        return None
+        return None, None
     top = units[found.leader]
     one = quantile_level(found.alpha, len(found.rows))
     floor = math.log(1 - found.equivalence) if found.equivalence < 1 else -math.inf
-    need = float(top.n)
+    need, against = float(top.n), None
     for other in found.members:
         if other == found.leader:
             continue
         diff, se, n = paired(top, units[other]).values()
         if se != se or n < 2 or diff <= floor:
-            return None
+            return None, None
         reach = t_quantile(one, n - 1) * se
-        need = max(need, n * (reach / (diff - floor)) ** 2 * top.n / n)  # in units
-    need = math.ceil(need)
+        mine = n * (reach / (diff - floor)) ** 2 * top.n / n  # in units
+        if mine >= need:
+            need, against = mine, other
     per_unit = top.requests / max(1, top.n)
-    return max(1, math.ceil((need - top.n) * per_unit))
+    return max(1, math.ceil((math.ceil(need) - top.n) * per_unit)), against

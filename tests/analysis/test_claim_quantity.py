@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cellfactory import make_cell
+from cellfactory import make_cell, spread_cell
 
 import specbench_lib as sb
 from specbench_lib.analysis.analyse import analyse
@@ -169,3 +169,23 @@ def test_every_reader_states_the_plans_quantity(tmp_path: Path) -> None:
     assert verdict_words(row, 0.05) in answer
     comparison = Comparison([result])
     assert "(on the decode rate)" in write_latex(comparison, tmp_path / "r.tex").read_text()
+
+
+def test_the_answer_names_the_closest_call_that_sets_more_requests() -> None:
+    """auto far behind, two n-gram budgets within 2 %: the requests still needed are set by
+    the leader against its near-tie, not against auto, and the answer says so."""
+    rng = random.Random(5)
+    cells = [spread_cell(config, method, budget,
+                         [rate * math.exp(rng.gauss(0, 0.08)) for _ in range(3)],
+                         repeat=block, repeats=4)
+             for block in range(4)
+             for config, method, budget, rate in (("auto", "auto", None, 20.0),
+                                                  ("ngram-b4", "ngram", 4, 30.0),
+                                                  ("ngram-b8", "ngram", 8, 30.5))]
+    answer = fixed_answer(cells, seconds=10.0)
+    (panel,) = answer["panels"]
+    assert panel["decision"] == "undecided" and panel["more_requests"]
+    others = {"ngram-b4", "ngram-b8"} - {panel["best"]}
+    assert panel["closest_call"] in others  # not auto, which is far behind
+    line = answer_lines(answer)[1]
+    assert f"(the closest call: {panel['best']} vs {panel['closest_call']})" in line
