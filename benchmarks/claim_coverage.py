@@ -67,7 +67,8 @@ DRIFTS = "0,0.2,0.4,0.4step"
 
 GRID = [(k, m, r) for k in (2, 4, 6, 8) for m in (1, 2, 4, 12) for r in (1, 3, 10)]
 QUICK = [(2, 1, 3), (6, 2, 3), (6, 2, 7), (5, 4, 5), (8, 12, 3)]
-HET_GRID = [(k, m, r) for k in (2, 4, 6) for m in (2, 4) for r in (3, 10)]
+HET_GRID = [(2, 2, 3), (2, 2, 10), (2, 4, 10), (4, 2, 3), (4, 2, 10), (4, 4, 10), (6, 2, 10),
+            (6, 4, 3)]
 HETS = "0.1,0.15,0.2,0.25"
 HETEROGENEITY = ROOT / "benchmarks" / "data" / "heterogeneity.json"
 # decoding tok/s shaped like run 20261204T192320Z's chat panel (auto 63.9; b4 1.06x, b8 1.09x,

@@ -138,7 +138,10 @@ def run_rows(path: Path, max_other: float | None = None) -> list[dict[str, Any]]
             continue
         base = configs["auto"]
         aa = [c for c in autos if c != "auto"]
-        found = {c: compare(configs[c], base) for c in configs if c != "auto"}
+        found = {c: compare(configs[c], base) for c in configs
+                 if c != "auto" and sum(k in base for k in configs[c]) >= 3}  # a spread at all
+        if not found:
+            continue
         if aa:
             noise = {q: found[aa[0]]["stats"][q]["sd"] for q in QUANTITIES}
             source = "aa"
