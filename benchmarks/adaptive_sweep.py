@@ -21,6 +21,10 @@ Prints per plan: the share of panels decided (ε <= 5 %) by elapsed time (2, 4, 
 8.25 min: the budget and the 10 % a slice may run past it),
 for both designs, the conditional error (decided but more than ε behind the best), and the
 median time to decide. Writes ``benchmarks/results/adaptive_sweep.json``.
+
+**Measured** (``--measured``, issue 39): the plans of
+:data:`measured_sweep.MEASURED_PLANS`, simulated with the heterogeneity, noise and effects of
+benchmarks/data/heterogeneity.json and the measured wall clock (see :mod:`measured_sweep`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from _common import load_note, write_results  # noqa: E402
 from claimsim import ISSUE_RATES, Design, Panel, sequential  # noqa: E402
+from measured_sweep import MEASURED_PLANS, measured_main  # noqa: E402
 
 from specbench_lib.analysis.claim import claim  # noqa: E402
 
@@ -137,7 +142,18 @@ def main() -> None:
                         help="seconds a request costs beyond its decode (prefill, client)")
     parser.add_argument("--auto", type=float, default=AUTO_TOK_S,
                         help="auto's tok/s a request (the others in the issue's proportion)")
+    parser.add_argument("--measured", action="store_true", help="the measured plans, from "
+                        "benchmarks/data/heterogeneity.json (--autos, --plans: indices)")
+    parser.add_argument("--autos", default="18,24,32", help="with --measured: auto's tok/s")
+    parser.add_argument("--set", default="", help="with --measured: effects set by hand, "
+                        "workload:config=ratio,... (e.g. copyedit:ngram-b4=1.0)")
     args = parser.parse_args()
+    if args.measured:
+        names = list(MEASURED_PLANS) if args.plans == "all" else [
+            list(MEASURED_PLANS)[int(i)] for i in args.plans.split(",")]
+        measured_main(args.sweeps, args.seed, [float(a) for a in args.autos.split(",")], names,
+                      args.set)
+        return
     OVERHEAD_S, AUTO_TOK_S = args.overhead, args.auto
     print(load_note(), f"per-request noise σ {args.noise}, {args.sweeps} sweeps a plan, "
           f"{OVERHEAD_S} s a request beyond its decode, auto {AUTO_TOK_S:g} tok/s")

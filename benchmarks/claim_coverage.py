@@ -28,6 +28,16 @@ the claimed ε behind the true best (wanted ≤ 5 %), and of all sweeps the shar
 wrong (what the claim's α bounds: P(wrong | decided) ≤ α / P(decided)), with binomial
 Monte-Carlo errors (± 2 SE).
 Writes ``benchmarks/results/claim_coverage.json``.
+
+**Prompt heterogeneity** (``--hets 0.1,0.15,0.2,0.25``, issue 39): each prompt has a true effect
+of its own in every config but auto (log-normal around the config's, sd ``effect_sd``,
+correlated 0.9 across the configs of a prompt), on top of the per-request noise and the drift;
+the estimand is the mean over the prompt population (a block's mean carries the heterogeneity /
+√(requests a round)). Three quantities (``--quantities``): ``output_rate`` (end to end; the
+issue's rates, the per-request noise measured by an A/A pair, benchmarks/data/heterogeneity.json),
+``decode_rate`` (rates shaped like a measured chat panel's decoding, its own measured noise) and
+``acceptance`` (tokens per step: no timing in it, so no noise and no drift, only the prompts).
+Writes ``benchmarks/results/claim_coverage_het.json``.
 """
 
 from __future__ import annotations
@@ -48,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from _common import load_note, write_results  # noqa: E402
-from claimsim import Design, fixed, issue_design, sequential  # noqa: E402
+from claimsim import ISSUE_RATES, Design, fixed, issue_design, sequential  # noqa: E402
 
 from specbench_lib.analysis import units as units_module  # noqa: E402
 from specbench_lib.analysis.claim import Claim  # noqa: E402
@@ -57,6 +67,43 @@ DRIFTS = "0,0.2,0.4,0.4step"
 
 GRID = [(k, m, r) for k in (2, 4, 6, 8) for m in (1, 2, 4, 12) for r in (1, 3, 10)]
 QUICK = [(2, 1, 3), (6, 2, 3), (6, 2, 7), (5, 4, 5), (8, 12, 3)]
+HET_GRID = [(2, 2, 3), (2, 2, 10), (2, 4, 10), (4, 2, 3), (4, 2, 10), (4, 4, 10), (6, 2, 10),
+            (6, 4, 3)]
+HETS = "0.1,0.15,0.2,0.25"
+HETEROGENEITY = ROOT / "benchmarks" / "data" / "heterogeneity.json"
+# decoding tok/s shaped like run 20261204T192320Z's chat panel (auto 63.9; b4 1.06x, b8 1.09x,
+# b16 1.01x), then lower budgets and the drafter; tokens per step like its exp(mean log)
+DECODE_RATES = {"auto": 63.9, "ngram-b4": 67.6, "ngram-b8": 69.6, "ngram-b16": 64.7,
+                "ngram-b32": 62.0, "draft-b4": 32.4, "ngram-b2": 66.0, "ngram-b64": 60.0}
+ACCEPTANCE = {"auto": 1.0, "ngram-b4": 1.30, "ngram-b8": 1.355, "ngram-b16": 1.39,
+              "ngram-b32": 1.41, "draft-b4": 1.20, "ngram-b2": 1.22, "ngram-b64": 1.42}
+QUANTITY_RATES = {"output_rate": ISSUE_RATES, "decode_rate": DECODE_RATES,
+                  "acceptance": ACCEPTANCE}
+FALLBACK_NOISE = {"output_rate": 0.09, "decode_rate": 0.12, "acceptance": 0.0}
+
+
+def measured_noise(quantity: str) -> float:
+    """One request's noise for ``quantity``: the pooled runs' median two-request noise / √2 in
+    benchmarks/data/heterogeneity.json (acceptance: 0, it has no timing in it)."""
+    if quantity == "acceptance":
+        return 0.0
+    if HETEROGENEITY.exists():
+        import json
+
+        pair = json.loads(HETEROGENEITY.read_text())["pooled"][quantity]["pair_noise_median"]
+        if pair:
+            return float(pair) / math.sqrt(2)
+    return FALLBACK_NOISE[quantity]
+
+
+def het_design(quantity: str, k: int, m: int, r: int, effect_sd: float, drift: str = "0",
+               noise: float | None = None) -> Design:
+    """A heterogeneity design point: the quantity's rates, its noise, prompts' own effects."""
+    size, shape = drift_of(drift)
+    rates = tuple(list(QUANTITY_RATES[quantity].items())[:k])
+    timed = quantity != "acceptance"
+    return Design(rates, m, r, noise_sd=measured_noise(quantity) if noise is None else noise,
+                  effect_sd=effect_sd, drift=size if timed else 0.0, shape=shape)
 
 
 def score(design: Design, found: Claim) -> dict[str, Any]:
@@ -113,16 +160,55 @@ def point(k: int, m: int, r: int, sweeps: int, seed: int, mode: str, drift: str 
     rng = np.random.default_rng([seed, k, m, r, mode == "budgeted", round(100 * size),
                                  shape == "step", before])
     with _prompts_as_sample(before):
-        scores = [score(design, fixed(design, rng) if mode == "fixed"
-                        else sequential(design, rng).claim) for _ in range(sweeps)]
-    n_int = sum(s["interval"] for s in scores)
-    n_dec = sum(s["decided"] for s in scores)
+        counts = evaluate(design, rng, mode, sweeps)
     return {"k": k, "per_round": m, "rounds": r, "mode": mode, "sweeps": sweeps,
-            "drift": drift, "design": "before" if before else "blocks",
-            "with_interval": n_int, "speedup_covered": sum(s["covered"] for s in scores),
-            "set_covered": sum(s["in_set"] for s in scores), "decided": n_dec,
+            "drift": drift, "design": "before" if before else "blocks", **counts}
+
+
+def evaluate(design: Design, rng: np.random.Generator, mode: str, sweeps: int
+             ) -> dict[str, int]:
+    """``sweeps`` simulated claims of ``design`` (``mode`` fixed or budgeted), scored."""
+    scores = [score(design, fixed(design, rng) if mode == "fixed"
+                    else sequential(design, rng).claim) for _ in range(sweeps)]
+    return {"with_interval": sum(s["interval"] for s in scores),
+            "speedup_covered": sum(s["covered"] for s in scores),
+            "set_covered": sum(s["in_set"] for s in scores),
+            "decided": sum(s["decided"] for s in scores),
             "wrong": sum(s["wrong"] for s in scores),
             "wrong_margin": sum(s["wrong_margin"] for s in scores)}
+
+
+def het_point(quantity: str, k: int, m: int, r: int, effect_sd: float, sweeps: int, seed: int,
+              mode: str, drift: str = "0", noise: float | None = None) -> dict[str, Any]:
+    """A heterogeneity design point (see the module), scored over ``sweeps`` claims."""
+    design = het_design(quantity, k, m, r, effect_sd, drift, noise)
+    rng = np.random.default_rng([seed, k, m, r, mode == "budgeted", round(1000 * effect_sd),
+                                 round(100 * design.drift), design.shape == "step",
+                                 list(QUANTITY_RATES).index(quantity)])
+    return {"quantity": quantity, "effect_sd": effect_sd, "noise_sd": design.noise_sd,
+            "k": k, "per_round": m, "rounds": r, "mode": mode, "sweeps": sweeps,
+            "drift": drift if design.drift or design.shape == "step" else "0",
+            "design": "blocks", **evaluate(design, rng, mode, sweeps)}
+
+
+def het_rows(points: list[tuple[int, ...]], hets: str, quantities: str, drifts: str,
+             sweeps: int, seed: int) -> list[dict[str, Any]]:
+    """Every heterogeneity point, printed as it comes."""
+    rows = []
+    for quantity in quantities.split(","):
+        noise = measured_noise(quantity)  # read once: the file may change while this runs
+        for effect_sd in (float(h) for h in hets.split(",")):
+            for k, m, r in points:
+                for drift in drifts.split(",") if quantity != "acceptance" else ("0",):
+                    for mode in ("fixed", "budgeted"):
+                        if mode == "budgeted" and r < 2:
+                            continue
+                        found = het_point(quantity, k, m, r, effect_sd, sweeps, seed, mode,
+                                          drift, noise)
+                        rows.append(found)
+                        print(f"{quantity:<12} {effect_sd:4.2f} {found['noise_sd']:5.3f} "
+                              + _line(found), flush=True)
+    return rows
 
 
 def main() -> None:
@@ -135,24 +221,31 @@ def main() -> None:
     parser.add_argument("--drifts", default=DRIFTS, help="the machine's drift over a run, comma "
                         "separated: 0.2 (linear, 20 %%), 0.4step (a 40 %% step at the half)")
     parser.add_argument("--before", action="store_true", help="also the design before blocks")
+    parser.add_argument("--hets", default="", help=f"prompt heterogeneity sds, comma separated "
+                        f"(e.g. {HETS}): the heterogeneity model instead of the homogeneous one")
+    parser.add_argument("--quantities", default=",".join(QUANTITY_RATES),
+                        help="with --hets: the claim quantities simulated")
     args = parser.parse_args()
     points = ([tuple(int(x) for x in p.split("/")) for p in args.points.split(",")]
-              if args.points else QUICK if args.quick else GRID)
+              if args.points else QUICK if args.quick else HET_GRID if args.hets else GRID)
     began = time.monotonic()
     print(load_note())
-    print(f"{'k':>2} {'req/rd':>6} {'rounds':>6} {'mode':>8} {'drift':>8} {'design':>7}  "
-          f"{'speedup cov %':>14} {'set cov %':>14} {'decided %':>14} {'wrong | decided %':>18} "
-          f"{'wrong & decided %':>18}")
-    rows = []
-    for k, m, r in points:
-        for drift in args.drifts.split(","):
-            for before in (False, True) if args.before else (False,):
-                for mode in ("fixed", "budgeted"):
-                    if mode == "budgeted" and r < 2:
-                        continue
-                    found = point(k, m, r, args.sweeps, args.seed, mode, drift, before)
-                    rows.append(found)
-                    print(_line(found), flush=True)
+    print(f"{'quantity  het noise ' if args.hets else ''}{'k':>2} {'req/rd':>6} {'rounds':>6} "
+          f"{'mode':>8} {'drift':>8} {'design':>7}  {'speedup cov %':>14} {'set cov %':>14} "
+          f"{'decided %':>14} {'wrong | decided %':>18} {'wrong & decided %':>18}")
+    if args.hets:
+        rows = het_rows(points, args.hets, args.quantities, args.drifts, args.sweeps, args.seed)
+    else:
+        rows = []
+        for k, m, r in points:
+            for drift in args.drifts.split(","):
+                for before in (False, True) if args.before else (False,):
+                    for mode in ("fixed", "budgeted"):
+                        if mode == "budgeted" and r < 2:
+                            continue
+                        found = point(k, m, r, args.sweeps, args.seed, mode, drift, before)
+                        rows.append(found)
+                        print(_line(found), flush=True)
     # one block cannot separate a config from its time (the claim says so): not in the totals
     totals = {key: sum(r[key] for r in rows if r["design"] == "blocks" and r["rounds"] >= 2)
               for key in ("with_interval", "speedup_covered", "sweeps", "set_covered", "decided",
@@ -162,7 +255,8 @@ def main() -> None:
           f"{rate(totals['set_covered'], totals['sweeps'])} %, wrong when decided "
           f"{rate(totals['wrong'], totals['decided'])} % ({totals['decided']} decided) "
           f"in {time.monotonic() - began:.0f} s")
-    write_results("claim_coverage", {"rows": rows, "totals": totals, "seed": args.seed})
+    write_results("claim_coverage_het" if args.hets else "claim_coverage",
+                  {"rows": rows, "totals": totals, "seed": args.seed, "load": load_note()})
 
 
 def _line(found: dict[str, Any]) -> str:

@@ -5,13 +5,15 @@ bootstrap's √½), so it can fail."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
-from claimsim import fixed, issue_design, sequential
+from claimsim import Panel, fixed, issue_design, sequential
 
 import specbench_lib.analysis.claim as claim_module
+from specbench_lib.analysis.units import log_ratios
 
 
 def coverage(k: int, per_round: int, rounds: int, sweeps: int, seed: int) -> dict[str, float]:
@@ -66,3 +68,46 @@ def test_the_check_fails_when_the_standard_error_is_too_small(monkeypatch) -> No
     assert found["speedup"] < 0.92 or found["set"] < 0.92
     with pytest.raises(AssertionError):
         test_the_speedup_interval_and_the_set_cover_at_few_requests()
+
+
+def het_coverage(effect_sd: float, noise_sd: float, sweeps: int, seed: int) -> float:
+    """The speedup interval's coverage in the heterogeneity model (four near-ties, 2 requests a
+    round, 10 rounds, a 40 % drift): the truth is the mean over the prompt population."""
+    design = replace(issue_design(4, 2, 10, drift=0.4), effect_sd=effect_sd, noise_sd=noise_sd)
+    rng = np.random.default_rng(seed)
+    held = 0
+    for _ in range(sweeps):
+        found = fixed(design, rng)
+        row = found.rows[found.leader]
+        truth = design.rate(found.leader) / design.rate("auto")
+        held += found.leader == "auto" or row.speedup_lo <= truth <= row.speedup_hi
+    return held / sweeps
+
+
+@pytest.mark.parametrize(("effect_sd", "noise_sd"), [(0.2, 0.0), (0.1, 0.09), (0.25, 0.09)])
+def test_the_heterogeneity_model_gives_the_per_prompt_spread_asked(effect_sd, noise_sd) -> None:
+    # the per-prompt paired log ratio against auto: the prompt's own effect (sd effect_sd) and
+    # two requests' noise; the shared prompt factor (0.25) cancels in the pair
+    design = replace(issue_design(2, 400, 1), effect_sd=effect_sd, noise_sd=noise_sd)
+    panel = Panel(design, np.random.default_rng(3))
+    panel.measure(0, design.names)
+    units = panel.units()
+    logs, _ = log_ratios(units["ngram-b4"], units["auto"])
+    want = math.sqrt(effect_sd ** 2 + 2 * noise_sd ** 2)
+    assert abs(float(np.std(logs, ddof=1)) - want) < 0.1 * want
+    assert abs(float(np.mean(logs)) - math.log(34.2 / 31.8)) < 3 * want / math.sqrt(400)
+
+
+def test_the_speedup_interval_covers_the_prompt_population_at_heterogeneity() -> None:
+    assert het_coverage(0.2, 0.09, 150, seed=13) >= 0.92
+
+
+def test_the_heterogeneity_check_fails_when_the_se_is_too_small(monkeypatch) -> None:
+    paired = claim_module.paired
+
+    def shrunk(a, b):
+        found = paired(a, b)
+        return replace(found, se=found.se * 0.42)
+
+    monkeypatch.setattr(claim_module, "paired", shrunk)
+    assert het_coverage(0.2, 0.09, 150, seed=13) < 0.92
