@@ -327,10 +327,12 @@ def _repeat_columns(means: Any, grouped: Any, cells: Sequence[CellRecord],
 
 
 def _speedups(means: Any) -> Any:
-    """``speedup`` against the panel's ``auto`` row, ``speedup_vs_linear`` against its best
-    ``linear`` row (NaN where there is none)."""
+    """``speedup`` against the panel's ``auto`` row (its first, the claims' baseline, where a
+    plan has two: an A/A pair), ``speedup_vs_linear`` against its best ``linear`` row (NaN where
+    there is none)."""
     keys = PANEL
-    base = means[means["method"] == "auto"][[*keys, "output_tok_s"]]
+    base = means[means["method"] == "auto"][[*keys, "output_tok_s"]].drop_duplicates(
+        subset=keys, keep="first")
     base = base.rename(columns={"output_tok_s": "auto_tok_s"})
     means = means.merge(base, on=keys, how="left")
     means["speedup"] = means["output_tok_s"] / means["auto_tok_s"]

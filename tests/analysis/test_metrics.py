@@ -87,3 +87,16 @@ def test_table_has_only_ok_cells_and_speedup_vs_auto() -> None:
     assert row["speedup"] == pytest.approx(1.5)
     orphan = table[table["context"] == 512].iloc[0]
     assert math.isnan(orphan["speedup"])
+
+
+def test_an_aa_pair_of_auto_configs_keeps_one_row_a_config() -> None:
+    """Two `auto` configs in one plan (an A/A pair, the noise yardstick of
+    benchmarks/params/sizing_aa.yaml): one row each, the speedup against the first; before, the
+    merge on the panel doubled every row and the best table failed on a Series."""
+    cells = [make_cell("auto", "auto", None, tok_s=10.0),
+             make_cell("auto-aa", "auto", None, tok_s=12.0, series="auto-aa"),
+             make_cell("ngram-b8", "ngram", 8, tok_s=15.0)]
+    table = results_table(cells)
+    assert sorted(table["config"]) == ["auto", "auto-aa", "ngram-b8"]
+    speed = table.set_index("config")["speedup"]
+    assert speed["ngram-b8"] == pytest.approx(1.5) and speed["auto-aa"] == pytest.approx(1.2)
