@@ -137,6 +137,7 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
                          spending=params.alpha_spending,  # the first look after two blocks
                          quantity=params.claim_quantity)
     number, stopped, partial, parallel = 0, "rounds", None, placer is not None
+    took: list[float] = []  # each round's seconds, this attempt's
     log = Looks(_prior(ctx))  # an earlier attempt's looks: replayed while this one measures nothing
     while number < contest.rounds:
         slices = _slices(ctx, contest, number)
@@ -159,11 +160,8 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
                       for s, t in slices if s.label in partial.configs]
         before = budget.elapsed
         whole = _round(ctx, placer, budget, slices, number, partial)
-        if number == 0:  # the looks it can afford: the rounds the corpus feeds, and about twice
-            # the rounds of this one's cost that fit (eliminations make later rounds cheaper)
-            took = max(budget.elapsed - before, 1e-3)
-            contest.cap(min(ctx.book.rounds_fed,
-                            max(2, math.ceil(2 * budget.seconds / took))))
+        took.append(max(budget.elapsed - before, 1e-3))
+        _afford(contest, ctx.book.rounds_fed, budget.seconds, took)
         last = (partial is not None or not whole or number + 1 >= contest.rounds
                 or not _smallest_fits(contest, budget, params.requests_per_cell, parallel))
         log.observe(ctx, contest, number, budget.elapsed, last=last, partial=partial)
@@ -176,6 +174,18 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
             stopped = "budget" if number < contest.rounds or partial is not None else "rounds"
             break
     return _finish(ctx, contest, budget, number, stopped, partial)
+
+
+def _afford(contest: Contention, fed: int, seconds: float, took: list[float]) -> None:
+    """The looks the sweep can afford, fixed before its first look (after its second round):
+    the rounds the corpus feeds, and about twice the rounds of the cheaper of its first two
+    rounds' cost that fit (eliminations make later rounds cheaper). The cheaper: a first round
+    slowed by a busy host's re-measurements, or by costs paid once, capped a whole run at 6
+    rounds where 9 fitted (`make run`, 2026-12-04)."""
+    if len(took) == 1:
+        contest.cap(fed)  # the corpus alone: round 1 is measured whatever its cost
+    elif len(took) == 2:
+        contest.cap(min(fed, max(2, math.ceil(2 * seconds / min(took)))))
 
 
 def _slices(ctx: SweepContext, contest: Contention, number: int) -> Slices:
