@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_engine
+from ports import free_port
 from pydantic import ValidationError
 
 import specbench_lib as sb
@@ -20,7 +21,7 @@ from specbench_lib.model.plan import build_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_BENCH = ROOT / "tests" / "data" / "spec_bench_question.jsonl"
-PORT = 8263
+PORT = free_port()
 
 
 def argv(interval: float, *extra: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.core.errors import ParamsError
@@ -15,7 +16,7 @@ from specbench_lib.host.cpuset import host_cpus, pinned, split
 from specbench_lib.host.sources import usable_cpus
 from specbench_lib.model.sections import EngineParams
 
-PORT = 8371
+PORT = free_port()
 TWO = pytest.mark.skipif(len(host_cpus()) < 2, reason="needs two usable CPUs")
 
 

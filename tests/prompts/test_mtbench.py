@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 from pydantic import ValidationError
 
 import specbench_lib as sb
@@ -24,7 +25,7 @@ from specbench_lib.prompts.workload import documents, questions
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SPEC_BENCH = DATA / "spec_bench_question.jsonl"
-PORT = 8257
+PORT = free_port()
 
 
 def words(text: str) -> list[int]:

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_engine
+from ports import free_port
 from pydantic import ValidationError
 
 import specbench_lib as sb
@@ -25,7 +26,7 @@ from specbench_lib.prompts.workload import questions
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "speed_bench"
-PORT = 8267
+PORT = free_port()
 
 
 def workloads(**more: object) -> list[str]:

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from cellfactory import make_cell, spread_cell
 from fakeparams import SMALL_CELLS, fake_argv, fake_engine
+from ports import free_port
 
 from specbench_lib import SweepResult
 from specbench_lib.report import export as report
@@ -36,7 +37,7 @@ from specbench_lib.report.diff import RunDiff, write_diff
 from specbench_lib.runs.run import RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
-PORT = 8197
+PORT = free_port()
 WINDOW = (1280, 800)  # the window every page must fit, and its first screen
 EXTERNAL = re.compile(r"^\s*(https?:|wss?:|ftp:|//)", re.I)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fakeparams import FAKE, LENIENT_HOST, fake_engine
+from paramsfiles import write_params
 from ports import free_port
 from procs import pids_with
 
@@ -97,8 +98,7 @@ def test_an_existing_run_id_is_refused(outputs: Path, no_kernel: list[dict[str, 
 
 def test_a_preflight_failure_leaves_no_run_folder(tmp_path: Path, outputs: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {EMBEDDED}\nphase: pf\nengine: {{binary: {tmp_path / 'nope'}}}\n")
+    params = write_params(tmp_path, EMBEDDED, phase="pf", engine={"binary": str(tmp_path / "nope")})
     assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "pf1"]) == 1
     err = capsys.readouterr().err
     assert "PreflightError" in err and "no run was recorded" in err
@@ -298,8 +298,7 @@ def test_a_full_disk_when_the_notebook_is_saved_is_one_line_not_a_traceback(
         raise OSError(errno.ENOSPC, "No space left on device", out)
 
     monkeypatch.setattr(papermill, "execute_notebook", execute)
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {EMBEDDED}\nphase: full\n")
+    params = write_params(tmp_path, EMBEDDED, phase="full")
     assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "full1"]) == 1
     said = capsys.readouterr()
     run = outputs / "runs" / "full1"

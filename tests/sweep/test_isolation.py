@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cellfactory import make_cell, not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.analysis.analyse import analyse
@@ -25,7 +26,7 @@ from specbench_lib.servers.engines import get_adapter
 from specbench_lib.sweep import preflight
 from specbench_lib.sweep.serversweep import cell_order
 
-PORT = 8231
+PORT = free_port()
 # this module judges what the server remembers, not the client host (a busy 2-core host can
 # coalesce reads of a fast stream): both host rules off
 HOST = LENIENT_HOST.replace("0.5", "1.0")

@@ -14,12 +14,13 @@ from cellfactory import make_cell, not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 
 matplotlib.use("Agg")
+from ports import free_port
 
 import specbench_lib as sb  # noqa: E402
 from specbench_lib.report import plots  # noqa: E402
 from specbench_lib.runs.run import RunDir  # noqa: E402
 
-PORT = 8205
+PORT = free_port()
 INTERVAL = 0.01  # the fake server's seconds before each token
 
 

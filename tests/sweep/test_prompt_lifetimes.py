@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib import cli
@@ -21,7 +22,7 @@ from specbench_lib.servers.engines import get_adapter
 from specbench_lib.sweep import preflight
 from specbench_lib.sweep.lifetimes import launch_argvs, plan_lifetimes
 
-PORT = 8247
+PORT = free_port()
 ROOT = Path(__file__).resolve().parents[2]
 HOST = LENIENT_HOST.replace("0.5", "1.0")
 

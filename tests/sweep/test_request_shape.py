@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers.engines import get_adapter
 
-PORT = 8253
+PORT = free_port()
 
 
 @pytest.mark.parametrize(("kind", "where"), [
