@@ -28,8 +28,6 @@ from specbench_lib.prompts.promptbook import PromptBook
 from specbench_lib.prompts.workload import build_prompts
 from specbench_lib.servers.engines import get_adapter
 
-PORT = free_port()
-
 
 def tokenize(text: str) -> list[int]:
     """The stand-ins' tokenizer: a word's id from its letters, special tokens on their own."""
@@ -121,7 +119,7 @@ def test_sglang_renders_the_models_own_template_here(tmp_path: Path) -> None:
 def test_a_chat_eos_sampled_sweep_runs_on_the_fake_engine(tmp_path: Path) -> None:
     path = tmp_path / "chat.yaml"
     path.write_text(f"""phase: chat
-{fake_engine(PORT, fake_argv(interval=0.002), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), fake_argv(interval=0.002), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: chat, source: sharegpt, template: chat, stop: eos}}

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from fakeparams import FAKE, fake_argv, fake_engine
-from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.model.fingerprint import Components, cell_fingerprints
@@ -18,7 +17,7 @@ from specbench_lib.runs import provenance
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny.yaml"
-PORT = free_port()  # the resume sweeps' stand-ins, one port for the module's params
+PORT = 8197  # the resume sweeps' stand-ins: one port for the module's params (no other test's)
 BASE = Components(engine={"kind": "llamacpp", "version": "11434", "sha256": "a" * 64,
                           "package": None, "package_version": None, "commit": None},
                   model="m" * 20, code="c" * 20,

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from fakeparams import FAKE, fake_engine
-from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.host.sources import listener_pids
@@ -25,7 +24,7 @@ from specbench_lib.servers.health import http_status
 from specbench_lib.servers.process import ServerProcess, port_lease
 
 ROOT = Path(__file__).resolve().parents[2]
-PORT = free_port()
+PORT = 8198
 
 
 def params(tmp_path: Path, argv: list[str], *, contexts: str = "[16, 32]") -> Path:

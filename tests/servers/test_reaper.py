@@ -11,13 +11,12 @@ from pathlib import Path
 
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
-from ports import free_port
 from procs import pids_with
 
 import specbench_lib as sb
 from specbench_lib.servers import reaper
 
-PORT = free_port()
+PORT = 8236
 
 # a launcher whose child calls setsid() (as a daemonizing server does) and lives on; the
 # child ignores SIGTERM when asked to, as a hung server would

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import pytest
 from fakeparams import fake_engine
-from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.analysis.validate import request_problems
@@ -37,8 +36,8 @@ from specbench_lib.sweep import preflight
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "support" / "fake_server.py"
 PROTOCOL = ROOT / "tests" / "support" / "protocol_servers.py"
-STREAM_PORT = free_port()
-SGLANG_PORT = free_port()
+STREAM_PORT = 8201
+SGLANG_PORT = 8202
 CONTEXTS = (16, 32)
 
 # config → (fake_server mode, verdict, first reason code, words in that reason's detail)
