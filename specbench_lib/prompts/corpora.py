@@ -18,11 +18,21 @@ from collections.abc import Callable
 
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
-from ..model.sources import SOURCES, frame_tag
+from ..model.sources import SOURCES
 from .chat import ChatFrame, Render, with_options
 from .conversations import first_turn, plain_render
 from .randomtokens import random_prompt
-from .workload import FRAMES, MIN_MATERIAL, Prompt, corpus_documents, documents, frame_of
+from .workload import (
+    FRAMES,
+    MIN_MATERIAL,
+    Prompt,
+    corpus_documents,
+    documents,
+    frame_of,
+    in_frame,
+    task_frame,
+    task_prompt,
+)
 
 Tokenize = Callable[[str], list[int]]
 
@@ -88,9 +98,7 @@ class Corpora:
                                  what="workload")
         found = (self._framed(workload, inner, index, total) if workload.source in FRAMES
                  else self._document(workload, inner, total))
-        if frame is None or self.count_only:
-            return found
-        return Prompt(frame.wrap(found.tokens, tokens, exact=not workload.natural), found.sources)
+        return found if self.count_only else in_frame(frame, found, tokens, workload)
 
     def _document(self, workload: WorkloadParams, tokens: int, total: int) -> Prompt:
         """Documents joined and cut to ``tokens``; natural: one whole document (tokens: a cap)."""
@@ -101,16 +109,10 @@ class Corpora:
     def _framed(self, workload: WorkloadParams, tokens: int, index: int, total: int) -> Prompt:
         """A task frame (copyedit, grounded) around material from the corpus: instruction +
         material + answer opening, the task text never cut."""
-        kind, head, tail = FRAMES[workload.source][index % 2]
-        head_ids, tail_ids = self.tokenize(head), self.tokenize(tail)
-        room = tokens - len(head_ids) - len(tail_ids)
-        if room < MIN_MATERIAL:
-            raise PreflightError(f"{workload.source} prompts need at least "
-                                 f"{tokens - room + MIN_MATERIAL} tokens, got {tokens}",
-                                 what="workload")
+        kind, head_ids, tail_ids, room = task_frame(workload.source, index, tokens, self.tokenize)
         ids, used = self._material(workload, corpus_of(workload, index),
                                    1 if workload.natural else room, total)
-        return Prompt(head_ids + ids[:room] + tail_ids, (frame_tag(workload.source, kind), *used))
+        return task_prompt(workload.source, kind, head_ids, ids, tail_ids, room, used)
 
     def conversation_render(self, workload: WorkloadParams) -> Render:
         """How a conversation's messages become ids: the model's chat template with

@@ -144,6 +144,36 @@ def corpus_documents(corpus: str) -> tuple[tuple[str, str], ...]:
     return _humaneval() if corpus == "humaneval" else _sharegpt()
 
 
+def task_frame(source: str, index: int, tokens: int,
+               tokenize: Callable[[str], list[int]]) -> tuple[str, list[int], list[int], int]:
+    """Prompt ``index``'s task frame of a ``copyedit`` or ``grounded`` workload of ``tokens``
+    tokens: its kind (code for even prompts, text for odd), the instruction's and the answer
+    opening's ids, and the room left for material (refused below :data:`MIN_MATERIAL`)."""
+    kind, head, tail = FRAMES[source][index % 2]
+    head_ids, tail_ids = tokenize(head), tokenize(tail)
+    room = tokens - len(head_ids) - len(tail_ids)
+    if room < MIN_MATERIAL:
+        raise PreflightError(f"{source} prompts need at least {tokens - room + MIN_MATERIAL} "
+                             f"tokens, got {tokens}", what="workload")
+    return kind, head_ids, tail_ids, room
+
+
+def task_prompt(source: str, kind: str, head_ids: list[int], material: list[int],
+                tail_ids: list[int], room: int, used: list[str]) -> Prompt:
+    """Instruction + material cut to ``room`` + answer opening, the task text never cut; its
+    sources the frame's tag and the documents of the material."""
+    return Prompt(head_ids + material[:room] + tail_ids, (frame_tag(source, kind), *used))
+
+
+def in_frame(frame: ChatFrame | None, prompt: Prompt, tokens: int,
+             workload: WorkloadParams) -> Prompt:
+    """``prompt`` as the user's turn of the chat ``frame`` (None: raw, as it is), ``tokens``
+    tokens in all (exact unless the workload's prompts are of natural length)."""
+    if frame is None:
+        return prompt
+    return Prompt(frame.wrap(prompt.tokens, tokens, exact=not workload.natural), prompt.sources)
+
+
 def frame_of(workload: WorkloadParams, render: Render | None,
              tokenize: Callable[[str], list[int]]) -> ChatFrame | None:
     """The chat frame a workload's prompts are wrapped in (None: ``template: raw``)."""
@@ -174,8 +204,7 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
     if frame is not None:
         inner = build_prompts(workload.model_copy(update={"template": "raw"}), n=n,
                               tokens=tokens - frame.size, seed=seed, tokenize=tokenize, salt=salt)
-        return [Prompt(frame.wrap(p.tokens, tokens, exact=not workload.natural), p.sources)
-                for p in inner]
+        return [in_frame(frame, p, tokens, workload) for p in inner]
     if SOURCES[workload.source] == "frame":
         return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize,
                                 source=workload.source, natural=workload.natural)
@@ -220,12 +249,7 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
         rng.shuffle(orders[kind])
     prompts = []
     for i in range(n):
-        kind, head, tail = FRAMES[source][i % 2]
-        head_ids, tail_ids = tokenize(head), tokenize(tail)
-        room = tokens - len(head_ids) - len(tail_ids)
-        if room < MIN_MATERIAL:
-            raise PreflightError(f"{source} prompts need at least {tokens - room + MIN_MATERIAL} "
-                                 f"tokens, got {tokens}", what="workload")
+        kind, head_ids, tail_ids, room = task_frame(source, i, tokens, tokenize)
         docs, order = kinds[kind], orders[kind]
         share = max(1, len(order) // max((n + 1) // 2, 1))
         pos = (i // 2) * share
@@ -239,7 +263,7 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
             used.append(doc_id)
             pos += 1
             ids = tokenize(text)
-        prompts.append(Prompt(head_ids + ids[:room] + tail_ids, (frame_tag(source, kind), *used)))
+        prompts.append(task_prompt(source, kind, head_ids, ids, tail_ids, room, used))
     return prompts
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_engine
+from ports import free_port
 from pydantic import ValidationError
 
 import specbench_lib as sb
@@ -20,7 +21,6 @@ from specbench_lib.model.plan import build_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_BENCH = ROOT / "tests" / "data" / "spec_bench_question.jsonl"
-PORT = 8263
 
 
 def argv(interval: float, *extra: str) -> str:
@@ -31,7 +31,7 @@ def argv(interval: float, *extra: str) -> str:
 def swept(tmp_path: Path) -> sb.SweepResult:
     path = tmp_path / "cat.yaml"
     path.write_text(f"""phase: bycat
-{fake_engine(PORT, argv(0.004), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), argv(0.004), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
   - {{name: ngram, method: ngram, budgets: [8], argv: {argv(0.002, "--budget", "{budget}")}}}
 workloads:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from burst_server import BurstServer
 from cellfactory import make_cell
+from paramsfiles import TINY, write_params
 from reference_server import ReferenceServer
 
 from specbench_lib.analysis.analyse import verdict_of
@@ -179,17 +180,13 @@ def test_the_verdict_on_read_takes_the_cells_threshold() -> None:
 
 
 def test_the_threshold_comes_from_params(tmp_path: Path) -> None:
-    tiny = Path(__file__).resolve().parents[1] / "data" / "tiny.yaml"
-    path = tmp_path / "p.yaml"
-    path.write_text(f"extends: {tiny}\nmax_coalesced_fraction: 0.1\n"
-                    "max_coalesced_first_fraction: 0.2\n")
+    path = write_params(tmp_path, max_coalesced_fraction=0.1, max_coalesced_first_fraction=0.2)
     params = load_plan(path).params
     assert params.max_coalesced_fraction == 0.1 and params.max_coalesced_first_fraction == 0.2
-    defaults = load_plan(tiny.parent.parent.parent / "params" / "embedded.yaml").params
+    defaults = load_plan(TINY.parent.parent.parent / "params" / "embedded.yaml").params
     assert defaults.max_coalesced_fraction == 0.05 and defaults.max_coalesced_first_fraction == 0.01
-    path.write_text(f"extends: {tiny}\nmax_coalesced_fraction: 1.5\n")
     with pytest.raises(ParamsError, match="max_coalesced_fraction"):
-        load_plan(path)
+        load_plan(write_params(tmp_path, max_coalesced_fraction=1.5))
 
 
 def test_a_short_stall_against_long_gaps_is_not_counted() -> None:

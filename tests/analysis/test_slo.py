@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from cellfactory import spread_cell
+from paramsfiles import write_params
 
 from specbench_lib.analysis.metrics import results_table
 from specbench_lib.analysis.slo import capacity, goodput
@@ -50,10 +51,7 @@ def test_the_table_carries_goodput_and_capacity_is_the_highest_load_meeting_it()
 
 
 def test_an_slo_comes_from_params_and_needs_a_limit(tmp_path: Path) -> None:
-    tiny = Path(__file__).resolve().parents[1] / "data" / "tiny.yaml"
-    path = tmp_path / "p.yaml"
-    path.write_text(f"extends: {tiny}\nslo: {{ttft_s: 0.5, e2e_s: 4, percentile: 0.95}}\n")
+    path = write_params(tmp_path, slo={"ttft_s": 0.5, "e2e_s": 4, "percentile": 0.95})
     assert load_plan(path).params.slo == SloParams(ttft_s=0.5, e2e_s=4, percentile=0.95)
-    path.write_text(f"extends: {tiny}\nslo: {{percentile: 0.9}}\n")
     with pytest.raises(ParamsError, match="at least one of ttft_s, tpot_s, e2e_s"):
-        load_plan(path)
+        load_plan(write_params(tmp_path, slo={"percentile": 0.9}))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from budgetparams import free_port
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.model.catalogue import DEFAULT_MAX_COALESCED_FIRST_FRACTION, C, host_side

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, SMALL_CELLS, fake_argv, fake_engine
+from paramsfiles import write_params
 from ports import free_port
 from procs import pids_with
 
@@ -142,8 +143,7 @@ def test_plain_papermill_with_one_budget(outputs: Path, tmp_path: Path) -> None:
 @pytest.mark.engine
 def test_missing_model_is_a_clear_error_and_measures_nothing(engine, outputs: Path,
                                                             tmp_path: Path) -> None:
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {TINY}\nengine: {{model: {tmp_path / 'shm' / 'model.gguf'}}}\n")
+    params = write_params(tmp_path, engine={"model": str(tmp_path / "shm" / "model.gguf")})
     import specbench_lib as sb
 
     with pytest.raises(sb.PreflightError) as err:
@@ -161,8 +161,7 @@ def test_server_killed_mid_sweep_crashes_its_cells_only(engine, outputs: Path,
 
     import specbench_lib as sb
 
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {TINY}\ncontexts: [128, 256]\nconcurrency: [1]\n")
+    params = write_params(tmp_path, contexts=[128, 256], concurrency=[1])
     plan = sb.load_plan(params, budget=8)
     box: dict = {}
     sweep = threading.Thread(target=lambda: box.setdefault("r", sb.run_sweep(plan, progress=False)))
@@ -216,10 +215,9 @@ def test_server_never_ready_crashes_its_cells_and_the_next_config_runs(engine, o
                                                                        tmp_path: Path) -> None:
     import specbench_lib as sb
 
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {TINY}\nengine: {{ready_timeout_s: 4}}\ncontexts: [128]\n"
-                      "concurrency: [1]\nconfigs:\n  - {name: auto, method: auto, argv: [sleep, '30']}\n"
-                      "  - {name: ngram, method: ngram, budgets: [8]}\n")
+    params = write_params(tmp_path, engine={"ready_timeout_s": 4}, contexts=[128], concurrency=[1],
+                          configs=[{"name": "auto", "method": "auto", "argv": ["sleep", "30"]},
+                                   {"name": "ngram", "method": "ngram", "budgets": [8]}])
     started = time.monotonic()
     result = sb.run_sweep(sb.load_plan(params), progress=False)
     assert time.monotonic() - started < 40
@@ -246,9 +244,8 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
 
     import specbench_lib as sb
 
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {TINY}\ncontexts: [128, 256]\nconcurrency: [1]\nknown_bad:\n"
-                      "  - {config: ngram, budgets: [16], reason: crashes at start-up on SM120}\n")
+    params = write_params(tmp_path, contexts=[128, 256], concurrency=[1], known_bad=[
+        {"config": "ngram", "budgets": [16], "reason": "crashes at start-up on SM120"}])
     # Ctrl-C's KeyboardInterrupt even where this suite runs with SIGINT ignored (a background
     # job; CI), which the child would inherit; SIGUSR1: every thread's stack, if it hangs
     script = ("import faulthandler, signal\n"
@@ -327,8 +324,7 @@ def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
     monkeypatch.setattr(serversweep, "context_guard", lambda **_: None)
     monkeypatch.setattr(plan_module, "_require_context_room", lambda *_: None)  # both guards
     monkeypatch.setattr(promptbook, "refused_everywhere", lambda *_: False)  # and its prompts
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {TINY}\ncontexts: [2048]\nconcurrency: [1]\nwarmup_requests: 0\n")
+    params = write_params(tmp_path, contexts=[2048], concurrency=[1], warmup_requests=0)
     result = sb.run_sweep(sb.load_plan(params, budget=8), progress=False)
     assert result.counts()["invalid"] == 2
     for cell in result.cells:
@@ -348,8 +344,9 @@ def test_llama_server_prefix_cache_is_off_unless_allowed_and_a_hit_is_caught(
     from specbench_lib.servers.process import ServerProcess
 
     binary, model = engine
-    url = "http://127.0.0.1:8197"
-    argv = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", "8197", "-c", "1024",
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    argv = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "1024",
             "-t", "2"]
     prompts = [list(range(100, 140))] * 3  # the same prompt three times, one slot
     with ServerProcess(name="cache", argv=argv, base_url=url, health_path="/health",

@@ -14,7 +14,6 @@ import csv
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port
 
 from specbench_lib.core.paths import cache_dir
 from specbench_lib.model.records import CellRecord
@@ -64,12 +64,6 @@ def test_a_missing_vllm_fails_when_required_and_skips_otherwise(
         require_vllm(tmp_path)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def group_members(pgid: int) -> list[int]:
     """Processes of process group ``pgid`` (a server and the children it forked)."""
     found = []
@@ -98,7 +92,7 @@ def requests_running(port: int) -> float:
 def test_real_vllm_sweep_counters_guard_and_a_kill_mid_cell(vllm_cpu, outputs: Path,
                                                            tmp_path: Path) -> None:
     python, model = vllm_cpu
-    port = _free_port()
+    port = free_port()
     params = tmp_path / "vllm_test.yaml"
     params.write_text(f"""extends: {ROOT / "params" / "vllm_cpu.yaml"}
 phase: vllm_test

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.core.errors import ParamsError
@@ -15,7 +16,6 @@ from specbench_lib.host.cpuset import host_cpus, pinned, split
 from specbench_lib.host.sources import usable_cpus
 from specbench_lib.model.sections import EngineParams
 
-PORT = 8371
 TWO = pytest.mark.skipif(len(host_cpus()) < 2, reason="needs two usable CPUs")
 
 
@@ -79,7 +79,7 @@ def test_a_sweep_pins_the_server_and_records_both_in_the_manifest(tmp_path: Path
     cpus = host_cpus()
     path = tmp_path / "pin.yaml"
     path.write_text(f"""phase: pin
-{fake_engine(PORT, fake_argv("--mode", "ok"), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), fake_argv("--mode", "ok"), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: code, source: humaneval}}

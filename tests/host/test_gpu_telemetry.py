@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 from nvsmi import StandIn, app, gpu
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.analysis.energy import foreign_processes, gpu_metrics
 from specbench_lib.model.hostfacts import HostLoad
 
-PORT = 8340
 POWER_W = 200.0  # the cell's GPU (0); GPU 1 draws 50 W and is not the cell's
 
 
 def params(tmp_path: Path, name: str = "gpu.yaml") -> Path:
     path = tmp_path / name
     path.write_text(f"""phase: gputel
-{fake_engine(PORT, fake_argv(interval=0.03))}configs:
+{fake_engine(free_port(), fake_argv(interval=0.03))}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: code, source: humaneval}}

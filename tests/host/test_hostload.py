@@ -12,6 +12,7 @@ import pytest
 from cellfactory import make_cell
 from hogs import child_hog, cpu_rate, other_hog
 from nvsmi import StandIn, app, gpu
+from paramsfiles import write_params
 
 from specbench_lib.analysis import analyse as analysis
 from specbench_lib.analysis.validate import judge_host
@@ -312,15 +313,7 @@ def test_an_old_cell_file_without_host_facts_loads_and_is_judged_as_before() -> 
 
 
 def params_file(tmp_path: Path, host: str) -> Path:
-    path = tmp_path / "p.yaml"
-    path.write_text(f"""phase: t
-configs: [{{name: auto, method: auto}}]
-workloads: [{{name: code, source: humaneval}}]
-contexts: [16]
-concurrency: [1]
-{host}
-""")
-    return path
+    return write_params(tmp_path, "minimal", text=f"{host}\n")
 
 
 def test_host_params_default_to_auto_refuse_nonsense_and_leave_fingerprints_alone(

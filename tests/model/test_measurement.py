@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from cellfactory import make_cell
+from paramsfiles import write_params
 
 from specbench_lib.analysis.lossless import common_prefix, losslessness
 from specbench_lib.analysis.metrics import cell_metrics, results_table
@@ -21,9 +22,7 @@ TINY = Path(__file__).resolve().parents[1] / "data" / "tiny.yaml"
 
 
 def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "p.yaml"
-    path.write_text(f"extends: {TINY}\n{text}")
-    return path
+    return write_params(tmp_path, text=text)
 
 
 def test_timeouts_rate_and_repeats_from_params(tmp_path: Path) -> None:

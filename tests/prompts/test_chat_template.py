@@ -14,6 +14,8 @@ import pytest
 from cellfactory import not_ok
 from fake_server import FakeLlamaServer, chatml, words
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from paramsfiles import write_params
+from ports import free_port
 from protocol_servers import sglang_server, vllm_server
 
 import specbench_lib as sb
@@ -25,8 +27,6 @@ from specbench_lib.prompts.corpora import Corpora
 from specbench_lib.prompts.promptbook import PromptBook
 from specbench_lib.prompts.workload import build_prompts
 from specbench_lib.servers.engines import get_adapter
-
-PORT = 8263
 
 
 def tokenize(text: str) -> list[int]:
@@ -119,7 +119,7 @@ def test_sglang_renders_the_models_own_template_here(tmp_path: Path) -> None:
 def test_a_chat_eos_sampled_sweep_runs_on_the_fake_engine(tmp_path: Path) -> None:
     path = tmp_path / "chat.yaml"
     path.write_text(f"""phase: chat
-{fake_engine(PORT, fake_argv(interval=0.002), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), fake_argv(interval=0.002), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: chat, source: sharegpt, template: chat, stop: eos}}
@@ -138,20 +138,22 @@ warmup_requests: 1
     assert cells[0.0].fingerprint != cells[1.0].fingerprint
 
 
+def sglang_chat_params(tmp_path: Path, model: Path) -> Path:
+    """An SGLang plan of one chat-template cell whose model folder is ``model``."""
+    return write_params(tmp_path, "minimal", name="sglang.yaml", phase="chat",
+                        engine={"kind": "sglang", "binary": str(tmp_path / "python"),
+                                "model": str(model)},
+                        workloads=[{"name": "chat", "source": "sharegpt", "template": "chat"}],
+                        contexts=[256])
+
+
 def test_the_doctor_finds_a_missing_sglang_template_before_any_server(tmp_path: Path) -> None:
     from specbench_lib.sweep import preflight
 
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    path = tmp_path / "sglang.yaml"
-    path.write_text(f"""phase: chat
-engine: {{kind: sglang, binary: {tmp_path / "python"}, model: {model}}}
-configs: [{{name: auto, method: auto}}]
-workloads: [{{name: chat, source: sharegpt, template: chat}}]
-contexts: [256]
-concurrency: [1]
-""")
+    path = sglang_chat_params(tmp_path, model)
     [found] = [c for c in preflight.doctor(sb.load_plan(path)) if c.name == "chat template"]
     assert not found.ok and "no chat template" in found.detail
     (model / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")
@@ -174,14 +176,7 @@ def test_the_doctor_renders_the_sglang_template_before_any_server(
     model = tmp_path / "model"
     model.mkdir()
     (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
-    path = tmp_path / "sglang.yaml"
-    path.write_text(f"""phase: chat
-engine: {{kind: sglang, binary: {tmp_path / "python"}, model: {model}}}
-configs: [{{name: auto, method: auto}}]
-workloads: [{{name: chat, source: sharegpt, template: chat}}]
-contexts: [256]
-concurrency: [1]
-""")
+    path = sglang_chat_params(tmp_path, model)
     [found] = [c for c in preflight.doctor(sb.load_plan(path)) if c.name == "chat template"]
     assert not found.ok and words in found.detail and str(model) in found.detail
     assert "\n" not in found.detail and "template: raw" in found.detail

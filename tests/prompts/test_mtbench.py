@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 from pydantic import ValidationError
 
 import specbench_lib as sb
@@ -24,7 +25,6 @@ from specbench_lib.prompts.workload import documents, questions
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SPEC_BENCH = DATA / "spec_bench_question.jsonl"
-PORT = 8257
 
 
 def words(text: str) -> list[int]:
@@ -136,7 +136,7 @@ def test_turn_two_holds_the_first_question_the_answer_and_the_second() -> None:
 def plan(tmp_path: Path, turn: int, *mode: str) -> Path:
     path = tmp_path / f"turn{turn}.yaml"
     path.write_text(f"""phase: mtbench
-{fake_engine(PORT, fake_argv(*mode, interval=0.002), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), fake_argv(*mode, interval=0.002), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: mt, source: mtbench, categories: [math, coding], turn: {turn}}}

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_engine
+from ports import free_port
 from pydantic import ValidationError
 
 import specbench_lib as sb
@@ -25,7 +26,6 @@ from specbench_lib.prompts.workload import questions
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "speed_bench"
-PORT = 8267
 
 
 def workloads(**more: object) -> list[str]:
@@ -68,7 +68,7 @@ def test_a_sweep_states_each_bucket_and_tier_with_the_target_tokenizers_count(
     argv = json.dumps(["{binary}", str(ROOT / "tests" / "support" / "fake_server.py"), "--port", "{port}",
                        "--interval", "0.002"])
     path.write_text(f"""phase: speed
-{fake_engine(PORT, argv, ready_timeout_s=10)}configs:
+{fake_engine(free_port(), argv, ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: sp, source: speed_bench, path: {DATA / 'throughput_1k'}, categories: all}}

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from cellfactory import make_cell, spread_cell
 from fakeparams import SMALL_CELLS, fake_argv, fake_engine
+from ports import free_port
 
 from specbench_lib import SweepResult
 from specbench_lib.report import export as report
@@ -36,7 +37,6 @@ from specbench_lib.report.diff import RunDiff, write_diff
 from specbench_lib.runs.run import RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
-PORT = 8197
 WINDOW = (1280, 800)  # the window every page must fit, and its first screen
 EXTERNAL = re.compile(r"^\s*(https?:|wss?:|ftp:|//)", re.I)
 
@@ -284,7 +284,7 @@ def fake_server_params(tmp: Path) -> Path:
     ok, crash = (fake_argv("--mode", mode, budget=True) for mode in ("ok", "startup_crash"))
     path = tmp / "offline.yaml"
     path.write_text(f"""phase: offline
-{fake_engine(PORT, fake_argv("--mode", "ok"), ready_timeout_s=4)}configs:
+{fake_engine(free_port(), fake_argv("--mode", "ok"), ready_timeout_s=4)}configs:
   - {{name: auto, method: auto}}
   - {{name: ngram, method: ngram, budgets: [4], argv: {ok}}}
   - {{name: broken, method: ngram, budgets: [8], argv: {crash}}}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from fakeparams import FAKE, LENIENT_HOST, fake_engine
+from paramsfiles import write_params
 from ports import free_port
 from procs import pids_with
 
@@ -97,8 +99,7 @@ def test_an_existing_run_id_is_refused(outputs: Path, no_kernel: list[dict[str, 
 
 def test_a_preflight_failure_leaves_no_run_folder(tmp_path: Path, outputs: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {EMBEDDED}\nphase: pf\nengine: {{binary: {tmp_path / 'nope'}}}\n")
+    params = write_params(tmp_path, EMBEDDED, phase="pf", engine={"binary": str(tmp_path / "nope")})
     assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "pf1"]) == 1
     err = capsys.readouterr().err
     assert "PreflightError" in err and "no run was recorded" in err
@@ -166,11 +167,21 @@ def interrupt_run(params: Path, port: int, outputs: Path, run_id: str) -> tuple[
     return child.returncode, output
 
 
-def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(
-        tmp_path: Path, outputs: Path) -> None:
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int, int, str]:
+    """One ``specbench run`` Ctrl-C'd while the slow config waits (:func:`interrupt_run`), made
+    once for the module: its outputs folder, params, port, exit status and output. The tests
+    read it, or resume a copy of it."""
+    tmp = tmp_path_factory.mktemp("interrupted")
     port = free_port()
-    params = slow_params(tmp_path, port)
-    returncode, output = interrupt_run(params, port, outputs, "c1")
+    params = slow_params(tmp, port)
+    returncode, output = interrupt_run(params, port, tmp / "outputs", "c1")
+    return tmp / "outputs", params, port, returncode, output
+
+
+def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(
+        interrupted: tuple[Path, Path, int, int, str]) -> None:
+    outputs, params, port, returncode, output = interrupted
     run_dir = outputs / "runs" / "c1"
     assert returncode == 130, output
     command = f"specbench run tp1 --resume c1 --params {params}"  # run_id is the resume's
@@ -188,14 +199,13 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(
 
 
 def test_a_resumed_run_shows_its_complete_attempt_and_names_the_interrupted_one(
-        tmp_path: Path, outputs: Path) -> None:
-    port = free_port()
-    params = slow_params(tmp_path, port)
-    returncode, output = interrupt_run(params, port, outputs, "c2")
+        interrupted: tuple[Path, Path, int, int, str], outputs: Path) -> None:
+    made, _, port, returncode, output = interrupted
     assert returncode == 130, output
-    run_dir = outputs / "runs" / "c2"
+    shutil.copytree(made, outputs)  # this test's own copy of the interrupted run, resumed
+    run_dir = outputs / "runs" / "c1"
     try:
-        assert cli.main(["run", "tp1", "--resume", "c2"]) == 0
+        assert cli.main(["run", "tp1", "--resume", "c1"]) == 0
     finally:
         for pid in fake_servers(port):
             os.kill(pid, signal.SIGKILL)
@@ -298,8 +308,7 @@ def test_a_full_disk_when_the_notebook_is_saved_is_one_line_not_a_traceback(
         raise OSError(errno.ENOSPC, "No space left on device", out)
 
     monkeypatch.setattr(papermill, "execute_notebook", execute)
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {EMBEDDED}\nphase: full\n")
+    params = write_params(tmp_path, EMBEDDED, phase="full")
     assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "full1"]) == 1
     said = capsys.readouterr()
     run = outputs / "runs" / "full1"

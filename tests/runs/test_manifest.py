@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from paramsfiles import write_params
+
 import specbench_lib as sb
 from specbench_lib.runs.manifest import Attempt, Manifest, ServerEntry, ServerRecord
 from specbench_lib.runs.run import Run, RunDir
@@ -13,11 +15,10 @@ EMBEDDED = Path(__file__).resolve().parents[2] / "params" / "embedded.yaml"
 
 
 def test_a_written_manifest_reads_back_as_its_model(tmp_path: Path) -> None:
-    path = tmp_path / "small.yaml"
-    path.write_text(f"extends: {EMBEDDED}\nphase: small\nconfigs: [{{name: auto, method: auto}}]\n"
-                    "workloads: [{name: code, source: humaneval}]\ncontexts: [128]\n"
-                    "concurrency: [1]\n")
-    plan = sb.load_plan(path)
+    plan = sb.load_plan(write_params(
+        tmp_path, EMBEDDED, name="small.yaml", phase="small",
+        configs=[{"name": "auto", "method": "auto"}],
+        workloads=[{"name": "code", "source": "humaneval"}], contexts=[128], concurrency=[1]))
     fingerprints = {c.cell_id: "fp" for c in plan.cells}
     run = Run.start(plan, fingerprints, run_id="r1", outputs=tmp_path / "out")
     run.store_server("auto", ServerRecord(

@@ -81,6 +81,16 @@ def read_every_way(out: Path, monkeypatch: pytest.MonkeyPatch,
     return seen
 
 
+@pytest.fixture
+def figures_unrendered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's figures built but their files not rendered (an empty file each): with an
+    answer that cannot be read, nothing a figure draws depends on it (its claims are those of the
+    undamaged run, at α), and the fuzz tests below render every figure they build."""
+    from matplotlib.figure import Figure
+
+    monkeypatch.setattr(Figure, "savefig", lambda self, path, **_: Path(path).write_bytes(b""))
+
+
 ANSWER_DAMAGES: list[tuple[str, Any]] = [
     ("a list", [1, 2]),
     ("panels a string", {**ANSWER, "panels": "x"}),
@@ -95,7 +105,7 @@ ANSWER_DAMAGES: list[tuple[str, Any]] = [
 @pytest.mark.parametrize(("what", "bad"), ANSWER_DAMAGES, ids=[w for w, _ in ANSWER_DAMAGES])
 def test_an_answer_of_another_shape_is_one_line_and_the_report_goes_on(
         base_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str], what: str, bad: Any) -> None:
+        capsys: pytest.CaptureFixture[str], what: str, bad: Any, figures_unrendered: None) -> None:
     out = copy_of(base_run, tmp_path)
     (out / "runs" / "r1" / ANSWER_FILE).write_text(json.dumps(bad))
     seen = read_every_way(out, monkeypatch, capsys)
@@ -109,7 +119,7 @@ def test_an_answer_of_another_shape_is_one_line_and_the_report_goes_on(
 
 def test_an_answer_cut_in_half_is_named_and_the_rest_of_the_report_is_written(
         base_run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], figures_unrendered: None) -> None:
     out = copy_of(base_run, tmp_path)
     path = out / "runs" / "r1" / ANSWER_FILE
     path.write_text(path.read_text()[:40])

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from cellfactory import make_cell
+from paramsfiles import write_params
 
 import specbench_lib as sb
 from specbench_lib import cli
@@ -140,11 +141,10 @@ def test_redact_names_are_validated(tmp_path: Path) -> None:
 # --- damaged files --------------------------------------------------------------------------
 
 def small_plan(tmp_path: Path) -> sb.Plan:
-    path = tmp_path / "small.yaml"
-    path.write_text(f"extends: {EMBEDDED}\nphase: small\nconfigs: [{{name: auto, method: auto}}]\n"
-                    f"workloads: [{{name: code, source: humaneval}}]\ncontexts: [128, 256]\n"
-                    f"concurrency: [1]\n")
-    return sb.load_plan(path)
+    return sb.load_plan(write_params(
+        tmp_path, EMBEDDED, name="small.yaml", phase="small",
+        configs=[{"name": "auto", "method": "auto"}],
+        workloads=[{"name": "code", "source": "humaneval"}], contexts=[128, 256], concurrency=[1]))
 
 
 def recorded_run(tmp_path: Path) -> tuple[sb.Plan, dict[str, str], RunDir]:

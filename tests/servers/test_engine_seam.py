@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 import pytest
+from paramsfiles import write_params
 
 from specbench_lib.core.errors import EngineError, ParamsError
 from specbench_lib.model.params import ServerConfig
@@ -474,9 +475,8 @@ def test_params_take_kinds_from_the_engines_package() -> None:
 def test_a_params_file_with_an_unknown_kind_names_key_and_value(tmp_path: Path) -> None:
     from specbench_lib.model.layering import load_params
 
-    file = tmp_path / "p.yaml"
-    file.write_text("phase: x\nengine: {kind: tgi}\nconfigs: [{name: auto, method: auto}]\n"
-                    "workloads: [{name: w, source: copyedit}]\ncontexts: [64]\nconcurrency: [1]\n")
+    file = write_params(tmp_path, "minimal", phase="x", engine={"kind": "tgi"},
+                        workloads=[{"name": "w", "source": "copyedit"}], contexts=[64])
     with pytest.raises(ParamsError, match="unknown engine kind 'tgi'") as err:
         load_params(file)
     assert (err.value.key, err.value.value) == ("engine.kind", "tgi")

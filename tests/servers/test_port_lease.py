@@ -6,7 +6,7 @@ run that holds the port."""
 from __future__ import annotations
 
 import pytest
-from budgetparams import free_port
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.servers.process import lease_address, port_lease

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cellfactory import make_cell
+from paramsfiles import write_params
 
 from specbench_lib import cli
 from specbench_lib.model.layering import load_params
@@ -45,9 +46,7 @@ def taken_port() -> tuple[socket.socket, int]:
 def test_a_taken_default_port_gives_the_next_free_one(tmp_path: Path) -> None:
     sock, port = taken_port()
     try:
-        (tmp_path / "p.yaml").write_text(
-            "phase: t\nconfigs: [{name: auto, method: auto}]\n"
-            "contexts: [16]\nconcurrency: [1]\nworkloads: [{name: code, source: humaneval}]\n")
+        write_params(tmp_path, "minimal")
         default = build_plan(load_params(tmp_path / "p.yaml"), source=tmp_path / "p.yaml")
         engine = default.params.engine.model_copy()  # the default port, here one that is taken
         engine.__dict__["port"] = port
@@ -63,9 +62,7 @@ def test_a_taken_default_port_gives_the_next_free_one(tmp_path: Path) -> None:
     assert with_free_port(plan) is plan  # free again: kept
     sock, port = taken_port()
     try:  # a port the params set is that port, or the clear refusal it always was
-        (tmp_path / "q.yaml").write_text(
-            f"phase: t\nengine: {{port: {port}}}\nconfigs: [{{name: auto, method: auto}}]\n"
-            f"contexts: [16]\nconcurrency: [1]\nworkloads: [{{name: code, source: humaneval}}]\n")
+        write_params(tmp_path, "minimal", name="q.yaml", engine={"port": port})
         named = build_plan(load_params(tmp_path / "q.yaml"), source=tmp_path / "q.yaml")
         assert with_free_port(named) is named
         (check,) = [c for c in doctor(named) if c.name == "port"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cellfactory import make_cell, not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.analysis.analyse import analyse
@@ -25,7 +26,6 @@ from specbench_lib.servers.engines import get_adapter
 from specbench_lib.sweep import preflight
 from specbench_lib.sweep.serversweep import cell_order
 
-PORT = 8231
 # this module judges what the server remembers, not the client host (a busy 2-core host can
 # coalesce reads of a fast stream): both host rules off
 HOST = LENIENT_HOST.replace("0.5", "1.0")
@@ -35,7 +35,7 @@ def params(tmp_path: Path, extra: str = "", *, concurrency: str = "[1, 2, 3]",
            name: str = "iso.yaml") -> Path:
     path = tmp_path / name
     path.write_text(f"""phase: iso
-{fake_engine(PORT, fake_argv("--mode", "learns", interval=0.01), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), fake_argv("--mode", "learns", interval=0.01), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
   - {{name: ngram, method: ngram, budgets: [4], spec_args: ["--budget", "{{budget}}"]}}
 workloads:
@@ -202,7 +202,7 @@ def sglang_params(tmp_path: Path, mode: str) -> Path:
     program = [str(Path(__file__).resolve().parents[1] / "support" / "protocol_servers.py"), "sglang"]
     argv = json.dumps(["{binary}", *program, "--port", "{port}", "--mode", mode, "{spec_args}"])
     path = tmp_path / f"sglang-{mode}.yaml"
-    engine = fake_engine(PORT + 1, argv, ready_timeout_s=10, api="sglang", model=program[0])
+    engine = fake_engine(free_port(), argv, ready_timeout_s=10, api="sglang", model=program[0])
     path.write_text(f"""phase: isosglang
 {engine}configs:
   - {{name: auto, method: auto}}

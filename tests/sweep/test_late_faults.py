@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from budgetparams import free_port
 from fakeparams import LENIENT_HOST, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.model.params import KnownBad

@@ -14,19 +14,19 @@ from cellfactory import make_cell, not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 
 matplotlib.use("Agg")
+from ports import free_port
 
 import specbench_lib as sb  # noqa: E402
 from specbench_lib.report import plots  # noqa: E402
 from specbench_lib.runs.run import RunDir  # noqa: E402
 
-PORT = 8205
 INTERVAL = 0.01  # the fake server's seconds before each token
 
 
 def params(tmp_path: Path, extra: str) -> Path:
     path = tmp_path / "load.yaml"
     path.write_text(f"""phase: load
-{fake_engine(PORT, fake_argv(interval=INTERVAL), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), fake_argv(interval=INTERVAL), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: code, source: humaneval}}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib import cli
@@ -21,7 +22,6 @@ from specbench_lib.servers.engines import get_adapter
 from specbench_lib.sweep import preflight
 from specbench_lib.sweep.lifetimes import launch_argvs, plan_lifetimes
 
-PORT = 8247
 ROOT = Path(__file__).resolve().parents[2]
 HOST = LENIENT_HOST.replace("0.5", "1.0")
 
@@ -30,7 +30,7 @@ def params(tmp_path: Path, extra: str = "", *, name: str = "plan.yaml", context:
            budgets: str = "[2, 4, 8, 16]", engine: str = "") -> Path:
     """The issue's 80-cell stand-in plan: 5 configs x 4 load points x 4 repeats at context 96,
     241 prompts (c8 sends 8 x 4), more than HumanEval's 164 problems."""
-    block = fake_engine(PORT, fake_argv("--mode", "learns", interval=0.002), ready_timeout_s=10,
+    block = fake_engine(free_port(), fake_argv("--mode", "learns", interval=0.002), ready_timeout_s=10,
                         extra=engine).replace("context: 2048", "context: 8192")
     path = tmp_path / name
     path.write_text(f"""phase: lifetimes

@@ -15,9 +15,9 @@ import json
 from pathlib import Path
 
 import pytest
-from budgetparams import free_port
 from cellfactory import not_ok
 from fakeparams import fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from cellfactory import not_ok
 from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers.engines import get_adapter
-
-PORT = 8253
 
 
 @pytest.mark.parametrize(("kind", "where"), [
@@ -31,7 +30,7 @@ def test_every_adapter_ignores_eos_only_for_a_forced_length(kind: str, where) ->
 def plan(tmp_path: Path, stop: str) -> Path:
     path = tmp_path / f"{stop}.yaml"
     path.write_text(f"""phase: stop
-{fake_engine(PORT, fake_argv(interval=0.002), ready_timeout_s=10)}configs:
+{fake_engine(free_port(), fake_argv(interval=0.002), ready_timeout_s=10)}configs:
   - {{name: auto, method: auto}}
 workloads:
   - {{name: code, source: humaneval, stop: {stop}}}

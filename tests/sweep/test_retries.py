@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from budgetparams import free_port
 from cellfactory import not_ok
 from fakeparams import fake_argv, fake_engine
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.model import catalogue

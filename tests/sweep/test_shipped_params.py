@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from budgetparams import free_port
 from fakeparams import FAKE, LENIENT_HOST
+from ports import free_port
 
 import specbench_lib as sb
 from specbench_lib.sweep import preflight
