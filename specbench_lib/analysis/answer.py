@@ -112,12 +112,23 @@ def _num(value: float) -> float | None:
 def write_answer(run_dir: Path, answer: dict[str, Any]) -> Path:
     """``answer.json`` in the run directory (atomic)."""
     path = Path(run_dir) / ANSWER_FILE
-    try:
-        write_json_atomic(path, answer)
+    try:  # no NaN in the file: it is not JSON, and NaN != NaN makes a replayed answer unequal
+        write_json_atomic(path, _no_nan(answer))
     except OSError as exc:
         raise StoreError(f"cannot write the answer ({exc.strerror or exc}); the cells are "
                          f"intact: free disk space, then resume this run", path=path) from exc
     return path
+
+
+def _no_nan(value: Any) -> Any:
+    """``value`` with every NaN float inside it as None."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_no_nan(v) for v in value]
+    return value
 
 
 def read_answer(run_dir: Path | str) -> dict[str, Any] | None:

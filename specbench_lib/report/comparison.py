@@ -128,9 +128,11 @@ class Comparison(Rendered):
         frames = [r.best().assign(phase=_phase(r), run_id=r.run_id)
                   for r in self.runs]
         table = pd.concat(frames, ignore_index=True)
-        return table[["phase", "run_id", *PANEL, "best", "speedup", "speedup_lo", "speedup_hi",
-                      "confidence_set", "decision", "epsilon", "alpha", "equivalence",
-                      "requests_n", "unstable", "quantity", "statement"]]
+        # reindex: a run read before claim quantities (or a stand-in's table) has no quantity
+        return table.reindex(columns=["phase", "run_id", *PANEL, "best", "speedup", "speedup_lo",
+                                      "speedup_hi", "confidence_set", "decision", "epsilon",
+                                      "alpha", "equivalence", "requests_n", "unstable",
+                                      "quantity", "statement"])
 
     def crossovers(self) -> Any:
         """Per run's phase: where each speculative config stops beating ``auto`` as the load
