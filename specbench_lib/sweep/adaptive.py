@@ -141,7 +141,7 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     log = Looks(_prior(ctx))  # an earlier attempt's looks: replayed while this one measures nothing
     while number < contest.rounds:
         slices = _slices(ctx, contest, number)
-        if not slices and log.prior and log.prior[0]["round"] == number:
+        if log.replays(number, bool(slices)):
             ended, partial = log.replay(ctx, contest, number)
             number += 1
             if ended:
@@ -275,7 +275,8 @@ class Looks:
     """The looks of a budgeted sweep as they were taken (the manifest's ``contest``: each
     look's round, whether it was the last, the rounds planned then, its clock and a partial
     round's size; ``end``: the rounds and why it stopped), so that a resume replays them, not
-    the clock: while an attempt measures nothing, its contest is the earlier one's."""
+    the clock: while an attempt measures nothing, its contest is the earlier one's, and it ends
+    where the earlier one's last look ended it."""
 
     def __init__(self, prior: dict[str, Any]) -> None:
         self.prior: list[dict[str, Any]] = list(prior.get("looks") or [])
@@ -305,6 +306,13 @@ class Looks:
             ended = ended or bool(look["last"])
             self._record(ctx, look)
         return ended or contest.done, partial
+
+    def replays(self, number: int, unmeasured: bool) -> bool:
+        """Whether round ``number``'s looks are the earlier attempt's: when it left nothing to
+        measure, or when its look there was the last (its error was spent, so a resume that
+        thinks time is left, its clock counted only to its last cell, measures no more)."""
+        look = self.prior[0] if self.prior else None
+        return bool(look and look["round"] == number and (not unmeasured or look["last"]))
 
     def stopped(self, number: int, contest: Contention, partial: Partial | None) -> str:
         """Why the replayed contest stopped: the earlier attempt's word, or as the loop says."""

@@ -93,3 +93,28 @@ def test_a_resume_that_measures_nothing_rewrites_a_damaged_answer_with_the_same_
     assert after["panels"] == before["panels"]
     assert (after["looks"], after["rounds"], after["stopped"]) == (
         before["looks"], before["rounds"], before["stopped"])
+
+
+def test_a_resume_ends_where_the_earlier_attempts_last_look_ended_it(tmp_path: Path) -> None:
+    """A killed attempt's clock is counted only to its last cell, so a resume can think time is
+    left where the earlier attempt had stopped for the budget (seen in CI: the resume measured
+    the one cell the first left out of its cut last round, after a look that spent all the
+    error). The resume replays the looks up to that last one and measures nothing. Here the
+    earlier attempt is made to look as if it took no time at all."""
+    plan = sb.load_plan(budget_params(tmp_path, seed=2, budget="4s", **NEAR_TIES))
+    first = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
+    before = _answer(first)
+    assert before["stopped"] == "budget"
+    measured = {c.cell_id for c in first.cells if c.status != "skipped"}
+    _killed_while_writing_the_answer(first.run_dir)
+    manifest = json.loads((first.run_dir / "manifest.json").read_text())
+    ends = [c.provenance.ended for c in first.cells if c.provenance.ended]
+    manifest["attempts"][-1]["started"] = max(ends)  # the clock says: nothing spent
+    (first.run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+    again = sb.run_sweep(plan, resume=first.run_id, outputs=tmp_path / "out", progress=False)
+    after = _answer(again)
+    assert after["measured"]["earlier_attempts_s"] < 1  # the budget looks unspent
+    assert {c.cell_id for c in again.cells if c.status != "skipped"} == measured
+    assert after["panels"] == before["panels"] and after["looks"] == before["looks"]
+    assert after["stopped"] == "budget" and after["rounds"] == before["rounds"]
