@@ -98,6 +98,12 @@ MEASURED_PLANS = {
         ("auto", "ngram-b4"), ("chat", "copyedit"), 4),
     "auto+b4/b8, copyedit, 3 a round, decode_rate": MeasuredPlan(
         ("auto", "ngram-b4", "ngram-b8"), ("copyedit",), 3, quantity="decode_rate"),
+    "auto+b4/b8, copyedit, 4 a round, decode_rate": MeasuredPlan(
+        ("auto", "ngram-b4", "ngram-b8"), ("copyedit",), 4, quantity="decode_rate"),
+    "auto+b4/b8, copyedit, 6 a round, decode_rate": MeasuredPlan(
+        ("auto", "ngram-b4", "ngram-b8"), ("copyedit",), 6, quantity="decode_rate"),
+    "auto+b8, copyedit, 3 a round, decode_rate": MeasuredPlan(
+        ("auto", "ngram-b8"), ("copyedit",), 3, quantity="decode_rate"),
 }
 
 

@@ -237,11 +237,13 @@ def test_keep_copies_the_notebook_once_its_papermill_exits(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "out.ipynb"
     copied = run_dir / "out.ipynb"
-    deadline = time.monotonic() + 30
-    while not (run_dir / "out.html").exists() and time.monotonic() < deadline:
+    index = tmp_path / "outputs" / "index.html"  # written after out.html: wait for both
+    deadline = time.monotonic() + 90
+    while not (index.exists() and (run_dir / "out.html").exists()) and (
+            time.monotonic() < deadline):
         time.sleep(0.2)
     assert "".join(json.loads(copied.read_text())["cells"][0]["source"]) == "kept"
-    assert (run_dir / "out.html").exists() and (tmp_path / "outputs" / "index.html").exists()
+    assert (run_dir / "out.html").exists() and index.exists()
 
 
 def test_html_tables_escape_every_cell_but_built_html() -> None:
