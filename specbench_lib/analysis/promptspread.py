@@ -66,8 +66,8 @@ class Spread:
     slower: int  # below 1
 
     def entry(self) -> dict[str, Any]:
-        """The numbers for ``answer.json`` (4 decimals; None for NaN)."""
-        return {k: (None if v != v else round(v, 4)) if isinstance(v, float) else v
+        """The numbers for ``answer.json`` (as computed, rounded only when shown; None for NaN)."""
+        return {k: (None if v != v else v) if isinstance(v, float) else v
                 for k, v in asdict(self).items()}
 
 
@@ -258,7 +258,7 @@ def panel_spread(cells: Sequence[CellRecord], found: Claim | None, *, units: Uni
              "unit": "prompt" if slots <= 1 else f"batch of {slots} requests"}
     for column in ("category", "length"):
         split = spreads(table, [column])
-        entry[f"by_{column}"] = ({str(r[column]): round(float(r["p50"]), 4)
+        entry[f"by_{column}"] = ({str(r[column]): float(r["p50"])
                                   for r in split.to_dict("records")} if len(split) > 1 else {})
     entry["words"] = spread_words(entry, leader=config == found.leader)
     return entry

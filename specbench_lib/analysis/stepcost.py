@@ -202,9 +202,10 @@ def panel_split(cells: Sequence[CellRecord], baseline: str | None, *, alpha: flo
 
 def split_doc(splits: Mapping[str, Split]) -> dict[str, dict[str, Any]]:
     """The splits as ``answer.json`` and the best table hold them: per config its counters,
-    prompts, blocks, each factor with ``_lo``/``_hi`` and the break-even (4 digits, NaN null)."""
+    prompts, blocks, each factor with ``_lo``/``_hi`` and the break-even (as computed: rounded
+    only when shown; NaN null)."""
     def num(value: float) -> float | None:
-        return None if value != value or math.isinf(value) else round(float(value), 4)
+        return None if value != value or math.isinf(value) else float(value)
 
     docs = {}
     for config, one in splits.items():

@@ -135,7 +135,7 @@ def test_by_category_a_groups_panel_splits_its_prompts_by_the_member_they_came_f
     assert (whole["faster"], whole["slower"], whole["blocks"]) == (8, 8, 4)
     claim = panel_claims(pool)[("ab", 256, 16, 1, "", 0.0, 1)]
     entry = panel_spread(pool, claim, groups=groups)
-    assert entry is not None and entry["by_category"] == {"a": 1.3, "b": 0.8}
+    assert entry is not None and entry["by_category"] == pytest.approx({"a": 1.3, "b": 0.8})
     assert "p50 a 1.30×, b 0.80×" in entry["words"]
     shown = PromptSpread(table).text()
     assert "per-prompt speedup by category" in shown and "by answer length" not in shown

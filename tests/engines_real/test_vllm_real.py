@@ -23,6 +23,7 @@ import httpx
 import pytest
 from ports import free_port
 
+from specbench_lib.analysis.stepcost import break_even_words, panel_split, split_doc
 from specbench_lib.core.paths import cache_dir
 from specbench_lib.model.records import CellRecord
 
@@ -202,6 +203,7 @@ host: {{max_other_cpu_cores: null}}
           "counters' tokens per chunk", counters["tokens_per_step"])
     assert len(counters["accepted_per_position"]) == 4
     assert sum(counters["accepted_per_position"]) == counters["accepted_tokens"]
+    _cell_counter_split(ok, cells["auto__code__ctx128__c1"], received)
 
     # the kill: the cell being measured is crashed, the config's later cells too
     dead = cells["ngram-b4__code__ctx256__c1"]
@@ -228,3 +230,22 @@ host: {{max_other_cpu_cores: null}}
     # nothing of either server is left (SIGKILL to vLLM's API server orphans its EngineCore and
     # worker unless the whole process group is stopped)
     assert left == {label: [] for label in pids}, left
+
+
+def _cell_counter_split(ngram: CellRecord, auto: CellRecord, received: int) -> None:
+    """Issue 39's split on a real engine that counts verify steps per cell only: vLLM's counter
+    deltas give the n-gram cell one τ for its decode phase, (tokens − prefills) over (steps −
+    prefills), and the line says the counters were the cell's."""
+    found = panel_split([ngram, auto], "auto", alpha=0.05, configs=2)["ngram-b4"]
+    generated = sum(r.final.completion_tokens for r in ngram.measured)
+    assert found.counters == "cell" and found.prompts == 3 and found.blocks == 1
+    tau = (generated - 3) / (generated - received - 3)
+    assert found.tokens_per_step.value == pytest.approx(tau)
+    assert found.baseline_tokens_per_step == pytest.approx(1.0)
+    # the identity: decoding speedup = acceptance gain / step cost, per prompt and so overall
+    assert found.decoding_speedup.value == pytest.approx(
+        found.acceptance_gain.value / found.step_cost.value)
+    words = break_even_words("ngram-b4", split_doc({"ngram-b4": found})["ngram-b4"])
+    print("the split on vLLM's cell counters:", words)
+    assert words.endswith("cell counters)") and f"it reached {tau:.2f}" in words.replace(
+        "reached only", "reached")
