@@ -75,7 +75,7 @@ class ServerProcess(LogScan):
                 stdin=subprocess.DEVNULL, start_new_session=True,
                 env=marked_env(self._mark, {**os.environ, **self.env}),
                 preexec_fn=self._in_child if _PRCTL is not None or self.cpus else None)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: an environment the OS refuses
             raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
                               log_path=self.log_path) from None
         assert self._proc.stdout is not None
