@@ -18,7 +18,7 @@ from .core.durations import parse_duration
 from .core.errors import ParamsError, SpecbenchError, StoreError
 from .core.paths import outputs_dir, project_root
 from .core.store import load_yaml
-from .kernelrun import execute, failed_in_a_cell, interruption, unsaved
+from .kernelrun import execute, failed_in_a_cell, interruption, kernel_died, unsaved
 from .lab import open_lab
 from .model.layering import load_params
 from .model.nbparams import notebook_parameters, unknown_parameter
@@ -236,19 +236,21 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
         if run is not None and run.manifest_path.is_file() else 0
     failed = execute(notebook, output, parameters, root)
     interrupted, failed = interruption(failed, run)
+    died = kernel_died(failed)
     if isinstance(failed, OSError) and not interrupted:  # papermill could not save it
         return unsaved(run, output, failed)
-    if failed is not None and not interrupted and not failed_in_a_cell(failed):
+    if failed is not None and not interrupted and not died and not failed_in_a_cell(failed):
         raise failed
     recorded = run is None or run.manifest_path.is_file()
     if run is not None and not recorded:  # stopped before the sweep began (preflight, params)
         output = _set_aside_unrecorded(run, output)
     elif run is not None:  # the complete attempt's notebook becomes the run's <phase>.ipynb
         output = keep_attempt(run, output, attempts_before=before)
-    _share(output, quiet=interrupted)
-    if interrupted:
-        _say_interrupted(phase, params_file, pairs, run, recorded, notebook, output, time_budget)
-        return INTERRUPTED
+    _share(output, quiet=interrupted or died)
+    if interrupted or died:
+        _say_interrupted(phase, params_file, pairs, run, recorded, notebook, output, time_budget,
+                         died=died)
+        return 1 if died else INTERRUPTED
     if failed_in_a_cell(failed):
         kept = f"run directory: {run.path}" if run is not None and recorded else \
             "no run was recorded (the notebook stopped before the sweep began)"
@@ -266,19 +268,24 @@ def _run(phase: str, params_file: str | None, resume: str | None, pairs: list[li
 
 def _say_interrupted(phase: str, params_file: str | None, pairs: list[list[str]],
                      run: RunDir | None, recorded: bool, notebook: Path, output: Path,
-                     time_budget: str | None) -> None:
-    """How to resume an interrupted run, or that it recorded nothing to resume."""
+                     time_budget: str | None, *, died: bool = False) -> None:
+    """How to resume an interrupted run (or one whose kernel died: killed, as the out-of-memory
+    killer does), or that it recorded nothing to resume; one line."""
+    how = "interrupted"
+    if died:  # nbclient's DeadKernelError: the kernel was killed, as the OOM killer does
+        how = ("stopped: its notebook's kernel died (killed: out of memory?); the cells it "
+               "wrote are safe" if recorded else "stopped: its notebook's kernel died")
     if recorded and run is not None:
         command = shlex.join(["specbench", "run", phase, "--resume", run.run_id, *(
             ["--params", params_file] if params_file else []), *(
                 ["--time-budget", time_budget] if time_budget else []), *(
                 a for name, value in pairs if name not in ("run_id", "resume")
                 for a in ("-p", name, value))])
-        print(f"specbench: run {run.run_id} interrupted; resume with: {command}",
+        print(f"specbench: run {run.run_id} {how}; resume with: {command}",
               file=sys.stderr, flush=True)
     else:
         where = f"run {run.run_id}" if run is not None else notebook.name
-        print(f"specbench: {where} interrupted before it recorded anything (nothing to "
+        print(f"specbench: {where} {how} before it recorded anything (nothing to "
               f"resume); executed notebook: {output}", file=sys.stderr, flush=True)
 
 

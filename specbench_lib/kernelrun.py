@@ -30,6 +30,14 @@ def failed_in_a_cell(failed: BaseException | None) -> TypeGuard[Any]:  # papermi
     return isinstance(failed, PapermillExecutionError)
 
 
+def kernel_died(failed: BaseException | None) -> bool:
+    """Whether the notebook's kernel died under it (nbclient's ``DeadKernelError``: killed, as
+    the out-of-memory killer does); the run's cells written before are safe."""
+    from nbclient.exceptions import DeadKernelError
+
+    return isinstance(failed, DeadKernelError)
+
+
 def execute(notebook: Path, output: Path, parameters: dict[str, Any],
              root: Path) -> BaseException | None:
     """Execute the notebook with papermill into ``output``; what stopped it, or None."""

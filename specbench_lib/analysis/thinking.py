@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.errors import ParamsError
 from ..model.records import CellRecord, RequestRecord
 from .latency import deliveries
 
@@ -50,6 +51,20 @@ class Segment:
         return self.paced / self.seconds if self.seconds > 0 else float("nan")
 
 
+def thinking_ids(end_ids: object) -> tuple[int, ...]:
+    """``thinking_end`` as token ids: a ParamsError naming it, the value and the fix for
+    anything else (text such as ``"</think>"`` is no token id: it would match nothing and leave
+    every answer unsplit, said nowhere)."""
+    listed = end_ids if isinstance(end_ids, list | tuple) else None
+    if not listed or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                             for i in listed):
+        raise ParamsError(f"thinking_end {end_ids!r} is not a list of token ids: give the "
+                          f"model's end-of-thinking ids, e.g. [151668] for Qwen3's </think> "
+                          f"(the ids of /tokenize of the text, with parse_special)",
+                          key="thinking_end", value=end_ids)
+    return tuple(listed)
+
+
 def end_of_thinking(ids: Sequence[int], end_ids: Sequence[int]) -> int | None:
     """The index just past the first ``end_ids`` in ``ids`` (None: not there)."""
     k = len(end_ids)
@@ -71,6 +86,7 @@ def thinking_table(cells: Sequence[CellRecord], end_ids: Sequence[int]) -> Any:
     per delivery and decoding rates, and the requests that never ended their thinking."""
     import pandas as pd
 
+    end_ids = thinking_ids(end_ids)
     by: dict[tuple[str, int, str], tuple[Segment, Segment, list[int]]] = {}
     for cell in cells:
         if not cell.verdict.ok:

@@ -20,9 +20,11 @@ from ..servers.engines import StreamEvent
 MAX_LINE = 16 * 1024 * 1024  # a stream line longer than this is not a stream line
 _EMPTY_TEXT_SHA = hashlib.sha256().hexdigest()[:16]
 _SSE_FIELDS = (b"data:", b":", b"event:", b"id:", b"retry:")
-# how an answer opens a reasoning block (Qwen3, DeepSeek-R1: the template's <think>), looked
-# for in its first HEAD_CHARS characters
+# how an answer opens a reasoning block (Qwen3's template: <think>), looked for in its first
+# HEAD_CHARS characters; and how one ends (</think>), looked for anywhere in it: DeepSeek-R1's
+# template opens the block in the generation prompt, so its answers only close it
 REASONING_OPENERS = ("<think>",)
+REASONING_CLOSER = "</think>"
 HEAD_CHARS = 64
 
 
@@ -36,14 +38,23 @@ class Stream:
     sse_only: bool = True  # every non-blank line so far was a server-sent-events line
     text: list[str] | None = None  # the answer's text pieces, where kept (a conversation's turn 1)
     head: str = ""  # the answer's first characters
+    closed: bool = False  # the answer ended a reasoning block (:data:`REASONING_CLOSER`)
+    tail: str = ""  # the last characters read, where a closing tag split over events begins
 
     def opened_reasoning(self) -> bool:
-        """Whether the answer began with a reasoning block (:data:`REASONING_OPENERS`)."""
-        return any(opener in self.head for opener in REASONING_OPENERS)
+        """Whether the answer reasoned: it began with a reasoning block
+        (:data:`REASONING_OPENERS`), or closed one the prompt opened (an answer holding
+        :data:`REASONING_CLOSER` with no opener before it)."""
+        return any(opener in self.head for opener in REASONING_OPENERS) or self.closed
 
     def _take(self, event: StreamEvent | None, rec: RequestRecord, now: float) -> bool:
-        if event is not None and event.text and len(self.head) < HEAD_CHARS:
-            self.head += event.text[:HEAD_CHARS]
+        if event is not None and event.text:
+            if len(self.head) < HEAD_CHARS:
+                self.head += event.text[:HEAD_CHARS]
+            if not self.closed:
+                seen = self.tail + event.text
+                self.closed = REASONING_CLOSER in seen
+                self.tail = seen[-(len(REASONING_CLOSER) - 1):]
         return take_event(event, rec, self.digest, now, self.text)
 
     def take_read(self, rec: RequestRecord, lines: list[bytes], now: float,

@@ -24,7 +24,7 @@ from .catalogue import (
     DEFAULT_MAX_FAILED_FRACTION,
 )
 from .categories import check_groups, per_category
-from .quantities import QUANTITIES
+from .quantities import QUANTITIES, check_measurable
 from .sampling import Sampling
 from .sections import (
     AttachParams,
@@ -300,6 +300,7 @@ class SweepParams(Strict):
             if dupes:
                 raise ValueError(f"{what} names must be unique, repeated: {dupes}")
         check_groups(self.groups, [w.name for w in self.workloads])
+        check_measurable(self.claim_quantity, self.output_lengths)
         if not any(c.method == "auto" for c in self.configs):
             raise ValueError("one config must have method 'auto': it is the baseline of speedups")
         for w in self.workloads:

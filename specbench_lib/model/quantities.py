@@ -63,6 +63,7 @@ class Quantity:
     better: str = "fastest"  # the leader's word
     worse: str = "slower"  # "at most 2 % slower than the best"
     lower_is_better: bool = False  # the value shown is 1 / rate (TTFT in seconds)
+    min_tokens: int = 1  # the answer length a request needs to have the quantity at all
 
 
 def _output(r: RequestRecord, drafting: bool) -> tuple[float, float] | None:
@@ -91,11 +92,11 @@ def _acceptance(r: RequestRecord, drafting: bool) -> tuple[float, float] | None:
 OUTPUT_RATE = Quantity("output_rate", "output tok/s (end to end)", "output rate", _output,
                        overlap=True)
 DECODE_RATE = Quantity("decode_rate", "decode rate (a request's tok/s after its first token)",
-                       "decode rate", _decode)
+                       "decode rate", _decode, min_tokens=2)
 TTFT = Quantity("ttft", "time to first token (shorter is better)", "TTFT", _ttft,
                 better="soonest first token", worse="later", lower_is_better=True)
 ACCEPTANCE = Quantity("acceptance", "acceptance length (tokens per verify step)", "acceptance",
-                      _acceptance, better="highest acceptance", worse="lower")
+                      _acceptance, better="highest acceptance", worse="lower", min_tokens=2)
 
 QUANTITIES: dict[str, Quantity] = {q.name: q for q in (OUTPUT_RATE, DECODE_RATE, TTFT,
                                                           ACCEPTANCE)}
@@ -111,6 +112,18 @@ def quantity(name: str | Quantity) -> Quantity:
         raise ParamsError(f"claim_quantity {name!r} is not a quantity a claim can be made on: "
                           f"use one of {', '.join(QUANTITIES)}", key="claim_quantity",
                           value=name) from None
+
+
+def check_measurable(name: str, output_lengths: tuple[int, ...]) -> None:
+    """A ValueError naming ``claim_quantity`` and ``output_tokens`` when an output length of the
+    plan leaves its requests without the quantity: the decode rate and acceptance need a token
+    after the first (the decode phase; a first token is never a draft)."""
+    q = QUANTITIES[name]
+    short = [n for n in output_lengths if n < q.min_tokens]
+    if short:
+        raise ValueError(f"claim_quantity {name} needs answers of {q.min_tokens} tokens or more "
+                         f"(a token after the first: the decoding phase), but output_tokens "
+                         f"has {short}; raise output_tokens or claim on output_rate")
 
 
 def shown(q: Quantity, rate: float) -> str:

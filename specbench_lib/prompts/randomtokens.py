@@ -30,9 +30,14 @@ def _offsets(vocab_size: int, seed: int) -> tuple[int, ...]:
     return tuple(int(v) for v in np.random.default_rng(seed).integers(0, vocab_size, size=RANDOM_POOL))
 
 
-@lru_cache(maxsize=4)
-def _allowed(vocab_size: int, special: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(i for i in range(vocab_size) if i not in set(special))
+def _allowed_at(k: int, special: tuple[int, ...]) -> int:
+    """The ``k``-th id of the vocabulary without the ``special`` ids (sorted, distinct, inside
+    it): counted past the special ids at or below it, never a list of every id."""
+    for s in special:
+        if s > k:
+            break
+        k += 1
+    return k
 
 
 def random_ids(workload: WorkloadParams, index: int, length: int, seed: int) -> list[int]:
@@ -41,9 +46,10 @@ def random_ids(workload: WorkloadParams, index: int, length: int, seed: int) -> 
         raise PreflightError(f"workload {workload.name!r}: source random needs vocab_size (the "
                              f"model's vocabulary, e.g. n_vocab of llama-server's /v1/models)",
                              what="workload")
-    allowed = _allowed(workload.vocab_size, tuple(sorted(workload.special_ids)))
+    special = tuple(sorted({i for i in workload.special_ids if 0 <= i < workload.vocab_size}))
+    allowed = workload.vocab_size - len(special)  # params refuse a vocabulary none is left of
     offset = _offsets(workload.vocab_size, seed)[index]
-    return [allowed[(offset + index + j) % len(allowed)] for j in range(length)]
+    return [_allowed_at((offset + index + j) % allowed, special) for j in range(length)]
 
 
 def random_prompt(workload: WorkloadParams, source: str, tokens: int, seed: int) -> Prompt:

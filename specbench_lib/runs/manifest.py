@@ -160,6 +160,8 @@ class ServerRecord:
     returncode: int | None = None
     ended_after_stop: list[dict[str, Any]] = field(default_factory=list)
     late_crash: dict[str, Any] | None = None
+    # a kept server found dead before a block (block, returncode, signal): started again
+    died_idle: list[dict[str, Any]] = field(default_factory=list)
     placement: dict[str, Any] | None = None  # a Ray-placed config's (:mod:`~specbench_lib.sweep.placement`)
     speculative: dict[str, Any] | None = None  # the settings read back after its start (issue 38)
 
@@ -186,6 +188,8 @@ class ServerRecord:
             data.update(error=self.error, returncode=self.returncode)
         if self.ended_after_stop:
             data["ended_after_stop"] = list(self.ended_after_stop)
+        if self.died_idle:
+            data["died_idle"] = list(self.died_idle)
         later = {"late_crash": self.late_crash, "placement": self.placement,
                  "speculative": self.speculative or None}
         data.update({k: v for k, v in later.items() if v is not None})

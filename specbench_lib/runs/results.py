@@ -265,7 +265,7 @@ class RunResult(Rendered):
         order = [str(w.get("name")) for w in self.info.params.get("workloads", [])] + list(groups)
         frame["plan_order"] = [order.index(w) if w in order else len(order) for w in frame["workload"]]
         frame = plan_sorted(frame, plan_names(self.info.params), ["plan_order", "turn"])
-        if thinking_end:
+        if thinking_end is not None:  # token ids, or a ParamsError naming it
             from ..analysis.thinking import thinking_table
 
             frame = frame.merge(thinking_table(self.cells, thinking_end),

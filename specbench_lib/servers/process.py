@@ -75,7 +75,7 @@ class ServerProcess(LogScan):
                 stdin=subprocess.DEVNULL, start_new_session=True,
                 env=marked_env(self._mark, {**os.environ, **self.env}),
                 preexec_fn=self._in_child if _PRCTL is not None or self.cpus else None)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: an environment the OS refuses
             raise ServerError(f"cannot start {self.argv[0]}: {exc}", config=self.name,
                               log_path=self.log_path) from None
         assert self._proc.stdout is not None
@@ -246,26 +246,34 @@ def lease_address(host: str) -> str:
     return str(v4[0] if v4 else infos[0][4][0]) if infos else host
 
 
+def lease_path(port: int) -> Path:
+    """The lock file of ``port``'s lease: one a port, whatever the address (:func:`port_lease`
+    takes it, :func:`lease_held` looks at it)."""
+    return cache_dir() / "ports" / f"port-{port}.lock"
+
+
+def _holder(fh: IO[str]) -> str:
+    fh.seek(0)
+    pid, _, run = (fh.read().strip() or "?").partition(" ")
+    return f"run {run} (process {pid})" if run else f"run (process {pid})"
+
+
 @contextlib.contextmanager
 def port_lease(host: str, port: int) -> Iterator[PortLease]:
     """Hold ``port`` for one sweep: a second specbench run on the same port, whatever its
     address (``0.0.0.0`` takes the port on every address, ``localhost`` is ``127.0.0.1``), is
     refused before it starts anything, naming the run that holds it, instead of failing
     half-way (an advisory lock under the cache folder, one per port)."""
-    folder = cache_dir() / "ports"
-    folder.mkdir(parents=True, exist_ok=True)
+    path = lease_path(port)
+    path.parent.mkdir(parents=True, exist_ok=True)
     address = lease_address(host)
-    path = folder / f"port-{port}.lock"
     with open(path, "a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            fh.seek(0)
-            pid, _, run = (fh.read().strip() or "?").partition(" ")
-            holder = f"run {run} (process {pid})" if run else f"run (process {pid})"
             spelled = host if address == host else f"{host} ({address})"
             raise PreflightError(f"port {port} on {spelled} is held by another specbench "
-                                 f"{holder}; wait for it or set engine.port",
+                                 f"{_holder(fh)}; wait for it or set engine.port",
                                  what="port", path=path) from None
         try:
             yield PortLease(fh)
@@ -273,18 +281,20 @@ def port_lease(host: str, port: int) -> Iterator[PortLease]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def lease_held(host: str, port: int) -> bool:
-    """Whether another specbench sweep holds ``host:port``'s lease (:func:`port_lease`)."""
-    path = cache_dir() / "ports" / f"{lease_address(host).replace(':', '_')}-{port}.lock"
+def lease_held(port: int) -> str | None:
+    """Who holds ``port``'s lease (:func:`port_lease`) when another process does: ``run <id>
+    (process <pid>)``; None when none does, or this process (its own sweep) holds it."""
+    path = lease_path(port)
     if not path.is_file():
-        return False
+        return None
     with open(path, "a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            return True
+            fh.seek(0)
+            return None if fh.read().split(" ")[0] == str(os.getpid()) else _holder(fh)
         fcntl.flock(fh, fcntl.LOCK_UN)
-    return False
+    return None
 
 
 def _load_prctl() -> Any:

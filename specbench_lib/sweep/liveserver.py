@@ -4,6 +4,7 @@ server at once (:mod:`.blocks`); and the warmup every server answers before its 
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ from ..prompts.workload import Prompt
 from ..servers.engines import Adapter
 from ..servers.process import Server
 
-__all__ = ["LiveServer", "warm_up"]
+__all__ = ["LiveServer", "idle_death", "warm_up"]
 
 
 @dataclass
@@ -63,3 +64,21 @@ def warm_up(plan: Plan, proc: Server, client: httpx.Client, adapter: Adapter,
                "errors": errors}
     history.add("warmup", _prompt_records(prompts))
     return summary, tuple(dispatch.records), history
+
+
+def idle_death(live: LiveServer, block: int) -> tuple[dict[str, Any], str]:
+    """A kept server found dead before ``block`` (it died while idle, between blocks, where no
+    cell saw it: a SIGKILL leaves no crash line): its exit status and signal for the manifest,
+    and the line that says it. The config's server is started again, so its server lifetimes
+    differ from the other configs' (docs/faults.md)."""
+    code = getattr(live.proc, "returncode", None)
+    name = None
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+    how = f"return code {code}" + (f", {name}" if name else "")
+    return ({"block": block, "returncode": code, "signal": name},
+            f"died while idle before block {block} ({how}); starting it again: this config's "
+            f"later cells run on a new server, its server lifetimes differ from the others'")

@@ -34,7 +34,7 @@ def model_fit(plan: Plan, adapter: Adapter, argvs: Mapping[str, list[str]]) -> t
         config = read_config(path)
         if config is None:
             continue
-        limit = derived_context(config) if override else None
+        limit = derived_context(config, path) if override else None
         read.append(f"{role} {Path(str(path)).name}: {limit or '?'} positions ({rope_text(config)})")
         if limit is None or engine.context <= limit:
             continue

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..core.errors import PreflightError
+from ..core.errors import ParamsError, PreflightError
 from ..model.plan import Plan
 from ..model.sections import EngineParams
 from ..servers.engines import Adapter, get_adapter
-from ..servers.ports import SCAN, check_port_free, next_free_port, port_free
+from ..servers.ports import MAX_PORT, SCAN, check_port_available, next_free_port, port_free
 from .blocks import keeps_servers
 
 __all__ = ["ports_check", "server_ports", "with_free_port"]
@@ -18,9 +18,15 @@ __all__ = ["ports_check", "server_ports", "with_free_port"]
 
 def server_ports(plan: Plan, keep: bool) -> dict[str, int]:
     """The port each launched config's server listens on: ``engine.port`` for all, one after
-    another, or, with servers kept up at once (``keep``), ``engine.port`` + its place."""
+    another, or, with servers kept up at once (``keep``), ``engine.port`` + its place: a
+    ParamsError naming ``engine.port`` and the highest it may be when the last passes 65535."""
     port = plan.params.engine.port
     launched = [s.label for s in plan.servers if s.attach is None]
+    if keep and port + len(launched) - 1 > MAX_PORT:
+        raise ParamsError(
+            f"engine.port {port}: the {len(launched)} servers kept up across blocks listen on "
+            f"{port} to {port + len(launched) - 1}, past {MAX_PORT}; set engine.port at most "
+            f"{MAX_PORT + 1 - len(launched)}", file=plan.source, key="engine.port", value=port)
     return {label: port + (place if keep else 0) for place, label in enumerate(launched)}
 
 
@@ -32,7 +38,7 @@ def ports_check(plan: Plan, adapter: Adapter) -> str:
     if len(ports) == 1:
         return _port(engine)
     for port in ports:
-        check_port_free(engine.host, port)
+        check_port_available(engine.host, port)
     return f"{engine.host}:{'/'.join(map(str, ports))} are free"
 
 
@@ -41,11 +47,11 @@ def _port(engine: EngineParams) -> str:
     the next free one (:func:`with_free_port`); a port the params set is that port or nothing."""
     host, port = engine.host, engine.port
     if "port" in engine.model_fields_set or port_free(host, port):
-        check_port_free(host, port)
+        check_port_available(host, port)  # in use, or held by another sweep: its error and fix
         return f"{host}:{port} is free"
     found = next_free_port(host, port)
     if found is None:
-        check_port_free(host, port)  # in use: its error and fix
+        check_port_available(host, port)
         raise PreflightError(f"port {port} on {host} and the {SCAN} after it are taken; set "
                              f"engine.port", what="port")
     return f"{host}:{port} is taken; the sweep will use {found}, the next free port"

@@ -38,7 +38,7 @@ from ..servers.engines import Adapter, Launch
 from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts, measured_facts
 from ..servers.process import Server, open_server
 from .isolation import cell_order, isolation_of
-from .liveserver import LiveServer, warm_up
+from .liveserver import LiveServer, idle_death, warm_up
 from .loadprofile import cell_rate
 from .progress import Progress
 from .requestshape import ServerText, workload_of
@@ -162,6 +162,10 @@ class ServerSweep:
         if none."""
         live = self.live if self.live is not None and self.live.proc.alive() else None
         if live is None and self.live is not None:  # it died while idle, between blocks
+            death, said = idle_death(self.live, self.round_number + 1)  # as manifest blocks
+            self.record.died_idle.append(death)
+            self.run.store_server(self.key, self.record)
+            self.progress.server(self.key, said)
             self.close()
         dead: CellFacts | None = None
         try:

@@ -41,3 +41,20 @@ def test_the_segments_are_cut_after_the_end_of_thinking() -> None:
         answer_tokens=8.0, prompt_tokens=4.0, bucket_o200k=None, decision="decided",
         place="best", requests_n=2))
     assert "reasoning_tokens_per_delivery" in shown.text()
+
+
+def test_thinking_end_as_text_is_refused_naming_it() -> None:
+    """Issue 49: ``thinking_end="</think>"`` (the text, not its ids) matched nothing and left
+    every answer unsplit, said nowhere; anything but token ids is a ParamsError with the fix."""
+    import pytest
+
+    from specbench_lib.core.errors import ParamsError
+
+    cell = cell_with([([1, 2, *END, 7], [0.1, 0.2, 0.3, 0.4, 0.5])])
+    for bad in ("</think>", ["</think>"], [], [151668.0], [True]):
+        with pytest.raises(ParamsError, match="is not a list of token ids: give the model's "
+                           r"end-of-thinking ids, e.g. \[151668\]") as err:
+            thinking_table([cell], bad)  # type: ignore[arg-type]
+        assert err.value.key == "thinking_end" and err.value.value == bad
+    (row,) = thinking_table([cell], tuple(END)).to_dict("records")
+    assert row["unsplit"] == 0 and row["answer_tokens_after"] == 1

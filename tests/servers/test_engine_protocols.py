@@ -425,7 +425,8 @@ def _llama_lines(events: list[tuple[str, list[int], int]], final: int) -> list[s
     lines = [json.dumps({"content": text, "tokens": ids, "stop": False, "tokens_predicted": n})
              for text, ids, n in events]
     lines.append(json.dumps({"content": "", "tokens": [], "stop": True, "tokens_predicted": final,
-                             "tokens_evaluated": 4, "timings": {"prompt_n": 4}}))
+                             "tokens_evaluated": 4, "stop_type": "limit",
+                             "timings": {"prompt_n": 4}}))
     return [f"data: {line}" for line in lines]
 
 

@@ -1,7 +1,9 @@
-"""``unplanned_reasoning``: a cell whose answers open a reasoning block (``<think>``) that its
-plan did not ask for. Qwen3's chat template reasons first unless ``enable_thinking`` is false,
-and a drafter trained on answers without reasoning (z-lab's Qwen3-8B-DFlash-b16) then drafts a
-workload nobody published; the answers also end inside the reasoning at the token cap."""
+"""``unplanned_reasoning``: a cell whose answers open a reasoning block (``<think>``), or close
+one its prompt opened (``</think>``: DeepSeek-R1's template opens the block in the generation
+prompt), that its plan did not ask for. Qwen3's chat template reasons first unless
+``enable_thinking`` is false, and a drafter trained on answers without reasoning (z-lab's
+Qwen3-8B-DFlash-b16) then drafts a workload nobody published; the answers also end inside the
+reasoning at the token cap."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from ..rule import Judged, Rule
 
 class UnplannedReasoning(Rule):
     code = "unplanned_reasoning"
-    protects = ("answers that open a reasoning block (<think>) the plan did not ask for: a model "
+    protects = ("answers that open a reasoning block (<think>), or close one the prompt opened "
+                "(</think>: DeepSeek-R1), that the plan did not ask for: a model "
                 "whose chat template reasons by default (Qwen3) measured on reasoning traces, "
                 "which a drafter trained without them (DFlash) was not made for; set the "
                 "workload's chat_template_kwargs {enable_thinking: false}, or true to measure "
@@ -27,7 +30,8 @@ class UnplannedReasoning(Rule):
         if not opened:
             return verdict
         reason = Reason(C.unplanned_reasoning, (
-            f"{opened} of {len(looked)} answers opened a reasoning block (<think>) that the "
-            f"workload did not ask for: set its chat_template_kwargs {{enable_thinking: false}} "
+            f"{opened} of {len(looked)} answers opened a reasoning block (<think>, or a "
+            f"</think> closing the one the prompt opened) that the workload did not ask for: "
+            f"set its chat_template_kwargs {{enable_thinking: false}} "
             f"(Qwen3), or {{enable_thinking: true}} to measure reasoning as a workload of its own"))
         return Verdict("invalid", (*verdict.reasons, reason), verdict.failed)

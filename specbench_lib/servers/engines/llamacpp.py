@@ -181,7 +181,10 @@ class _Stream(StreamParser):
     ``"tokens": [231], "tokens_predicted": 2``). So an event also counts the tokens the server
     claims beyond the count, up to the bytes of its text's multi-byte characters less one per
     id (each held token and the one that ended the character brought one such byte at least),
-    and a final event without text up to ``_HELD_BACK`` (a character the limit cut). Should a
+    and a final event without text up to ``_HELD_BACK`` when the limit ended the answer
+    (``stop_type: limit``: a character the limit cut); at ``eos`` or a stop word such a claim
+    is counted as nothing (every token, the end of sequence's included, was sent with its id),
+    so ``token_count_mismatch`` names it. Should a
     claim run ahead of its ids (build 11434 counts each token as it is sent, read in
     server-context.cpp; a build that counted a speculative step whole first would not), ids
     beyond the claim pay back what was counted ahead (``ahead``). Only a stream without
@@ -192,12 +195,12 @@ class _Stream(StreamParser):
         self.ahead = 0  # held-back tokens counted before their step's ids arrived
 
     def _count(self, ids: list[int] | None, text: str, predicted: int | None, *,
-               final: bool) -> int:
+               final: bool, limit: bool = False) -> int:
         if predicted is None:
             return len(ids) if ids is not None else (1 if text else 0)
         gap = predicted - self.counted
-        if final and not ids and not text:  # claimed, never sent: a cut character at most
-            return gap if 0 < gap <= _HELD_BACK else 0
+        if final and not ids and not text:  # claimed, never sent: a character the limit cut
+            return gap if limit and 0 < gap <= _HELD_BACK else 0
         if ids is None:  # no ids: the server's count (an older llama-server)
             return max(gap, 0)
         n = len(ids)
@@ -217,20 +220,23 @@ class _Stream(StreamParser):
         if content is not None and not isinstance(content, str):
             raise BadLine("stream field 'content' is not a string")
         predicted = opt_int(data.get("tokens_predicted"))
-        n_tokens = self._count(ids, text, predicted, final=bool(data.get("stop")))
+        n_tokens = self._count(ids, text, predicted, final=bool(data.get("stop")),
+                               limit=data.get("stop_type") == "limit")
         self.counted += n_tokens
         event = StreamEvent(n_tokens=n_tokens, text=text, token_ids=ids or [])
         if data.get("stop"):
             timings = field_dict(data, "timings")
             completion = predicted if predicted is not None else opt_int(timings.get("predicted_n"))
-            accepted = opt_int(timings.get("draft_n_accepted", 0))
+            # without timings nothing is known (missing_spec_stats); with them, a server that
+            # drafted nothing omits only draft_n and draft_n_accepted (server-common.cpp:99-102)
+            accepted = opt_int(timings.get("draft_n_accepted", 0)) if timings else None
             prompt = opt_int(data.get("tokens_evaluated"))
             event.final = FinalStats(
                 prompt_tokens=prompt if prompt is not None else opt_int(timings.get("prompt_n")),
                 completion_tokens=completion,
                 finish_reason=opt_str(data.get("stop_type")),
                 truncated=bool(data.get("truncated", False)),
-                draft_tokens=opt_int(timings.get("draft_n", 0)),
+                draft_tokens=opt_int(timings.get("draft_n", 0)) if timings else None,
                 accepted_tokens=accepted,
                 verify_steps=(completion - accepted) if completion is not None and accepted is not None
                 else None,

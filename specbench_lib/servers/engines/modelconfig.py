@@ -5,8 +5,11 @@ the block it was trained at. Read before any server starts (the doctor's "model 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
+
+from ...core.errors import PreflightError
 
 # SGLang's order of context keys (0.5.23 utils/hf_transformers/common.py:668-674)
 _CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
@@ -14,13 +17,18 @@ _CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_
 DEFAULT_BLOCK = 16  # SGLang's DFLASH block when the draft config has none (speculative_hook.py)
 
 
+def config_path(folder: str | Path) -> Path:
+    """Where a model's ``config.json`` is: in its folder, or beside its file."""
+    path = Path(folder).expanduser()
+    return (path if path.is_dir() else path.parent) / "config.json"
+
+
 def read_config(folder: str | Path | None) -> dict[str, Any] | None:
     """The model's ``config.json`` (a folder's, or the folder of a file); None when there is
     none or it cannot be read (a GGUF file, a hub id)."""
     if folder is None:
         return None
-    path = Path(folder).expanduser()
-    path = (path if path.is_dir() else path.parent) / "config.json"
+    path = config_path(folder)
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -31,15 +39,23 @@ def read_config(folder: str | Path | None) -> dict[str, Any] | None:
     return {**found, **text} if isinstance(text, dict) else found
 
 
-def derived_context(config: dict[str, Any]) -> int | None:
+def derived_context(config: dict[str, Any], folder: str | Path | None = None) -> int | None:
     """The context SGLang derives from a config (0.5.23 common.py:677-695): the first context
     key, times the rope scaling factor unless the scaling names its
     ``original_max_position_embeddings`` (YaRN as Qwen3 ships it) or is llama3's. vLLM 0.32.0
-    never applies a YaRN or llama3 factor (config/model.py:2580-2616): the same for Qwen3."""
+    never applies a YaRN or llama3 factor (config/model.py:2580-2616): the same for Qwen3.
+    A factor that is not a positive number is a :class:`PreflightError` naming the file
+    (``folder``'s config.json), the key and the value: the engine would refuse it too."""
     scaling = config.get("rope_scaling")
     factor = 1.0
     if isinstance(scaling, dict):
-        factor = float(scaling.get("factor", 1) or 1)
+        found = scaling.get("factor", 1) or 1
+        if isinstance(found, bool) or not isinstance(found, int | float) or not 0 < found < math.inf:
+            where = config_path(folder) if folder is not None else "the model's config.json"
+            raise PreflightError(f"{where}: rope_scaling.factor {found!r} is not a positive "
+                                 f"number; fix the model's config.json (e.g. \"factor\": 4.0)",
+                                 what="model fit", path=where)
+        factor = float(found)
         if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3":
             factor = 1.0
     for key in _CONTEXT_KEYS:
