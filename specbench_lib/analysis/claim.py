@@ -168,7 +168,7 @@ def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None
         low = min(0.0, min(lows, default=0.0))
         return 1 - math.exp(max(low, -700.0)) if low > -math.inf else 1.0
 
-    epsilon = behind(leader) if (k > 1 or len(order) < 2) and not reason else math.nan
+    epsilon = behind(leader) if k > 1 or len(order) < 2 else math.nan
     decision = ("undecided" if epsilon != epsilon or unmeasured or reason else
                 "decided" if members == (leader,) else
                 "tie" if leader in members and epsilon <= equivalence else "undecided")
