@@ -14,8 +14,8 @@ set was empty ("could be the best: ").
 from __future__ import annotations
 
 import numpy as np
-from claimsim import Design, fixed
 from cellfactory import spread_cell
+from claimsim import Design, fixed
 
 from specbench_lib.analysis.answer import answer_lines, fixed_answer
 from specbench_lib.analysis.best import best_configs
