@@ -154,7 +154,9 @@ def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None
     upper = {i: min((_bound(*pairs[i, j].values(), level, +1, MIN_UNITS) for j in configs if j != i),
                     default=math.inf) for i in configs}
     leader = max(configs, key=lambda c: units[c].rate())
-    blocks = min(units[c].blocks for c in configs)
+    # the fewest blocks of a comparison (repeats measured back to back are one: .units)
+    blocks = min((p.blocks for p in pairs.values() if p.units),
+                 default=min(units[c].blocks for c in configs))
     reason = ONE_BLOCK if k > 1 and blocks < 2 else None  # no config shown slower in one block
     # the set, fastest first (the leader leads), then any config never measured, in plan order;
     # a config is out only when another is shown faster (a bound of 0 is a tie: zero spread)

@@ -359,7 +359,7 @@ class ServerSweep:
                 return _Measured(measured_facts(proc, since, {}, None, history.before()),
                                  (*warmup, *first), (), None, utc_now(), timing)
             prompts = turn2
-        started = utc_now()
+        started = utc_now("milliseconds")  # the claim orders blocks by it (units.py)
         counters = adapter.metrics_snapshot(client)
         began = time.perf_counter()
         with HostSampler.of_server(proc.pid, proc.base_url,

@@ -1,10 +1,11 @@
 """No "decided" from one block (issue 46), and configs measured exactly alike are a tie (issue 49).
 
-One block measures each config in one stretch of time: a change of the machine's speed between
-the stretches is the same for all the prompts of the block, so the prompts cannot tell it from
-an effect. Such a claim is undecided, no config is shown slower, and every reader says why
-(``claim.ONE_BLOCK``, through ``best.verdict_words``). Before, a clear difference within one block
-was "decided" ("every other config shown slower (95 %)"), with the warning in parentheses.
+One block measures each config in one stretch of time (so do repeats measured back to back): a
+change of the machine's speed between the stretches is the same for all the prompts of the
+block, so the prompts cannot tell it from an effect. Such a claim is undecided, no config is
+shown slower, and every reader says why (``claim.ONE_BLOCK``, through ``best.verdict_words``).
+Before, a clear difference within one block was "decided" ("every other config shown slower
+(95 %)"), with the warning in parentheses.
 
 Configs measured exactly alike (zero spread: an n-gram drafter that never drafts has τ 1.00 in
 every prompt, as auto) have every bound 0; before, a config was in the set only above 0, so the
@@ -12,6 +13,9 @@ set was empty ("could be the best: ").
 """
 
 from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
 
 import numpy as np
 from cellfactory import spread_cell
@@ -90,3 +94,25 @@ def test_configs_measured_exactly_alike_are_a_tie() -> None:
     assert "could also be the best: ng-b8" in row["statement"]
     (panel,) = fixed_answer(cells, seconds=1.0)["panels"]
     assert panel["confidence_set"] == ["auto", "ng-b8"] and panel["decision"] == "tie"
+
+
+def at(cell, seconds: float):  # noqa: ANN001, ANN201 - a test cell, started at ``seconds``
+    began = dt.datetime(2026, 12, 6, tzinfo=dt.UTC) + dt.timedelta(seconds=seconds)
+    return replace(cell, provenance=replace(cell.provenance, started=began.isoformat()))
+
+
+def test_repeats_measured_back_to_back_are_one_block() -> None:
+    """Three repeats of auto, then three of ng-b8 (``repeat_order: back_to_back``): one stretch
+    of time each, so one block; the same cells with the repeats interleaved are three blocks.
+    Before, the repeats counted as blocks whenever they ran: "decided"."""
+    rates = {"auto": [30.0, 31.0, 29.0], "ng-b8": [45.0, 46.5, 43.5]}
+    made = {(c, r): spread_cell(c, "auto" if c == "auto" else "ngram", None if c == "auto" else 8,
+                                [v * (1 + 0.01 * r) for v in rates[c]], repeat=r, repeats=3)
+            for c in rates for r in range(3)}
+    apart = [at(cell, 10.0 * r + (0 if c == "auto" else 100)) for (c, r), cell in made.items()]
+    mixed = [at(cell, 10.0 * r + (0 if c == "auto" else 5)) for (c, r), cell in made.items()]
+    (one,) = best_configs(apart, results_table(apart), GROUP).to_dict("records")
+    (three,) = best_configs(mixed, results_table(mixed), GROUP).to_dict("records")
+    assert (one["blocks"], one["decision"], one["reason"]) == (1, "undecided", ONE_BLOCK)
+    assert (three["blocks"], three["decision"], three["reason"]) == (3, "decided", None)
+    assert fixed_answer(apart, seconds=1.0)["panels"][0]["reason"] == ONE_BLOCK
