@@ -25,7 +25,7 @@ from ..core.readback import ANSWER, ANSWER_FIX, read_doc
 from ..core.store import write_json_atomic
 from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..model.records import CellRecord
-from .best import speedup_words, time_words, verdict_words
+from .best import reason_of, speedup_words, time_words, verdict_words
 from .claim import ALPHA, Claim, closest_call
 from .drift import drift_words, panel_drift, run_drift
 from .intervals import requests_n
@@ -184,7 +184,7 @@ def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
             head = f"{entry['best']} CRASHED its server after its cells; {head}"
         if entry["decided"]:
             head += f" · decided in {span(entry['decided_s'] or 0)}"
-        elif not entry.get("reason"):  # one block: more requests in it would not decide it
+        elif not reason_of(entry):  # one block: more requests in it would not decide it
             more, against = entry.get("more_requests"), entry.get("closest_call")
             head += (f" · about {more} more requests per config would decide it" if more else
                      " · more requests would decide it")

@@ -141,8 +141,8 @@ def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:
     q = QUANTITIES.get(str(row.get("quantity")), OUTPUT_RATE)
     members = [m.strip() for m in str(row["confidence_set"]).split(",") if m.strip()]
     others = ", ".join(m for m in members if m != row["best"])
-    if row.get("reason"):
-        return (f"undecided: {row['best']} {q.better}, but {row['reason']}; could be the best: "
+    if reason_of(row):
+        return (f"undecided: {row['best']} {q.better}, but {reason_of(row)}; could be the best: "
                 f"{', '.join(members)}")
     if row["decision"] == "decided":
         return f"{row['best']} best: every other config shown {q.worse} ({level})"
@@ -152,6 +152,13 @@ def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:
                 f"could also be the best: {others}")
     return (f"undecided: {row['best']} {q.better}, {behind} ({level}; decided at "
             f"<= {100 * equivalence:g} %); could be the best: {', '.join(members)}")
+
+
+def reason_of(row: Mapping[str, Any]) -> str | None:
+    """The claim's ``reason`` (why it is undecided whatever its data), from a row, an answer's
+    panel or a table read back (None where it has none: NaN in a table without it)."""
+    reason = row.get("reason")
+    return reason if isinstance(reason, str) and reason else None
 
 
 def time_words(row: Mapping[str, Any]) -> str:
@@ -164,7 +171,7 @@ def time_words(row: Mapping[str, Any]) -> str:
     words = (" (one block: each config measured in one stretch of time, so a change of the "
              "machine's speed between them counts as an effect)"
              if blocks is not None and blocks == blocks and int(blocks) == 1
-             and not row.get("reason") else "")
+             and not reason_of(row) else "")
     return (words + (f" [{row['drift']}]" if row.get("drift") else "")
             + (f" [{row['pairing']}]" if row.get("pairing") else "") + split_words(row))
 
