@@ -62,12 +62,17 @@ def fixed_answer(cells: Sequence[CellRecord], *, seconds: float, equivalence: fl
                  quantity: str = OUTPUT_RATE.name) -> dict[str, Any]:
     """A fixed plan's answer, from the same builder: every panel's claim on ``quantity`` at one
     look at α over all its cells, every repeat a block (``budget_s`` None, ``stopped``
-    "complete"): each repeat is observed in turn for what is out, and the last is the look."""
+    "complete"): each repeat is observed in turn for what is out (a config with no ok cell in
+    the panel), and the last is the look."""
     blocks = 1 + max((c.spec.repeat for c in cells), default=0)
     contest = Contention([c.spec for c in cells], rounds=1, equivalence=equivalence,
                          quantity=quantity, first_look=blocks)
+    # a config with an ok cell in its panel stays in it, as every reader has it (claim.py's
+    # panel_claims): a failed repeat is units missing, not a reason to leave
+    measured = {(panel_of(c.spec), c.spec.config) for c in cells if c.verdict.ok}
+    seen = [c for c in cells if c.verdict.ok or (panel_of(c.spec), c.spec.config) not in measured]
     for number in range(blocks):
-        contest.observe(cells, number, seconds, last=number == blocks - 1)
+        contest.observe(seen, number, seconds, last=number == blocks - 1)
     return build_answer(contest, cells, seconds=seconds, budget_s=None, rounds=blocks,
                         stopped="complete")
 

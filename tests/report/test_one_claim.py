@@ -24,7 +24,13 @@ from ports import free_port
 matplotlib.use("Agg")
 
 import specbench_lib as sb  # noqa: E402
-from specbench_lib.analysis.answer import answer_lines, answer_of, read_answer  # noqa: E402
+from specbench_lib.analysis.answer import (  # noqa: E402
+    answer_lines,
+    answer_of,
+    fixed_answer,
+    read_answer,
+    write_answer,
+)
 from specbench_lib.analysis.best import verdict_words  # noqa: E402
 from specbench_lib.analysis.claim import ONE_BLOCK  # noqa: E402
 from specbench_lib.report import plots  # noqa: E402
@@ -38,8 +44,10 @@ from specbench_lib.runs.run import RunDir  # noqa: E402
 
 
 def fixed_run(folder: Path, means: dict[str, float], *, repeats: int, requests: int,
-              crashed: tuple[str, ...] = (), seed: int = 0) -> Path:
-    """A fixed plan: per repeat the same prompts (a shared speed factor) to every config."""
+              crashed: tuple[str, ...] = (), seed: int = 0, late: tuple[str, ...] = ()) -> Path:
+    """A fixed plan: per repeat the same prompts (a shared speed factor) to every config
+    (``crashed``: configs whose only cell crashed; ``late``: configs whose last repeat crashed),
+    with its answer.json as the sweep writes it."""
     run = RunDir(folder)
     run.cells_dir.mkdir(parents=True)
     run.update_manifest(phase="t", model={"path": "/m/x.gguf"}, engine={"kind": "llamacpp"},
@@ -55,6 +63,11 @@ def fixed_run(folder: Path, means: dict[str, float], *, repeats: int, requests: 
                                        repeats=repeats))
     for config in crashed:
         run.write_cell(make_cell(config, "ngram", int(config.split("-b")[1]), "crashed", None))
+    for config in late:
+        run.write_cell(make_cell(config, "ngram", int(config.split("-b")[1]), "crashed", None,
+                                 repeat=repeats - 1, repeats=repeats))
+    cells = sb.SweepResult(run.path).cells
+    write_answer(run.path, fixed_answer(cells, seconds=1.0, equivalence=0.05))
     return run.path
 
 
@@ -101,6 +114,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, sb.SweepResult]:
                                             repeats=3, requests=6, seed=3)),
         "one_block": sb.SweepResult(fixed_run(root / "once", {"auto": 30.0, "ngram-b8": 45.0},
                                               repeats=1, requests=6, seed=3)),
+        "late_crash": sb.SweepResult(fixed_run(
+            root / "late", {"auto": 30.0, "ngram-b4": 33.0, "ngram-b8": 45.0}, repeats=3,
+            requests=6, seed=4, late=("ngram-b4",))),
     }
 
 
@@ -115,7 +131,7 @@ def figures(row: dict) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("name", ["budgeted", "fixed_repeats", "repeats_and_failed", "decided",
-                                  "one_block"])
+                                  "one_block", "late_crash"])
 def test_every_reader_states_the_same_claim(runs, name: str, tmp_path: Path) -> None:
     result = runs[name]
     rows = claim_of(result)
@@ -202,6 +218,11 @@ def test_the_runs_cover_a_decision_a_failed_config_and_a_budget(runs) -> None:
     assert all(r["blocks"] == 3 and r["requests_n"] == 9 and not r["reason"] for r in swept)
     stored = read_answer(runs["fixed_repeats"].run_dir)
     assert stored is not None and stored["rounds"] == 3 and len(stored["panels"]) == 2
+    # a config whose last repeat crashed is in its panel with the repeats it has, in every reader
+    (late,) = claim_of(runs["late_crash"])
+    assert "ngram-b4" in late["confidence_set"] or late["decision"] == "decided"
+    (panel,) = read_answer(runs["late_crash"].run_dir)["panels"]
+    assert panel["out"] == {} and panel["requests"]["ngram-b4"] == 12
     failed = runs["repeats_and_failed"]
     assert "ngram-b16" not in claim_of(failed)[0]["confidence_set"]
     assert failed.counts()["crashed"] == 1 and read_answer(runs["budgeted"].run_dir) is not None
