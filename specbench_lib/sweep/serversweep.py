@@ -108,7 +108,7 @@ class ServerSweep:
             server_label=self.server.label, server_argv=self.argv,
             verdict=Verdict("invalid"), judge=self.judge_inputs(cell), facts=facts,
             provenance=Provenance(**{**asdict(self.run.provenance()), "started": m.started,
-                                     "ended": utc_now()}),
+                                     "ended": utc_now("milliseconds")}),
             requests=tuple(m.requests), prompts=m.prompts, target_rate=m.target_rate,
             timing=m.timing or {}))
 
