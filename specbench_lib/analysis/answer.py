@@ -25,7 +25,7 @@ from ..core.readback import ANSWER, ANSWER_FIX, read_doc
 from ..core.store import write_json_atomic
 from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..model.records import CellRecord
-from .best import speedup_words, time_words, verdict_words
+from .best import reason_of, speedup_words, time_words, verdict_words
 from .claim import ALPHA, Claim, closest_call
 from .drift import drift_words, panel_drift, run_drift
 from .intervals import requests_n
@@ -61,11 +61,19 @@ def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: f
 def fixed_answer(cells: Sequence[CellRecord], *, seconds: float, equivalence: float = 0.05,
                  quantity: str = OUTPUT_RATE.name) -> dict[str, Any]:
     """A fixed plan's answer, from the same builder: every panel's claim on ``quantity`` at one
-    look at α over all its cells (``budget_s`` None, ``stopped`` "complete")."""
+    look at α over all its cells, every repeat a block (``budget_s`` None, ``stopped``
+    "complete"): each repeat is observed in turn for what is out (a config with no ok cell in
+    the panel), and the last is the look."""
+    blocks = 1 + max((c.spec.repeat for c in cells), default=0)
     contest = Contention([c.spec for c in cells], rounds=1, equivalence=equivalence,
-                         quantity=quantity)
-    contest.observe(cells, 0, seconds, last=True)
-    return build_answer(contest, cells, seconds=seconds, budget_s=None, rounds=1,
+                         quantity=quantity, first_look=blocks)
+    # a config with an ok cell in its panel stays in it, as every reader has it (claim.py's
+    # panel_claims): a failed repeat is units missing, not a reason to leave
+    measured = {(panel_of(c.spec), c.spec.config) for c in cells if c.verdict.ok}
+    seen = [c for c in cells if c.verdict.ok or (panel_of(c.spec), c.spec.config) not in measured]
+    for number in range(blocks):
+        contest.observe(seen, number, seconds, last=number == blocks - 1)
+    return build_answer(contest, cells, seconds=seconds, budget_s=None, rounds=blocks,
                         stopped="complete")
 
 
@@ -88,7 +96,8 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
         "eliminated": dict(state.eliminated), "out": dict(state.out),
         "decided_s": None if state.decided_s is None else round(state.decided_s, 1),
         "decided_round": state.decided_round, "more_requests": None, "closest_call": None,
-        "blocks": found.blocks if found else None, "drift": None, "drift_prefill": None}
+        "blocks": found.blocks if found else None, "reason": found.reason if found else None,
+        "drift": None, "drift_prefill": None}
     if found is not None and found.leader is not None:
         ratio, reason = panel_drift(mine, found)
         entry.update(speedup=_num(found.speedup), speedup_lo=_num(found.speedup_lo),
@@ -180,7 +189,7 @@ def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
             head = f"{entry['best']} CRASHED its server after its cells; {head}"
         if entry["decided"]:
             head += f" · decided in {span(entry['decided_s'] or 0)}"
-        else:
+        elif not reason_of(entry):  # one block: more requests in it would not decide it
             more, against = entry.get("more_requests"), entry.get("closest_call")
             head += (f" · about {more} more requests per config would decide it" if more else
                      " · more requests would decide it")

@@ -31,7 +31,7 @@ LEVEL = f"{100 * (1 - ALPHA):g} %"
 BEST_COLUMNS = [*PANEL, "best", "speedup", "speedup_lo", "speedup_hi", "half_width_pct",
                 "confidence_set", "decision", "epsilon", "alpha", "equivalence", "unstable", "lossless",
                 "repeats_n", "requests_n", "blocks", "drift_prefill", "drift", "pairing", "split",
-                "quantity",
+                "quantity", "reason",
                 "statement"]
 
 
@@ -97,7 +97,7 @@ def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool,
            "blocks": found.blocks, "drift_prefill": drift[0],
            "drift": None if drift[1] is None else str(drift[1]), "pairing": pairing,
            "split": split or None,  # the speedup split (.stepcost), per drafting config
-           "quantity": found.quantity}
+           "quantity": found.quantity, "reason": found.reason}
     return {**row, "statement": statement(row, str(best["method"]), found.equivalence,
                                           outputs=outputs)}
 
@@ -114,7 +114,7 @@ def _at_rate(panel: tuple[Any, ...], rows_of: Any) -> dict[str, Any]:
            "equivalence": float("nan"), "unstable": bool(best["unstable"]), "lossless": None,
            "repeats_n": int(best["repeats_n"]), "requests_n": int(best["requests_n"]),
            "blocks": None, "drift_prefill": float("nan"), "drift": None, "pairing": None,
-           "split": None, "quantity": "e2e_p50_s"}
+           "split": None, "quantity": "e2e_p50_s", "reason": None}
     statement = (f"{where(row)}: lowest E2E p50 {row['best']} ({1000 * best['e2e_p50_s']:.0f} ms) "
                  f"at this offered rate, where every config's throughput is the rate (point "
                  f"estimates, not a decision)")
@@ -133,12 +133,17 @@ def where(row: Any, *, outputs: bool = False) -> str:
 def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:
     """The decision in words: "ngram-b8 best (every other config shown slower)", "ngram-b8 at
     most 2.1 % slower than the best (could be the best: …)", or "undecided: …", in the words
-    of the row's quantity (:mod:`~specbench_lib.model.quantities`: "lower" acceptance). The
-    level is the family's, 95 %: a budgeted run's looks share it (each claim at its share)."""
+    of the row's quantity (:mod:`~specbench_lib.model.quantities`: "lower" acceptance), with
+    the claim's ``reason`` where it is undecided whatever its data (one block:
+    :data:`~.claim.ONE_BLOCK`). The level is the family's, 95 %: a budgeted run's looks share it
+    (each claim at its share)."""
     level = LEVEL
     q = QUANTITIES.get(str(row.get("quantity")), OUTPUT_RATE)
     members = [m.strip() for m in str(row["confidence_set"]).split(",") if m.strip()]
     others = ", ".join(m for m in members if m != row["best"])
+    if reason_of(row):
+        return (f"undecided: {row['best']} {q.better}, but {reason_of(row)}; could be the best: "
+                f"{', '.join(members)}")
     if row["decision"] == "decided":
         return f"{row['best']} best: every other config shown {q.worse} ({level})"
     behind = behind_text(float(row["epsilon"]), q.worse)
@@ -149,15 +154,24 @@ def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:
             f"<= {100 * equivalence:g} %); could be the best: {', '.join(members)}")
 
 
+def reason_of(row: Mapping[str, Any]) -> str | None:
+    """The claim's ``reason`` (why it is undecided whatever its data), from a row, an answer's
+    panel or a table read back (None where it has none: NaN in a table without it)."""
+    reason = row.get("reason")
+    return reason if isinstance(reason, str) and reason else None
+
+
 def time_words(row: Mapping[str, Any]) -> str:
     """What the claim says about the time its configs ran at: nothing with two blocks or more
-    (the error holds the drift), a warning with one, and the ``drift`` reason where it applies;
+    (the error holds the drift), a warning with one (unless its ``reason`` already says it), and
+    the ``drift`` reason where it applies;
     then why the speedup is what it is (``split``: :func:`~.stepcost.split_words`), so every
     page that states the claim states its break-even too."""
     blocks = row.get("blocks")
     words = (" (one block: each config measured in one stretch of time, so a change of the "
              "machine's speed between them counts as an effect)"
-             if blocks is not None and blocks == blocks and int(blocks) == 1 else "")
+             if blocks is not None and blocks == blocks and int(blocks) == 1
+             and not reason_of(row) else "")
     return (words + (f" [{row['drift']}]" if row.get("drift") else "")
             + (f" [{row['pairing']}]" if row.get("pairing") else "") + split_words(row))
 

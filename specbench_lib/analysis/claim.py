@@ -8,8 +8,10 @@ averaged within each block: D_ij is the mean of the block means (the log of the 
 speedup), s_ij = sd(block means)/√B and Student t with B − 1 degrees of freedom. A prompt that
 is slow for one config is slow for all, and cancels in d; a change of the machine's speed
 between two configs' stretches of one block does not, and the block-level error holds it. With
-one block (a fixed plan with one repeat) the prompts are the sample, and the claim says that it
-cannot separate a config from its time (``blocks`` 1).
+one block (a fixed plan with one repeat) the prompts are the sample of the speedup's interval,
+but nothing separates a config from the time it was measured at: the claim is **undecided**, no
+config is shown slower (every measured config stays in the set) and the leader has no bound, with
+the reason :data:`ONE_BLOCK` (``reason``), which every reader states.
 
 **The best: multiple comparisons with the best** (Hsu 1996, ch. 4; one-sided, constrained).
 With d_ij the t quantile at 1 − α / (2 (k − 1)) (Bonferroni over the k − 1 comparisons of the
@@ -23,7 +25,10 @@ the set holds the true best with probability ≥ 1 − α. The leader (highest t
 **The decision** (``decision``): ``decided`` when the set is the leader alone (it is the best);
 ``tie`` when the leader is shown within ``equivalence`` (default 5 %) of the best while others
 cannot be excluded (any of them may be the best, the leader is at most ε behind it);
-``undecided`` otherwise. Both ``decided`` and ``tie`` end a budgeted sweep's panel.
+``undecided`` otherwise, and always from one block (above). Both ``decided`` and ``tie`` end a
+budgeted sweep's panel. Configs measured exactly alike (zero spread: an n-gram drafter that
+never drafts has τ 1.00 in every prompt, as ``auto``) are a tie: each bound is 0, and a config
+is in the set unless another is shown faster (its bound below 0).
 
 **The speedup vs the baseline** (auto): the paired ratio over the units both measured, its
 two-sided interval simultaneous over the panel's k − 1 other configs (Bonferroni, α / (k − 1)),
@@ -54,6 +59,10 @@ EQUIVALENCE = 0.05  # decided once the leader is shown within 5 % of the best
 DECISIONS = ("decided", "tie", "undecided")
 MIN_UNITS = 2  # the fewest blocks (one block: prompts) a comparison needs to exclude or bound
 MIN_LOOK_ALPHA = 1e-9  # a look that could spend less than this is not taken (it could say nothing)
+# why a claim of one block is undecided (every reader states it: best.verdict_words)
+ONE_BLOCK = ("one block: each config was measured in one stretch of time, so a change of the "
+             "machine's speed between them cannot be told from an effect (measure in two blocks "
+             "or more: repeats 2, or a time budget)")
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,7 @@ class Claim:
     rows: dict[str, Row] = field(default_factory=dict)
     blocks: int = 0  # the fewest blocks behind a config (1: confounded with its time)
     quantity: str = "output_rate"  # what it is a claim on (:mod:`~specbench_lib.model.quantities`)
+    reason: str | None = None  # why it is undecided whatever its data (:data:`ONE_BLOCK`)
 
     @property
     def decided(self) -> bool:
@@ -112,7 +122,8 @@ def _bound(diff: float, se: float, n: int, p: float, sign: int, least: int = 2) 
     ``least`` units."""
     if se != se or n < max(2, least):
         return sign * math.inf
-    return diff + sign * t_quantile(p, n - 1) * se
+    # no spread: the bound is the difference (a tie of configs measured alike is 0, not NaN)
+    return diff + sign * t_quantile(p, n - 1) * se if se > 0 else diff
 
 
 def _pairs(units: Mapping[str, Units], configs: Sequence[str]) -> dict[tuple[str, str], Paired]:
@@ -143,27 +154,32 @@ def claim(units: Mapping[str, Units], order: Sequence[str], baseline: str | None
     upper = {i: min((_bound(*pairs[i, j].values(), level, +1, MIN_UNITS) for j in configs if j != i),
                     default=math.inf) for i in configs}
     leader = max(configs, key=lambda c: units[c].rate())
-    # the set, fastest first (the leader leads), then any config never measured, in plan order
-    members = (*sorted((c for c in configs if upper[c] > 0), key=lambda c: -units[c].rate()),
-               *unmeasured)
+    # the fewest blocks of a comparison (repeats measured back to back are one: .units)
+    blocks = min((p.blocks for p in pairs.values() if p.units),
+                 default=min(units[c].blocks for c in configs))
+    reason = ONE_BLOCK if k > 1 and blocks < 2 else None  # no config shown slower in one block
+    # the set, fastest first (the leader leads), then any config never measured, in plan order;
+    # a config is out only when another is shown faster (a bound of 0 is a tie: zero spread)
+    members = (*sorted((c for c in configs if upper[c] >= 0 or reason),
+                       key=lambda c: -units[c].rate()), *unmeasured)
 
     def behind(i: str) -> float:
-        if unmeasured:
+        if unmeasured or reason:
             return 1.0
         lows = [_bound(*pairs[i, j].values(), level, -1, MIN_UNITS) for j in members if j != i]
         low = min(0.0, min(lows, default=0.0))
         return 1 - math.exp(max(low, -700.0)) if low > -math.inf else 1.0
 
     epsilon = behind(leader) if k > 1 or len(order) < 2 else math.nan
-    decision = ("undecided" if epsilon != epsilon or unmeasured else
+    decision = ("undecided" if epsilon != epsilon or unmeasured or reason else
                 "decided" if members == (leader,) else
                 "tie" if leader in members and epsilon <= equivalence else "undecided")
     rows = {c: _row(c, units, pairs, baseline, configs, level, c in members, behind(c))
             for c in configs}
     top = rows[leader]
     return Claim(leader, members, decision, epsilon, baseline, top.speedup, top.speedup_lo,
-                 top.speedup_hi, alpha, equivalence, rows,
-                 blocks=min(units[c].blocks for c in configs), quantity=quantity)
+                 top.speedup_hi, alpha, equivalence, rows, blocks=blocks, quantity=quantity,
+                 reason=reason)
 
 
 def quantile_level(alpha: float, configs: int) -> float:
@@ -312,7 +328,7 @@ def more_units(units: Mapping[str, Units], found: Claim) -> int | None:
 def closest_call(units: Mapping[str, Units], found: Claim) -> tuple[int | None, str | None]:
     """:func:`more_units` and the set member whose comparison with the leader needs them (the
     closest call: the spread that sets the number; None with it)."""
-    if found.leader is None or found.decided:
+    if found.leader is None or found.decided or found.reason:  # more of one block: no decision
         return None, None
     top = units[found.leader]
     one = quantile_level(found.alpha, len(found.rows))

@@ -22,7 +22,6 @@ machine moved as much as the effect, never a quiet number.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import statistics
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from ..model.catalogue import C
 from ..model.records import CellRecord, Reason
 from .claim import Claim
+from .units import started
 
 SAME_PREFILL = ("auto", "ngram")  # methods that prefill with the target model alone
 SHARE = 0.5  # drift at half the claimed effect (log scale) or more is a reason
@@ -72,13 +72,6 @@ def prefill_speeds(cell: CellRecord) -> dict[tuple[int, int], float]:
     return found
 
 
-def _started(cell: CellRecord) -> float:
-    try:
-        return dt.datetime.fromisoformat(str(cell.provenance.started)).timestamp()
-    except ValueError:
-        return math.nan
-
-
 def run_drift(cells: Sequence[CellRecord]) -> RunDrift:
     """The run's drift (see the module) from its cells of :data:`SAME_PREFILL` configs."""
     groups: dict[tuple[str, int], list[tuple[float, int, float]]] = {}
@@ -88,7 +81,7 @@ def run_drift(cells: Sequence[CellRecord]) -> RunDrift:
         speeds = list(prefill_speeds(cell).values())
         if speeds:
             groups.setdefault((cell.spec.workload, cell.spec.context), []).append(
-                (_started(cell), cell.spec.repeat, statistics.median(speeds)))
+                (started(cell), cell.spec.repeat, statistics.median(speeds)))
     points = []
     for rows in groups.values():
         middle = statistics.median(s for _, _, s in rows)

@@ -20,12 +20,19 @@ within each block (m_b), and the blocks' means are the sample: the mean D of the
 standard error sd(m_b)/√B and Student t with B − 1 degrees of freedom (paired block means;
 docs/uncertainty.md has its coverage under drift). With one block there is nothing to separate a
 config from its time: the comparison falls back to the prompts (SE sd(d)/√n, n − 1 degrees of
-freedom) and says so (``blocks`` 1), and every claim made on it is worded as confounded with
-the time it was measured at.
+freedom) and says so (``blocks`` 1), and a claim made on it is undecided (:mod:`.claim`).
+
+**Blocks are stretches of time.** Repeats measured back to back (``repeat_order:
+back_to_back``: every repeat of one config, then the next config's) are one block of the two
+configs, whatever their numbers: where every block of one config began before every block of the
+other (each block's first cell start, ``Units.began``), the pair's repeats are one block
+(:func:`log_ratios`). Interleaved blocks never look like that: the second block of either config
+starts after the first of the other.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +54,7 @@ class Units:
     tokens: Any  # numpy arrays, aligned with ids: the quantity's numerators
     seconds: Any  # its denominators
     requests: int
+    began: tuple[tuple[int, float], ...] = ()  # (block, its first cell's start, epoch s), where known
 
     @property
     def n(self) -> int:
@@ -91,17 +99,29 @@ def units_of(cells: Sequence[CellRecord], of: str | Quantity = OUTPUT_RATE) -> U
     nums: list[float] = []
     dens: list[float] = []
     requests = 0
+    began: dict[int, float] = {}
     for cell in sorted((c for c in cells if c.verdict.ok), key=lambda c: c.spec.repeat):
         groups = unit_requests(cell)
         found = _cell_units(cell, groups, q)
         if found is None:
             continue
+        if (at := started(cell)) == at:
+            began[cell.spec.repeat] = min(began.get(cell.spec.repeat, math.inf), at)
         requests += sum(map(len, groups.values()))
         for key, num, den in found:
             ids.append((cell.spec.repeat, key))
             nums.append(num)
             dens.append(den)
-    return Units(tuple(ids), np.array(nums, dtype=float), np.array(dens, dtype=float), requests)
+    return Units(tuple(ids), np.array(nums, dtype=float), np.array(dens, dtype=float), requests,
+                 tuple(sorted(began.items())))
+
+
+def started(cell: CellRecord) -> float:
+    """When a cell began (epoch seconds; NaN where its provenance does not say)."""
+    try:
+        return dt.datetime.fromisoformat(str(cell.provenance.started)).timestamp()
+    except ValueError:
+        return math.nan
 
 
 def unit_requests(cell: CellRecord) -> dict[UnitId, list[RequestRecord]]:
@@ -159,7 +179,25 @@ def _cell_unit(cell: CellRecord, recs: Sequence[RequestRecord], q: Quantity
 
 def log_ratios(a: Units, b: Units) -> tuple[Any, list[int]]:
     """The per-prompt log ratios log(rate a / rate b) over the units both measured (rate: a
-    unit's T / E), and each one's block."""
+    unit's T / E), and each one's block: one block for all where the two configs' blocks were
+    not interleaved in time (:func:`back_to_back`)."""
+    logs, blocks = _log_ratios(a, b)
+    if back_to_back(a, b, set(blocks)):
+        blocks = [min(blocks)] * len(blocks)
+    return logs, blocks
+
+
+def back_to_back(a: Units, b: Units, shared: set[int]) -> bool:
+    """Whether every block of ``a`` among ``shared`` began before every one of ``b``, or the
+    other way round (two blocks or more, each one's start known): one stretch of time each."""
+    mine = [t for k, t in a.began if k in shared]
+    theirs = [t for k, t in b.began if k in shared]
+    if len(shared) < 2 or len(mine) < len(shared) or len(theirs) < len(shared):
+        return False
+    return max(mine) < min(theirs) or max(theirs) < min(mine)
+
+
+def _log_ratios(a: Units, b: Units) -> tuple[Any, list[int]]:
     import numpy as np
 
     if a.ids == b.ids:  # the usual case: the same prompts, in the same order

@@ -16,8 +16,9 @@ import yaml
 from .errors import StoreError
 
 
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+def utc_now(timespec: str = "seconds") -> str:
+    """Now, UTC, in ISO 8601 to the second (``timespec``: "milliseconds" where order matters)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec=timespec)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

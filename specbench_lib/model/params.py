@@ -180,7 +180,9 @@ class SweepParams(Strict):
     # the thresholds of cell rules that have no params key of their own, by the rule's name for
     # it (a rule's key `thresholds.<name>`, see docs/rules.md); a name no rule reads is refused
     thresholds: dict[str, float | str | bool | None] = Field(default_factory=dict)
-    repeats: int = Field(1, ge=1, le=MAX_REPEATS)  # measurements of each cell (mean and CV across them)
+    # measurements of each cell (mean and CV across them), each repeat a block of the claim: with
+    # one, a comparison cannot tell a config from its time and is undecided (docs/drift.md)
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     # rounds: every config once per round, each round on a fresh server (drift lands on every
     # config alike); back_to_back: a config's repeats one after another on one server
     repeat_order: Literal["rounds", "back_to_back"] = "rounds"

@@ -132,7 +132,7 @@ class Comparison(Rendered):
         return table.reindex(columns=["phase", "run_id", *PANEL, "best", "speedup", "speedup_lo",
                                       "speedup_hi", "confidence_set", "decision", "epsilon",
                                       "alpha", "equivalence", "requests_n", "unstable",
-                                      "quantity", "statement"])
+                                      "quantity", "blocks", "reason", "statement"])
 
     def crossovers(self) -> Any:
         """Per run's phase: where each speculative config stops beating ``auto`` as the load

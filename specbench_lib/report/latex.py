@@ -117,7 +117,7 @@ def plan_ranks(runs: Iterable[Any]) -> dict[tuple[str, str], int]:
 
 def claim_lines(comparison: Compared) -> dict[tuple[str, str, int], list[str]]:
     """Per phase × workload × context, each panel's claim in words (:mod:`~specbench_lib.analysis.claim`, as
-    the summary and the answer state it), for the table's caption."""
+    the summary and the answer state it), for the note after the table."""
     from ..analysis.best import time_words, verdict_words
 
     found: dict[tuple[str, str, int], list[str]] = {}
@@ -134,11 +134,14 @@ def claim_lines(comparison: Compared) -> dict[tuple[str, str, int], list[str]]:
     return found
 
 
+FOLLOWS = "; each panel's claim follows the table"
+
+
 def longtable(phase: str, workload: str, context: int, rows: Any,
               claims: Iterable[str] = ()) -> str:
     """One panel's ``longtable``: a column per axis the panel varies, the config, its values,
-    and a verdict column only when a row is not ok; its caption says what the interval is over
-    and each panel's claim (``claims``)."""
+    and a verdict column only when a row is not ok; its caption says what the interval is over,
+    and a note after it each panel's claim (``claims``)."""
     axes = [(name, head) for name, head in _AXES
             if name == "concurrency" or rows[name].replace("", None).dropna().nunique() > 1
             or (name == "load" and (rows[name] != "").any())]
@@ -147,6 +150,7 @@ def longtable(phase: str, workload: str, context: int, rows: Any,
              *([("verdict",)] if with_verdict else [])]
     spec = "r" * len(axes) + "l" + "r" * len(_VALUES) + ("l" if with_verdict else "")
     header = " & ".join(_head(h) for h in heads) + " \\\\"
+    tag = f"tab:specbench-{label(phase)}-{label(workload)}-{context}"
     width = len(heads)
     failed = "; a failed cell shows its verdict and first reason, -- for its values" \
         if with_verdict else ""
@@ -160,9 +164,9 @@ def longtable(phase: str, workload: str, context: int, rows: Any,
              f"panel's configs, at the level of the claim's test, so a config shown slower than "
              f"another has its interval against it excluding 1; n: the "
              f"requests behind a row, over all its repeats or rounds), TTFT p50, "
-             f"mean acceptance length (tokens per verify step){failed}. "
-             f"{text('. '.join(claims)) + '.' if claims else ''}}}"
-             f"\\label{{tab:specbench-{label(phase)}-{label(workload)}-{context}}}\\\\",
+             f"mean acceptance length (tokens per verify step){failed}"
+             f"{FOLLOWS if claims else ''}.}}"
+             f"\\label{{{tag}}}\\\\",
              "\\toprule", header, "\\midrule", "\\endfirsthead",
              f"\\multicolumn{{{width}}}{{@{{}}l}}{{{text(phase)}, "
              f"{text(workload)}, context {context} (continued)}}\\\\",
@@ -177,7 +181,11 @@ def longtable(phase: str, workload: str, context: int, rows: Any,
         cells = [*(_axis(name, row[name]) for name, _ in axes), text(row["config"]),
                  *_values(row), *([text(row["verdict"])] if with_verdict else [])]
         lines.append(" & ".join(cells) + " \\\\")
-    lines += ["\\end{longtable}", "\\endgroup", ""]
+    # the claims after the table, not in its caption: a caption is set in one box first, and
+    # a dozen panels' claims are wider than TeX's largest dimension ("Dimension too large")
+    note = ([f"\\noindent Claims of table~\\ref{{{tag}}}: {text('. '.join(claims))}.\\par"]
+            if claims else [])
+    lines += ["\\end{longtable}", *note, "\\endgroup", ""]
     return "\n".join(lines)
 
 

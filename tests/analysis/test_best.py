@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from cellfactory import make_cell, spread_cell
+from cellfactory import blocked_cells, make_cell, spread_cell
 from scipy.special import stdtrit
 
 from specbench_lib.analysis.best import Summary, best_configs, crossovers
@@ -31,9 +31,9 @@ def best(cells: list) -> dict:
 
 
 def test_a_clear_winner_is_a_set_of_one_decided() -> None:
-    cells = [spread_cell("auto", "auto", None, rates(50, 24, 1)),
-             spread_cell("ng-b4", "ngram", 4, rates(90, 24, 2)),
-             spread_cell("ng-b16", "ngram", 16, rates(60, 24, 4))]
+    cells = [*blocked_cells("auto", "auto", None, rates(50, 24, 1)),
+             *blocked_cells("ng-b4", "ngram", 4, rates(90, 24, 2)),
+             *blocked_cells("ng-b16", "ngram", 16, rates(60, 24, 4))]
     row = best(cells)
     assert row["best"] == "ng-b4" and row["confidence_set"] == "ng-b4"
     assert row["decision"] == "decided"
@@ -47,10 +47,10 @@ def test_a_clear_winner_is_a_set_of_one_decided() -> None:
 
 
 def close_pair() -> list:
-    return [spread_cell("auto", "auto", None, rates(50, 24, 1)),
-            spread_cell("ng-b4", "ngram", 4, rates(75, 24, 2)),
-            spread_cell("ng-b8", "ngram", 8, rates(74, 24, 3)),  # within the noise of b4
-            spread_cell("ng-b16", "ngram", 16, rates(55, 24, 4))]
+    return [*blocked_cells("auto", "auto", None, rates(50, 24, 1)),
+            *blocked_cells("ng-b4", "ngram", 4, rates(75, 24, 2)),
+            *blocked_cells("ng-b8", "ngram", 8, rates(74, 24, 3)),  # within the noise of b4
+            *blocked_cells("ng-b16", "ngram", 16, rates(55, 24, 4))]
 
 
 def test_two_close_configs_are_both_in_the_set_a_tie_or_undecided_by_the_margin() -> None:
@@ -88,11 +88,12 @@ def test_the_best_speedup_is_the_tables_row_paired_and_simultaneous() -> None:
 
 
 def panel_units(means: dict[str, float], n: int, *, noise: float = 0.05, prompt: float = 0.25,
-                seed: int = 0) -> dict[str, Units]:
-    """Paired units: per prompt a speed factor shared by the configs, per request noise."""
+                seed: int = 0, blocks: int | None = None) -> dict[str, Units]:
+    """Paired units: per prompt a speed factor shared by the configs, per request noise; prompt
+    i in block i mod ``blocks`` (None: every prompt its own block)."""
     rng = np.random.default_rng(seed)
     shared = np.exp(prompt * rng.standard_normal(n))
-    ids = tuple((0, i) for i in range(n))
+    ids = tuple((i % (blocks or n), i) for i in range(n))
     return {c: Units(ids, np.full(n, 64.0), 64.0 / (m * shared * np.exp(
         noise * rng.standard_normal(n))), n) for c, m in means.items()}
 
@@ -136,9 +137,9 @@ def test_alpha_is_spent_over_the_looks_taken_and_all_of_it_at_the_last() -> None
 
 def test_when_auto_is_fastest_no_config_beats_it() -> None:
     auto = rates(60, 16, 1)
-    cells = [spread_cell("auto", "auto", None, auto),  # b4: the same spread, 1 % slower
-             spread_cell("ng-b4", "ngram", 4, [0.99 * r for r in reversed(auto)]),
-             spread_cell("ng-b32", "ngram", 32, rates(30, 16, 3))]
+    cells = [*blocked_cells("auto", "auto", None, auto),  # b4: the same spread, 1 % slower
+             *blocked_cells("ng-b4", "ngram", 4, [0.99 * r for r in reversed(auto)]),
+             *blocked_cells("ng-b32", "ngram", 32, rates(30, 16, 3))]
     row = best(cells)
     assert row["best"] == "auto" and row["confidence_set"] == "auto, ng-b4"
     assert "auto itself is the fastest" in row["statement"]
@@ -157,8 +158,8 @@ def test_a_failed_repeat_and_differing_outputs_are_flagged() -> None:
 
 
 def test_one_row_per_panel_and_the_summary_shows_the_statements() -> None:
-    cells = [spread_cell("auto", "auto", None, rates(50, 8, 1)),
-             spread_cell("ng-b4", "ngram", 4, rates(90, 8, 2))]
+    cells = [*blocked_cells("auto", "auto", None, rates(50, 8, 1)),
+             *blocked_cells("ng-b4", "ngram", 4, rates(90, 8, 2))]
     cells += [make_cell("auto", "auto", None, tok_s=40, context=512),
               make_cell("ng-b4", "ngram", 4, tok_s=20, context=512)]
     table = results_table(cells)
@@ -167,9 +168,11 @@ def test_one_row_per_panel_and_the_summary_shows_the_statements() -> None:
     summary = Summary(frame, table)
     text, html = summary.text(), summary.html()
     assert "code/ctx256/c1: ng-b4 best: every other config shown slower" in text
-    # one request a cell is one unit: no interval, so nothing can be excluded or decided
-    assert ("code/ctx512/c1: undecided: auto fastest, no bound yet on how far it is behind the "
-            "best (95 %; decided at <= 5 %); could be the best: auto, ng-b4") in text
+    # one cell a config at ctx512: one block, so nothing is excluded or decided, and it says why
+    assert ("code/ctx512/c1: undecided: auto fastest, but one block: each config was measured "
+            "in one stretch of time, so a change of the machine's speed between them cannot be "
+            "told from an effect (measure in two blocks or more: repeats 2, or a time budget); "
+            "could be the best: auto, ng-b4") in text
     assert "<li>code/ctx256/c1: ng-b4 best" in html and "<table" in html
 
 

@@ -82,3 +82,12 @@ def not_ok(result: object) -> dict[str, list[str]]:
     a count that differs says which rule judged which cell."""
     return {c.cell_id: list(c.verdict.reasons) for c in result.cells  # type: ignore[attr-defined]
             if c.status != "ok"}
+
+
+def blocked_cells(config: str, method: str, budget: int | None, rates: list[float]
+                  ) -> list[CellRecord]:
+    """One cell a request, request i in repeat (block) i at ``rates[i]`` tok/s: every prompt its
+    own block, so a claim over them is the prompts' paired t (the statistic of one block with
+    the prompts as the sample) and still a claim of many blocks, which may decide."""
+    return [spread_cell(config, method, budget, [rate], repeat=i, repeats=len(rates))
+            for i, rate in enumerate(rates)]

@@ -20,6 +20,7 @@ from fakeparams import fake_engine
 from ports import free_port
 
 import specbench_lib as sb
+from specbench_lib.analysis.claim import ONE_BLOCK
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,6 +85,9 @@ def test_back_to_back_keeps_one_server_per_config(tmp_path: Path) -> None:
                           outputs=tmp_path / "out", progress=False)
     assert sorted(result.manifest["servers"]) == ["auto", "ngram-b8"]  # in the block's order
     assert result.counts()["ok"] == 4
+    # each config's repeats in one stretch of time: one block, so the claim is undecided
+    (row,) = result.best().to_dict("records")
+    assert (row["blocks"], row["decision"], row["reason"]) == (1, "undecided", ONE_BLOCK)
 
 
 def test_adaptive_repeats_stop_when_the_interval_is_narrow_and_say_so(tmp_path: Path) -> None:
