@@ -21,7 +21,8 @@ import specbench_lib as sb
 from specbench_lib.core.errors import PreflightError
 from specbench_lib.model.params import SweepParams
 from specbench_lib.model.sections import WorkloadParams
-from specbench_lib.model.speedbench import PLACEHOLDER, bucket_tokens
+from specbench_lib.model.sources import bucket_tokens
+from specbench_lib.prompts.sources.speed_bench import PLACEHOLDER
 from specbench_lib.prompts.workload import questions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,3 +88,54 @@ warmup_requests: 0
     assert list(frame["bucket_o200k"]) == [1000] * 3
     assert (frame["prompt_tokens"] > 100).all() and (frame["prompt_tokens"] < 400).all()
     assert "bucket_o200k" in result.categories().text()
+
+
+def _parquet(folder: Path, rows: list[dict[str, object]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([("question_id", pa.string()), ("category", pa.string()),
+                        ("turns", pa.list_(pa.string()))])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), folder / "test.parquet")
+    return folder
+
+
+def test_an_empty_parquet_is_refused_by_name_not_as_no_category(tmp_path: Path) -> None:
+    folder = _parquet(tmp_path / "qualitative", [])
+    with pytest.raises(ValidationError, match=r"holds no question row .*prepare_data.py") as said:
+        workloads(path=str(folder), categories="all")
+    assert "None" not in str(said.value) and "['a', 'l', 'l']" not in str(said.value)
+    with pytest.raises(PreflightError, match="holds no question row"):
+        questions(WorkloadParams(name="s", source="speed_bench", path=str(folder)))
+
+
+def test_a_repeated_question_id_is_refused_as_spec_bench_refuses_it(tmp_path: Path) -> None:
+    row = {"question_id": "7", "category": "qa", "turns": ["What is a seam?"]}
+    folder = _parquet(tmp_path / "qualitative", [row, {**row, "turns": ["Another?"]}])
+    with pytest.raises(PreflightError, match=r"test.parquet: question_id '7' repeats .* 'qa'"):
+        questions(WorkloadParams(name="s", source="speed_bench", path=str(folder)))
+    # the same id in two categories is two questions
+    other = _parquet(tmp_path / "other" / "qualitative", [row, {**row, "category": "rag"}])
+    assert workloads(path=str(other), categories="all") == ["speed-qa", "speed-rag"]
+
+
+def test_all_that_names_no_category_says_all_not_its_letters() -> None:
+    from specbench_lib.model.categories import per_category
+
+    class NoneFound(WorkloadParams):
+        def per_category(self, found: tuple[str, ...] = ()) -> tuple[WorkloadParams, ...]:
+            return ()
+
+    empty = NoneFound(name="s", source="mtbench", categories="all")
+    with pytest.raises(ValueError, match="categories all names no category") as said:
+        per_category((empty,))
+    assert "'a', 'l'" not in str(said.value)
+
+
+def test_two_categories_that_become_one_name_are_named_both(tmp_path: Path) -> None:
+    folder = _parquet(tmp_path / "qualitative", [
+        {"question_id": "1", "category": "a/b", "turns": ["One?"]},
+        {"question_id": "2", "category": "a_b", "turns": ["Two?"]}])
+    with pytest.raises(ValidationError, match=r"categories 'a/b' and 'a_b' both become "
+                                              r"workload 'speed-a_b'"):
+        workloads(path=str(folder), categories="all")
+    with pytest.raises(ValidationError, match=r"categories 'a/b' and 'a_b' both become"):
+        workloads(path=str(folder), categories=["a/b", "a_b"])
