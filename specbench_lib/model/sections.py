@@ -156,8 +156,8 @@ class WorkloadParams(Strict):
     template: Literal["raw", "chat"] = "raw"
     # the chat template's options in every render, e.g. {enable_thinking: false} (Qwen3)
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
-    # conversations (sources mtbench, spec_bench; docs/workloads.md) send questions at their own
-    # length, the cell's context their cap. turn 1: the first question timed; 2: each
+    # conversations (sources mtbench, spec_bench, speed_bench; docs/workloads.md) send questions
+    # at their own length, the cell's context their cap. turn 1: the first question timed; 2: each
     # conversation's turn 1 sent first (untimed, same server), the second question timed with
     # the model's own answer in its prompt
     turn: Literal[1, 2] = 1
@@ -172,7 +172,7 @@ class WorkloadParams(Strict):
     # source random: the model's vocabulary size and special ids (never sent), as vLLM's
     # random dataset reads them from the tokenizer (docs/workloads.md)
     vocab_size: int | None = Field(None, ge=2)
-    special_ids: tuple[int, ...] = ()
+    special_ids: tuple[int, ...] = ()  # source random: the tokenizer's special ids, never sent
 
     @property
     def conversational(self) -> bool:
@@ -271,6 +271,7 @@ class LoadParams(Strict):
 
     per_s: float | tuple[float, ...] | None = None
     profile: int | None = Field(None, ge=1, le=20)
+    # poisson: gaps between arrivals drawn from the seed (a Poisson process); fixed: evenly spaced
     arrival: Literal["poisson", "fixed"] = "poisson"
 
     @model_validator(mode="after")
