@@ -203,3 +203,16 @@ def test_the_params_page_gives_a_meaning_for_every_key_and_every_choice() -> Non
 
     walk(SweepParams, "")
     assert missing == [], "say what each means in the field's comment, then params_reference --write"
+
+
+def test_the_front_page_reads_in_one_screen_and_keeps_the_two_commands() -> None:
+    """The README says what specbench is, the two commands and what `make run` asks, then
+    links on; measured results live on docs/results.md (its make-run-answer section, once)."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 80, "move measured results to docs/results.md"
+    commands = readme.split("## The two commands", 1)[1].split("```", 2)[1]
+    assert [line.split()[:2] for line in commands.splitlines() if line.strip()][1:] == [
+        ["make", "run"], ["make", "test"]]
+    assert "make-run-answer" not in readme and "(docs/results.md)" in readme
+    results = (DOCS / "results.md").read_text()
+    assert results.count("<!-- make-run-answer: ") == 1 and results.count("<!-- make-run-answer:end -->") == 1
