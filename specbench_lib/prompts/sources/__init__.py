@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from ...core.errors import ParamsError
 from ...model.sources import register_catalogue, spec_of
-from . import copyedit, grounded, humaneval, jsonl, mtbench, random_pool, sharegpt, spec_bench, speed_bench
+from . import (  # one line a source
+    copyedit,
+    grounded,
+    humaneval,
+    jsonl,
+    mtbench,
+    random_pool,
+    sharegpt,
+    spec_bench,
+    speed_bench,
+)
 from .base import ConversationSource, PackageSource, Source
 from .framed import FrameSource
 
