@@ -52,6 +52,12 @@ def compose(base: Mapping[str, Any], /, **overrides: Any) -> dict[str, Any]:
     return merged
 
 
+def argv_of(*extra: str, interval: float | None = None, budget: bool = False) -> list[str]:
+    """A fake server's argv template as a list (:func:`fakeparams.fake_argv`'s, for a plan's
+    config)."""
+    return list(json.loads(fake_argv(*extra, interval=interval, budget=budget)))
+
+
 def fake_plan(port: int, *, argv: str | None = None, interval: float | None = 0.002,
               **overrides: Any) -> dict[str, Any]:
     """A sweep on fake servers (the argv-template engine, :mod:`fakeparams`): ``auto`` on one
