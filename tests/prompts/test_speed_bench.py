@@ -6,14 +6,14 @@ sweep on a fake server (about 6 s)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cellfactory import not_ok
-from fakeparams import LENIENT_HOST, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 from pydantic import ValidationError
 
@@ -65,20 +65,12 @@ def test_unprepared_or_missing_data_is_refused_with_the_fix(tmp_path: Path) -> N
 
 def test_a_sweep_states_each_bucket_and_tier_with_the_target_tokenizers_count(
         tmp_path: Path) -> None:
-    path = tmp_path / "speed.yaml"
-    argv = json.dumps(["{binary}", str(ROOT / "tests" / "support" / "fake_server.py"), "--port", "{port}",
-                       "--interval", "0.002"])
-    path.write_text(f"""phase: speed
-{fake_engine(free_port(), argv, ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: sp, source: speed_bench, path: {DATA / 'throughput_1k'}, categories: all}}
-contexts: [512]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 0
-{LENIENT_HOST}""")
+    path = write_params(tmp_path, fake_plan(
+        free_port(), argv=fake_argv(interval=0.002), phase="speed",
+        engine={"ready_timeout_s": 10},
+        workloads=[{"name": "sp", "source": "speed_bench", "path": str(DATA / "throughput_1k"),
+                    "categories": "all"}],
+        contexts=[512]), name="speed.yaml")
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     assert result.counts()["ok"] == 3, not_ok(result)
     frame = result.categories().frame
