@@ -58,18 +58,19 @@ def argv_of(*extra: str, interval: float | None = None, budget: bool = False) ->
     return list(json.loads(fake_argv(*extra, interval=interval, budget=budget)))
 
 
-def fake_plan(port: int, *, argv: str | None = None, interval: float | None = 0.002,
+def fake_plan(port: int, *, argv: str | list[str] | None = None, interval: float | None = 0.002,
               **overrides: Any) -> dict[str, Any]:
     """A sweep on fake servers (the argv-template engine, :mod:`fakeparams`): ``auto`` on one
     code panel (context 16, concurrency 1), two 8-token requests a cell, no warmup, the client
     host unjudged; ``argv`` the servers' (a :func:`fakeparams.fake_argv`; by default one token
-    every ``interval`` s), ``overrides`` merged in."""
+    every ``interval`` s; a JSON text or a list), ``overrides`` merged in."""
     import sys
 
     argv = argv or fake_argv(interval=interval)
+    template = json.loads(argv) if isinstance(argv, str) else list(argv)
     engine = {"kind": "template", "api": "llamacpp", "binary": sys.executable, "model": str(FAKE),
               "port": port, "context": 2048, "ready_timeout_s": 20,
-              "argv_template": json.loads(argv)}
+              "argv_template": template}
     base = {"phase": "fake", "engine": engine, "configs": [{"name": "auto", "method": "auto"}],
             "workloads": [{"name": "code", "source": "humaneval"}], "contexts": [16],
             "concurrency": [1], "output_tokens": 8, "requests_per_cell": 2, "warmup_requests": 0,
