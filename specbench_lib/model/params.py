@@ -49,10 +49,7 @@ MAX_LEVEL = {"contexts": 10_000_000, "concurrency": 100_000, "output_tokens": 1_
 
 class ConfigParams(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")  # a server's label is name-b<budget>
-    # auto: no speculation (the baseline); ngram, draft: n-gram / draft-model drafting; linear:
-    # DFlash (a block of draft tokens); tree: DDTree (a draft tree of `budget` nodes); eagle,
-    # eagle3, mtp: EAGLE-family heads (each engine adapter maps a method to its flags)
-    method: Method
+    method: Method  # auto (the baseline), ngram, draft, linear (DFlash), tree (DDTree), eagle…
     budgets: tuple[int, ...] = ()  # drafted tokens per step (tree: nodes); none for auto
     # more values for the engine's flags and templates (e.g. prompt_lookup_max for vLLM n-gram)
     options: dict[str, int | float | str] = Field(default_factory=dict)
