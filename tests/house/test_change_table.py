@@ -195,9 +195,8 @@ def test_a_new_metric(tmp_path: Path) -> None:
             '    Metric("window_s", "s", "the measurement window: first request sent → last token '
             'received"),\n',
             '    Metric("window_ms", "ms", "the measurement window in milliseconds"),\n'),
-        "analysis/metrics.py": _chain(
-            _insert('        "window_s": window,\n', '        "window_ms": window * 1000,\n'),
-            _insert("    e2e_sched_p99_s: float | None\n", "    window_ms: float | None\n")),
+        "analysis/metrics.py": _insert('        "window_s": window,\n',
+                                       '        "window_ms": window * 1000,\n'),
     }
     out = _walk(tmp_path, "metric", edits, """
         import os, sys
