@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakeparams import fake_argv
-from paramsfiles import fake_plan, write_params
+from fakeparams import LENIENT_HOST, fake_argv, fake_engine
 from ports import free_port
 
 import specbench_lib as sb
@@ -32,13 +31,21 @@ def drift_params(folder: Path, *, seed: int, budget: str | None) -> Path:
     spec = fake_argv("--speedups", "4:1,8:1", *flags, "--noise-seed", f"{seed}:{{budget}}",
                      interval=0.003, budget=True)
     base = fake_argv(*flags, "--noise-seed", f"{seed}:auto", interval=0.003)
-    plan = {"time_budget_s": budget, "max_rounds": 8} if budget else {"repeats": 5}
-    path = write_params(folder, fake_plan(
-        free_port(), argv=base, phase="drift",
-        configs=[{"name": "auto", "method": "auto", "argv": json.loads(base)},
-                 {"name": "ngram", "method": "ngram", "budgets": [4, 8], "argv": json.loads(spec)}],
-        workloads=[{"name": "chat", "source": "sharegpt"}], contexts=[32], output_tokens=24,
-        requests_per_cell=3, warmup_requests=1, seed=seed, **plan), name=f"drift-{seed}-{budget}.yaml")
+    plan = (f"time_budget_s: {budget}\nmax_rounds: 8\n" if budget else "repeats: 5\n")
+    path = folder / f"drift-{seed}-{budget}.yaml"
+    path.write_text(f"""phase: drift
+{fake_engine(free_port(), base)}configs:
+  - {{name: auto, method: auto, argv: {base}}}
+  - {{name: ngram, method: ngram, budgets: [4, 8], argv: {spec}}}
+workloads:
+  - {{name: chat, source: sharegpt}}
+contexts: [32]
+concurrency: [1]
+output_tokens: 24
+requests_per_cell: 3
+warmup_requests: 1
+seed: {seed}
+{plan}{LENIENT_HOST}""")
     return path
 
 
