@@ -109,6 +109,27 @@ def _type_text(model: type[BaseModel], text: str) -> str:
     return text
 
 
+def _alias_note(model: type[BaseModel], text: str) -> str:
+    """The comments right above a ``Literal`` alias's definition (``Method``, in
+    ``model/sections.py``): what each of its choices means, said once where it is written."""
+    alias = getattr(sys.modules[model.__module__], text, None) if text.isidentifier() else None
+    if typing.get_origin(alias) is not typing.Literal:
+        return ""
+    modules = [m for name, m in sorted(sys.modules.items()) if name.startswith("specbench_lib.model.")]
+    for module in modules:
+        source = inspect.getsource(module)
+        lines, comments = source.splitlines(), _comments(source)
+        if f"{text} = Literal[" not in source:
+            continue
+        at = next(n for n, line in enumerate(lines, 1) if line.startswith(f"{text} = Literal["))
+        above = []
+        while at > 1 and lines[at - 2].startswith("#"):
+            above.insert(0, comments[at - 1])
+            at -= 1
+        return " ".join(above)
+    return ""
+
+
 def _code(text: str) -> str:
     """``text`` as inline code in a table cell: a ``|`` as an entity, which every renderer keeps
     (a code span's ``\\|`` shows its backslash in MkDocs, a bare ``|`` splits the cell on GitHub)."""
@@ -147,6 +168,8 @@ def _section(model: type[BaseModel], prefix: str, out: list[str]) -> None:
     for name, info in model.model_fields.items():
         annotation, comment = notes.get(name, ("", ""))
         what = info.description or comment or ("see above" if _doc(model) else "")
+        note = _alias_note(model, annotation)
+        what = f"{what}; {note}" if what and note else what or note
         bounds = _bounds(info)
         what = f"{what} ({bounds})" if what and bounds else what or bounds
         out.append(f"| `{prefix}{name}` | {_code(_type_text(model, annotation))} | "

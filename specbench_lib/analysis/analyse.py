@@ -8,7 +8,7 @@ reached before any request) comes from the cell's :class:`~specbench_lib.model.r
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from ..model.records import CellRecord, Verdict
 from .energy import gpu_metrics
@@ -39,7 +39,7 @@ def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
             if counters.get(key) is not None:
                 metrics[key] = counters[key]
     metrics.update(gpu_metrics(cell.facts.host, int(metrics.get("completion_tokens") or 0)))
-    return cast(CellMetrics, metrics)
+    return metrics
 
 
 def analyse(cell: CellRecord) -> CellRecord:

@@ -27,7 +27,7 @@ from typing import Any
 from ..core.display import Rendered, frame_table, html_text
 from ..core.tables import bullets
 from ..model.records import CellRecord
-from ..model.speedbench import bucket_tokens
+from ..model.sources import bucket_tokens
 from ..model.tablekeys import PANEL
 
 CATEGORY_COLUMNS = ["workload", "kind", "turn", "config", "tokens_per_step", "speedup",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from ..model.catalogue import RATE_TOLERANCE
-from ..model.metricdefs import METRIC, columns
+from ..model.metricdefs import CELL_KINDS, METRIC, METRICS, against_baseline, columns
 from ..model.quantities import DECODE_RATE
 from ..model.records import CellRecord, RequestRecord
 from ..model.sections import SloParams
@@ -23,85 +23,24 @@ _LATENCIES = ("ttft", "tpot", "itl", "e2e", "delivery_gap")
 # the columns of results.csv, each declared once in model/metricdefs.py
 METRIC_COLUMNS = tuple(c for c in columns("cell", "spec", "open_loop") if c != "window_s")
 LOSSLESS_COLUMNS = columns("lossless")
+# a row's measured columns in declaration order: the cell's metrics, then losslessness
+STORED_COLUMNS = columns("cell", "spec", "open_loop", "lossless")
 REPEAT_COLUMNS = columns("row")[:4]  # repeats_n … unstable
 
 
-class CellMetrics(TypedDict, total=False):
-    """The metrics of one ok cell, as :func:`cell_metrics` gives them and a cell file stores
-    them (``CellRecord.metrics``); times in seconds, rates per second. The open-loop keys
-    (``target_rate_rps`` … ``*_sched_*``) only for a cell with a request rate, the position and
-    histogram keys only from a server's spec counters (:func:`~specbench_lib.analysis.analyse.measure`)."""
-
-    output_tok_s: float | None
-    request_throughput_rps: float | None
-    request_decode_tok_s: float | None
-    ttft_mean_s: float | None
-    ttft_p50_s: float | None
-    ttft_p90_s: float | None
-    ttft_p99_s: float | None
-    tpot_mean_s: float | None
-    tpot_p50_s: float | None
-    tpot_p90_s: float | None
-    tpot_p99_s: float | None
-    tpot_weighted_s: float | None  # decode time over decode tokens, summed over requests
-    output_tokens_mean: float | None  # the answers' lengths (they vary when stop is eos)
-    output_tokens_p10: float | None
-    output_tokens_p50: float | None
-    output_tokens_p90: float | None
-    prompt_tokens_mean: float | None  # the prompts' lengths (they vary for conversations)
-    prompt_tokens_p10: float | None
-    prompt_tokens_p50: float | None
-    prompt_tokens_p90: float | None
-    itl_mean_s: float | None
-    itl_p50_s: float | None
-    itl_p90_s: float | None
-    itl_p99_s: float | None
-    e2e_mean_s: float | None
-    e2e_p50_s: float | None
-    e2e_p90_s: float | None
-    e2e_p99_s: float | None
-    delivery_gap_mean_s: float | None
-    delivery_gap_p50_s: float | None
-    delivery_gap_p90_s: float | None
-    delivery_gap_p99_s: float | None
-    acceptance_length: float | None
-    tokens_per_step: float | None
-    acceptance_length_drafted: float | None
-    draft_acceptance_rate: float | None
-    verify_steps: int | None
-    accepted_tokens: int | None
-    position_acceptance_rate: list[float] | None
-    acceptance_histogram: list[int] | None
-    tokens_per_chunk: float | None
-    tokens_per_delivery: float | None
-    chunk_size_counts: dict[str, int]
-    n_requests: int
-    n_failed: int
-    completion_tokens: int
-    # the cell's GPUs, where they were sampled (:mod:`.energy`)
-    gpu_energy_j: float
-    gpu_j_per_token: float | None
-    gpu_j_per_token_lo: float | None
-    gpu_j_per_token_hi: float | None
-    gpu_power_mean_w: float
-    gpu_memory_peak_mib: float
-    gpu_util_mean_pct: float
-    gpu_samples: int
-    window_s: float
-    target_rate_rps: float
-    scheduled_rate_rps: float | None
-    achieved_rate_rps: float | None
-    max_send_lag_s: float
-    rate_not_reached: bool
-    rate_note: str | None
-    ttft_sched_mean_s: float | None
-    ttft_sched_p50_s: float | None
-    ttft_sched_p90_s: float | None
-    ttft_sched_p99_s: float | None
-    e2e_sched_mean_s: float | None
-    e2e_sched_p50_s: float | None
-    e2e_sched_p90_s: float | None
-    e2e_sched_p99_s: float | None
+# The metrics of one ok cell, as :func:`cell_metrics` gives them and a cell file stores them
+# (``CellRecord.metrics``): a TypedDict generated from the declarations of the kinds a cell
+# stores (``model.metricdefs.CELL_KINDS``), so a metric is declared once, there. Times in
+# seconds, rates per second; the open-loop keys only for a cell with a request rate, the GPU
+# keys for sampled GPUs, the position and histogram keys from a server's spec counters
+# (:func:`~specbench_lib.analysis.analyse.measure`). mypy reads it as a mapping of names.
+_VALUE: dict[str, Any] = {"text": str, "bool": bool | None, "list": list[float] | None,
+                          "counts": dict[str, int]}
+if TYPE_CHECKING:
+    CellMetrics = dict[str, Any]
+else:
+    CellMetrics = TypedDict("CellMetrics", {m.name: _VALUE.get(m.unit, float | None)
+                                            for m in METRICS if m.kind in CELL_KINDS}, total=False)
 
 
 class Measured(Protocol):
@@ -161,7 +100,7 @@ def cell_metrics(dispatch: Measured, *, exclude: Sequence[int] = ()) -> CellMetr
     })
     metrics.update(rate_shortfall(dispatch.records, dispatch.target_rate))
     metrics.update(_from_schedule(recs))
-    return cast(CellMetrics, metrics)
+    return metrics
 
 
 def _lengths(recs: Sequence[RequestRecord]) -> dict[str, float | None]:
@@ -285,8 +224,8 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     rows = [{**c.spec.row(), **(c.metrics or {}), **same.get(c.cell_id, {}),
              **(goodput(c, slo) if slo is not None else {})} for c in cells if c.verdict.ok]
     gpus = any("gpu_energy_j" in (c.metrics or {}) for c in cells)  # sampled GPUs only
-    columns = [*GROUP, *METRIC_COLUMNS, *LOSSLESS_COLUMNS, "window_s",
-               *(SLO_COLUMNS if slo is not None else ()), *(ENERGY_COLUMNS if gpus else ())]
+    columns = [*GROUP, *STORED_COLUMNS, *(SLO_COLUMNS if slo is not None else ()),
+               *(ENERGY_COLUMNS if gpus else ())]
     table = pd.DataFrame(rows, columns=columns)
     text = [c for c in columns if c in METRIC and METRIC[c].unit == "text"]
     numeric = [c for c in columns if c not in GROUP and c not in text]
@@ -305,8 +244,7 @@ def results_table(cells: Sequence[CellRecord], *, unstable_cv: float = 0.10,
     means = add_percentiles(means, cells, GROUP)
     # a rate profile's point k runs each config at its own rate: no like-for-like baseline
     profile = means["load"].str.startswith("p")
-    means.loc[profile, ["speedup", "speedup_lo", "speedup_hi", "speedup_vs_linear",
-                        "decode_speedup", "decode_speedup_lo", "decode_speedup_hi"]] = float("nan")
+    means.loc[profile, list(against_baseline())] = float("nan")
     return means
 
 

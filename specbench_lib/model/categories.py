@@ -10,40 +10,37 @@ panels hold its members' cells (``analysis/pooling.py``), so its claim is the on
 computation over the pooled prompts (Spec-Bench's six: ``mt_bench`` the eight MT-Bench
 categories, then translation, summarization, qa, math_reasoning, rag).
 
-Each bad input (an empty or unreadable file, a malformed line, a directory) is one line naming
-the file, the line and what to do, read when the params are, before any server.
+A file's categories are read by its source's object (``prompts/sources/``, through
+:func:`~.sources.catalogue`); each bad input (an empty or unreadable file, a malformed line, a
+directory) is one line naming the file, the line and what to do, read when the params are, before
+any server. Two categories that become one workload name are refused, naming both.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from ..core.errors import PreflightError
-from ..core.paths import resolve_project_path
 from .sections import WorkloadParams
-from .speedbench import speed_categories, speed_rows
+from .sources import catalogue
 
 SELECTORS = ("all", "two_turns")
 
 
-def listed_categories(workload: Any, file_categories: Callable[[str], tuple[str, ...]]
-                      ) -> tuple[str, ...]:
+def listed_categories(workload: WorkloadParams) -> tuple[str, ...]:
     """The categories a workload's ``categories: all | two_turns`` names in its file (empty
-    for MT-Bench, whose eight all have two turns, and for a listed or absent ``categories``)."""
+    for a source whose categories are fixed, MT-Bench's eight all with two turns, and for a
+    listed or absent ``categories``)."""
     if workload.categories not in SELECTORS or not workload.path:
         return ()
-    speed = workload.source == "speed_bench"
     try:
-        found = speed_categories(workload.path) if speed else file_categories(workload.path)
+        turns = catalogue(workload.source, workload.path)
     except PreflightError as exc:
         raise ValueError(str(exc)) from None
+    found = tuple(turns)
     if workload.categories == "all" and workload.turn != 2:
         return found
-    turns = ({c: max(len(t) for _, k, t in speed_rows(workload.path) if k == c) for c in found}
-             if speed else turn_counts(workload.path))
-    two = tuple(c for c in found if turns.get(c, 1) >= 2)
+    two = tuple(c for c in found if turns[c] >= 2)
     one = [c for c in found if c not in two]
     if workload.categories == "all" and one:
         raise ValueError(f"turn 2 needs a second question, and {len(one)} categories of "
@@ -53,22 +50,6 @@ def listed_categories(workload: Any, file_categories: Callable[[str], tuple[str,
         raise ValueError(f"categories: two_turns, but no question of {workload.path} has two "
                          f"turns (its categories: {list(found)})")
     return two
-
-
-def turn_counts(path: str) -> dict[str, int]:
-    """The most turns a question of each category of a ``question.jsonl`` has."""
-    file = resolve_project_path(path)
-    most: dict[str, int] = {}
-    try:
-        for line in file.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line) if line.strip() else None
-            if isinstance(row, dict) and isinstance(row.get("category"), str):
-                turns = row.get("turns")
-                count = len(turns) if isinstance(turns, list) else 1
-                most[row["category"]] = max(most.get(row["category"], 0), count)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"categories reads {file}: {exc}") from None
-    return most
 
 
 def check_groups(groups: Mapping[str, Sequence[str]], workloads: Sequence[str]) -> None:
@@ -95,40 +76,25 @@ def per_category(workloads: tuple[WorkloadParams, ...]) -> tuple[WorkloadParams,
     (no category) is refused, as is a file whose ``all`` finds none."""
     expanded: list[WorkloadParams] = []
     for w in workloads:
-        found = w.per_category(listed_categories(w, _file_categories))
+        found = w.per_category(listed_categories(w))
         if not found:
-            raise ValueError(f"workload {w.name!r}: categories {list(w.categories or ())} "
-                             f"names no category; list some, write 'all', or remove the key")
+            named = w.categories if isinstance(w.categories, str) else list(w.categories or ())
+            raise ValueError(f"workload {w.name!r}: categories {named} names no category; "
+                             f"list some, write 'all', or remove the key")
+        _one_name_each(w, found)
         expanded += found
     return tuple(expanded)
 
 
-def _file_categories(path: str) -> tuple[str, ...]:
-    """The categories of a Spec-Bench ``question.jsonl`` in their first order (``categories:
-    all``); a file that cannot be read, a row that is not one, or a file with none is refused
-    with its name (and the line)."""
-    file = resolve_project_path(path)
-    found: dict[str, None] = {}
-    if file.is_dir():
-        raise ValueError(f"categories 'all' reads {file}: a directory, not a file; give the "
-                         f"path of the question.jsonl in it")
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"categories 'all' reads {file}: {exc}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{file}:{n}: not a JSON object ({exc.msg} at column {exc.colno}): "
-                             f"fix or remove the line") from None
-        if not isinstance(row, dict) or not isinstance(row.get("category"), str):
-            raise ValueError(f"{file}:{n}: no 'category' string; a Spec-Bench "
-                             f"question.jsonl row has question_id, category, turns")
-        found[row["category"]] = None
-    if not found:
-        raise ValueError(f"categories 'all' reads {file}: it has no question rows, so no "
-                         f"category; give a Spec-Bench question.jsonl with rows")
-    return tuple(found)
+def _one_name_each(workload: WorkloadParams, found: tuple[WorkloadParams, ...]) -> None:
+    """Refuse two categories whose workload names are one (``a/b`` and ``a_b``: ``sb-a_b``),
+    naming both categories."""
+    seen: dict[str, str | None] = {}
+    for w in found:
+        if w.name in seen:
+            raise ValueError(f"workload {workload.name!r}: categories {seen[w.name]!r} and "
+                             f"{w.category!r} both become workload {w.name!r} (a character "
+                             f"other than A-Z, a-z, 0-9, '_', '.', '-' becomes '_'); keep one, "
+                             f"or give each a workload of its own with 'category'")
+        seen[w.name] = w.category
+

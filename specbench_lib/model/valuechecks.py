@@ -41,7 +41,7 @@ def check_vocabulary(vocab_size: int | None, special_ids: tuple[int, ...]) -> No
     it, and at least one id left to send."""
     if vocab_size is None:
         if special_ids:
-            raise ValueError("special_ids are for source 'random' (with its vocab_size)")
+            raise ValueError("special_ids are for the source that takes a vocab_size, with one")
         return
     if vocab_size > MAX_VOCAB:
         raise ValueError(f"vocab_size {vocab_size} is no model's vocabulary (at most {MAX_VOCAB}); "

@@ -18,37 +18,18 @@ from collections.abc import Callable
 
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
-from ..model.sources import SOURCES
 from .chat import ChatFrame, Render, with_options
 from .conversations import first_turn, plain_render
 from .randomtokens import random_prompt
-from .workload import (
-    FRAMES,
-    MIN_MATERIAL,
-    Prompt,
-    corpus_documents,
-    documents,
-    frame_of,
-    in_frame,
-    task_frame,
-    task_prompt,
-)
+from .sources import source_of
+from .workload import MIN_MATERIAL, Prompt, frame_of, in_frame, task_frame, task_prompt
 
 Tokenize = Callable[[str], list[int]]
 
 
 def corpus_of(workload: WorkloadParams, index: int = 0) -> str:
     """The corpus prompt ``index`` of a workload draws from (workloads of one corpus share it)."""
-    kind = SOURCES[workload.source]
-    if kind == "frame":
-        return "humaneval" if FRAMES[workload.source][index % 2][0] == "code" else "sharegpt"
-    if kind == "corpus":
-        return workload.source
-    if kind == "conversation":  # a category's questions are a corpus of their own
-        return f"{workload.source}:{workload.path or ''}:{workload.category or 'all'}"
-    if workload.source == "random":
-        return f"random:{workload.vocab_size}"
-    return f"jsonl:{workload.path}:{workload.field}"
+    return source_of(workload.source).corpus(workload, index)
 
 
 class Corpora:
@@ -83,10 +64,11 @@ class Corpora:
         """Prompt ``index`` of a cell: ``tokens`` tokens from the next documents of its corpus
         (with ``template: chat``, the template's frame around them, :mod:`.chat`)."""
         self.made += 1
-        if workload.conversational:  # one question a prompt, at its own length (tokens: a cap)
+        kind = source_of(workload.source).spec.kind
+        if kind == "conversation":  # one question a prompt, at its own length (tokens: a cap)
             _, used = self._material(workload, corpus_of(workload), 1, total)
             return first_turn(workload, used[0], tokens, self.conversation_render(workload))
-        if workload.source == "random":  # vLLM's random dataset: request i of its pool
+        if kind == "tokens":  # vLLM's random dataset: request i of its pool
             _, used = self._material(workload, corpus_of(workload), 1, total)
             return random_prompt(workload, used[0], tokens, self.seed)
         frame = self.frame(workload)
@@ -96,7 +78,7 @@ class Corpora:
                                  f"{tokens - inner} of a {tokens}-token prompt, leaving less than "
                                  f"{MIN_MATERIAL} for the document: raise the context",
                                  what="workload")
-        found = (self._framed(workload, inner, index, total) if workload.source in FRAMES
+        found = (self._framed(workload, inner, index, total) if kind == "frame"
                  else self._document(workload, inner, total))
         return found if self.count_only else in_frame(frame, found, tokens, workload)
 
@@ -236,8 +218,7 @@ class Corpora:
 
     def _order(self, workload: WorkloadParams, corpus: str) -> list[tuple[str, str]]:
         if corpus not in self.orders:
-            docs = list(corpus_documents(corpus) if corpus in ("humaneval", "sharegpt")
-                        else documents(workload))
+            docs = list(source_of(workload.source).corpus_documents(workload, corpus))
             random.Random(zlib.crc32(f"{self.seed}:{corpus}".encode())).shuffle(docs)
             self.orders[corpus], self.cursor[corpus] = docs, 0
         return self.orders[corpus]

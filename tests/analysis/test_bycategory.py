@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cellfactory import not_ok
-from fakeparams import LENIENT_HOST, fake_engine
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 from pydantic import ValidationError
 
@@ -29,20 +29,14 @@ def argv(interval: float, *extra: str) -> str:
 
 
 def swept(tmp_path: Path) -> sb.SweepResult:
-    path = tmp_path / "cat.yaml"
-    path.write_text(f"""phase: bycat
-{fake_engine(free_port(), argv(0.004), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [8], argv: {argv(0.002, "--budget", "{budget}")}}}
-workloads:
-  - {{name: sb, source: spec_bench, path: {SPEC_BENCH}, categories: [writing, translation, summarization]}}
-groups: {{pool: [sb-writing, sb-translation]}}
-contexts: [256]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 0
-{LENIENT_HOST}""")
+    path = write_params(tmp_path, fake_plan(
+        free_port(), argv=argv(0.004), phase="bycat", engine={"ready_timeout_s": 10},
+        configs=[{"name": "auto", "method": "auto"},
+                 {"name": "ngram", "method": "ngram", "budgets": [8],
+                  "argv": json.loads(argv(0.002, "--budget", "{budget}"))}],
+        workloads=[{"name": "sb", "source": "spec_bench", "path": str(SPEC_BENCH),
+                    "categories": ["writing", "translation", "summarization"]}],
+        groups={"pool": ["sb-writing", "sb-translation"]}, contexts=[256]), name="cat.yaml")
     return sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
 
 

@@ -88,3 +88,13 @@ def test_the_lead_table_reads_its_headers_from_the_declarations() -> None:
     for name in ("output_tok_s", "speedup", "acceptance_length", "ttft_mean_s", "gpu_j_per_token"):
         assert shown[name] == METRIC[name].shown()
     assert shown["ttft_mean_s"].text({"ttft_mean_s": 0.0123}) == "12"  # seconds shown in ms
+
+
+def test_the_columns_against_another_config_come_from_the_declarations() -> None:
+    """A rate profile's point blanks the columns that compare with another config: those are
+    the ``baseline`` declarations with their interval's ends (hand-listed before issue 50)."""
+    from specbench_lib.model.metricdefs import against_baseline
+
+    assert set(against_baseline()) == {"speedup", "speedup_lo", "speedup_hi", "speedup_vs_linear",
+                                       "decode_speedup", "decode_speedup_lo", "decode_speedup_hi"}
+    assert all(METRIC[c.removesuffix("_lo").removesuffix("_hi")].baseline for c in against_baseline())

@@ -5,6 +5,7 @@ deltas (vLLM's ``/metrics``)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
@@ -15,7 +16,8 @@ from typing import Any
 import numpy as np
 from budgetparams import free_port
 from cellfactory import not_ok
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 
 from specbench_lib.analysis.analyse import analyse
 from specbench_lib.analysis.answer import answer_lines, fixed_answer
@@ -223,21 +225,12 @@ def stepped_params(folder: Path, port: int) -> Path:
     flags = ["--jitter", "0.05", "--prefill", "0.02"]
     spec = fake_argv("--steps", "4:1.6:1.25", *flags, interval=0.008, budget=True)
     base = fake_argv(*flags, interval=0.008)
-    path = folder / "stepped.yaml"
-    path.write_text(f"""phase: stepped
-{fake_engine(port, base)}configs:
-  - {{name: auto, method: auto, argv: {base}}}
-  - {{name: ngram, method: ngram, budgets: [4], argv: {spec}}}
-workloads:
-  - {{name: chat, source: sharegpt}}
-contexts: [32]
-concurrency: [1]
-output_tokens: 33
-requests_per_cell: 4
-warmup_requests: 1
-repeats: 3
-seed: 5
-{LENIENT_HOST}""")
+    path = write_params(folder, fake_plan(
+        port, argv=base, phase="stepped",
+        configs=[{"name": "auto", "method": "auto", "argv": json.loads(base)},
+                 {"name": "ngram", "method": "ngram", "budgets": [4], "argv": json.loads(spec)}],
+        workloads=[{"name": "chat", "source": "sharegpt"}], contexts=[32], output_tokens=33,
+        requests_per_cell=4, warmup_requests=1, repeats=3, seed=5), name="stepped.yaml")
     return path
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeparams import SMALL_CELLS, fake_engine
 from hogs import child_hog, cpu_rate, other_hog
+from paramsfiles import DROP, fake_plan, write_params
 from procs import pids_with
 
 import specbench_lib as sb
@@ -29,13 +29,11 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="n
 def params(tmp_path: Path, port: int, *, max_cores: float | None, burn: bool = False) -> Path:
     argv = json.dumps(["{binary}", str(ROOT / "tests" / "support" / "busy_server.py"), "--port", "{port}",
                        "--token-delay-s", "0.1", *(["--burn"] if burn else [])])
-    path = tmp_path / "busy.yaml"
-    path.write_text(f"""phase: busy
-{fake_engine(port, argv)}host: {{max_other_cpu_cores: {'null' if max_cores is None else max_cores}}}
-configs:
-  - {{name: auto, method: auto}}
-{SMALL_CELLS}timeouts: {{first_token_s: 10, between_tokens_s: 10, request_s: 20}}
-""")
+    # the host judged as a plan judges it by default (the fake base leaves it unjudged)
+    path = write_params(tmp_path, fake_plan(
+        port, argv=argv, phase="busy", host={"max_other_cpu_cores": max_cores},
+        max_coalesced_fraction=DROP, max_coalesced_first_fraction=DROP,
+        timeouts={"first_token_s": 10, "between_tokens_s": 10, "request_s": 20}), name="busy.yaml")
     return path
 
 

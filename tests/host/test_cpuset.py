@@ -7,7 +7,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -77,18 +78,9 @@ def test_a_sweep_pins_the_server_and_records_both_in_the_manifest(tmp_path: Path
     """A fake llama.cpp-protocol server (a CPU engine by its adapter) under ``cpus: auto``: it
     logs the CPUs it may run on; the manifest names both sides."""
     cpus = host_cpus()
-    path = tmp_path / "pin.yaml"
-    path.write_text(f"""phase: pin
-{fake_engine(free_port(), fake_argv("--mode", "ok"), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [32]
-concurrency: [1]
-output_tokens: 4
-requests_per_cell: 2
-warmup_requests: 1
-{LENIENT_HOST}""")
+    path = write_params(tmp_path, fake_plan(
+        free_port(), argv=fake_argv("--mode", "ok"), phase="pin", engine={"ready_timeout_s": 10},
+        contexts=[32], output_tokens=4, warmup_requests=1), name="pin.yaml")
     run = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     assert run.counts()["ok"] == 1
     entry = run.manifest["servers"]["auto"]["cpus"]

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
 from nvsmi import StandIn, app, gpu
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -20,19 +22,10 @@ from specbench_lib.model.hostfacts import HostLoad
 POWER_W = 200.0  # the cell's GPU (0); GPU 1 draws 50 W and is not the cell's
 
 
-def params(tmp_path: Path, name: str = "gpu.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(f"""phase: gputel
-{fake_engine(free_port(), fake_argv(interval=0.03))}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 16
-requests_per_cell: 3
-warmup_requests: 1
-{LENIENT_HOST}""")
+def params(tmp_path: Path, name: str = "gpu.yaml", **overrides: Any) -> Path:
+    path = write_params(tmp_path, fake_plan(
+        free_port(), argv=fake_argv(interval=0.03), phase="gputel", output_tokens=16,
+        requests_per_cell=3, warmup_requests=1, **overrides), name=name)
     return path
 
 
@@ -87,10 +80,7 @@ def test_a_foreign_process_on_the_cells_gpu_makes_it_busy_gpu(tmp_path: Path,
     assert "pid 9999 other-job on GPU 0 (700 MiB)" in reason["detail"]
     assert "host.max_other_gpu_mib 0" in reason["detail"] and "GPU 0 90 %" in reason["detail"]
     # the threshold, like busy_host's: above the process's memory, the cell is ok
-    lenient = params(tmp_path, "lenient.yaml")
-    lenient.write_text(lenient.read_text().replace(
-        "host: {max_other_cpu_cores: null}", "host: {max_other_cpu_cores: null, "
-        "max_other_gpu_mib: 1024}"))
+    lenient = params(tmp_path, "lenient.yaml", host={"max_other_gpu_mib": 1024})
     ok = only_cell(sb.run_sweep(sb.load_plan(lenient), outputs=tmp_path / "out2", progress=False))
     assert ok["verdict"]["status"] == "ok"
 

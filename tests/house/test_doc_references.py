@@ -58,15 +58,8 @@ def test_a_planted_stale_name_is_found_in_a_page(tmp_path: Path) -> None:
     assert refs == 6  # 4 paths, 2 code names; the params key, file and record path are not code
 
 
-CHANGES = "## Where a change goes"
-
-
 def _change_table() -> list[list[str]]:
-    page = (ROOT / "docs" / "architecture.md").read_text()
-    section = page.split(CHANGES, 1)[1].split("\n## ", 1)[0]
-    rows = [line.strip().strip("|").split("|") for line in section.splitlines()
-            if line.startswith("|")]
-    return [[cell.strip() for cell in row] for row in rows[2:]]  # past the header and its rule
+    return docrefs.change_table()
 
 
 def test_where_a_change_goes_is_a_table_of_names_that_exist() -> None:

@@ -143,3 +143,76 @@ def test_a_reference_out_of_the_repository_is_found() -> None:
     text = "see `../shared/ENGINE.md`, [design](../../DESIGN.md) and shared/STYLE.md"
     assert len(_leaving(page, text)) == 3
     assert _leaving(page, "[rules](rules.md), `../tests/PROTOCOLS.md`") == []
+
+
+def test_the_type_checking_words_are_the_settings() -> None:
+    """docs/architecture.md says which of strict's checks are relaxed where, and pyproject.toml's
+    mypy settings are that: strict on every module, the checks the page names off for the
+    package, on again for core, model and analysis (and nothing else relaxed package-wide)."""
+    import tomllib
+
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert mypy["strict"] is True
+    by_modules = {tuple(o["module"]): {k: v for k, v in o.items() if k != "module"}
+                  for o in mypy["overrides"]}
+    relaxed = by_modules[("specbench_lib.*",)]
+    firm = by_modules[("specbench_lib.core.*", "specbench_lib.model.*", "specbench_lib.analysis.*")]
+    assert all(v is False for v in relaxed.values()) and all(v is True for v in firm.values())
+    assert set(relaxed) == set(firm) and len(relaxed) == 4
+    page = (DOCS / "architecture.md").read_text()
+    words = page.split("type-checks", 1)[1].split("the big", 1)[0]
+    assert "strict on every module" in words and "`core`, `model` and `analysis`" in words
+    assert {w for w in re.findall(r"`([a-z]\w+)`", words) if "_" in w} == set(relaxed), words
+    assert "default checks" not in page and "default checks" not in (ROOT / "pyproject.toml").read_text()
+
+
+def _choices(annotation: object) -> list[object]:
+    import typing
+
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    return [c for inner in typing.get_args(annotation) for c in _choices(inner)]
+
+
+def test_the_params_page_gives_a_meaning_for_every_key_and_every_choice() -> None:
+    """Each key's row says what it is, and a key of choices names each choice in its meaning
+    (``source``'s meanings come from the sources' table, ``model.sources.SOURCES``); a row that
+    says "see above" is said by its section's paragraph."""
+    page = (DOCS / "params.md").read_text()
+    rows = {row.split("|")[1].strip().strip("`"): row.rsplit("|", 2)[1]
+            for row in page.splitlines() if row.startswith("| `")}
+    from specbench_lib.model.params import SweepParams
+
+    missing: list[str] = []
+
+    def walk(model: type, prefix: str) -> None:
+        for name, info in model.model_fields.items():  # type: ignore[attr-defined]
+            key = prefix + name
+            what = rows[key]
+            if what.strip().startswith("see above"):  # the section's own paragraph says it
+                what += params_reference._doc(model)
+            if not what.strip():
+                missing.append(key)
+            for choice in _choices(info.annotation):
+                if not re.search(rf"(?<![\w-]){re.escape(str(choice))}(?![\w-])", what):
+                    missing.append(f"{key}: {choice}")
+            inner = params_reference._nested(info.annotation)
+            if inner is not None:
+                listed = getattr(info.annotation, "__origin__", None) is tuple
+                walk(inner, f"{key}{'[]' if listed else ''}.")
+
+    walk(SweepParams, "")
+    assert missing == [], "say what each means in the field's comment, then params_reference --write"
+
+
+def test_the_front_page_reads_in_one_screen_and_keeps_the_two_commands() -> None:
+    """The README says what specbench is, the two commands and what `make run` asks, then
+    links on; measured results live on docs/results.md (its make-run-answer section, once)."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 80, "move measured results to docs/results.md"
+    commands = readme.split("## The two commands", 1)[1].split("```", 2)[1]
+    assert [line.split()[:2] for line in commands.splitlines() if line.strip()][1:] == [
+        ["make", "run"], ["make", "test"]]
+    assert "make-run-answer" not in readme and "(docs/results.md)" in readme
+    results = (DOCS / "results.md").read_text()
+    assert results.count("<!-- make-run-answer: ") == 1 and results.count("<!-- make-run-answer:end -->") == 1

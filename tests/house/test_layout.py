@@ -37,3 +37,27 @@ def test_the_helpers_are_on_pytests_path_and_no_module_name_is_used_twice() -> N
     # the folders are no packages: a module's name is its file's name, so it must be unique
     names = [p.stem for p in TESTS.glob("*/*.py") if p.parent.name not in {"data", "sglang_cpu"}]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def _fixed_ports(text: str) -> list[range]:
+    """The fixed ports a test file takes: ``…PORT = 8236`` (that port), ``…PORTS = range(a,
+    b)``, and the run a comment says its servers take (``placed servers take 8241-8259``)."""
+    import re
+
+    found = [range(int(p), int(p) + 1) for p in re.findall(r"^\w*PORT\w* = (\d{4,5})\b", text, re.M)]
+    found += [range(int(a), int(b)) for a, b in
+              re.findall(r"^\w*PORTS\w* = range\((\d{4,5}), (\d{4,5})\)", text, re.M)]
+    found += [range(int(a), int(b) + 1) for a, b in re.findall(r"take (\d{4,5})-(\d{4,5})", text)]
+    return found
+
+
+def test_no_fixed_port_lies_inside_another_test_files_ports() -> None:
+    """A fixed port of one test file inside another's range collides when both run at once (a
+    sweep's server on test_reaper.py's 8236 took one of test_jupyterlab.py's 8230-8239)."""
+    taken = {p.relative_to(TESTS).as_posix(): _fixed_ports(p.read_text())
+             for p in TESTS.rglob("test_*.py") if p != Path(__file__)}
+    assert any(len(r) > 1 for ranges in taken.values() for r in ranges)  # the ranges are read
+    clashes = [f"{a} {ra.start}-{ra.stop - 1} and {b} {rb.start}-{rb.stop - 1}"
+               for a, ranges in taken.items() for b, others in taken.items() if a < b
+               for ra in ranges for rb in others if set(ra) & set(rb)]
+    assert clashes == [], "take the kernel's pick (tests/support/ports.py free_port) instead"

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeparams import SMALL_CELLS, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import argv_of, fake_plan, write_params
 from procs import pids_with
 
 from specbench_lib import notebook_link
@@ -56,17 +57,13 @@ def two_free_ports() -> tuple[int, int]:
 
 def tiny_params(tmp_path: Path, port: int) -> Path:
     """auto and one n-gram config on the fake llama.cpp server: two ok cells in a few seconds."""
-    ngram = fake_argv("--mode", "ok", budget=True)
-    path = tmp_path / "lab.yaml"
-    path.write_text(f"""phase: lab
-{fake_engine(port, fake_argv("--mode", "ok"))}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [4], argv: {ngram}}}
-{SMALL_CELLS}# this test judges what the page shows, not the host: Chromium and JupyterLab share its 2 cores
-host: {{max_other_cpu_cores: null}}
-max_coalesced_first_fraction: 1.0
-max_coalesced_fraction: 1.0
-""")
+    ngram = argv_of("--mode", "ok", budget=True)
+    # this test judges what the page shows, not the host: Chromium and JupyterLab share its 2 cores
+    path = write_params(tmp_path, fake_plan(
+        port, argv=fake_argv("--mode", "ok"), phase="lab",
+        configs=[{"name": "auto", "method": "auto"},
+                 {"name": "ngram", "method": "ngram", "budgets": [4], "argv": ngram}],
+        max_coalesced_first_fraction=1.0, max_coalesced_fraction=1.0), name="lab.yaml")
     return path
 
 

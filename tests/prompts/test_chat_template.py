@@ -13,8 +13,8 @@ import httpx
 import pytest
 from cellfactory import not_ok
 from fake_server import FakeLlamaServer, chatml, words
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
-from paramsfiles import write_params
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 from protocol_servers import sglang_server, vllm_server
 
@@ -117,19 +117,10 @@ def test_sglang_renders_the_models_own_template_here(tmp_path: Path) -> None:
 
 
 def test_a_chat_eos_sampled_sweep_runs_on_the_fake_engine(tmp_path: Path) -> None:
-    path = tmp_path / "chat.yaml"
-    path.write_text(f"""phase: chat
-{fake_engine(free_port(), fake_argv(interval=0.002), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: chat, source: sharegpt, template: chat, stop: eos}}
-contexts: [64]
-concurrency: [1]
-output_tokens: 16
-temperature: [0, 1]
-requests_per_cell: 2
-warmup_requests: 1
-{LENIENT_HOST}""")
+    path = write_params(tmp_path, fake_plan(
+        free_port(), argv=fake_argv(interval=0.002), phase="chat", engine={"ready_timeout_s": 10},
+        workloads=[{"name": "chat", "source": "sharegpt", "template": "chat", "stop": "eos"}],
+        contexts=[64], output_tokens=16, temperature=[0, 1], warmup_requests=1), name="chat.yaml")
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     assert result.counts()["ok"] == 2, not_ok(result)
     cells = {c.spec.temperature: c for c in result.cells}

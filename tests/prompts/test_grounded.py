@@ -9,7 +9,8 @@ from specbench_lib.model.sections import WorkloadParams
 from specbench_lib.model.served import PromptRecord
 from specbench_lib.prompts.corpora import Corpora, corpus_of
 from specbench_lib.prompts.history import History
-from specbench_lib.prompts.workload import GROUNDED, build_prompts, corpus_documents
+from specbench_lib.prompts.sources.grounded import GROUNDED
+from specbench_lib.prompts.workload import build_prompts, corpus_documents
 
 
 def char_tokens(text: str) -> list[int]:

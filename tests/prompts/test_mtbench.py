@@ -11,14 +11,16 @@ from pathlib import Path
 
 import pytest
 from cellfactory import not_ok
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 from pydantic import ValidationError
 
 import specbench_lib as sb
 from specbench_lib.core.errors import PreflightError
 from specbench_lib.model.params import SweepParams
-from specbench_lib.model.sections import MTBENCH_CATEGORIES, WorkloadParams
+from specbench_lib.model.sections import WorkloadParams
+from specbench_lib.model.sources import MTBENCH_CATEGORIES
 from specbench_lib.prompts.conversations import fit, plain_render, second_turn
 from specbench_lib.prompts.corpora import Corpora
 from specbench_lib.prompts.workload import documents, questions
@@ -134,19 +136,13 @@ def test_turn_two_holds_the_first_question_the_answer_and_the_second() -> None:
 
 
 def plan(tmp_path: Path, turn: int, *mode: str) -> Path:
-    path = tmp_path / f"turn{turn}.yaml"
-    path.write_text(f"""phase: mtbench
-{fake_engine(free_port(), fake_argv(*mode, interval=0.002), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: mt, source: mtbench, categories: [math, coding], turn: {turn}}}
-contexts: [512]
-concurrency: [2]
-output_tokens: 12
-requests_per_cell: 2
-warmup_requests: 1
-{LENIENT_HOST}""")
-    return path
+    return write_params(tmp_path, fake_plan(
+        free_port(), argv=fake_argv(*mode, interval=0.002), phase="mtbench",
+        engine={"ready_timeout_s": 10},
+        workloads=[{"name": "mt", "source": "mtbench", "categories": ["math", "coding"],
+                    "turn": turn}],
+        contexts=[512], concurrency=[2], output_tokens=12, warmup_requests=1),
+        name=f"turn{turn}.yaml")
 
 
 def test_a_turn_two_cell_sends_turn_one_first_and_times_the_answer_built_from_it(

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+import yaml
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -17,18 +19,8 @@ ROW = '{{"question_id": {n}, "category": "writing", "turns": ["Write a poem abou
 
 
 def _params(tmp: Path, workload: str) -> Path:
-    path = tmp / "p.yaml"
-    path.write_text(f"""phase: sbinputs
-{fake_engine(free_port(), fake_argv())}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {workload}
-contexts: [64]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-{LENIENT_HOST}""")
-    return path
+    return write_params(tmp, fake_plan(free_port(), argv=fake_argv(), phase="sbinputs",
+                                       contexts=[64], workloads=[yaml.safe_load(workload)]))
 
 
 def _files(tmp: Path) -> dict[str, Path]:

@@ -6,14 +6,14 @@ sweep on a fake server (about 6 s)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cellfactory import not_ok
-from fakeparams import LENIENT_HOST, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 from pydantic import ValidationError
 
@@ -21,7 +21,8 @@ import specbench_lib as sb
 from specbench_lib.core.errors import PreflightError
 from specbench_lib.model.params import SweepParams
 from specbench_lib.model.sections import WorkloadParams
-from specbench_lib.model.speedbench import PLACEHOLDER, bucket_tokens
+from specbench_lib.model.sources import bucket_tokens
+from specbench_lib.prompts.sources.speed_bench import PLACEHOLDER
 from specbench_lib.prompts.workload import questions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,20 +65,12 @@ def test_unprepared_or_missing_data_is_refused_with_the_fix(tmp_path: Path) -> N
 
 def test_a_sweep_states_each_bucket_and_tier_with_the_target_tokenizers_count(
         tmp_path: Path) -> None:
-    path = tmp_path / "speed.yaml"
-    argv = json.dumps(["{binary}", str(ROOT / "tests" / "support" / "fake_server.py"), "--port", "{port}",
-                       "--interval", "0.002"])
-    path.write_text(f"""phase: speed
-{fake_engine(free_port(), argv, ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: sp, source: speed_bench, path: {DATA / 'throughput_1k'}, categories: all}}
-contexts: [512]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 0
-{LENIENT_HOST}""")
+    path = write_params(tmp_path, fake_plan(
+        free_port(), argv=fake_argv(interval=0.002), phase="speed",
+        engine={"ready_timeout_s": 10},
+        workloads=[{"name": "sp", "source": "speed_bench", "path": str(DATA / "throughput_1k"),
+                    "categories": "all"}],
+        contexts=[512]), name="speed.yaml")
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     assert result.counts()["ok"] == 3, not_ok(result)
     frame = result.categories().frame
@@ -87,3 +80,54 @@ warmup_requests: 0
     assert list(frame["bucket_o200k"]) == [1000] * 3
     assert (frame["prompt_tokens"] > 100).all() and (frame["prompt_tokens"] < 400).all()
     assert "bucket_o200k" in result.categories().text()
+
+
+def _parquet(folder: Path, rows: list[dict[str, object]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([("question_id", pa.string()), ("category", pa.string()),
+                        ("turns", pa.list_(pa.string()))])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), folder / "test.parquet")
+    return folder
+
+
+def test_an_empty_parquet_is_refused_by_name_not_as_no_category(tmp_path: Path) -> None:
+    folder = _parquet(tmp_path / "qualitative", [])
+    with pytest.raises(ValidationError, match=r"holds no question row .*prepare_data.py") as said:
+        workloads(path=str(folder), categories="all")
+    assert "None" not in str(said.value) and "['a', 'l', 'l']" not in str(said.value)
+    with pytest.raises(PreflightError, match="holds no question row"):
+        questions(WorkloadParams(name="s", source="speed_bench", path=str(folder)))
+
+
+def test_a_repeated_question_id_is_refused_as_spec_bench_refuses_it(tmp_path: Path) -> None:
+    row = {"question_id": "7", "category": "qa", "turns": ["What is a seam?"]}
+    folder = _parquet(tmp_path / "qualitative", [row, {**row, "turns": ["Another?"]}])
+    with pytest.raises(PreflightError, match=r"test.parquet: question_id '7' repeats .* 'qa'"):
+        questions(WorkloadParams(name="s", source="speed_bench", path=str(folder)))
+    # the same id in two categories is two questions
+    other = _parquet(tmp_path / "other" / "qualitative", [row, {**row, "category": "rag"}])
+    assert workloads(path=str(other), categories="all") == ["speed-qa", "speed-rag"]
+
+
+def test_all_that_names_no_category_says_all_not_its_letters() -> None:
+    from specbench_lib.model.categories import per_category
+
+    class NoneFound(WorkloadParams):
+        def per_category(self, found: tuple[str, ...] = ()) -> tuple[WorkloadParams, ...]:
+            return ()
+
+    empty = NoneFound(name="s", source="mtbench", categories="all")
+    with pytest.raises(ValueError, match="categories all names no category") as said:
+        per_category((empty,))
+    assert "'a', 'l'" not in str(said.value)
+
+
+def test_two_categories_that_become_one_name_are_named_both(tmp_path: Path) -> None:
+    folder = _parquet(tmp_path / "qualitative", [
+        {"question_id": "1", "category": "a/b", "turns": ["One?"]},
+        {"question_id": "2", "category": "a_b", "turns": ["Two?"]}])
+    with pytest.raises(ValidationError, match=r"categories 'a/b' and 'a_b' both become "
+                                              r"workload 'speed-a_b'"):
+        workloads(path=str(folder), categories="all")
+    with pytest.raises(ValidationError, match=r"categories 'a/b' and 'a_b' both become"):
+        workloads(path=str(folder), categories=["a/b", "a_b"])

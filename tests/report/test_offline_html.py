@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 from cellfactory import make_cell, spread_cell
-from fakeparams import SMALL_CELLS, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import DROP, argv_of, fake_plan, write_params
 from ports import free_port
 
 from specbench_lib import SweepResult
@@ -281,16 +282,16 @@ def _seen(events: list[dict[str, Any]], state: dict[str, Any]) -> Loaded:
 def fake_server_params(tmp: Path) -> Path:
     """Three configs on tests/support/fake_server.py run as a server: ``auto``, an ok n-gram config and
     one whose server crashes at start (a crashed cell in every table and figure)."""
-    ok, crash = (fake_argv("--mode", mode, budget=True) for mode in ("ok", "startup_crash"))
-    path = tmp / "offline.yaml"
-    path.write_text(f"""phase: offline
-{fake_engine(free_port(), fake_argv("--mode", "ok"), ready_timeout_s=4)}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [4], argv: {ok}}}
-  - {{name: broken, method: ngram, budgets: [8], argv: {crash}}}
-{SMALL_CELLS}timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 8}}
-cell_order: fixed   # the printed lines are checked in the plan's order
-""")
+    ok, crash = (argv_of("--mode", mode, budget=True) for mode in ("ok", "startup_crash"))
+    path = write_params(tmp, fake_plan(
+        free_port(), argv=fake_argv("--mode", "ok"), phase="offline", engine={"ready_timeout_s": 4},
+        configs=[{"name": "auto", "method": "auto"},
+                 {"name": "ngram", "method": "ngram", "budgets": [4], "argv": ok},
+                 {"name": "broken", "method": "ngram", "budgets": [8], "argv": crash}],
+        timeouts={"first_token_s": 3, "between_tokens_s": 2, "request_s": 8},
+        cell_order="fixed",  # the printed lines are checked in the plan's order
+        max_coalesced_fraction=DROP, max_coalesced_first_fraction=DROP, host=DROP),
+        name="offline.yaml")
     return path
 
 

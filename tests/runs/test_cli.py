@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeparams import FAKE, LENIENT_HOST, fake_engine
-from paramsfiles import write_params
+from fakeparams import FAKE
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 from procs import pids_with
 
@@ -116,21 +116,14 @@ def slow_params(tmp_path: Path, port: int) -> Path:
     def argv(mode: str, *budget: str) -> str:
         return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", mode,
                            "--hang-s", "30", *budget])
-    path = tmp_path / "slow.yaml"
-    path.write_text(f"""phase: slow
-{fake_engine(port, argv('ok'), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-  - {{name: slow, method: ngram, budgets: [4], argv: {argv('hang', '--budget', '{budget}')}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 4
-requests_per_cell: 2
-warmup_requests: 0
-timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
-cell_order: fixed   # auto first, then the slow config (not a block's drawn order)
-{LENIENT_HOST}""")
+    path = write_params(tmp_path, fake_plan(
+        port, argv=argv("ok"), phase="slow", engine={"ready_timeout_s": 10},
+        configs=[{"name": "auto", "method": "auto"},
+                 {"name": "slow", "method": "ngram", "budgets": [4],
+                  "argv": json.loads(argv("hang", "--budget", "{budget}"))}],
+        output_tokens=4, timeouts={"first_token_s": 3, "between_tokens_s": 2, "request_s": 6},
+        cell_order="fixed"),  # auto first, then the slow config (not a block's drawn order)
+        name="slow.yaml")
     return path
 
 
@@ -230,14 +223,10 @@ def test_a_resumed_run_shows_its_complete_attempt_and_names_the_interrupted_one(
 
 
 def quiet_params(tmp_path: Path, port: int) -> Path:
-    from fakeparams import fake_argv, fake_engine
+    from fakeparams import fake_argv
 
-    path = tmp_path / "quiet.yaml"
-    path.write_text(f"phase: quiet\n{fake_engine(port, fake_argv())}"
-                    "configs:\n  - {name: auto, method: auto}\n"
-                    "workloads:\n  - {name: code, source: humaneval}\n"
-                    "contexts: [16]\nconcurrency: [1]\noutput_tokens: 4\n"
-                    f"requests_per_cell: 2\nwarmup_requests: 0\n{LENIENT_HOST}")
+    path = write_params(tmp_path, fake_plan(port, argv=fake_argv(), phase="quiet",
+                                            output_tokens=4), name="quiet.yaml")
     return path
 
 

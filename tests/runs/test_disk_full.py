@@ -18,7 +18,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import argv_of, fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -66,20 +67,12 @@ class Disk:
 
 
 def _plan(tmp: Path) -> sb.Plan:
-    path = tmp / "disk.yaml"
-    path.write_text(f"""phase: diskfull
-{fake_engine(free_port(), fake_argv(interval=0.002))}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [4, 8], argv: {fake_argv(interval=0.002, budget=True)}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [32, 64]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 1
-cell_order: fixed
-{LENIENT_HOST}""")
+    path = write_params(tmp, fake_plan(
+        free_port(), argv=fake_argv(interval=0.002), phase="diskfull",
+        configs=[{"name": "auto", "method": "auto"},
+                 {"name": "ngram", "method": "ngram", "budgets": [4, 8],
+                  "argv": argv_of(interval=0.002, budget=True)}],
+        contexts=[32, 64], warmup_requests=1, cell_order="fixed"), name="disk.yaml")
     return sb.load_plan(path)
 
 

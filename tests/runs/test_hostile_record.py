@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 from cellfactory import make_cell
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
 from fuzzing import FUZZ
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 from test_cli import no_kernel  # noqa: F401  (no_kernel: a fixture)
 from test_record_integrity import dead_pid, recorded_run, small_plan
@@ -62,10 +63,8 @@ def test_a_run_id_that_is_not_a_name_is_refused_by_the_library(tmp_path: Path, b
 
 
 def test_run_sweep_refuses_an_escaping_run_id_and_resume(tmp_path: Path) -> None:
-    params = tmp_path / "p.yaml"
-    params.write_text(fake_engine(free_port(), fake_argv()) + LENIENT_HOST + "phase: esc\n"
-                      "configs: [{name: auto, method: auto}]\nworkloads: [{name: code, source: "
-                      "humaneval}]\ncontexts: [16]\nconcurrency: [1]\noutput_tokens: 4\n")
+    params = write_params(tmp_path, fake_plan(free_port(), argv=fake_argv(), phase="esc",
+                                              output_tokens=4))
     plan = sb.load_plan(params)
     outputs = tmp_path / "deep" / "er" / "out"
     for kw in ({"run_id": "../../escaped"}, {"resume": "../../escaped"}, {"run_id": str(tmp_path)}):
@@ -487,13 +486,10 @@ def secret_server_argv(mode: str) -> list[str]:
 
 
 def fake_sweep(tmp_path: Path, argv: list[str]) -> sb.SweepResult:
-    path = tmp_path / "p.yaml"
-    path.write_text(fake_engine(free_port(), json.dumps(argv), ready_timeout_s=10) + LENIENT_HOST
-                    + "phase: hostile\nconfigs: [{name: auto, method: auto}]\n"
-                    "workloads: [{name: code, source: humaneval}]\ncontexts: [16, 32]\n"
-                    "concurrency: [1]\noutput_tokens: 4\nrequests_per_cell: 2\n"
-                    "warmup_requests: 1\ntimeouts: {first_token_s: 3, between_tokens_s: 2, "
-                    "request_s: 6}\n")
+    path = write_params(tmp_path, fake_plan(
+        free_port(), argv=argv, phase="hostile", engine={"ready_timeout_s": 10}, contexts=[16, 32],
+        output_tokens=4, warmup_requests=1,
+        timeouts={"first_token_s": 3, "between_tokens_s": 2, "request_s": 6}))
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     assert isinstance(result, sb.SweepResult)
     return result

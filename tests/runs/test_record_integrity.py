@@ -84,26 +84,21 @@ def test_headers_and_bearer_credentials_are_hidden_and_extra_names_are_whole_nam
 
 
 def secret_params(tmp_path: Path) -> Path:
-    path = tmp_path / "p.yaml"
-    path.write_text(f"""extends: {EMBEDDED}
-phase: secrets
-engine:
-  extra_args: ["--api-key", "sk-SECRET-1", "--hf-token=hf_SECRET_2", "--license-key", "LIC-3",
-               "--threads-http", "2"]
-  tokenizer: server
-  spec_templates:
-    tree: ["--speculative-num-draft-tokens", "{{budget+1}}", "--speculative-eagle-topk", "8"]
-configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [4, 8]}}
-  - {{name: tree, method: tree, budgets: [8, 12], extra_args: ["--token", "tok-SECRET-4"]}}
-  - {{name: remote, method: auto, attach: {{url: "http://127.0.0.1:30000", api_key_env: REMOTE_KEY}}}}
-output_tokens: 96
-warmup_output_tokens: 8
-timeouts: {{first_token_s: 45, between_tokens_s: 12}}
-redact: [license_key]
-""")
-    return path
+    return write_params(
+        tmp_path, EMBEDDED, phase="secrets",
+        engine={"extra_args": ["--api-key", "sk-SECRET-1", "--hf-token=hf_SECRET_2",
+                               "--license-key", "LIC-3", "--threads-http", "2"],
+                "tokenizer": "server",
+                "spec_templates": {"tree": ["--speculative-num-draft-tokens", "{budget+1}",
+                                            "--speculative-eagle-topk", "8"]}},
+        configs=[{"name": "auto", "method": "auto"},
+                 {"name": "ngram", "method": "ngram", "budgets": [4, 8]},
+                 {"name": "tree", "method": "tree", "budgets": [8, 12],
+                  "extra_args": ["--token", "tok-SECRET-4"]},
+                 {"name": "remote", "method": "auto",
+                  "attach": {"url": "http://127.0.0.1:30000", "api_key_env": "REMOTE_KEY"}}],
+        output_tokens=96, warmup_output_tokens=8,
+        timeouts={"first_token_s": 45, "between_tokens_s": 12}, redact=["license_key"])
 
 
 def test_stored_params_hide_secrets_and_reproduce_the_plan(tmp_path: Path) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fakeparams import FAKE, fake_argv, fake_engine
+from fakeparams import FAKE, fake_argv
+from paramsfiles import DROP, compose, fake_plan, write_params
 
 import specbench_lib as sb
 from specbench_lib.model.fingerprint import Components, cell_fingerprints
@@ -72,26 +74,20 @@ def test_the_cell_spec_and_the_port_alone() -> None:
                   argv=["llama-server", "--port", "9000", "-c", "4096"]) == before
 
 
-def fake_params(tmp_path: Path) -> Path:
-    def argv(mode: str) -> str:
-        return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", mode,
-                           "--hang-s", "5", "--budget", "{budget}"])
-    path = tmp_path / "resume.yaml"
-    path.write_text(f"""phase: resume
-{fake_engine(PORT, fake_argv("--mode", "ok"), ready_timeout_s=4)}configs:
-  - {{name: auto, method: auto}}
-  - {{name: fine, method: ngram, budgets: [4], argv: {argv('ok')}}}
-  - {{name: empty, method: ngram, budgets: [2], argv: {argv('empty')}}}
-  - {{name: cuda, method: ngram, budgets: [8], argv: {argv('cuda_crash')}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 4
-requests_per_cell: 2
-warmup_requests: 1
-timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
-""")
+def fake_params(tmp_path: Path, **overrides: Any) -> Path:
+    def argv(mode: str) -> list[str]:
+        return ["{binary}", str(FAKE), "--port", "{port}", "--mode", mode, "--hang-s", "5",
+                "--budget", "{budget}"]
+    path = write_params(tmp_path, compose(fake_plan(
+        PORT, argv=fake_argv("--mode", "ok"), phase="resume", engine={"ready_timeout_s": 4},
+        configs=[{"name": "auto", "method": "auto"},
+                 {"name": "fine", "method": "ngram", "budgets": [4], "argv": argv("ok")},
+                 {"name": "empty", "method": "ngram", "budgets": [2], "argv": argv("empty")},
+                 {"name": "cuda", "method": "ngram", "budgets": [8], "argv": argv("cuda_crash")}],
+        output_tokens=4, warmup_requests=1,
+        timeouts={"first_token_s": 3, "between_tokens_s": 2, "request_s": 6},
+        max_coalesced_fraction=DROP, max_coalesced_first_fraction=DROP, host=DROP), **overrides),
+        name="resume.yaml")
     return path
 
 
@@ -132,10 +128,7 @@ def test_resume_keeps_only_matching_ok_cells_and_each_attempt_is_recorded(
 
 def test_resume_measures_damaged_cell_files_again_and_names_them(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = fake_params(tmp_path)
-    text = path.read_text()
-    text = text[:text.index("  - {name: fine")] + text[text.index("workloads:"):]
-    path.write_text(text)
+    path = fake_params(tmp_path, configs=[{"name": "auto", "method": "auto"}])
     plan = sb.load_plan(path)
     outputs = tmp_path / "out"
     first = sb.run_sweep(plan, outputs=outputs, progress=False)
@@ -161,10 +154,8 @@ def test_each_document_is_tokenized_once_per_server(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 
-    path = fake_params(tmp_path)
-    text = path.read_text()
-    text = text[:text.index("  - {name: fine")] + text[text.index("workloads:"):]
-    path.write_text(text.replace("concurrency: [1]", "concurrency: [1, 2]"))  # the same prompts
+    path = fake_params(tmp_path, configs=[{"name": "auto", "method": "auto"}],
+                       concurrency=[1, 2])  # the same prompts
     seen: list[str] = []
     real = LlamaCppAdapter.tokenize
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
+from paramsfiles import write_params
 from protocol_servers import _SGLangHandler, sglang_server
 
 import specbench_lib as sb
@@ -55,23 +57,16 @@ def systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def write_params(tmp_path: Path, configs: str) -> Path:
+def attach_params(tmp_path: Path, configs: str, *, port: int = 30000) -> Path:
+    """An SGLang plan whose ``configs`` (YAML list items) attach to running servers."""
     model = tmp_path / "model"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text("{}")
-    params = tmp_path / "attach.yaml"
-    params.write_text(f"""phase: attach
-engine: {{kind: sglang, binary: {sys.executable}, model: {model}, tokenizer: server, port: 30000}}
-configs:
-{configs}
-workloads: [{{name: code, source: humaneval}}]
-contexts: [128]
-concurrency: [1]
-output_tokens: 16
-requests_per_cell: 3
-warmup_requests: 1
-""")
-    return params
+    return write_params(tmp_path, "minimal", name="attach.yaml", phase="attach",
+                        engine={"kind": "sglang", "binary": sys.executable, "model": str(model),
+                                "tokenizer": "server", "port": port},
+                        configs=yaml.safe_load(configs), contexts=[128], output_tokens=16,
+                        requests_per_cell=3, warmup_requests=1)
 
 
 def test_attached_unit_journal_crash_signature_and_unit_state(
@@ -94,7 +89,7 @@ def test_attached_unit_journal_crash_signature_and_unit_state(
     monkeypatch.setattr(_SGLangHandler, "do_POST", do_post)
     with sglang_server("ok") as srv:
         attach = f"url: '{srv.url}/', api_key_env: SGLANG_KEY"
-        params = write_params(tmp_path, f"""
+        params = attach_params(tmp_path, f"""
   - {{name: auto, method: auto, attach: {{{attach}, unit: sglang-ddtree.service}}}}
   - {{name: ok, method: auto, attach: {{{attach}, unit: sglang-ok.service}}}}
   - {{name: down, method: auto, attach: {{{attach}, unit: sglang-down.service}}}}
@@ -137,8 +132,8 @@ def test_port_preflight_skips_attached_configs_and_fingerprints_follow_settings(
         tmp_path: Path, outputs: Path) -> None:
     with sglang_server("ok") as busy, sglang_server("ok", context=2048) as other:
         port = int(busy.url.rsplit(":", 1)[1])
-        params = write_params(tmp_path, f"  - {{name: auto, method: auto, attach: {{url: '{busy.url}'}}}}")
-        params.write_text(params.read_text().replace("port: 30000", f"port: {port}"))
+        params = attach_params(tmp_path, f"  - {{name: auto, method: auto, attach: {{url: '{busy.url}'}}}}",
+                               port=port)
         plan = sb.load_plan(params)
         result = sb.run_sweep(plan, progress=False)  # the engine port is the attached one: no error
         assert result.counts()["ok"] == 1
@@ -162,12 +157,12 @@ def test_attached_preflight_errors_before_any_run_dir(tmp_path: Path, outputs: P
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     with sglang_server("ok") as srv:
-        params = write_params(tmp_path, f"  - {{name: auto, method: auto, attach: {{url: '{srv.url}', "
+        params = attach_params(tmp_path, f"  - {{name: auto, method: auto, attach: {{url: '{srv.url}', "
                                         f"api_key_env: NO_SUCH_KEY_VAR}}}}")
         with pytest.raises(PreflightError, match="NO_SUCH_KEY_VAR") as err:
             sb.run_sweep(sb.load_plan(params), progress=False)
     assert err.value.what == "api_key"
-    params = write_params(tmp_path, "  - {name: auto, method: auto, attach: {url: 'http://127.0.0.1:9'}}")
+    params = attach_params(tmp_path, "  - {name: auto, method: auto, attach: {url: 'http://127.0.0.1:9'}}")
     with pytest.raises(PreflightError, match="attached server at http://127.0.0.1:9 does not answer"):
         sb.run_sweep(sb.load_plan(params), progress=False)
     assert not (outputs / "runs").exists()
@@ -181,7 +176,7 @@ def test_attached_preflight_errors_before_any_run_dir(tmp_path: Path, outputs: P
     ("{name: a, method: auto, attach: {url: 'http://h:1', token: x}}", "unknown key"),
 ])
 def test_attach_params_are_validated(tmp_path: Path, config: str, needle: str) -> None:
-    params = write_params(tmp_path, f"  - {config}")
+    params = attach_params(tmp_path, f"  - {config}")
     with pytest.raises(ParamsError, match=r"(?s)" + needle.replace("[", r"\[").replace("]", r"\]")):
         sb.load_params(params)
 

@@ -7,7 +7,6 @@ through the argv-template engine, wrapped when a test needs a start-up line or a
 from __future__ import annotations
 
 import http.server
-import json
 import socket
 import subprocess
 import sys
@@ -16,7 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fakeparams import FAKE, fake_engine
+from fakeparams import FAKE
+from paramsfiles import DROP, fake_plan, write_params
 
 import specbench_lib as sb
 from specbench_lib.host.sources import listener_pids
@@ -27,20 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PORT = 8198
 
 
-def params(tmp_path: Path, argv: list[str], *, contexts: str = "[16, 32]") -> Path:
-    path = tmp_path / "p.yaml"
-    path.write_text(f"""phase: evidence
-{fake_engine(PORT, json.dumps(argv), ready_timeout_s=5)}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: {contexts}
-concurrency: [1]
-output_tokens: 4
-requests_per_cell: 2
-warmup_requests: 1
-timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
-""")
+def params(tmp_path: Path, argv: list[str]) -> Path:
+    path = write_params(tmp_path, fake_plan(
+        PORT, argv=argv, phase="evidence", engine={"ready_timeout_s": 5}, contexts=[16, 32],
+        output_tokens=4, warmup_requests=1,
+        timeouts={"first_token_s": 3, "between_tokens_s": 2, "request_s": 6},
+        max_coalesced_fraction=DROP, max_coalesced_first_fraction=DROP, host=DROP))
     return path
 
 

@@ -29,6 +29,7 @@ from paramsfiles import write_params
 from specbench_lib.core.errors import EngineError, ParamsError
 from specbench_lib.model.params import ServerConfig
 from specbench_lib.model.sections import EngineParams
+from specbench_lib.servers import engines
 from specbench_lib.servers.engines import (
     APIS,
     DEFAULT_KIND,
@@ -46,10 +47,16 @@ from specbench_lib.servers.engines.vllm import VllmAdapter
 
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "specbench_lib"
-ADAPTERS = [LlamaCppAdapter(), SGLangAdapter(), VllmAdapter()]
+ADAPTERS = [get_adapter(kind) for kind in engines.ADAPTERS]  # the engines' one table
 IDS = [a.name for a in ADAPTERS]
-# the paths each adapter's server_info reads (the first one must answer)
+# the paths each adapter's server_info reads (the first one must answer): each engine's protocol
 INFO_PATH = {"llamacpp": "/props", "sglang": "/server_info", "vllm": "/v1/models"}
+
+
+def test_every_engine_of_the_table_is_in_the_seam_tests() -> None:
+    """A new engine (one line of ``servers.engines.ADAPTERS``) is in every test here that runs
+    over the adapters, and needs its server_info path above."""
+    assert IDS == list(engines.ADAPTERS) and set(INFO_PATH) == set(engines.ADAPTERS)
 
 Handler = Callable[[httpx.Request], httpx.Response]
 

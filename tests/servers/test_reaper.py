@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 from cellfactory import not_ok
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import argv_of, fake_plan, write_params
+from ports import free_port
 from procs import pids_with
 
 import specbench_lib as sb
 from specbench_lib.servers import reaper
-
-PORT = 8236
 
 # a launcher whose child calls setsid() (as a daemonizing server does) and lives on; the
 # child ignores SIGTERM when asked to, as a hung server would
@@ -96,19 +96,13 @@ def test_other_marks_and_unmarked_processes_are_left_alone() -> None:
 def test_a_sweep_ends_the_server_that_left_its_group_and_names_it(tmp_path: Path) -> None:
     """``--mode setsid``: the launcher's server calls setsid() and keeps the port. Without the
     mark it would outlive the sweep and hold the port against the next config's server."""
-    path = tmp_path / "escape.yaml"
-    path.write_text(f"""phase: escape
-{fake_engine(PORT, fake_argv("--mode", "ok"), ready_timeout_s=10)}configs:
-  - {{name: escape, method: ngram, budgets: [4], argv: {fake_argv("--mode", "setsid", budget=True)}}}
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [32]
-concurrency: [1]
-output_tokens: 4
-requests_per_cell: 2
-warmup_requests: 1
-{LENIENT_HOST}""")
+    port = free_port()  # the kernel's pick: a fixed one lay inside test_jupyterlab.py's range
+    path = write_params(tmp_path, fake_plan(
+        port, argv=fake_argv("--mode", "ok"), phase="escape", engine={"ready_timeout_s": 10},
+        configs=[{"name": "escape", "method": "ngram", "budgets": [4],
+                  "argv": argv_of("--mode", "setsid", budget=True)},
+                 {"name": "auto", "method": "auto"}],
+        contexts=[32], output_tokens=4, warmup_requests=1), name="escape.yaml")
     run = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     assert run.counts()["ok"] == 2, not_ok(run)
     servers = run.manifest["servers"]
@@ -116,4 +110,4 @@ warmup_requests: 1
     assert len(ended) == 1 and "--mode setsid" in ended[0]["argv"]
     assert ended[0]["signal"] == "SIGTERM"
     assert "ended_after_stop" not in servers["auto"]
-    assert pids_with("fake_server.py", "--port\0" + str(PORT)) == []
+    assert pids_with("fake_server.py", "--port\0" + str(port)) == []

@@ -1,11 +1,15 @@
 """Params of a time-budgeted sweep on ``tests/support/fake_server.py`` with a known speedup per budget
-(``--speedups``): auto sends a token every ``interval`` s, budget b every interval / speedup(b)."""
+(``--speedups``): auto sends a token every ``interval`` s, budget b every interval / speedup(b).
+A base of :func:`paramsfiles.fake_plan` with the keys a time-budgeted sweep changes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+import yaml
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 KNOWN = {4: 1.05, 8: 1.35, 16: 1.15, 32: 0.95}  # the issue's truth: b8 is the best
@@ -27,20 +31,12 @@ def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, f
                      interval=interval, budget=True)
     base = fake_argv("--nodelay", *noise, *(("--noise-seed", f"{seed}:auto") if jitter else ()),
                      interval=interval)
-    path = folder / f"budget-{seed}-{budget}.yaml"
-    path.write_text(f"""phase: budgeted
-{fake_engine(port or free_port(), base)}configs:
-  - {{name: auto, method: auto, argv: {base}}}
-  - {{name: ngram, method: ngram, budgets: {sorted(speedups)}, argv: {argv}}}
-{extra}workloads:
-  - {{name: chat, source: sharegpt}}
-contexts: [32]
-concurrency: [1]
-output_tokens: {tokens}
-requests_per_cell: {requests}
-warmup_requests: 1
-time_budget_s: {budget}
-max_rounds: {max_rounds}
-seed: {seed}
-{f"equivalence: {equivalence}" + chr(10) if equivalence is not None else ""}{LENIENT_HOST}""")
-    return path
+    configs = [{"name": "auto", "method": "auto", "argv": json.loads(base)},
+               {"name": "ngram", "method": "ngram", "budgets": sorted(speedups),
+                "argv": json.loads(argv)}, *(yaml.safe_load(extra) if extra else [])]
+    plan = fake_plan(port or free_port(), argv=base, phase="budgeted", configs=configs,
+                     workloads=[{"name": "chat", "source": "sharegpt"}], contexts=[32],
+                     output_tokens=tokens, requests_per_cell=requests, warmup_requests=1,
+                     time_budget_s=budget, max_rounds=max_rounds, seed=seed,
+                     **({"equivalence": equivalence} if equivalence is not None else {}))
+    return write_params(folder, plan, name=f"budget-{seed}-{budget}.yaml")

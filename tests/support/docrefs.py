@@ -196,3 +196,28 @@ def stale_in_page(page: Path, text: str | None = None) -> tuple[int, list[str]]:
         if known is False:
             stale.append(f"{page.name}: {m.group(1)}")
     return refs, stale
+
+
+CHANGES = "## Where a change goes"
+
+
+def change_table() -> list[list[str]]:
+    """The rows of docs/architecture.md's "where a change goes", each a list of its cells."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    section = page.split(CHANGES, 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip().strip("|").split("|") for line in section.splitlines()
+            if line.startswith("|")]
+    return [[cell.strip() for cell in row] for row in rows[2:]]  # past the header and its rule
+
+
+def module_of(dotted: str) -> str | None:
+    """The package file (``model/sources.py``) of a page's dotted name (``model.sources.SOURCES``,
+    ``metrics.cell_metrics``: a module's own name), or None."""
+    parts = dotted.removeprefix("specbench_lib.").split(".")
+    for cut in range(len(parts), 0, -1):
+        tail = ".".join(parts[:cut])
+        found = [m for m in modules() if m == f"specbench_lib.{tail}" or m.endswith(f".{tail}")]
+        if len(found) == 1:
+            file = Path(modules()[found[0]].__file__ or "")
+            return file.relative_to(PACKAGE).as_posix()
+    return None

@@ -17,30 +17,33 @@ tokens, whose ``category`` is the entropy tier: low_entropy, mixed, high_entropy
 a config's folder (its categories are the workload's), a parquet file, or the folder of
 configs (``data/speed``: its categories are ``<config>/<category>``); a throughput tier is always
 named with its bucket (``throughput_1k/mixed``), so each input-length bucket × tier is a workload
-of its own whose name gives its ``o200k_base`` size.
+of its own whose name gives its ``o200k_base`` size. A folder with no row, and a question_id
+repeated within a category (one would replace the other), are refused as the Spec-Bench reader
+refuses them.
 """
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from pathlib import Path
 
-from ..core.errors import PreflightError
-from ..core.paths import resolve_project_path
+from ...core.errors import PreflightError
+from ...core.paths import resolve_project_path
+from ...model.sections import WorkloadParams
+from ...model.sources import bucket_tokens
+from .base import ConversationSource, Question
 
 CONFIGS = ("qualitative", "throughput_1k", "throughput_2k", "throughput_8k", "throughput_16k",
            "throughput_32k")
 PLACEHOLDER = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH"
-_BUCKET = re.compile(r"throughput_(\d+)k")
-Row = tuple[str, str, tuple[str, ...]]  # id, category, turns
 
 
-def bucket_tokens(name: str) -> int | None:
-    """A throughput bucket's size in ``o200k_base`` tokens (``throughput_8k`` → 8000, as the
-    harness's ``_get_num_tokens_from_config``), from a config, category or workload name."""
-    found = _BUCKET.search(name)
-    return int(found.group(1)) * 1000 if found else None
+class SpeedBench(ConversationSource):
+    def rows(self, workload: WorkloadParams) -> tuple[Question, ...]:
+        return speed_rows(str(workload.path))
+
+    def read(self, path: str) -> tuple[Question, ...]:
+        return speed_rows(path)
 
 
 def configs_at(path: str) -> dict[str, Path]:
@@ -62,18 +65,31 @@ def configs_at(path: str) -> dict[str, Path]:
 
 
 @lru_cache(maxsize=8)
-def speed_rows(path: str) -> tuple[Row, ...]:
+def speed_rows(path: str) -> tuple[Question, ...]:
     """Every row under ``path``: its id (``<category>:<question_id>``), category (prefixed by
     its config when ``path`` holds several, and always for a throughput bucket's tier:
     ``throughput_1k/mixed``) and turns."""
     configs = configs_at(path)
-    rows: list[Row] = []
+    rows: list[Question] = []
+    seen: dict[str, Path] = {}  # <category>:<question_id> → its file
     for config, where in configs.items():
         # a tier is named with its bucket (a tier of no bucket says nothing), a category alone
         prefix = f"{config}/" if len(configs) > 1 or bucket_tokens(config) else ""
-        for qid, category, turns in _read(where):
+        for file, qid, category, turns in _read(where):
             label = prefix + category
-            rows.append((f"{label}:{qid}", label, turns))
+            key = f"{label}:{qid}"
+            if key in seen:  # one would replace the other: a row silently lost
+                raise PreflightError(f"{file}: question_id {qid!r} repeats one of {seen[key]} "
+                                     f"in category {label!r}; prepare the data again (each "
+                                     f"question of a category has its own id)", what="workload",
+                                     path=file)
+            seen[key] = file
+            rows.append((key, label, turns))
+    if not rows:
+        raise PreflightError(f"SPEED-Bench data {resolve_project_path(path)} holds no question "
+                             f"row (its parquet files are empty): prepare it again with "
+                             f"Model-Optimizer's examples/specdec_bench/prepare_data.py "
+                             f"(docs/workloads.md)", what="workload", path=path)
     return tuple(rows)
 
 
@@ -82,11 +98,12 @@ def speed_categories(path: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(category for _, category, _ in speed_rows(path)))
 
 
-def _read(where: Path) -> list[Row]:
+def _read(where: Path) -> list[tuple[Path, str, str, tuple[str, ...]]]:
+    """Each row's file, question id, category and turns."""
     import pyarrow.parquet as pq
 
     files = [where] if where.is_file() else sorted(where.rglob("*.parquet"))
-    rows: list[Row] = []
+    rows: list[tuple[Path, str, str, tuple[str, ...]]] = []
     for file in files:
         try:
             table = pq.read_table(file, columns=["question_id", "category", "turns"])
@@ -104,5 +121,8 @@ def _read(where: Path) -> list[Row]:
                 raise PreflightError(f"{file}: row {n} (question {row['question_id']}) is not "
                                      f"resolved: run prepare_data.py, which fetches the data",
                                      what="workload", path=file)
-            rows.append((str(row["question_id"]), row["category"], tuple(turns)))
+            rows.append((file, str(row["question_id"]), row["category"], tuple(turns)))
     return rows
+
+
+SOURCE = SpeedBench("speed_bench")
