@@ -38,6 +38,10 @@ def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
         for key in ("position_acceptance_rate", "acceptance_histogram"):
             if counters.get(key) is not None:
                 metrics[key] = counters[key]
+    if cell.spec.method == "tree" and "draft_acceptance_rate" in metrics:
+        # a tree's drafted tokens are its nodes (verify × budget): not a chain's rate
+        metrics["tree_node_acceptance_rate"] = metrics["draft_acceptance_rate"]
+        metrics["draft_acceptance_rate"] = None
     metrics.update(gpu_metrics(cell.facts.host, int(metrics.get("completion_tokens") or 0)))
     return cast(CellMetrics, metrics)
 

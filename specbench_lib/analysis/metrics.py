@@ -70,6 +70,9 @@ class CellMetrics(TypedDict, total=False):
     draft_acceptance_rate: float | None
     verify_steps: int | None
     accepted_tokens: int | None
+    tau_verify: float | None  # the papers' τ: (tokens − requests) / verify passes
+    spec_accept_length: float | None  # SGLang's: tokens / verify passes
+    tree_node_acceptance_rate: float | None  # a tree config's accepted / tree nodes verified
     position_acceptance_rate: list[float] | None
     acceptance_histogram: list[int] | None
     tokens_per_chunk: float | None

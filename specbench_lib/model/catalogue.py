@@ -107,6 +107,10 @@ CATALOGUE: tuple[Code, ...] = (
     _c("missing_spec_stats", "request", "a speculative config whose server reports no "
        "speculative statistics (per request, or counters that did not move), so acceptance "
        "length would be invented"),
+    _c("impossible_spec_stats", "request", "speculative counters that the request's own stream "
+       "rules out (more drafts accepted than drafted or than its tokens leave room for, more "
+       "verify steps than tokens), which would publish an acceptance length that was never "
+       "measured (clipped to the largest possible)"),
     # cell: the crash evidence and the refusals decided before requests (the cell rules over the
     # requests and facts are analysis/rules/'s objects, registered here by analysis/ruleset.py)
     _c("server_died", "cell", "numbers from a server that crashed during the cell"),
@@ -134,6 +138,11 @@ CATALOGUE: tuple[Code, ...] = (
        "from it (SGLang /server_info, vLLM's config line), differ from what its config asked "
        "for (a fork that rewrites a budget, a flag it ignores): both values named, no cell "
        "measured"),
+    _c("tree_mask_ignored", "config", "a tree config (DDTree) whose server verifies with an "
+       "attention backend that ignores the tree mask (FA3 with top-k 1, SGLang's default on "
+       "Hopper): every node would attend to every earlier node of the flattened tree, so "
+       "acceptance is wrong and greedy output lossy; refused before any server starts when the "
+       "argv says so, and after start from the resolved /server_info; no cell measured"),
     _c("crashed_after_cells", "config", "a server whose log shows a crash signature after its "
        "config's last cell ended (it died while idle or at shutdown): its cells keep their "
        "verdicts, but the run reports the config crashed at this budget, with the line, and the "
