@@ -158,7 +158,10 @@ def test_schema3_cells_keep_the_verdicts_their_specbench_gave() -> None:
     for data in cells:
         cell = CellRecord.from_dict(json.loads(json.dumps(data)))
         assert cell.judge.thresholds["max_failed_fraction"] == data["judge"]["max_failed_fraction"]
-        assert verdict_of(cell).to_dict() == data["verdict"], data["cell_id"]
+        now = verdict_of(cell).to_dict()
+        # impossible_spec_stats (issue 49) judges counters these random cells made up
+        now["reasons"] = [r for r in now["reasons"] if r["code"] != "impossible_spec_stats"]
+        assert now == data["verdict"], data["cell_id"]
 
 
 def test_a_rule_whose_key_params_lacks_is_named() -> None:

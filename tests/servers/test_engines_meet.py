@@ -153,8 +153,8 @@ def test_the_doctor_warns_when_a_tree_budget_changes_the_drafters_block(
     adapter = get_adapter(plan.params.engine)
     argvs = launch_argvs(plan, adapter)
     if template == "pr29907":  # the block read from the drafter's config, the budget its own
-        assert argvs["ddtree-b8"][-4:] == ["--speculative-num-draft-tokens", "16",
-                                           "--speculative-ddtree-budget", "8"]
+        assert argvs["ddtree-b8"][-9:-5] == ["--speculative-num-draft-tokens", "16",
+                                             "--speculative-ddtree-budget", "8"]
     detail, warning = model_fit(plan, adapter, argvs)
     assert "target target: 40960 positions" in detail
     assert [w.split(":")[0] for w in warning.split("; ") if w] == warned
@@ -181,7 +181,8 @@ def test_a_server_that_runs_other_speculative_settings_is_a_config_failure() -> 
     adapter = SGLangAdapter()
     with sglang_server("spec", accept=4) as srv, httpx.Client(base_url=srv.url) as client:
         resolved = adapter.check_spec(server, argv, adapter.server_info(client), "")
-    assert resolved == {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 4}
+    assert resolved == {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 4,
+                        "disable_overlap_schedule": True, "max_running_requests": 48}
     with sglang_server("rewrites_spec", spec=True, accept=4) as srv, \
             httpx.Client(base_url=srv.url) as client:
         info = adapter.server_info(client)

@@ -41,9 +41,12 @@ LIE_MODES = ("overclaim", "shutdown_crash")
 SGLANG_FAULT_MODES = ("meta_string", "html_info", "no_tokenize", "no_flush")
 # thinking: answers open <think>; rewrites_spec: /server_info resolves another block than asked;
 # incremental: each chunk's own output_ids (--incremental-streaming-output); deterministic:
-# started with --enable-deterministic-inference
+# started with --enable-deterministic-inference; fa3: resolves attention_backend fa3 whatever it
+# was asked (SGLang's default on Hopper for top-k 1); retracts: every request retracted once
+# (num_retractions 1: its KV pool was full); overcounts_verify: spec_verify_ct above the tokens
 SGLANG_MODES = ("ok", "spec", "error_line", "abort", "crash", "clamp", "legacy_info", "no_info",
-                "thinking", "rewrites_spec", "incremental", "deterministic",
+                "thinking", "rewrites_spec", "incremental", "deterministic", "fa3", "retracts",
+                "overcounts_verify",
                 *MALFORMED_MODES, *SGLANG_FAULT_MODES, *LIE_MODES)
 VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage", *MALFORMED_MODES,
               *LIE_MODES)
@@ -306,6 +309,9 @@ class _SGLangHandler(_Base):
                 meta["e2e_latency"] = 0.01
                 if srv.spec and verify:  # tokenizer_manager.py:3138-3210
                     meta.update(self._spec_meta(steps, verify, claim * done))
+                if srv.spec and srv.mode == "overcounts_verify":
+                    meta["spec_verify_ct"] = claim * done + 2
+                meta["num_retractions"] = int(srv.mode == "retracts")
             if srv.mode == "crash" and done >= 3:
                 self._drop()
                 return
@@ -539,6 +545,8 @@ class _ProtocolServer(ThreadingHTTPServer):
                 "enable_deterministic_inference": self.mode == "deterministic",
                 "startup_time": self.started}
         info.update(self.resolved)
+        if self.mode == "fa3":
+            info["attention_backend"] = "fa3"
         if self.mode == "rewrites_spec":  # a fork that sets the block from the budget
             info["speculative_num_draft_tokens"] = self.accept + 1
         return info
@@ -624,6 +632,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speculative-num-draft-tokens", type=int, default=None)
     parser.add_argument("--speculative-ddtree-budget", type=int, default=None)
     parser.add_argument("--speculative-dflash-enable-ddtree", action="store_true", default=None)
+    parser.add_argument("--attention-backend", default=None)  # reported back as resolved
     parser.add_argument("--context-length", "--max-model-len", type=int, default=4096,
                         dest="context", help="SGLang's and vLLM's context flags")
     # the engine's other flags (a shipped params file's argv with its launcher swapped for this
@@ -636,7 +645,8 @@ def main(argv: list[str] | None = None) -> None:
                   spec=bool(args.speculative_algorithm or args.speculative_config),
                   context=args.context, accept=accept)
     server.resolved = {k: v for k, v in vars(args).items()
-                       if k.startswith("speculative_") and k != "speculative_config" and v is not None}
+                       if (k.startswith("speculative_") or k == "attention_backend")
+                       and k != "speculative_config" and v is not None}
     if asked:  # vLLM 0.32.0 logs its resolved config at start
         print(f"Initializing a V1 LLM engine with config: speculative_config=SpeculativeConfig("
               f"method='{asked.get('method')}', model=None, num_spec_tokens={accept})", flush=True)

@@ -57,10 +57,14 @@ TREE_TEMPLATES = {
     # drafter's block (dflash_worker.py:173-191): a budget other than block - 1 changes the block
     "fork": ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "{draft_model}",
              "--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens", "{budget+1}"),
-    # sgl-project/sglang PR #29907 (open): its own algorithm DDTREE, the block kept
+    # sgl-project/sglang PR #29907 (open): its own algorithm DDTREE, the block kept; it needs
+    # the triton backend and page size 1, refuses --speculative-use-rejection-sampling and turns
+    # the overlap scheduler off (arg_groups/speculative_hook.py:288-300 in the PR), so the argv
+    # says so
     "pr29907": ("--speculative-algorithm", "DDTREE", "--speculative-draft-model-path",
                 "{draft_model}", "--speculative-num-draft-tokens", "{block}",
-                "--speculative-ddtree-budget", "{budget}"),
+                "--speculative-ddtree-budget", "{budget}", "--attention-backend", "triton",
+                "--page-size", "1", "--disable-overlap-schedule"),
 }
 # upstream DFLASH (0.5.23 builtin; z-lab/dflash README): block = num-draft-tokens = budget
 LINEAR_TEMPLATE = ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
