@@ -489,6 +489,7 @@ class _ProtocolServer(ThreadingHTTPServer):
         self._ready_at = time.monotonic() + loading_s
         self.started = time.time()  # /server_info's startup_time: a new one at every start
         self.resolved: dict[str, Any] = {}  # speculative flags it was started with, as resolved
+        self.kv_tokens = context * 4  # SGLang's max_total_num_tokens (--max-total-tokens)
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -539,8 +540,8 @@ class _ProtocolServer(ThreadingHTTPServer):
                 "speculative_algorithm": "DFLASH" if self.spec else None,
                 "speculative_num_draft_tokens": self.accept if self.spec else None,
                 "max_running_requests": 48 if self.spec else None, "disable_overlap_schedule": self.spec,
-                "max_total_num_tokens": self.context * 4, "max_req_input_len": self.context - 1,
-                "internal_states": [{"max_total_num_tokens": self.context * 4}], "version": "0.5.23",
+                "max_total_num_tokens": self.kv_tokens, "max_req_input_len": self.context - 1,
+                "internal_states": [{"max_total_num_tokens": self.kv_tokens}], "version": "0.5.23",
                 "incremental_streaming_output": self.mode == "incremental",
                 "enable_deterministic_inference": self.mode == "deterministic",
                 "startup_time": self.started}
@@ -633,6 +634,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speculative-ddtree-budget", type=int, default=None)
     parser.add_argument("--speculative-dflash-enable-ddtree", action="store_true", default=None)
     parser.add_argument("--attention-backend", default=None)  # reported back as resolved
+    parser.add_argument("--max-total-tokens", type=int, default=None)  # the KV pool's tokens
     parser.add_argument("--context-length", "--max-model-len", type=int, default=4096,
                         dest="context", help="SGLang's and vLLM's context flags")
     # the engine's other flags (a shipped params file's argv with its launcher swapped for this
@@ -644,6 +646,7 @@ def main(argv: list[str] | None = None) -> None:
     server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after,
                   spec=bool(args.speculative_algorithm or args.speculative_config),
                   context=args.context, accept=accept)
+    server.kv_tokens = args.max_total_tokens or server.kv_tokens
     server.resolved = {k: v for k, v in vars(args).items()
                        if (k.startswith("speculative_") or k == "attention_backend")
                        and k != "speculative_config" and v is not None}
