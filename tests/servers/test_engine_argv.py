@@ -148,8 +148,13 @@ def vllm_argv(server: ServerConfig, engine: EngineParams = VLLM) -> list[str]:
 ])
 def test_vllm_speculative_config(server: ServerConfig, config: dict) -> None:
     argv = vllm_argv(server)
-    assert argv[:-2] == VLLM_HEAD and argv[-2] == "--speculative-config"
-    assert json.loads(argv[-1]) == config
+    assert argv[:-4] == VLLM_HEAD and argv[-4] == "--speculative-config"
+    assert json.loads(argv[-3]) == config
+    assert argv[-2:] == ["--per-request-spec-decode-metrics", "summary"]  # issue 48
+
+
+def _spec_json(argv: list[str]) -> str:
+    return argv[argv.index("--speculative-config") + 1]
 
 
 def test_vllm_auto_and_unsupported_methods() -> None:
@@ -223,9 +228,9 @@ def test_vllm_cpu_params_start_through_env_with_the_adapters_flags() -> None:
         assert "--no-enable-prefix-caching" in argv and "--enable-prompt-tokens-details" in argv
         assert argv[argv.index("--dtype") + 1] == "float32"
     assert "--speculative-config" not in argvs["auto"]
-    assert json.loads(argvs["ngram-b2"][-1]) == {"method": "ngram", "num_speculative_tokens": 2,
+    assert json.loads(_spec_json(argvs["ngram-b2"])) == {"method": "ngram", "num_speculative_tokens": 2,
                                                  "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-    draft = json.loads(argvs["draft-b4"][-1])
+    draft = json.loads(_spec_json(argvs["draft-b4"]))
     assert draft == {"method": "draft_model", "model": str(Path(engine.draft_model).expanduser()),
                      "num_speculative_tokens": 4}
     assert not draft["model"].startswith("~")

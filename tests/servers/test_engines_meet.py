@@ -114,7 +114,8 @@ def test_a_linear_budget_is_the_same_block_on_sglang_and_vllm() -> None:
                                       binary=Path("/venv/bin/python")).argv
     vllm_argv = VllmAdapter().launch(cfg("linear", 16), vllm, parallel=1, model=Path("/m/target"),
                                      binary=Path("/venv/bin/vllm")).argv
-    assert json.loads(vllm_argv[-1])["num_speculative_tokens"] == 15  # vLLM's block is K + 1
+    spec = vllm_argv[vllm_argv.index("--speculative-config") + 1]
+    assert json.loads(spec)["num_speculative_tokens"] == 15  # vLLM's block is K + 1
     assert SGLangAdapter().drafter_block(sgl_argv) == 16 == VllmAdapter().drafter_block(vllm_argv)
 
 

@@ -384,8 +384,32 @@ class _VllmHandler(_Base):
                 drafted = not (srv.undrafted_every and decode % srv.undrafted_every == 0)
             step = min(srv.accept if drafted else 1, n - done)
             srv.count_step(step, drafted=drafted, first=done == 0)
+            self.drafted_steps += int(bool(drafted))
             done += step
             yield step
+
+    def _spec_record(self) -> dict[str, Any]:
+        """``--per-request-spec-decode-metrics``: 0.32.0's ``metrics.speculative_decoding``
+        (v1/metrics/stats.py:397-422; every drafted step's drafts accepted, as its counters
+        count them, past the limit too), or the shape PR #47322 proposed
+        (``speculative_decoding_stats``)."""
+        srv, steps = self.server, self.drafted_steps
+        if not srv.spec or srv.per_request_spec is None:
+            return {}
+        k, drafted = srv.accept - 1, steps * (srv.accept - 1)
+        if srv.per_request_spec == "pr47322":
+            return {"speculative_decoding_stats": {
+                "num_drafted_tokens": drafted, "num_accepted_tokens": drafted,
+                "draft_acceptance_rate": 1.0, "num_draft_steps": steps,
+                "mean_accepted_length_per_step": 1.0 + k,
+                "per_position_acceptance_rates": [1.0] * k}}
+        histogram = [0] * (k + 1)
+        histogram[k] = steps
+        return {"metrics": {"speculative_decoding": {
+            "mean_acceptance_length": 1.0 + k if steps else 1.0,
+            "draft_acceptance_rate": 1.0 if steps else 0.0, "acceptance_histogram": histogram,
+            "num_spec_steps": steps, "num_accepted_draft_tokens": drafted,
+            "num_draft_tokens": drafted, "num_spec_tokens": k}}}
 
     def _bad_request(self, message: str, param: str) -> None:
         self._json(400, {"error": {"message": message, "type": "BadRequestError", "param": param,
@@ -429,6 +453,7 @@ class _VllmHandler(_Base):
             self._end()
             return
         cid, done = f"cmpl-{uuid.uuid4().hex[:16]}", 0
+        self.drafted_steps = 0
         for step in self._vllm_steps(produce):
             ids, text = [], ""
             for _ in range(step):
@@ -457,7 +482,7 @@ class _VllmHandler(_Base):
                 final["prompt_tokens_details"] = {"cached_tokens": cached}
             self._data({"id": cid, "object": "text_completion", "created": int(time.time()),
                         "model": srv.model, "choices": [], "usage": final,
-                        "system_fingerprint": "vllm-0.32.0-3395c093"})
+                        "system_fingerprint": "vllm-0.32.0-3395c093", **self._spec_record()})
         self._data("[DONE]")
         self._end()
 
@@ -490,6 +515,8 @@ class _ProtocolServer(ThreadingHTTPServer):
         self.started = time.time()  # /server_info's startup_time: a new one at every start
         self.resolved: dict[str, Any] = {}  # speculative flags it was started with, as resolved
         self.kv_tokens = context * 4  # SGLang's max_total_num_tokens (--max-total-tokens)
+        # vLLM --per-request-spec-decode-metrics (summary), or "pr47322": the earlier shape
+        self.per_request_spec: str | None = None
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -635,6 +662,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speculative-dflash-enable-ddtree", action="store_true", default=None)
     parser.add_argument("--attention-backend", default=None)  # reported back as resolved
     parser.add_argument("--max-total-tokens", type=int, default=None)  # the KV pool's tokens
+    parser.add_argument("--per-request-spec-decode-metrics", default=None)  # vLLM's
     parser.add_argument("--context-length", "--max-model-len", type=int, default=4096,
                         dest="context", help="SGLang's and vLLM's context flags")
     # the engine's other flags (a shipped params file's argv with its launcher swapped for this
@@ -647,6 +675,8 @@ def main(argv: list[str] | None = None) -> None:
                   spec=bool(args.speculative_algorithm or args.speculative_config),
                   context=args.context, accept=accept)
     server.kv_tokens = args.max_total_tokens or server.kv_tokens
+    if args.per_request_spec_decode_metrics not in (None, "none"):
+        server.per_request_spec = args.per_request_spec_decode_metrics
     server.resolved = {k: v for k, v in vars(args).items()
                        if (k.startswith("speculative_") or k == "attention_backend")
                        and k != "speculative_config" and v is not None}
