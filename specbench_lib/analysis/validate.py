@@ -13,8 +13,16 @@ from typing import Any
 
 from ..model.catalogue import C
 from ..model.judging import SCHEMA3_THRESHOLDS
-from ..model.records import (STATUSES, CellFacts, FinalStats, JudgeInputs, Reason, RequestRecord,
-                             Status, Verdict)
+from ..model.records import (
+    STATUSES,
+    CellFacts,
+    FinalStats,
+    JudgeInputs,
+    Reason,
+    RequestRecord,
+    Status,
+    Verdict,
+)
 from ..model.served import PromptRecord
 from . import ruleset
 from .rule import Judged

@@ -69,7 +69,8 @@ def test_synthetic_length_comes_out_as_told(engine, outputs: Path) -> None:
     """At each L asked, the project's figures as the server was told: tokens per drafted verify
     step L (``acceptance_length_drafted``), accepted drafts = tokens − verify steps and equal
     to the server's counters, the acceptance by position p^(k+1). Tolerances: about 3.5 sampling
-    sigmas over 3 × 160 tokens (±0.4 tokens a step, ±0.12 a position; at L 4 it came out 0.28 low: a drafted end-of-generation token is never accepted, server-context.cpp:103)."""
+    sigmas over 3 × 160 tokens (±0.4 tokens a step, ±0.12 a position; at L 4 it came out 0.28
+    low: a drafted end-of-generation token is never accepted, server-context.cpp:103)."""
     import specbench_lib as sb
 
     result = sb.run_sweep(sb.load_plan(SYNTH_LEN), progress=False)
