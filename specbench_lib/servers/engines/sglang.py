@@ -41,10 +41,7 @@ DEFAULT_LAUNCHER = ("-m", "sglang.launch_server")
 _EAGLE_FAMILY = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft": "STANDALONE"}
 _NEEDS_DRAFT = {"linear", "eagle", "eagle3", "draft"}
 _BUILTIN_OPTIONS = {"steps", "topk", "reserve", "scheduler"}
-# option ``scheduler: dflash``: the scheduler DFLASH forces on the fork (speculative_hook.py:
-# 236-246: overlap off, 48 running requests), for a baseline that differs from dflash only in
-# its drafting
-SCHEDULERS = {"dflash": ("--disable-overlap-schedule", "--max-running-requests", "48")}
+
 # server info that changes while it runs (throughput, memory) or per start (a drawn seed, the
 # start's time): an attached server's fingerprint must not change with a restart
 _VOLATILE_INFO = {"internal_states", "random_seed", "startup_time"}
@@ -113,7 +110,7 @@ class SGLangAdapter(BaseAdapter):
         return argv
 
     def _spec_flags(self, server: ServerConfig, engine: EngineParams, model: Path) -> list[str]:
-        return [*self._drafting(server, engine), *_scheduler(server)]
+        return [*self._drafting(server, engine), *sglangspec.scheduler_flags(server)]
 
     def _drafting(self, server: ServerConfig, engine: EngineParams) -> list[str]:
         method, budget = server.method, server.budget
@@ -193,7 +190,7 @@ class SGLangAdapter(BaseAdapter):
         """Each ``--speculative-*`` flag of the argv against the field ``/server_info`` resolved
         it to (a field's flag is ``--`` + its name with dashes: arg_groups/arg_utils.py:290);
         a baseline against ``speculative_algorithm`` null. A tree config's resolved attention
-        backends must apply the tree mask (:class:`TreeMaskIgnored`). The scheduler settings
+        backends must apply the tree mask (:class:`~specbench_lib.core.errors.TreeMaskIgnored`). The scheduler settings
         the server resolved (overlap, running requests, page size) are returned too: the fork's
         DFLASH forces overlap off and 48 running requests (docs/engines.md, "The fork's
         dflash")."""
@@ -357,18 +354,6 @@ class _Stream(StreamParser):
             new = ids[self.n_ids:]
         self.n_ids += len(new)
         return new
-
-
-def _scheduler(server: ServerConfig) -> list[str]:
-    """The flags of option ``scheduler`` (:data:`SCHEDULERS`; none without it)."""
-    chosen = server.options.get("scheduler")
-    if chosen is None:
-        return []
-    if chosen not in SCHEDULERS:
-        raise ParamsError(f"option scheduler of config {server.name!r} is one of "
-                          f"{sorted(SCHEDULERS)}, not {chosen!r}",
-                          key=f"configs.{server.name}.options.scheduler", value=chosen)
-    return list(SCHEDULERS[str(chosen)])
 
 
 def _steps_topk(server: ServerConfig) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...core.errors import SpecMismatch, TreeMaskIgnored
+from ...core.errors import ParamsError, SpecMismatch, TreeMaskIgnored
 from ...model.params import ServerConfig
 from .base import ServerInfo, opt_int
 
@@ -19,6 +19,10 @@ from .base import ServerInfo, opt_int
 # FA3 applies it only for top-k > 1 (flashattention_backend.py:490-515), and DFLASH forces 1
 TREE_MASK_BACKENDS = ("flashinfer", "triton")
 _BACKEND_FIELDS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+# option ``scheduler: dflash``: the scheduler DFLASH forces on the fork (speculative_hook.py:
+# 236-246: overlap off, 48 running requests), for a baseline that differs from dflash only in
+# its drafting
+SCHEDULERS = {"dflash": ("--disable-overlap-schedule", "--max-running-requests", "48")}
 # resolved names of aliased algorithms (speculative/spec_info.py: NEXTN is EAGLE)
 _ALIASES = {"NEXTN": "EAGLE"}
 
@@ -92,6 +96,18 @@ def scheduler(raw: Mapping[str, Any]) -> dict[str, Any]:
     off and 48 running requests, speculative_hook.py:236-246), as the server resolved them."""
     return {k: raw[k] for k in ("disable_overlap_schedule", "max_running_requests", "page_size")
             if k in raw}
+
+
+def scheduler_flags(server: ServerConfig) -> list[str]:
+    """The flags of option ``scheduler`` (:data:`SCHEDULERS`; none without it)."""
+    chosen = server.options.get("scheduler")
+    if chosen is None:
+        return []
+    if chosen not in SCHEDULERS:
+        raise ParamsError(f"option scheduler of config {server.name!r} is one of "
+                          f"{sorted(SCHEDULERS)}, not {chosen!r}",
+                          key=f"configs.{server.name}.options.scheduler", value=chosen)
+    return list(SCHEDULERS[str(chosen)])
 
 
 def kv_tokens(info: ServerInfo) -> int | None:

@@ -1,5 +1,5 @@
 """vLLM's per-request speculative record (``--per-request-spec-decode-metrics``) read into a
-request's counts, in both shapes its field had (sources in tests/PROTOCOLS.md, "vLLM"):
+request's counts, in both shapes its field had (sources in tests/PROTOCOLS.md, "vLLM").
 
 - 0.32.0 (PR #48915, merged): the final usage chunk's ``metrics.speculative_decoding`` with
   ``num_spec_steps``, ``num_accepted_draft_tokens``, ``num_draft_tokens`` and the dense
