@@ -52,7 +52,7 @@ def spec_metrics(tokens: int, requests: int, *, accepted: float, drafted_tokens:
     request's token limit, which vLLM's counters do). Then ``verify_steps`` = tokens − accepted
     (every forward step, the prefill's included on every engine, yields one token plus drafts);
     ``acceptance_length`` = ``tokens_per_step`` = tokens / verify steps, over **all** steps
-    (τ of the EAGLE, DFlash and DDTree papers); ``acceptance_length_drafted`` = 1 + accepted /
+    (the project's τ: the papers' is ``tau_verify``); ``acceptance_length_drafted`` = 1 + accepted /
     drafted steps, over the steps that carried a draft, where the engine counts those (vLLM's
     and llama.cpp's ``num_drafts``; None otherwise); ``draft_acceptance_rate`` = accepted /
     drafted tokens.
