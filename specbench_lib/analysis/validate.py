@@ -104,15 +104,13 @@ def request_problems(rec: RequestRecord, *, speculative: bool = False,
 
 def _impossible_counts(final: FinalStats, completion: int, *, ignore_eos: bool) -> str | None:
     """What a request's speculative counters claim that its own stream rules out: more drafts
-    accepted than drafted; more verify steps than tokens (each step yields one of its own); or,
-    where only the limit ends an answer, accepted drafts that leave less than one step (each
-    step's draft is cut to the tokens left: llama.cpp ``get_n_draft_max``). At an end of
-    sequence a step may accept drafts past it, which llama.cpp counts: not judged there."""
+    accepted than drafted or, where only the limit ends an answer, accepted drafts that leave
+    less than one verify step (each step yields a token of its own, and its draft is cut to the
+    tokens left: llama.cpp ``get_n_draft_max``). At an end of sequence a step may accept drafts
+    past it, which llama.cpp counts: not judged there."""
     accepted, drafted, steps = final.accepted_tokens, final.draft_tokens, final.verify_steps
     if accepted is not None and drafted is not None and accepted > drafted:
         return f"{accepted} drafts accepted of {drafted} drafted"
-    if steps is not None and completion and steps > completion:
-        return f"{steps} verify steps for {completion} tokens (each step yields one at least)"
     if ignore_eos and steps is not None and completion and steps < 1:
         return (f"{accepted} drafts accepted for {completion} tokens: less than one verify step "
                 f"left (each step yields one token of its own)")

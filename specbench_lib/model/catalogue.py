@@ -108,9 +108,9 @@ CATALOGUE: tuple[Code, ...] = (
        "speculative statistics (per request, or counters that did not move), so acceptance "
        "length would be invented"),
     _c("impossible_spec_stats", "request", "speculative counters that the request's own stream "
-       "rules out (more drafts accepted than drafted or than its tokens leave room for, more "
-       "verify steps than tokens), which would publish an acceptance length that was never "
-       "measured (clipped to the largest possible)"),
+       "rules out (more drafts accepted than drafted, or than its tokens leave room for), "
+       "which would publish an acceptance length that was never measured (clipped to the "
+       "largest possible)"),
     # cell: the crash evidence and the refusals decided before requests (the cell rules over the
     # requests and facts are analysis/rules/'s objects, registered here by analysis/ruleset.py)
     _c("server_died", "cell", "numbers from a server that crashed during the cell"),

@@ -190,8 +190,9 @@ class SGLangAdapter(BaseAdapter):
         """Each ``--speculative-*`` flag of the argv against the field ``/server_info`` resolved
         it to (a field's flag is ``--`` + its name with dashes: arg_groups/arg_utils.py:290);
         a baseline against ``speculative_algorithm`` null. A tree config's resolved attention
-        backends must apply the tree mask (:class:`~specbench_lib.core.errors.TreeMaskIgnored`). The scheduler settings
-        the server resolved (overlap, running requests, page size) are returned too: the fork's
+        backends must apply the tree mask
+        (:class:`~specbench_lib.core.errors.TreeMaskIgnored`). The scheduler settings the
+        server resolved (overlap, running requests, page size) are returned too: the fork's
         DFLASH forces overlap off and 48 running requests (docs/engines.md, "The fork's
         dflash")."""
         raw, found, wrong = info.raw, {}, []
