@@ -146,7 +146,8 @@ OTHERS = {"evaluation/speed.py", "sglang/srt/managers/tokenizer_manager.py",
           # SGLang's (0.5.23 and DB-Guo's DDTree fork) and vLLM's sources (issue 48)
           "flashattention_backend.py", "speculative_hook.py", "configs/model_config.py",
           "batch_result_processor.py", "sglang/srt/environ.py", "srt/speculative/spec_utils.py",
-          "dflash_worker_v2.py", "eagle_utils.py", "vllm/config/speculative.py", "dflash_utils.py"}
+          "dflash_worker_v2.py", "eagle_utils.py", "vllm/config/speculative.py", "dflash_utils.py",
+          "vllm/utils/cpu_triton_utils.py"}
 
 
 def dotted_exists(dotted: str) -> bool | None:
