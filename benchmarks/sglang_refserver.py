@@ -82,7 +82,9 @@ class _Replies:
                 }
                 if len(ids) == n:
                     meta.update(
-                        finish_reason={"type": "length", "length": n}, spec_verify_ct=steps, e2e_latency=0.0
+                        # verify passes only, the prefill's chunk not one (SGLang's count)
+                        finish_reason={"type": "length", "length": n}, spec_verify_ct=steps - 1,
+                        e2e_latency=0.0
                     )
                 line = json.dumps({"text": text, "output_ids": ids, "meta_info": meta})
                 out.append(_chunk(f"data: {line}\n\n".encode()))

@@ -35,9 +35,18 @@ def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
             int(metrics["completion_tokens"]), int(metrics["n_requests"]),
             accepted=counters.get("accepted_tokens") or 0,
             drafted_tokens=counters.get("draft_tokens"), drafted_steps=counters.get("drafts")))
-        for key in ("position_acceptance_rate", "acceptance_histogram"):
-            if counters.get(key) is not None:
-                metrics[key] = counters[key]
+    if (metrics.get("acceptance_length_drafted") is None and counters.get("drafts")
+            and counters.get("accepted_tokens") == metrics.get("accepted_tokens")):
+        # llama.cpp: the requests' own counts carry no drafted steps; its counters agree on
+        # the accepted drafts, so their drafted steps are the same requests'
+        metrics["acceptance_length_drafted"] = 1 + counters["accepted_tokens"] / counters["drafts"]
+    for key in ("position_acceptance_rate", "acceptance_histogram"):  # vLLM's, llama.cpp's
+        if metrics.get(key) is None and counters.get(key) is not None:
+            metrics[key] = counters[key]
+    if cell.spec.method == "tree" and "draft_acceptance_rate" in metrics:
+        # a tree's drafted tokens are its nodes (verify × budget): not a chain's rate
+        metrics["tree_node_acceptance_rate"] = metrics["draft_acceptance_rate"]
+        metrics["draft_acceptance_rate"] = None
     metrics.update(gpu_metrics(cell.facts.host, int(metrics.get("completion_tokens") or 0)))
     return metrics
 

@@ -39,7 +39,8 @@ def _histogram(found: list[list[int]]) -> dict[str, Any]:
 
 
 SPEC_METRICS = ("acceptance_length", "tokens_per_step", "acceptance_length_drafted",
-                "draft_acceptance_rate", "verify_steps", "accepted_tokens")
+                "draft_acceptance_rate", "verify_steps", "accepted_tokens", "tau_verify",
+                "spec_accept_length")
 
 
 def spec_metrics(tokens: int, requests: int, *, accepted: float, drafted_tokens: float | None,
@@ -51,10 +52,17 @@ def spec_metrics(tokens: int, requests: int, *, accepted: float, drafted_tokens:
     request's token limit, which vLLM's counters do). Then ``verify_steps`` = tokens − accepted
     (every forward step, the prefill's included on every engine, yields one token plus drafts);
     ``acceptance_length`` = ``tokens_per_step`` = tokens / verify steps, over **all** steps
-    (τ of the EAGLE, DFlash and DDTree papers); ``acceptance_length_drafted`` = 1 + accepted /
+    (the project's τ: the papers' is ``tau_verify``); ``acceptance_length_drafted`` = 1 + accepted /
     drafted steps, over the steps that carried a draft, where the engine counts those (vLLM's
     and llama.cpp's ``num_drafts``; None otherwise); ``draft_acceptance_rate`` = accepted /
     drafted tokens.
+
+    The papers count verify passes only, the prefill's step out (``verify_steps`` −
+    ``requests``): ``tau_verify`` = (tokens − requests) / passes, the mean of accepted + 1 over
+    verify passes (z-lab's τ in the DFlash and DDTree papers); ``spec_accept_length`` = tokens /
+    passes (SGLang's ``spec_accept_length``, completion / ``spec_verify_ct``, which z-lab's
+    SGLang benchmark reports). Both are above ``acceptance_length`` by the prefill's step:
+    2-8 % for 60-256-token answers.
     """
     got = max(min(float(accepted), float(tokens - requests)), 0.0)
     steps = tokens - got
@@ -65,4 +73,6 @@ def spec_metrics(tokens: int, requests: int, *, accepted: float, drafted_tokens:
         "draft_acceptance_rate": got / drafted_tokens if drafted_tokens else None,
         "verify_steps": int(round(steps)),
         "accepted_tokens": int(round(got)),
+        "tau_verify": (tokens - requests) / passes if (passes := steps - requests) > 0 else None,
+        "spec_accept_length": tokens / passes if passes > 0 else None,
     }

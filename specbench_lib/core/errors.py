@@ -7,6 +7,7 @@
      ├── EngineError        a server answered in a way its adapter cannot read (URL, status)
      │    ├── ControlTimeout    a control call (info, tokenize, metrics) not answered within its limit
      │    └── SpecMismatch      a started server runs other speculative settings than asked for
+     │         └── TreeMaskIgnored  a tree config's server verifies without its tree mask
      ├── TransportError     a connection failed or its bytes broke HTTP/1.1 (measured requests)
      │    ├── ConnectTimeout    no connection within the connect limit
      │    └── StaleConnection   a kept-alive connection closed before the response began
@@ -73,6 +74,11 @@ class EngineError(SpecbenchError):
 class SpecMismatch(EngineError):
     """A started server runs other speculative settings than its config asked for (read back
     from the server after its start): both values are in the message."""
+
+
+class TreeMaskIgnored(SpecMismatch):
+    """A tree config's started server resolved an attention backend whose verify pass ignores
+    the tree mask (FA3 with top-k 1): its acceptance would be wrong and its output lossy."""
 
 
 class ControlTimeout(EngineError):

@@ -138,6 +138,11 @@ CATALOGUE: tuple[Code, ...] = (
        "from it (SGLang /server_info, vLLM's config line), differ from what its config asked "
        "for (a fork that rewrites a budget, a flag it ignores): both values named, no cell "
        "measured"),
+    _c("tree_mask_ignored", "config", "a tree config (DDTree) whose server verifies with an "
+       "attention backend that ignores the tree mask (FA3 with top-k 1, SGLang's default on "
+       "Hopper): every node would attend to every earlier node of the flattened tree, so "
+       "acceptance is wrong and greedy output lossy; refused before any server starts when the "
+       "argv says so, and after start from the resolved /server_info; no cell measured"),
     _c("crashed_after_cells", "config", "a server whose log shows a crash signature after its "
        "config's last cell ended (it died while idle or at shutdown): its cells keep their "
        "verdicts, but the run reports the config crashed at this budget, with the line, and the "

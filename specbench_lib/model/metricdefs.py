@@ -85,11 +85,13 @@ METRICS: tuple[Metric, ...] = (
     Metric("request_decode_tok_s", "tok/s", "a request's decode rate, (tokens − 1) / (last − "
            "first token), mean over the cell's requests"),
     *_latencies(_LATENCY, "", "cell"),
-    Metric("acceptance_length", "tokens/step", "tokens received over the target's verify steps, "
-           "all steps (τ of the EAGLE, DFlash and DDTree papers)", "spec",
+    Metric("acceptance_length", "tokens/step", "tokens received over the target's forward "
+           "steps, the prefill's included: the project's τ, one definition for every engine "
+           "(the papers' τ counts verify passes only: `tau_verify`)", "spec",
            header="acceptance length", form="{:.2f}"),
     Metric("tokens_per_step", "tokens/step", "the same figure as `acceptance_length`", "spec"),
-    Metric("draft_acceptance_rate", "fraction", "accepted / drafted tokens", "spec"),
+    Metric("draft_acceptance_rate", "fraction", "accepted / drafted tokens of a chain (None for "
+           "a tree config: `tree_node_acceptance_rate`)", "spec"),
     Metric("tokens_per_chunk", "tokens", "completion tokens per stream event as the server "
            "framed them"),
     Metric("tokens_per_delivery", "tokens", "mean tokens per delivery (a chunk, or a burst of "
@@ -112,6 +114,15 @@ METRICS: tuple[Metric, ...] = (
            "spec"),
     Metric("accepted_tokens", "tokens", "accepted draft tokens, capped at tokens − requests",
            "spec"),
+    Metric("tau_verify", "tokens/step", "the papers' τ (z-lab's DFlash and DDTree): the mean of "
+           "accepted drafts + 1 over verify passes, the prefill's step out: (tokens − requests) "
+           "/ (verify steps − requests)", "spec", header="τ (papers')", form="{:.2f}"),
+    Metric("spec_accept_length", "tokens/step", "SGLang's spec_accept_length, reported by "
+           "z-lab's SGLang benchmark: tokens / verify passes (completion / spec_verify_ct)",
+           "spec"),
+    Metric("tree_node_acceptance_rate", "fraction", "a tree config's accepted drafts over the "
+           "tree nodes it verified (verify × budget): not comparable with a chain's "
+           "`draft_acceptance_rate`", "spec"),
     Metric("scheduled_rate_rps", "requests/s", "the drawn schedule's own rate (Poisson draws of "
            "a few requests differ from the target)", "open_loop"),
     Metric("max_send_lag_s", "s", "the latest a request was sent after its scheduled arrival",

@@ -13,7 +13,7 @@ decode_rate     (tokens − 1) / (first to last token)          the decoding pha
 ttft            1 / (send to first token): a rate, so the     the prefill (a drafter's own
                 claim's "faster" is the shorter TTFT          prefill; lower is better)
 acceptance      tokens / verify steps (the engine's           acceptance length τ, over all
-                counters; ``auto``: one token a step)         steps (the papers' τ)
+                counters; ``auto``: one token a step)         steps, the prefill's included
 ==============  ============================================  =================================
 
 End to end, a request's prefill (60 % of it at 256 prompt tokens and 64 out on the embedded

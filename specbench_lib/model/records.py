@@ -47,6 +47,9 @@ class FinalStats:
     cached_tokens: int | None = None  # prompt tokens the server took from its prefix cache
     # verify steps by drafts accepted: [k] the steps that accepted exactly k (SGLang's own)
     accepted_histogram: list[int] | None = None
+    # times the server took the request out of its running batch (SGLang's num_retractions: its
+    # KV pool was full), so fewer requests were in flight than the client kept open
+    retractions: int | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FinalStats:
@@ -249,13 +252,16 @@ class CellFacts:
     placement: Placement | None = None  # where a placed cell ran (None: this machine, alone)
     served_before: ServedBefore | None = None  # the server's history (None: not recorded)
     remeasured: tuple[Remeasured, ...] = ()  # attempts the client host spoiled (params retries)
+    # the server's KV pool against the cell's load: {"kv_tokens", "needed" (concurrency ×
+    # (prompt + output)), "per_request"} (None: the engine reports no pool)
+    kv_fit: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["decided"] = self.decided.to_dict() if self.decided else None
         # absent, the file stays as it was
         return {k: v for k, v in data.items()
-                if v or k not in ("placement", "served_before", "remeasured")}
+                if v or k not in ("placement", "served_before", "remeasured", "kv_fit")}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellFacts:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.errors import ControlTimeout, EngineError, ServerError, SpecMismatch
+from ..core.errors import ControlTimeout, EngineError, ServerError, SpecMismatch, TreeMaskIgnored
 from ..model.catalogue import C
 from ..model.hostfacts import HostLoad
 from ..model.records import CellFacts, Reason, Verdict
@@ -44,7 +44,9 @@ def failed_facts(proc: Server, exc: ServerError | EngineError, base: int) -> Cel
     cannot read: ``invalid`` with the fix while the server is up, else ``crashed``."""
     signature = proc.crash_signature(base)
     if isinstance(exc, EngineError) and proc.healthy() and signature is None:
-        if isinstance(exc, SpecMismatch):
+        if isinstance(exc, TreeMaskIgnored):
+            reason = Reason(C.tree_mask_ignored, f"{exc}: no cell of it is measured")
+        elif isinstance(exc, SpecMismatch):
             reason = Reason(C.spec_mismatch, f"{exc}: no cell of it is measured; use an engine "
                             "build that runs the flags as asked, or fix the config")
         elif isinstance(exc, ControlTimeout):

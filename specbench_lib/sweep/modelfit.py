@@ -66,6 +66,17 @@ def seed_pairing(plan: Plan, adapter: Adapter, argvs: Mapping[str, list[str]]) -
         f"--enable-deterministic-inference): their sampled cells are compared unpaired"))
 
 
+def config_refusals(plan: Plan, adapter: Adapter, argvs: Mapping[str, list[str]]) -> str:
+    """Every config the engine would run unfairly as launched, refused before any server starts
+    (:meth:`config_refusal`: a tree verified without its mask), one :class:`PreflightError`
+    naming each config and the fix."""
+    refused = [why for s in plan.servers if s.attach is None
+               if (why := adapter.config_refusal(s, argvs.get(s.label, []))) is not None]
+    if refused:
+        raise PreflightError("; ".join(refused), what="configs")
+    return "no config refused (a tree config runs on a backend that applies its tree mask)"
+
+
 def block_warnings(plan: Plan, adapter: Adapter, argvs: Mapping[str, list[str]]) -> list[str]:
     """A warning per server whose DFlash drafter runs at another block than it was trained
     at (DB-Guo's DDTree fork sets the block from the tree budget)."""

@@ -162,6 +162,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
         _check("draft models", _said(lambda: check_draft_models(plan), "present (or none named)")),
         _check("model fit", lambda: _fit(plan, adapter)),
         _check("seeds", lambda: _seeds(plan, adapter)),
+        _check("configs", lambda: _refusals(plan, adapter)),
         *(_check(f"workload {w.name}", _said(partial(documents, w),
                                                       lambda docs: f"{len(docs)} documents"))
           for w in params.workloads),
@@ -279,6 +280,14 @@ def _seeds(plan: Plan, adapter: Adapter) -> _Passed:
 
     detail, warning = seed_pairing(plan, adapter, launch_argvs(plan, adapter, lenient=True))
     return _Passed(detail, None, warning)
+
+
+def _refusals(plan: Plan, adapter: Adapter) -> str:
+    """Configs the engine would run unfairly as launched (:func:`.modelfit.config_refusals`)."""
+    from .lifetimes import launch_argvs
+    from .modelfit import config_refusals
+
+    return config_refusals(plan, adapter, launch_argvs(plan, adapter, lenient=True))
 
 
 def _host_load(limit: float | None) -> Check:

@@ -85,6 +85,7 @@ class ServerSweep:
         self.live: LiveServer | None = None
         self.slice_fixed = 0.0  # this slice's seconds of server start, warmup and stop
         self.seeds_paired: bool = True  # the started server draws by a request's seed (issue 38)
+        self.kv_tokens: int | None = None
 
     def resume(self, plan: Plan, round_number: int) -> ServerSweep:
         """The same config in a later block (``plan``: a partial round's requests a cell): its
@@ -264,6 +265,7 @@ class ServerSweep:
         record.speculative = live.adapter.check_spec(self.server, self.argv, info,
                                                      proc.log_tail(4000))
         self.seeds_paired = live.adapter.pairs_seeds(info, self.argv)
+        self.kv_tokens = info.kv_tokens  # the KV pool each cell's concurrency must fit in
         record.context_per_request, record.reported_version = info.context_per_request, info.version
         record.effective = redact(info.raw, extra=self.plan.params.redact)
         began = time.perf_counter()
@@ -336,6 +338,10 @@ class ServerSweep:
                                f"({attempt + 1} of {self.plan.params.retries})")
         if earlier:
             measured.facts = replace(measured.facts, remeasured=tuple(earlier))
+        if self.kv_tokens and measured.facts.decided is None:
+            per = cell.context + cell.output_tokens
+            measured.facts = replace(measured.facts, kv_fit={
+                "kv_tokens": self.kv_tokens, "needed": cell.concurrency * per, "per_request": per})
         return measured
 
     def _measure(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cellfactory import make_cell, request
 
+from specbench_lib.analysis.analyse import analyse
 from specbench_lib.analysis.energy import gpu_metrics
 from specbench_lib.analysis.lossless import compare_cells
 from specbench_lib.analysis.metrics import CellMetrics, cell_metrics, results_table
@@ -46,7 +47,9 @@ def _table_columns(cells: list, slo: SloParams | None = None) -> list[str]:  # t
 def test_every_computed_metric_is_declared_and_every_declared_one_computed() -> None:
     cells = [make_cell("auto", "auto", None, outputs=[[1, 2]]),
              make_cell("ngram-b4", "ngram", 4, outputs=[[1, 2]])]
+    tree = analyse(make_cell("ddtree-b8", "tree", 8, outputs=[[1, 2]])).metrics or {}
     computed = {"cell": _open_loop_metrics() | COUNTERS_ONLY, "gpu": _gpu_metrics(),
+                "tree": set(tree),
                 "lossless": set(compare_cells(cells[1], cells[0])),
                 "slo": set(goodput(cells[0], SloParams(ttft_s=1.0)))}
     table = set(_table_columns(cells))

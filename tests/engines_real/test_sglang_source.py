@@ -20,7 +20,9 @@ from protocol_servers import sglang_server
 
 from specbench_lib import load_plan
 from specbench_lib.core.paths import cache_dir
+from specbench_lib.model.params import ServerConfig
 from specbench_lib.model.sampling import Sampling
+from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers.engines import get_adapter
 from specbench_lib.servers.engines.sglang import SGLangAdapter
 from specbench_lib.sweep.lifetimes import launch_argvs
@@ -126,3 +128,70 @@ def test_sglangs_own_code_accepts_what_the_adapter_sends_and_has_what_it_reads()
     written = (root / "site" / "sglang" / "srt" / "managers" / "tokenizer_manager.py").read_text()
     for key in META_KEYS:
         assert re.search(rf'["\']{key}["\']', written), key
+
+
+# a Qwen3-8B-shaped target and a DFlash-b16-shaped drafter: the config.json the resolution reads
+QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+         "intermediate_size": 12288, "num_attention_heads": 32, "num_key_value_heads": 8,
+         "num_hidden_layers": 36, "head_dim": 128, "max_position_embeddings": 40960,
+         "rope_theta": 1000000, "rope_scaling": None, "vocab_size": 151936,
+         "torch_dtype": "bfloat16", "rms_norm_eps": 1e-6, "hidden_act": "silu",
+         "tie_word_embeddings": False}
+DRAFT = {**QWEN3, "architectures": ["DFlashDraftModel"], "num_hidden_layers": 5,
+         "dflash_config": {"block_size": 16, "target_layer_ids": [1, 9, 17, 25, 33]}}
+CPU_REFUSES_DFLASH = "DFLASH speculative decoding is not supported by CpuSRTPlatform"
+
+
+def _on_cpu(argv: list[str], target: Path, draft: Path) -> list[str]:
+    """An argv with the model paths swapped for local configs, run on the CPU."""
+    swapped = list(argv)
+    for flag, path in (("--model-path", target), ("--speculative-draft-model-path", draft)):
+        if flag in swapped:
+            swapped[swapped.index(flag) + 1] = str(path)
+    return [*swapped, "--device", "cpu"]
+
+
+def test_the_shipped_plans_resolve_as_launch_server_resolves_them(tmp_path: Path) -> None:
+    """What ``launch_server`` runs after parsing (``prepare_server_args``, ``resolve_once``), on
+    the CPU where it runs: every baseline of tp1/tp4/tp8 resolves on flashinfer with page size 1
+    and the overlap scheduler on; tp4/tp8 keep their context with the YaRN override, rope_theta
+    inside it; ``scheduler: dflash`` resolves to the fork's DFLASH scheduler (overlap off, 48
+    running requests); DFLASH's own resolution stops on the CPU (0.5.23 refuses it there, so its
+    GPU side effects are read in source: tests/PROTOCOLS.md) and the tree flags are the fork's."""
+    python, pythonpath, _ = require_sglang(cache_dir())
+    target, draft = tmp_path / "qwen3", tmp_path / "draft"
+    for folder, config in ((target, QWEN3), (draft, DRAFT)):
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config))
+    argvs = {k: _on_cpu(v, target, draft) for k, v in shipped_argvs().items()}
+    sync = SGLangAdapter().launch(ServerConfig("auto-sync", "auto", None, {"scheduler": "dflash"},
+                                               None, ()), EngineParams(kind="sglang", binary="x",
+                                                                       model="m",
+                                                                       attention_backend="flashinfer"),
+                                  parallel=1, model=target, binary=Path("x")).argv
+    argvs["auto-sync"] = _on_cpu(sync[3:], target, draft)
+    request = {"argv": {}, "bodies": [], "responses": [], "resolve": argvs}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests' / 'sglang_cpu'}:{pythonpath}",
+           "SGLANG_USE_CPU_ENGINE": "1", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}
+    done = subprocess.run([str(python), str(ROOT / "tests" / "support" / "sglang_check.py")],
+                          input=json.dumps(request), capture_output=True, text=True, timeout=600,
+                          env=env, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resolved = json.loads(done.stdout)["resolved"]
+    for label, found in resolved.items():
+        config = label.split(":")[-1]
+        if config == "auto" or config == "auto-sync":
+            assert isinstance(found, dict), (label, found)
+            assert found["attention_backend"] == "flashinfer" and found["page_size"] == 1, label
+        elif config.startswith("dflash"):
+            assert CPU_REFUSES_DFLASH in found, (label, found)
+        else:
+            # argparse exits on the fork's flag (its words: the parser test above, FORK_ONLY)
+            assert found == "SystemExit: 2", (label, found)
+    for phase, context in (("tp4", 73728), ("tp8", 73728)):
+        found = resolved[f"{phase}.yaml:auto"]
+        rope = json.loads(found["json_model_override_args"])["rope_scaling"]
+        assert found["context_length"] == context and rope["rope_theta"] == 1000000, phase
+    assert resolved["tp1.yaml:auto"]["disable_overlap_schedule"] is False
+    assert resolved["auto-sync"]["disable_overlap_schedule"] is True
+    assert resolved["auto-sync"]["max_running_requests"] == 48

@@ -70,8 +70,10 @@ def test_sglang_method_flags(server: ServerConfig, flags: list[str]) -> None:
 @pytest.mark.parametrize(("fork", "algorithm", "tail"), [
     ("fork", "DFLASH", ["--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens", "16"]),
     # PR #29907: its own algorithm, the block kept at the drafter's (no config.json here: 16)
+    # with the triton backend, page size 1 and no overlap it needs (issue 48)
     ("pr29907", "DDTREE", ["--speculative-num-draft-tokens", "16", "--speculative-ddtree-budget",
-                           "15"]),
+                           "15", "--attention-backend", "triton", "--page-size", "1",
+                           "--disable-overlap-schedule"]),
 ])
 def test_sglang_tree_comes_from_the_template(fork: str, algorithm: str, tail: list[str]) -> None:
     engine = SGL.model_copy(update={"spec_templates": {"tree": TREE_TEMPLATES[fork]}})
@@ -146,8 +148,13 @@ def vllm_argv(server: ServerConfig, engine: EngineParams = VLLM) -> list[str]:
 ])
 def test_vllm_speculative_config(server: ServerConfig, config: dict) -> None:
     argv = vllm_argv(server)
-    assert argv[:-2] == VLLM_HEAD and argv[-2] == "--speculative-config"
-    assert json.loads(argv[-1]) == config
+    assert argv[:-4] == VLLM_HEAD and argv[-4] == "--speculative-config"
+    assert json.loads(argv[-3]) == config
+    assert argv[-2:] == ["--per-request-spec-decode-metrics", "summary"]  # issue 48
+
+
+def _spec_json(argv: list[str]) -> str:
+    return argv[argv.index("--speculative-config") + 1]
 
 
 def test_vllm_auto_and_unsupported_methods() -> None:
@@ -221,9 +228,9 @@ def test_vllm_cpu_params_start_through_env_with_the_adapters_flags() -> None:
         assert "--no-enable-prefix-caching" in argv and "--enable-prompt-tokens-details" in argv
         assert argv[argv.index("--dtype") + 1] == "float32"
     assert "--speculative-config" not in argvs["auto"]
-    assert json.loads(argvs["ngram-b2"][-1]) == {"method": "ngram", "num_speculative_tokens": 2,
+    assert json.loads(_spec_json(argvs["ngram-b2"])) == {"method": "ngram", "num_speculative_tokens": 2,
                                                  "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-    draft = json.loads(argvs["draft-b4"][-1])
+    draft = json.loads(_spec_json(argvs["draft-b4"]))
     assert draft == {"method": "draft_model", "model": str(Path(engine.draft_model).expanduser()),
                      "num_speculative_tokens": 4}
     assert not draft["model"].startswith("~")
@@ -338,13 +345,15 @@ def test_gpu_phases_plan_and_argv(phase: str, tp: int, top_context: int) -> None
              for s in plan.servers}
     head = [str(binary), "-m", "sglang.launch_server", "--model-path", str(model), "--tp-size", str(tp),
             "--host", "127.0.0.1", "--port", "30000", "--context-length", str(p.engine.context),
-            "--mem-fraction-static", "0.85", "--disable-radix-cache"]
+            "--mem-fraction-static", "0.85", "--attention-backend", "flashinfer",
+            "--disable-radix-cache"]  # flashinfer for every config: a tree needs its mask (issue 48)
     draft = str(p.engine.draft_model)
     for label, argv in argvs.items():
         assert argv[:len(head)] == head, label
         rest = argv[len(head):]
         if tp > 1:
-            assert rest[-2] == "--json-model-override-args" and json.loads(rest[-1])["rope_scaling"]
+            override = json.loads(rest[-1])["rope_scaling"]  # rope_theta kept (issue 48)
+            assert rest[-2] == "--json-model-override-args" and override["rope_theta"] == 1000000
             rest = rest[:-2]
         if label == "auto":
             assert rest == []

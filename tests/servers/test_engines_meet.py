@@ -114,7 +114,8 @@ def test_a_linear_budget_is_the_same_block_on_sglang_and_vllm() -> None:
                                       binary=Path("/venv/bin/python")).argv
     vllm_argv = VllmAdapter().launch(cfg("linear", 16), vllm, parallel=1, model=Path("/m/target"),
                                      binary=Path("/venv/bin/vllm")).argv
-    assert json.loads(vllm_argv[-1])["num_speculative_tokens"] == 15  # vLLM's block is K + 1
+    spec = vllm_argv[vllm_argv.index("--speculative-config") + 1]
+    assert json.loads(spec)["num_speculative_tokens"] == 15  # vLLM's block is K + 1
     assert SGLangAdapter().drafter_block(sgl_argv) == 16 == VllmAdapter().drafter_block(vllm_argv)
 
 
@@ -153,8 +154,8 @@ def test_the_doctor_warns_when_a_tree_budget_changes_the_drafters_block(
     adapter = get_adapter(plan.params.engine)
     argvs = launch_argvs(plan, adapter)
     if template == "pr29907":  # the block read from the drafter's config, the budget its own
-        assert argvs["ddtree-b8"][-4:] == ["--speculative-num-draft-tokens", "16",
-                                           "--speculative-ddtree-budget", "8"]
+        assert argvs["ddtree-b8"][-9:-5] == ["--speculative-num-draft-tokens", "16",
+                                             "--speculative-ddtree-budget", "8"]
     detail, warning = model_fit(plan, adapter, argvs)
     assert "target target: 40960 positions" in detail
     assert [w.split(":")[0] for w in warning.split("; ") if w] == warned
@@ -181,7 +182,8 @@ def test_a_server_that_runs_other_speculative_settings_is_a_config_failure() -> 
     adapter = SGLangAdapter()
     with sglang_server("spec", accept=4) as srv, httpx.Client(base_url=srv.url) as client:
         resolved = adapter.check_spec(server, argv, adapter.server_info(client), "")
-    assert resolved == {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 4}
+    assert resolved == {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 4,
+                        "disable_overlap_schedule": True, "max_running_requests": 48}
     with sglang_server("rewrites_spec", spec=True, accept=4) as srv, \
             httpx.Client(base_url=srv.url) as client:
         info = adapter.server_info(client)

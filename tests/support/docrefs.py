@@ -142,7 +142,12 @@ FILES = {"py", "json", "csv", "yaml", "yml", "md", "tex", "html", "parquet", "ji
 # Model-Optimizer's SPEED-Bench harness)
 OTHERS = {"evaluation/speed.py", "sglang/srt/managers/tokenizer_manager.py",
           "sglang/kernels/ops/kvcache/cache_move.py", "sglang/srt/multimodal/internvl_utils.py",
-          "prepare_data.py", "specdec_bench/datasets/speed.py"}
+          "prepare_data.py", "specdec_bench/datasets/speed.py",
+          # SGLang's (0.5.23 and DB-Guo's DDTree fork) and vLLM's sources (issue 48)
+          "flashattention_backend.py", "speculative_hook.py", "configs/model_config.py",
+          "batch_result_processor.py", "sglang/srt/environ.py", "srt/speculative/spec_utils.py",
+          "dflash_worker_v2.py", "eagle_utils.py", "vllm/config/speculative.py", "dflash_utils.py",
+          "vllm/utils/cpu_triton_utils.py"}
 
 
 def dotted_exists(dotted: str) -> bool | None:

@@ -41,9 +41,12 @@ LIE_MODES = ("overclaim", "shutdown_crash")
 SGLANG_FAULT_MODES = ("meta_string", "html_info", "no_tokenize", "no_flush")
 # thinking: answers open <think>; rewrites_spec: /server_info resolves another block than asked;
 # incremental: each chunk's own output_ids (--incremental-streaming-output); deterministic:
-# started with --enable-deterministic-inference
+# started with --enable-deterministic-inference; fa3: resolves attention_backend fa3 whatever it
+# was asked (SGLang's default on Hopper for top-k 1); retracts: every request retracted once
+# (num_retractions 1: its KV pool was full); overcounts_verify: spec_verify_ct above the tokens
 SGLANG_MODES = ("ok", "spec", "error_line", "abort", "crash", "clamp", "legacy_info", "no_info",
-                "thinking", "rewrites_spec", "incremental", "deterministic",
+                "thinking", "rewrites_spec", "incremental", "deterministic", "fa3", "retracts",
+                "overcounts_verify",
                 *MALFORMED_MODES, *SGLANG_FAULT_MODES, *LIE_MODES)
 VLLM_MODES = ("ok", "spec", "error_line", "crash", "no_continuous_usage", *MALFORMED_MODES,
               *LIE_MODES)
@@ -306,6 +309,9 @@ class _SGLangHandler(_Base):
                 meta["e2e_latency"] = 0.01
                 if srv.spec and verify:  # tokenizer_manager.py:3138-3210
                     meta.update(self._spec_meta(steps, verify, claim * done))
+                if srv.spec and srv.mode == "overcounts_verify":
+                    meta["spec_verify_ct"] = claim * done + 2
+                meta["num_retractions"] = int(srv.mode == "retracts")
             if srv.mode == "crash" and done >= 3:
                 self._drop()
                 return
@@ -378,8 +384,32 @@ class _VllmHandler(_Base):
                 drafted = not (srv.undrafted_every and decode % srv.undrafted_every == 0)
             step = min(srv.accept if drafted else 1, n - done)
             srv.count_step(step, drafted=drafted, first=done == 0)
+            self.drafted_steps += int(bool(drafted))
             done += step
             yield step
+
+    def _spec_record(self) -> dict[str, Any]:
+        """``--per-request-spec-decode-metrics``: 0.32.0's ``metrics.speculative_decoding``
+        (v1/metrics/stats.py:397-422; every drafted step's drafts accepted, as its counters
+        count them, past the limit too), or the shape PR #47322 proposed
+        (``speculative_decoding_stats``)."""
+        srv, steps = self.server, self.drafted_steps
+        if not srv.spec or srv.per_request_spec is None:
+            return {}
+        k, drafted = srv.accept - 1, steps * (srv.accept - 1)
+        if srv.per_request_spec == "pr47322":
+            return {"speculative_decoding_stats": {
+                "num_drafted_tokens": drafted, "num_accepted_tokens": drafted,
+                "draft_acceptance_rate": 1.0, "num_draft_steps": steps,
+                "mean_accepted_length_per_step": 1.0 + k,
+                "per_position_acceptance_rates": [1.0] * k}}
+        histogram = [0] * (k + 1)
+        histogram[k] = steps
+        return {"metrics": {"speculative_decoding": {
+            "mean_acceptance_length": 1.0 + k if steps else 1.0,
+            "draft_acceptance_rate": 1.0 if steps else 0.0, "acceptance_histogram": histogram,
+            "num_spec_steps": steps, "num_accepted_draft_tokens": drafted,
+            "num_draft_tokens": drafted, "num_spec_tokens": k}}}
 
     def _bad_request(self, message: str, param: str) -> None:
         self._json(400, {"error": {"message": message, "type": "BadRequestError", "param": param,
@@ -423,6 +453,7 @@ class _VllmHandler(_Base):
             self._end()
             return
         cid, done = f"cmpl-{uuid.uuid4().hex[:16]}", 0
+        self.drafted_steps = 0
         for step in self._vllm_steps(produce):
             ids, text = [], ""
             for _ in range(step):
@@ -451,7 +482,7 @@ class _VllmHandler(_Base):
                 final["prompt_tokens_details"] = {"cached_tokens": cached}
             self._data({"id": cid, "object": "text_completion", "created": int(time.time()),
                         "model": srv.model, "choices": [], "usage": final,
-                        "system_fingerprint": "vllm-0.32.0-3395c093"})
+                        "system_fingerprint": "vllm-0.32.0-3395c093", **self._spec_record()})
         self._data("[DONE]")
         self._end()
 
@@ -483,6 +514,9 @@ class _ProtocolServer(ThreadingHTTPServer):
         self._ready_at = time.monotonic() + loading_s
         self.started = time.time()  # /server_info's startup_time: a new one at every start
         self.resolved: dict[str, Any] = {}  # speculative flags it was started with, as resolved
+        self.kv_tokens = context * 4  # SGLang's max_total_num_tokens (--max-total-tokens)
+        # vLLM --per-request-spec-decode-metrics (summary), or "pr47322": the earlier shape
+        self.per_request_spec: str | None = None
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -533,12 +567,14 @@ class _ProtocolServer(ThreadingHTTPServer):
                 "speculative_algorithm": "DFLASH" if self.spec else None,
                 "speculative_num_draft_tokens": self.accept if self.spec else None,
                 "max_running_requests": 48 if self.spec else None, "disable_overlap_schedule": self.spec,
-                "max_total_num_tokens": self.context * 4, "max_req_input_len": self.context - 1,
-                "internal_states": [{"max_total_num_tokens": self.context * 4}], "version": "0.5.23",
+                "max_total_num_tokens": self.kv_tokens, "max_req_input_len": self.context - 1,
+                "internal_states": [{"max_total_num_tokens": self.kv_tokens}], "version": "0.5.23",
                 "incremental_streaming_output": self.mode == "incremental",
                 "enable_deterministic_inference": self.mode == "deterministic",
                 "startup_time": self.started}
         info.update(self.resolved)
+        if self.mode == "fa3":
+            info["attention_backend"] = "fa3"
         if self.mode == "rewrites_spec":  # a fork that sets the block from the budget
             info["speculative_num_draft_tokens"] = self.accept + 1
         return info
@@ -624,6 +660,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speculative-num-draft-tokens", type=int, default=None)
     parser.add_argument("--speculative-ddtree-budget", type=int, default=None)
     parser.add_argument("--speculative-dflash-enable-ddtree", action="store_true", default=None)
+    parser.add_argument("--attention-backend", default=None)  # reported back as resolved
+    parser.add_argument("--max-total-tokens", type=int, default=None)  # the KV pool's tokens
+    parser.add_argument("--per-request-spec-decode-metrics", default=None)  # vLLM's
     parser.add_argument("--context-length", "--max-model-len", type=int, default=4096,
                         dest="context", help="SGLang's and vLLM's context flags")
     # the engine's other flags (a shipped params file's argv with its launcher swapped for this
@@ -635,8 +674,12 @@ def main(argv: list[str] | None = None) -> None:
     server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after,
                   spec=bool(args.speculative_algorithm or args.speculative_config),
                   context=args.context, accept=accept)
+    server.kv_tokens = args.max_total_tokens or server.kv_tokens
+    if args.per_request_spec_decode_metrics not in (None, "none"):
+        server.per_request_spec = args.per_request_spec_decode_metrics
     server.resolved = {k: v for k, v in vars(args).items()
-                       if k.startswith("speculative_") and k != "speculative_config" and v is not None}
+                       if (k.startswith("speculative_") or k == "attention_backend")
+                       and k != "speculative_config" and v is not None}
     if asked:  # vLLM 0.32.0 logs its resolved config at start
         print(f"Initializing a V1 LLM engine with config: speculative_config=SpeculativeConfig("
               f"method='{asked.get('method')}', model=None, num_spec_tokens={accept})", flush=True)

@@ -176,7 +176,7 @@ def _cell(truth: Truth, config: ConfigTruth, concurrency: int, repeat: int, repe
                             end=times[-1], token_times=list(times), chunk_sizes=[1] * len(times),
                             output_ids=[], text_sha="")
         rec.final = FinalStats(prompt_tokens=truth.context, completion_tokens=len(times),
-                               verify_steps=int(steps))
+                               verify_steps=min(int(steps), len(times)))  # a step a token at most
         requests.append(rec)
     prompts = tuple(PromptRecord(f"s{sweep}-r{repeat}-p{i}", truth.context)
                     for i in range(len(requests)))

@@ -148,6 +148,9 @@ class BaseAdapter(ABC):
         """Nothing read back unless the engine's adapter knows where its settings are."""
         return {}
 
+    def config_refusal(self, server: ServerConfig, argv: Sequence[str]) -> str | None:
+        return None
+
     def pairs_seeds(self, info: ServerInfo, argv: Sequence[str]) -> bool:
         return True
 

@@ -59,6 +59,7 @@ class ServerInfo:
     settings: dict[str, Any] = field(default_factory=dict)
     served_model: str | None = None  # the model name requests must carry, where the API has one
     version: str | None = None  # the server's own version, where its API reports one
+    kv_tokens: int | None = None  # the tokens its KV pool holds, where its API reports it
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,11 @@ class Adapter(Protocol):
         else its log), as ``{name: value}``; :class:`~specbench_lib.core.errors.SpecMismatch`
         naming both values when
         one differs from what ``server`` asked for (empty: nothing to read back)."""
+        ...
+
+    def config_refusal(self, server: ServerConfig, argv: Sequence[str]) -> str | None:
+        """Why ``server`` cannot be measured fairly as ``argv`` launches it, before any server
+        starts (None: nothing known against it), e.g. a tree verified without its mask."""
         ...
 
     def pairs_seeds(self, info: ServerInfo, argv: Sequence[str]) -> bool:

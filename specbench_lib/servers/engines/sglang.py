@@ -17,12 +17,12 @@ from typing import Any
 
 import httpx
 
-from ...core.errors import EngineError, ParamsError, SpecMismatch
+from ...core.errors import EngineError, ParamsError
 from ...model.params import ServerConfig
 from ...model.records import FinalStats
 from ...model.sampling import Sampling
 from ...model.sections import EngineParams
-from . import chat_template, tokenizer
+from . import chat_template, sglangspec, tokenizer
 from .adapter import BaseAdapter, int_option
 from .base import (
     BadLine,
@@ -40,7 +40,8 @@ from .control import excerpt, json_object, post_tokens, request, url_of
 DEFAULT_LAUNCHER = ("-m", "sglang.launch_server")
 _EAGLE_FAMILY = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft": "STANDALONE"}
 _NEEDS_DRAFT = {"linear", "eagle", "eagle3", "draft"}
-_BUILTIN_OPTIONS = {"steps", "topk", "reserve"}
+_BUILTIN_OPTIONS = {"steps", "topk", "reserve", "scheduler"}
+
 # server info that changes while it runs (throughput, memory) or per start (a drawn seed, the
 # start's time): an attached server's fingerprint must not change with a restart
 _VOLATILE_INFO = {"internal_states", "random_seed", "startup_time"}
@@ -53,16 +54,18 @@ TREE_TEMPLATES = {
     # drafter's block (dflash_worker.py:173-191): a budget other than block - 1 changes the block
     "fork": ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "{draft_model}",
              "--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens", "{budget+1}"),
-    # sgl-project/sglang PR #29907 (open): its own algorithm DDTREE, the block kept
+    # sgl-project/sglang PR #29907 (open): its own algorithm DDTREE, the block kept; it needs
+    # the triton backend and page size 1, refuses --speculative-use-rejection-sampling and turns
+    # the overlap scheduler off (arg_groups/speculative_hook.py:288-300 in the PR), so the argv
+    # says so
     "pr29907": ("--speculative-algorithm", "DDTREE", "--speculative-draft-model-path",
                 "{draft_model}", "--speculative-num-draft-tokens", "{block}",
-                "--speculative-ddtree-budget", "{budget}"),
+                "--speculative-ddtree-budget", "{budget}", "--attention-backend", "triton",
+                "--page-size", "1", "--disable-overlap-schedule"),
 }
 # upstream DFLASH (0.5.23 builtin; z-lab/dflash README): block = num-draft-tokens = budget
 LINEAR_TEMPLATE = ("--speculative-algorithm", "DFLASH", "--speculative-draft-model-path",
                    "{draft_model}", "--speculative-num-draft-tokens", "{budget}")
-# resolved names of aliased algorithms (speculative/spec_info.py: NEXTN is EAGLE)
-_ALIASES = {"NEXTN": "EAGLE"}
 _NOT_COMPARED = {"--speculative-draft-model-path"}  # a path the server may resolve
 
 
@@ -107,6 +110,9 @@ class SGLangAdapter(BaseAdapter):
         return argv
 
     def _spec_flags(self, server: ServerConfig, engine: EngineParams, model: Path) -> list[str]:
+        return [*self._drafting(server, engine), *sglangspec.scheduler_flags(server)]
+
+    def _drafting(self, server: ServerConfig, engine: EngineParams) -> list[str]:
         method, budget = server.method, server.budget
         if method == "auto" or budget is None:
             return []
@@ -170,8 +176,9 @@ class SGLangAdapter(BaseAdapter):
                               url=url_of(client, "/server_info"), status=200)
         settings = {k: v for k, v in info.items() if k not in _VOLATILE_INFO}
         served = opt_str(info.get("served_model_name")) or opt_str(info.get("model_path"))
-        return ServerInfo(context_per_request=min(limits), raw=info, settings=settings,
-                          served_model=served, version=opt_str(info.get("version")))
+        found = ServerInfo(context_per_request=min(limits), raw=info, settings=settings,
+                           served_model=served, version=opt_str(info.get("version")))
+        return replace(found, kv_tokens=sglangspec.kv_tokens(found))
 
     def for_server(self, info: ServerInfo) -> SGLangAdapter:
         incremental = (info.raw.get("incremental_streaming_output") is True
@@ -182,28 +189,39 @@ class SGLangAdapter(BaseAdapter):
                    log_text: str) -> dict[str, Any]:
         """Each ``--speculative-*`` flag of the argv against the field ``/server_info`` resolved
         it to (a field's flag is ``--`` + its name with dashes: arg_groups/arg_utils.py:290);
-        a baseline against ``speculative_algorithm`` null."""
+        a baseline against ``speculative_algorithm`` null. A tree config's resolved attention
+        backends must apply the tree mask
+        (:class:`~specbench_lib.core.errors.TreeMaskIgnored`). The scheduler settings the
+        server resolved (overlap, running requests, page size) are returned too: the fork's
+        DFLASH forces overlap off and 48 running requests (docs/engines.md, "The fork's
+        dflash")."""
         raw, found, wrong = info.raw, {}, []
         if server.method == "auto":
             algo = raw.get("speculative_algorithm")
             if algo not in (None, "", "NONE"):
                 wrong.append(f"speculative_algorithm: asked none, the server runs {algo!r}")
-            _mismatch(server, wrong, info)
-            return {"speculative_algorithm": algo}
-        for flag, value in _spec_args(argv):
+            sglangspec.mismatch(server, wrong)
+            return {"speculative_algorithm": algo, **sglangspec.scheduler(raw)}
+        for flag, value in sglangspec.spec_args(argv):
             name = flag[2:].replace("-", "_")
             if flag in _NOT_COMPARED or name not in raw:
                 continue
             found[name] = got = raw[name]
-            if not _same(value, got):
+            if not sglangspec.same(value, got):
                 wrong.append(f"{name}: asked {value!r}, the server runs {got!r}")
-        _mismatch(server, wrong, info)
-        return found
+        sglangspec.mismatch(server, wrong)
+        sglangspec.check_tree_mask(server, argv, raw)
+        return {**found, **sglangspec.scheduler(raw)}
+
+    def config_refusal(self, server: ServerConfig, argv: Sequence[str]) -> str | None:
+        """A tree config whose argv leaves its verify pass without the tree mask
+        (:func:`~.sglangspec.tree_mask_refusal`), refused before any server starts."""
+        return sglangspec.tree_mask_refusal(server.label, argv)
 
     def drafter_block(self, argv: Sequence[str]) -> int | None:
         """DFLASH and DDTREE run the drafter at ``--speculative-num-draft-tokens`` (its alias
         ``--speculative-dflash-block-size``; speculative_hook.py:368-425, PR #29907)."""
-        flags = dict(_spec_args(argv))
+        flags = dict(sglangspec.spec_args(argv))
         algorithm = str(flags.get("--speculative-algorithm", "")).upper()
         if algorithm not in ("DFLASH", "DDTREE"):
             return None
@@ -212,7 +230,14 @@ class SGLangAdapter(BaseAdapter):
 
     def pairs_seeds(self, info: ServerInfo, argv: Sequence[str]) -> bool:
         """SGLang draws with ``sampling_seed`` only under ``--enable-deterministic-inference``
-        (sampling/sampling_batch_info.py:128,157-172); otherwise its seed is ignored."""
+        (sampling/sampling_batch_info.py:128,157-172); otherwise its seed is ignored. DFLASH's
+        and DDTree's sampled verify draws ``torch.rand`` whatever the flag (the fork's
+        dflash_utils.py:980-992): never paired."""
+        flags = dict(sglangspec.spec_args(argv))
+        algorithm = str(info.raw.get("speculative_algorithm")
+                        or flags.get("--speculative-algorithm", "")).upper()
+        if algorithm in ("DFLASH", "DDTREE") or sglangspec.is_tree(argv):
+            return False
         return (info.raw.get("enable_deterministic_inference") is True
                 or "--enable-deterministic-inference" in argv)
 
@@ -343,50 +368,20 @@ def _final_stats(meta: dict[str, Any], completion: int | None, finish: str | Non
     """The finished chunk's counts, acceptance as on every engine (docs/engines.md,
     "Acceptance"): ``verify_steps`` counts every forward step that made tokens, the prefill's
     included; SGLang's ``spec_verify_ct`` counts verify passes only (scheduler_components/
-    batch_result_processor.py:832), so one more. ``accepted_tokens`` is SGLang's own
-    ``spec_num_correct_drafts`` (the bonus token excluded; tokenizer_manager.py:3156-3210), else
-    completion − steps; ``draft_tokens`` its ``spec_num_proposed_drafts``; the histogram its
-    ``spec_correct_drafts_histogram`` (steps by drafts accepted)."""
+    batch_result_processor.py:832), so one more. ``accepted_tokens`` = completion − steps, from
+    ``spec_verify_ct`` alone: SGLang's own ``spec_num_correct_drafts`` also counts drafts the
+    last step accepted past EOS or the length cap (batch_result_processor.py:785-788), tokens
+    the client never received. ``draft_tokens`` is ``spec_num_proposed_drafts``, the histogram
+    ``spec_correct_drafts_histogram`` (steps by drafts accepted), ``retractions`` the times the
+    scheduler took the request out of its batch (``num_retractions``: the KV pool was full)."""
     verify = opt_int(meta.get("spec_verify_ct"))
     steps = verify + 1 if verify is not None and verify > 0 else None
-    correct = opt_int(meta.get("spec_num_correct_drafts"))
-    if correct is None and steps is not None and completion is not None:
-        correct = max(completion - steps, 0)
+    accepted = completion - steps if steps is not None and completion is not None else None
     histogram = int_list(meta.get("spec_correct_drafts_histogram"))
     return FinalStats(
         prompt_tokens=opt_int(meta.get("prompt_tokens")), completion_tokens=completion,
         finish_reason=finish, truncated=False, verify_steps=steps,
-        cached_tokens=opt_int(meta.get("cached_tokens")),
-        accepted_tokens=correct if steps is not None else None,
+        cached_tokens=opt_int(meta.get("cached_tokens")), accepted_tokens=accepted,
         draft_tokens=opt_int(meta.get("spec_num_proposed_drafts")) if steps is not None else None,
-        accepted_histogram=histogram if steps is not None and histogram else None)
-
-
-def _spec_args(argv: Sequence[str]) -> list[tuple[str, str | bool]]:
-    """The ``--speculative-*`` flags of an argv with their values (True for a bare switch)."""
-    found: list[tuple[str, str | bool]] = []
-    for i, arg in enumerate(argv):
-        if arg.startswith("--speculative-"):
-            flag, eq, value = arg.partition("=")
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            if eq:
-                found.append((flag, value))
-            elif nxt is not None and not nxt.startswith("--"):
-                found.append((flag, nxt))
-            else:
-                found.append((flag, True))
-    return found
-
-
-def _same(asked: str | bool, got: Any) -> bool:
-    if isinstance(asked, bool):
-        return got is True
-    if isinstance(got, str):
-        return _ALIASES.get(asked.upper(), asked.upper()) == _ALIASES.get(got.upper(), got.upper())
-    return str(asked) == str(got)
-
-
-def _mismatch(server: ServerConfig, wrong: list[str], info: ServerInfo) -> None:
-    if wrong:
-        raise SpecMismatch(f"config {server.label!r} asked for other speculative settings than "
-                           f"the server runs: {'; '.join(wrong)}", url="/server_info", status=200)
+        accepted_histogram=histogram if steps is not None and histogram else None,
+        retractions=opt_int(meta.get("num_retractions")))

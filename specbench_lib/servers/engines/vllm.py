@@ -31,7 +31,7 @@ from ...model.params import ServerConfig
 from ...model.records import FinalStats
 from ...model.sampling import Sampling
 from ...model.sections import EngineParams
-from . import prometheus, tokenizer
+from . import prometheus, tokenizer, vllmspec
 from .adapter import BaseAdapter
 from .base import BadLine, ServerInfo, StreamEvent, StreamParser, field_ids, opt_int, opt_str
 from .control import get_json, post_tokens, request, try_get_json, url_of
@@ -149,7 +149,9 @@ class VllmAdapter(BaseAdapter):
         # the budget is the block on every engine: vLLM's DFlash block is K + 1
         config["num_speculative_tokens"] = server.budget - 1 if method == "dflash" else server.budget
         config.update({k: v for k, v in server.options.items() if k != "reserve"})
-        return ["--speculative-config", json.dumps(config)]
+        # each request's own counts on its last chunk (vllmspec.py), the cell's counters kept
+        # as the check and the fallback
+        return ["--speculative-config", json.dumps(config), *vllmspec.FLAG]
 
     def server_info(self, client: httpx.Client) -> ServerInfo:
         """The served model and ``max_model_len`` from ``/v1/models``; the version from
@@ -334,6 +336,7 @@ class _Stream(StreamParser):
         self.usage: dict[str, Any] | None = None
         self.finish: str | None = None
         self.final_sent = False
+        self.spec: vllmspec.SpecRecord | None = None
 
     def end(self, event: StreamEvent) -> StreamEvent:
         if not self.final_sent and self.usage is not None:
@@ -369,6 +372,7 @@ class _Stream(StreamParser):
             self.completion = completion if completion is not None else self.completion + n_tokens
         if usage is not None:
             self.usage = usage
+        self.spec = vllmspec.spec_record(data) or self.spec
         event = StreamEvent(n_tokens=n_tokens, text=text, token_ids=ids or [])
         if not choices and usage is not None:
             event.final = self._final()
@@ -378,8 +382,9 @@ class _Stream(StreamParser):
         self.final_sent = True
         usage = self.usage or {}
         details = usage.get("prompt_tokens_details")  # with --enable-prompt-tokens-details
+        completion = opt_int(usage.get("completion_tokens"))
         return FinalStats(prompt_tokens=opt_int(usage.get("prompt_tokens")),
-                          completion_tokens=opt_int(usage.get("completion_tokens")),
-                          finish_reason=self.finish, truncated=False,
-                          cached_tokens=opt_int(details.get("cached_tokens"))
-                          if isinstance(details, dict) else None)
+                          completion_tokens=completion, finish_reason=self.finish,
+                          truncated=False, cached_tokens=opt_int(details.get("cached_tokens"))
+                          if isinstance(details, dict) else None,
+                          **(self.spec.counts(completion) if self.spec else {}))
