@@ -31,12 +31,12 @@ from ..servers.engines import get_adapter, server_launch
 from ..servers.process import PortLease, port_lease
 from .adaptive import SweepContext, budgeted_rounds
 from .blocks import block_order, keeps_servers
-from .timemodel import cell_seconds, speed_of
 from .lifetimes import plan_lifetimes
 from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress
 from .serverports import server_ports, with_free_port
+from .timemodel import cell_seconds, speed_of
 
 if TYPE_CHECKING:
     from .placement import Placer

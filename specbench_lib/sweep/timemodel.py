@@ -35,9 +35,9 @@ from pathlib import Path
 from ..core.errors import SpecbenchError, StoreError
 from ..core.store import read_json
 from ..model.params import CellSpec
-from ..model.sections import EngineParams
 from ..model.plan import Plan
 from ..model.records import CellRecord
+from ..model.sections import EngineParams
 from ..runs.rundir import iter_runs
 from ..servers.engines import get_adapter
 from .lifetimes import BYTES_PER_TOKEN
@@ -203,7 +203,8 @@ def calibrated_speed(plan: Plan, root: Path | None = None
 def _auto_speed(cells: Path, damaged: list[StoreError]
                 ) -> tuple[float, float, float | None] | None:
     """Prefill, decoding at c1 and the slowdown per extra request of a run's ok auto cells
-    (None: no ok one at c1; the slowdown None: no ok one at a higher concurrency); a cell file the typed reader refuses is added to ``damaged``."""
+    (None: no ok one at c1; the slowdown None: no ok one at a higher concurrency); a cell file
+    the typed reader refuses is added to ``damaged``."""
     from ..analysis.analyse import analyse
 
     prefill: list[float] = []

@@ -14,15 +14,14 @@ import pytest
 from cellfactory import make_cell
 
 from specbench_lib.analysis.analyse import analyse
-from specbench_lib.model.records import CellRecord
-
 from specbench_lib.model.params import SweepParams
 from specbench_lib.model.plan import build_plan
+from specbench_lib.model.records import CellRecord
 from specbench_lib.sweep.estimate import Estimate, cell_seconds, measured_speed
-from specbench_lib.sweep.timemodel import default_speed
 from specbench_lib.sweep.preflight import doctor
 from specbench_lib.sweep.preview import PlanPreview
 from specbench_lib.sweep.progress import Progress
+from specbench_lib.sweep.timemodel import default_speed
 
 SPEC_BENCH = Path(__file__).resolve().parents[1] / "data" / "spec_bench_question.jsonl"
 
