@@ -84,6 +84,7 @@ class EngineParams(Strict):
     # read from the model's name (Qwen3-8B: 8), else the default's own
     gpu: str | None = None  # kinds.GPU_CLASSES
     model_params_b: float | None = Field(None, gt=0)  # billions of parameters
+    start_s: float | None = Field(None, gt=0)  # a server's start, if known (None: the class's)
 
     @field_validator("gpu")
     @classmethod

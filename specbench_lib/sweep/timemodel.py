@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from ..core.errors import SpecbenchError, StoreError
 from ..core.store import read_json
 from ..model.params import CellSpec
 from ..model.plan import Plan
-from ..model.records import CellRecord
+from ..model.records import CellRecord, RequestRecord
 from ..model.sections import EngineParams
 from ..runs.rundir import iter_runs
 from ..servers.engines import get_adapter
@@ -151,8 +151,11 @@ def default_speed(engine: EngineParams) -> Speed:
     notes = [f"default for {name} ({why}), {sized}"]
     if tp > 1:
         notes.append(TP_NOTE.format(tp=tp))
+    if engine.start_s is not None:
+        notes.append(f"a server start {engine.start_s:g} s (engine.start_s)")
     return Speed(base.prefill_tok_s * scale * wide, base.decode_tok_s * scale * wide,
-                 base.start_s, "; ".join(notes) + f"; from {base.source}", base.slowdown)
+                 engine.start_s or base.start_s, "; ".join(notes) + f"; from {base.source}",
+                 base.slowdown)
 
 
 def speed_of(plan: Plan, root: Path | None = None) -> Speed:
@@ -307,18 +310,61 @@ class TimeModel:
 
     def __init__(self, plan: Plan, speed: Speed,
                  lengths: Mapping[tuple[str, int], float] | None = None) -> None:
-        self.speed = speed
-        self.predicted = cell_seconds(plan, speed, lengths)
+        self.plan, self.lengths = plan, prompt_lengths(plan) if lengths is None else lengths
         self.config_of = {c.cell_id: c.config for c in plan.cells}
-        self.start_default = speed.start_s + warmup_seconds(plan, speed)
+        self.requests = {c.cell_id: plan.params.requests_for(c) for c in plan.cells}
         self.seen: dict[str, list[tuple[float, float]]] = {}  # config: (measured, predicted)
         self.starts: dict[str, list[float]] = {}
+        self._price(speed)
+
+    def _price(self, speed: Speed) -> None:
+        self.speed = speed
+        self.predicted = cell_seconds(self.plan, speed, self.lengths)
+        self.start_default = speed.start_s + warmup_seconds(self.plan, speed)
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether its speeds were measured (here, or in an earlier run), not stated defaults."""
+        return self.speed.calibrated
+
+    def calibrate(self, warmup: Sequence[RequestRecord], start_s: float) -> None:
+        """The run's first server started in ``start_s`` (its warmup included) and warmed up
+        with ``warmup``: at stated speeds, the prefill rate (prompt tokens over TTFT) and a
+        request's decoding rate are taken from its last warmup request that streamed."""
+        if self.calibrated or self.seen:
+            return
+        timed = [r for r in warmup if r.error is None and len(r.token_times) >= 3
+                 and r.ttft and r.token_times[-1] > r.token_times[0]]
+        if not timed:
+            return
+        last = timed[-1]
+        prefill = last.prompt_tokens_planned / float(last.ttft or 1)
+        decode = (len(last.token_times) - 1) / (last.token_times[-1] - last.token_times[0])
+        self._price(Speed(prefill, decode, start_s, f"calibrated on the first server's warmup "
+                          f"(its start and warmup {start_s:.1f} s; the slowdown per request in "
+                          f"flight the default's, {100 * self.speed.slowdown:.0f} %)",
+                          self.speed.slowdown, calibrated=True))
+        self.start_default = start_s
+
+    def learn_record(self, record: CellRecord) -> None:
+        """A measured cell: its seconds (preparing its prompts, a first turn, its requests) over
+        its prediction (a partial round's share of its requests)."""
+        timing = record.timing or {}
+        seconds = sum(float(timing.get(k) or 0.0) for k in ("prompts_s", "first_turn_s",
+                                                             "dispatch_s"))
+        planned = self.requests.get(record.cell_id) or 1
+        self.learn_cell(record.cell_id, seconds, min(1.0, record.judge.planned / planned))
 
     def learn_cell(self, cell_id: str, seconds: float, share: float = 1.0) -> None:
         """A cell (``share`` of its requests) took ``seconds``."""
         predicted = self.predicted.get(cell_id, 0.0) * share
         if predicted > 0 and seconds > 0:
             self.seen.setdefault(self.config_of[cell_id], []).append((seconds, predicted))
+
+    def per_cell(self, config: str) -> float:
+        """A cell of ``config``'s mean price."""
+        mine = [self.cell_s(k) for k, c in self.config_of.items() if c == config]
+        return statistics.fmean(mine) if mine else 0.0
 
     def learn_start(self, config: str, seconds: float) -> None:
         """A server of ``config`` took ``seconds`` to start, warm up and stop."""
@@ -353,7 +399,8 @@ class TimeModel:
         if not self.cells_seen:
             return f"engine speed {self.speed.words()}"
         return (f"calibrated on {self.cells_seen} cells of this run (measured / predicted "
-                f"{self.ratio():.2f} at {self.speed.kind} speeds: {self.speed.source})")
+                f"{self.ratio():.2f} at prefill {self.speed.prefill_tok_s:.0f} tok/s, decoding "
+                f"{self.speed.decode_tok_s:.1f} tok/s a request: {self.speed.source})")
 
 
 __all__ = ["GPU_SPEEDS", "Speed", "TimeModel", "calibrated_speed", "cell_seconds",
