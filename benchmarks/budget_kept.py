@@ -1,7 +1,7 @@
 """The budget kept to the cell (issue 46) on tp1's own plan: the engine swapped for a test server
 that streams a token every 4 ms (``tests/support/fake_server.py``), every other key of
-``params/tp1.yaml`` left but its 25,600-token context (the test server cannot be fed one), at a
-few budgets.
+``params/tp1.yaml`` left but its 25,600-token context and its code workload (the test server,
+a word a token, cannot be fed them), at a few budgets.
 
     python benchmarks/budget_kept.py [--budgets 60 120 300] [--interval 0.004]
 
@@ -34,9 +34,10 @@ FAKE = ROOT / "tests" / "support" / "fake_server.py"
 
 def tp1_on_a_test_server(folder: Path, budget: float, interval: float) -> Path:
     """tp1.yaml with its engine swapped for the test server (each config's budget on its argv),
-    at its short context only: the test server counts a word a token, so the corpus cannot fill
-    a 25,600-token chat prompt for it ("1088 tokens of content cannot fill a 25600-token chat
-    prompt", at the first server's start)."""
+    at its short context and its chat workload only: the test server counts a word a token, so
+    the corpora cannot feed it a 25,600-token chat prompt ("1088 tokens of content cannot fill a
+    25600-token chat prompt") nor 3,072-token code prompts ("one 3065-token prompt needs more
+    text than the 28 documents of humaneval hold"), refused at the first server's start."""
     argv = json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--interval", str(interval),
                        "--nodelay", "{spec_args}"])
     path = folder / f"tp1-test-server-{budget:g}.yaml"
@@ -57,6 +58,9 @@ host: {{max_other_cpu_cores: null}}
 max_coalesced_fraction: 0.5
 max_coalesced_first_fraction: 0.5
 contexts: [3072]
+workloads:
+  - {{name: chat, source: sharegpt, template: chat, stop: eos,
+     chat_template_kwargs: {{enable_thinking: false}}}}
 time_budget_s: {budget:g}
 """)
     return path

@@ -5,7 +5,7 @@ a round costs, and the budget kept to the cell.
 (:class:`~.timemodel.TimeModel`: the stated or calibrated speeds, corrected by every cell this
 run finished) says cannot end within the budget; before the run's first server, at the stated
 speeds, only its start and warmup must fit (they calibrate the model: :mod:`.timemodel`). The
-first refusal cuts its round where it stands (:attr:`Budget.cut`): the cells it did not reach
+first refusal cuts its round where it stands (the budget's ``cut``): the cells it did not reach
 are ``skipped`` (``time_budget``), and the answer says what was cut. A cut round's block holds
 only the configs it measured; the claim pairs two configs over the blocks both measured
 (:mod:`~specbench_lib.analysis.units`), so a config missing from a block leaves that block out of

@@ -37,7 +37,8 @@ from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress
 from .serverports import server_ports, with_free_port
-from .timemodel import TimeModel, speed_of
+from .speeds import speed_of
+from .timemodel import TimeModel
 
 if TYPE_CHECKING:
     from .placement import Placer

@@ -21,7 +21,8 @@ from ..core.display import Rendered, html_table, html_text
 from ..core.durations import span as _span
 from ..model.params import CellSpec
 from ..model.plan import Plan
-from .timemodel import Speed, TimeModel, cell_seconds, prompt_lengths, speed_of
+from .speeds import Speed, speed_of
+from .timemodel import TimeModel, cell_seconds, prompt_lengths
 
 LOOK_ROUNDS = 2  # a look needs two blocks: the first answer comes after two rounds
 _AXES: dict[str, Callable[[CellSpec], Any]] = {
@@ -161,7 +162,7 @@ def restarts_of(lifetimes: Any) -> dict[str, bool]:
 
 
 def measured_speed(plan: Plan, root: Path | None = None) -> Speed:
-    """The speed the plan is priced at (:func:`.timemodel.speed_of`)."""
+    """The speed the plan is priced at (:func:`.speeds.speed_of`)."""
     return speed_of(plan, root)
 
 

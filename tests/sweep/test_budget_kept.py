@@ -18,7 +18,8 @@ from specbench_lib.model.plan import build_plan
 from specbench_lib.model.records import RequestRecord
 from specbench_lib.sweep import adaptive
 from specbench_lib.sweep.budget import Budget, more_time
-from specbench_lib.sweep.timemodel import Speed, TimeModel
+from specbench_lib.sweep.speeds import Speed
+from specbench_lib.sweep.timemodel import TimeModel
 
 NEAR_TIES = {"speedups": {4: 1.0, 8: 1.01, 16: 1.02}, "jitter": 0.3, "equivalence": 0.001}
 
