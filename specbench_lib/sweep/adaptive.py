@@ -10,7 +10,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.answer import answer_lines, build_answer, write_answer
+from ..analysis.answer import ANSWER_FILE, answer_lines, build_answer, write_answer
 from ..analysis.rounds import Contention, panel_of
 from ..core.durations import span
 from ..model.catalogue import C
@@ -187,7 +187,7 @@ def _answer(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
 def _write(ctx: SweepContext, answer: dict[str, Any]) -> None:
     write_answer(ctx.run.dir.path, answer)
     ctx.run.dir.update_manifest(answer={
-        "file": "answer.json", "rounds": answer["rounds"], "stopped": answer["stopped"],
+        "file": ANSWER_FILE, "rounds": answer["rounds"], "stopped": answer["stopped"],
         "alphas": {_key(p["panel"]): p["alpha"] for p in answer["panels"]},
         "eliminated": {_key(p["panel"]): p["eliminated"] for p in answer["panels"]}})
 

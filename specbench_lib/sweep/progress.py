@@ -175,7 +175,7 @@ class Progress:
 
         self.done += 1
         self.measured += 1
-        if self.model is not None and not record.verdict.by_design:
+        if self.model is not None and record.status in ("ok", "invalid"):  # it ran its requests
             self.model.learn_record(record)
         for listener in self.listeners:
             listener(record)

@@ -52,12 +52,13 @@ GPU_SPEEDS: dict[str, GpuSpeed] = {
     "B200": GpuSpeed(12000.0 * 2250 / 989, 140.0 * 8.0 / 3.35, 0.03, GPU_START_S, 8.0,
                      _SCALED.format(gpu="B200", bw=8.0, tf=2250)),
     # the embedded engine: llama.cpp, SmolLM2-135M on 2 cores (docs/make-run-history.md: auto
-    # 24-30 tok/s a request); prefill and the slowdown are round figures, not measured
-    "cpu": GpuSpeed(400.0, 30.0, 0.5, 10.0, 0.135,
+    # 24-30 tok/s a request); the slowdown from one run here (auto code ctx256: 16.4 tok/s a
+    # request at c1, 13.3 at c3, load 6-7, 2026-12-06); prefill a round figure, not measured
+    "cpu": GpuSpeed(400.0, 30.0, 0.12, 10.0, 0.135,
                     "cpu, 0.135B: decoding 30 tok/s a request (the embedded llama.cpp with "
-                    "SmolLM2-135M here: 24-30 tok/s, docs/make-run-history.md), prefill 400 "
-                    "tok/s and 50 % slower per extra request in flight (round figures, not "
-                    "measured), 10 s a server start"),
+                    "SmolLM2-135M here: 24-30 tok/s, docs/make-run-history.md), 12 % slower per "
+                    "extra request in flight (one run here: 16.4 tok/s a request at c1, 13.3 at "
+                    "c3), prefill 400 tok/s and 10 s a server start (round figures)"),
 }
 TP_NOTE = "× √tp for {tp} GPUs a server (an assumption: all-reduce every layer; no figure read)"
 

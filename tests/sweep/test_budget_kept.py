@@ -128,3 +128,43 @@ def test_the_largest_overrun_is_kept_across_a_resume(tmp_path: Path) -> None:
     after = json.loads((again.run_dir / "answer.json").read_text())
     assert after["overrun"]["largest_s"] >= 7.5
     assert after["overrun"]["allowed_s"] == 0.4
+
+
+def test_the_live_estimate_is_the_time_models_price_of_what_is_left() -> None:
+    """A fixed plan's cell lines say the time left as the one time model prices it: after one
+    cell measured at half its prediction, every cell left costs half (and a start each)."""
+    import io
+    import re
+
+    from specbench_lib.sweep.progress import Progress
+
+    plan = small_plan(time_budget_s=None)
+    model = TimeModel(plan, SLOW)
+    now = [0.0]
+    out = io.StringIO()
+    progress = Progress(len(plan.cells), out=out, cells=plan.cells, clock=lambda: now[0],
+                        model=model)
+    first = plan.cells[0]
+    progress.server(first.config, "starting, waiting")
+    now[0] = 5.0
+    progress.warmed(first.config, first.config, [])
+    now[0] = 16.0
+    record = make_cell_record(first, timing={"prompts_s": 1.0, "dispatch_s": 10.0})
+    progress.cell(record)
+    left = re.search(r"about (\S+) left", out.getvalue()).group(1)
+    assert model.ratio() == pytest.approx(0.5)  # 11 s measured of 22 predicted
+    rest = plan.cells[1:]
+    configs = {c.config for c in rest} - {first.config}
+    seconds = 11.0 * len(rest) + 5.0 * len(configs)  # each at half, and a start a config
+    assert left == f"{int(seconds)}s" and rest
+
+
+def make_cell_record(spec, *, timing):
+    from dataclasses import replace
+
+    from cellfactory import make_cell
+
+    cell = make_cell(spec.config, spec.method, spec.budget, workload=spec.workload,
+                     context=spec.context, repeat=spec.repeat, repeats=spec.repeats,
+                     tokens=spec.output_tokens)
+    return replace(cell, spec=spec, timing=timing, judge=replace(cell.judge, planned=2))
