@@ -251,7 +251,9 @@ def _round(ctx: SweepContext, placer: Placer | None, budget: Budget, slices: Sli
     requests = None if partial is None else partial.requests
     share = 1.0 if partial is None else partial.requests / partial.of
     ctx.record_block(number, [server.label for server, _ in slices])
-    if placer is not None:
+    if placer is not None:  # placed slices run at once: the budget lets in the round, whole
+        if not budget.round_may_start({s.label: t for s, t in slices}, share):
+            return False
         began = time.monotonic()
         for server, todo in slices:
             ctx.slice(server, todo, number, placer, requests)

@@ -120,6 +120,21 @@ class Budget:
                             "at_s": round(self.elapsed, 1), "server_start": start}
         return fits
 
+    def round_may_start(self, slices: Mapping[str, Sequence[CellSpec]], share: float) -> bool:
+        """Whether a placed round (its slices at once, the longest decides) may start; not:
+        the round is the :attr:`cut`, at its longest slice."""
+        costs = {c: self.estimate(c, len(t) * share) for c, t in slices.items() if t}
+        if not costs or self.elapsed + max(costs.values()) <= self.seconds:
+            return True
+        config = max(costs, key=lambda c: costs[c])
+        first = slices[config][0]
+        self.spent = True
+        self.cut = self.cut or {"round": first.repeat + 1, "config": config, "cell": first.cell_id,
+                                "predicted_s": round(costs[config], 1),
+                                "left_s": round(self.left, 1), "at_s": round(self.elapsed, 1),
+                                "server_start": True}
+        return False
+
     def cell_ended(self, record: CellRecord) -> None:
         """A cell ended: its overrun past the budget, if the largest yet."""
         over = self.elapsed - self.seconds
