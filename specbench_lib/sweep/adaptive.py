@@ -265,7 +265,7 @@ def _round(ctx: SweepContext, placer: Placer | None, budget: Budget, slices: Sli
     for server, todo in slices:  # every cell and server start let in by the budget
         began = time.monotonic()
         sweeper = ctx.slice(server, todo, number, None, requests, gate=lambda cell, start: (
-            budget.may_start(cell, start=start, share=share)))
+            _beat(ctx) and budget.may_start(cell, start=start, share=share)))
         done = len([c for c in todo if c.cell_id in sweeper.written])
         if done:
             budget.learn(server.label, time.monotonic() - began, done * share,
@@ -293,6 +293,12 @@ def round_line(contest: Contention, number: int, budget: Budget,
     part = (f" (partial: {partial.requests} of {partial.of} requests a cell)"
             if partial is not None else "")
     return f"round {number + 1}/{contest.rounds}{part} · {clock} · " + " · ".join(parts)
+
+
+def _beat(ctx: SweepContext) -> bool:
+    """The attempt is alive (a resume counts its time to here: ``Run.heartbeat``)."""
+    ctx.run.heartbeat()
+    return True
 
 
 def round_plan(contest: Contention, number: int, budget: Budget, slices: Slices,

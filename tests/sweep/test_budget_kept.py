@@ -168,3 +168,27 @@ def make_cell_record(spec, *, timing):
                      context=spec.context, repeat=spec.repeat, repeats=spec.repeats,
                      tokens=spec.output_tokens)
     return replace(cell, spec=spec, timing=timing, judge=replace(cell.judge, planned=2))
+
+
+def test_a_killed_attempts_time_counts_to_its_last_heartbeat(tmp_path: Path) -> None:
+    """A reboot mid-cell: the attempt has no end, and its time after its last written cell (a
+    server start, the cell it had begun: hours on a GPU) was not counted against the budget;
+    now it counts to the attempt's last heartbeat (written before each cell and server start)."""
+    import datetime as dt
+
+    from specbench_lib.runs.rundir import RunDir
+    from specbench_lib.runs.run import spent_before
+
+    plan = sb.load_plan(budget_params(tmp_path, seed=2, budget="4s", **NEAR_TIES))
+    first = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
+    beat = json.loads((first.run_dir / "heartbeat.json").read_text())
+    assert beat["attempt"] == 1
+    manifest = json.loads((first.run_dir / "manifest.json").read_text())
+    manifest["attempts"][-1].update(ended=None, status=None)  # killed: no end
+    (first.run_dir / "manifest.json").write_text(json.dumps(manifest))
+    run_dir = RunDir(first.run_dir)
+    before = spent_before(run_dir, manifest["attempts"])
+    later = dt.datetime.fromisoformat(beat["at"]) + dt.timedelta(seconds=600)
+    (first.run_dir / "heartbeat.json").write_text(json.dumps(
+        {"attempt": 1, "at": later.isoformat()}))
+    assert spent_before(run_dir, manifest["attempts"]) >= before + 600 - 1
