@@ -176,8 +176,8 @@ def test_a_killed_attempts_time_counts_to_its_last_heartbeat(tmp_path: Path) -> 
     now it counts to the attempt's last heartbeat (written before each cell and server start)."""
     import datetime as dt
 
-    from specbench_lib.runs.rundir import RunDir
     from specbench_lib.runs.run import spent_before
+    from specbench_lib.runs.rundir import RunDir
 
     plan = sb.load_plan(budget_params(tmp_path, seed=2, budget="4s", **NEAR_TIES))
     first = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
