@@ -70,12 +70,16 @@ class Estimate(Rendered):
 
     def round_seconds(self, cells: list[CellSpec], share: float = 1.0) -> float:
         """One round of ``cells`` (``share`` of their requests): each cell, and each config's
-        server start (one a cell where it restarts before each)."""
-        starts = {c.config: 0 for c in cells}
-        for cell in cells:
-            starts[cell.config] = starts[cell.config] + 1 if self.restarts.get(cell.config) else 1
-        return (sum(self.model.cell_s(c.cell_id, share) for c in cells)
-                + sum(n * self.model.start_s(k) for k, n in starts.items()))
+        server start (one a cell where it restarts before each); placed on Ray, the longest
+        config's slice (as many GPUs as configs assumed)."""
+        slices: dict[str, float] = {}
+        for cell in cells:  # each config's slice: its cells, and its starts
+            start = cell.config not in slices or self.restarts.get(cell.config)
+            slices[cell.config] = (slices.get(cell.config, 0.0) + self.model.cell_s(
+                cell.cell_id, share) + (self.model.start_s(cell.config) if start else 0.0))
+        if self.plan.params.placement.engine == "ray":  # placed: the slices run at once
+            return max(slices.values(), default=0.0)
+        return sum(slices.values())
 
     def _judge(self, first: list[CellSpec]) -> str | None:
         """None when the first look fits the budget, else the PROBLEM's words (see the module)."""
