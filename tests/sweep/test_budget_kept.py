@@ -192,3 +192,18 @@ def test_a_killed_attempts_time_counts_to_its_last_heartbeat(tmp_path: Path) -> 
     (first.run_dir / "heartbeat.json").write_text(json.dumps(
         {"attempt": 1, "at": later.isoformat()}))
     assert spent_before(run_dir, manifest["attempts"]) >= before + 600 - 1
+
+
+def test_a_placed_round_starts_only_when_its_longest_slice_fits() -> None:
+    """Placed on Ray a round's slices run at once: the budget lets in the whole round when its
+    longest slice is predicted to end in it (the first round too)."""
+    plan = small_plan()
+    model = TimeModel(plan, SLOW)
+    now = [0.0]
+    budget = Budget(100, clock=lambda: now[0], began=0.0, model=model)
+    slices = {s.label: plan.cells_for(s) for s in plan.servers}  # each: a start, a cell: 27 s
+    assert budget.round_may_start(slices, 1.0)
+    now[0] = 80.0
+    assert not budget.round_may_start(slices, 1.0)
+    assert budget.cut is not None and budget.cut["predicted_s"] == 27.0
+    assert budget.cut["server_start"] and budget.cut["left_s"] == 20.0
