@@ -74,11 +74,14 @@ def one(folder: Path, budget: float, interval: float) -> dict[str, object]:
     answer = json.loads((result.run_dir / "answer.json").read_text())
     cut = answer.get("cut") or {}
     measured = sum(1 for c in result.cells if not c.verdict.by_design)
+    spoiled = [c for c in result.cells if not (c.verdict.ok or c.verdict.by_design)]
     return {"budget_s": budget, "sweep_s": answer["seconds"], "wall_s": round(wall, 1),
             "overrun": answer["overrun"], "cut": cut.get("words"), "cells_measured": measured,
             "cells_planned": len(result.cells), "stopped": answer["stopped"],
             "rounds": answer["rounds"], "more_time": (answer.get("more_time") or {}).get("words"),
-            "time_model": answer.get("time_model")}
+            "time_model": answer.get("time_model"),
+            "first_not_ok": (f"{spoiled[0].cell_id}: {spoiled[0].status}, "
+                             f"{'; '.join(spoiled[0].verdict.reasons[:2])}" if spoiled else None)}
 
 
 def main() -> None:
@@ -100,7 +103,8 @@ def main() -> None:
                   f"{row['cells_measured']} of {row['cells_planned']} cells measured, "
                   f"{row['rounds']} rounds ({row['stopped']}); load {row['load_before']} → "
                   f"{row['load_after']}\n  cut: {row['cut']}\n  {row['more_time']}\n"
-                  f"  time model: {row['time_model']}", flush=True)
+                  f"  time model: {row['time_model']}\n  first cell not ok: "
+                  f"{row['first_not_ok']}", flush=True)
     write_results("budget_kept", {"interval": args.interval, "runs": rows, "load": load_note()})
 
 
