@@ -39,7 +39,7 @@ def tp1_on_a_test_server(folder: Path, budget: float, interval: float) -> Path:
     25600-token chat prompt") nor 3,072-token code prompts ("one 3065-token prompt needs more
     text than the 28 documents of humaneval hold"), refused at the first server's start."""
     argv = json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--interval", str(interval),
-                       "--nodelay", "{spec_args}"])
+                       "--nodelay", "--n-ctx", "32768", "{spec_args}"])
     path = folder / f"tp1-test-server-{budget:g}.yaml"
     path.write_text(f"""extends: {ROOT / 'params' / 'tp1.yaml'}
 engine:
