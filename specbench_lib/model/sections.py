@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .kinds import APIS, DEFAULT_KIND, KINDS
+from .kinds import APIS, DEFAULT_KIND, GPU_CLASSES, KINDS
 from .sources import CONVERSATION_SOURCES, SOURCES, SourceName, meanings
 from .valuechecks import check_env, check_template_options, check_vocabulary
 
@@ -76,6 +76,24 @@ class EngineParams(Strict):
     spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags
     # added to a launched server's environment (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1")
     env: dict[str, str] = Field(default_factory=dict)
+    # the GPU class the servers run on, for the time model's defaults (cpu, A100, H100, H200,
+    # B200; null: cpu for a CPU engine, H100 for a GPU engine; docs/workloads.md)
+    gpu: str | None = None
+    # the model's billions of parameters, for the time model's defaults (null: from the model's
+    # name, Qwen3-8B is 8)
+    model_params_b: float | None = Field(None, gt=0)
+    # a server's start in seconds, for the time model before one has started (null: its class's)
+    start_s: float | None = Field(None, gt=0)
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, gpu: str | None) -> str | None:
+        found = {g.lower(): g for g in GPU_CLASSES}
+        if gpu is not None and gpu.lower() not in found:
+            raise ValueError(f"unknown GPU class {gpu!r}; known: {', '.join(GPU_CLASSES)} "
+                             f"(the time model's defaults; null: cpu for a CPU engine, H100 for "
+                             f"a GPU engine)")
+        return None if gpu is None else found[gpu.lower()]
 
     @field_validator("kind")
     @classmethod

@@ -1,22 +1,19 @@
 """One server config measured: start its server (or a fresh one per cell), warm it up, measure
-its cells in their seeded order, record what it saw as
-:class:`~specbench_lib.model.records.CellRecord` facts, stop.
-
-:mod:`~specbench_lib.sweep.driver` drives the configs of a plan through :class:`ServerSweep`, and so does
+its cells in their seeded order, record what it saw as :class:`~specbench_lib.model.records.CellRecord`
+facts, stop. :mod:`~specbench_lib.sweep.driver` drives the configs of a plan through it, and so does
 :mod:`~.placement` on a Ray worker: both hand it a :class:`RunWriter` (the run directory, or the
-worker's event queue), the only thing it writes to.
-"""
+worker's event queue), the only thing it writes to."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from typing import Any
 
 import httpx
 
 from ..analysis.analyse import analyse
-from ..analysis.ruleset import thresholds_of
 from ..analysis.validate import context_guard
 from ..client.dispatch import dispatch_cell
 from ..core.errors import EngineError, ServerError, StoreError
@@ -26,7 +23,7 @@ from ..host.load import HostSampler
 from ..model.catalogue import C, host_side_only
 from ..model.params import CellSpec, ServerConfig
 from ..model.plan import Plan
-from ..model.records import CellFacts, CellRecord, JudgeInputs, Provenance, Reason, RequestRecord, Verdict
+from ..model.records import CellFacts, CellRecord, Reason, RequestRecord, Verdict
 from ..model.served import PromptRecord, Remeasured
 from ..prompts.conversations import plain_render
 from ..prompts.history import History as _History
@@ -37,24 +34,13 @@ from ..runs.run import RunWriter
 from ..servers.engines import Adapter, Launch
 from ..servers.facts import DIED_EARLIER, after_cells, before_cells, dead_facts, failed_facts, measured_facts
 from ..servers.process import Server, open_server
+from .cellrecord import Measured, analysed_record
 from .isolation import cell_order, isolation_of
 from .liveserver import LiveServer, idle_death, warm_up
 from .loadprofile import cell_rate
 from .progress import Progress
 from .requestshape import ServerText, workload_of
 from .turns import second_turns
-
-
-@dataclass
-class _Measured:
-    """What one cell's requests produced, before it becomes a record."""
-
-    facts: CellFacts
-    requests: tuple[Any, ...] = ()
-    prompts: tuple[PromptRecord, ...] = ()
-    target_rate: float | None = None
-    started: str | None = None
-    timing: dict[str, Any] | None = None
 
 
 class ServerSweep:
@@ -86,37 +72,19 @@ class ServerSweep:
         self.slice_fixed = 0.0  # this slice's seconds of server start, warmup and stop
         self.seeds_paired: bool = True  # the started server draws by a request's seed (issue 38)
         self.kv_tokens: int | None = None
+        self.may_start: Callable[[CellSpec, bool], bool] | None = None  # the budget's (budget.py)
+        self.cut = False  # the budget refused a cell (or its server's start): the slice ends
 
     def resume(self, plan: Plan, round_number: int) -> ServerSweep:
         """The same config in a later block (``plan``: a partial round's requests a cell): its
         live server, if still up, measures the block's cells with no start."""
-        self.plan, self.round_number, self.slice_fixed = plan, round_number, 0.0
+        self.plan, self.round_number, self.slice_fixed, self.cut = plan, round_number, 0.0, False
         return self
 
-    def judge_inputs(self, cell: CellSpec) -> JudgeInputs:
-        params = self.plan.params
-        return JudgeInputs(
-            planned=params.requests_for(cell), speculative=self.server.method != "auto",
-            spec_stats="per_request" if self.adapter.spec_stats_per_request else "counters",
-            prefix_cache=params.engine.prefix_cache, thresholds=thresholds_of(params),
-            reasoning=workload_of(params, cell).thinking,
-            seeds_paired=cell.temperature == 0 or self.seeds_paired)
-
-    def _analysed(self, cell: CellSpec, facts: CellFacts, m: _Measured) -> CellRecord:
-        """The cell's record as it would be written, with its verdict decided on it."""
-        return analyse(CellRecord(
-            run_id=self.run.dir.run_id, spec=cell, fingerprint=self.run.fingerprints[cell.cell_id],
-            server_label=self.server.label, server_argv=self.argv,
-            verdict=Verdict("invalid"), judge=self.judge_inputs(cell), facts=facts,
-            provenance=Provenance(**{**asdict(self.run.provenance()), "started": m.started,
-                                     "ended": utc_now("milliseconds")}),
-            requests=tuple(m.requests), prompts=m.prompts, target_rate=m.target_rate,
-            timing=m.timing or {}))
-
-    def write(self, cell: CellSpec, facts: CellFacts, measured: _Measured | None = None) -> Verdict:
+    def write(self, cell: CellSpec, facts: CellFacts, measured: Measured | None = None) -> Verdict:
         began = time.perf_counter()
-        m = measured or _Measured(facts)
-        analysed = self._analysed(cell, facts, m)
+        m = measured or Measured(facts)
+        analysed = analysed_record(self, cell, facts, m)
         self.run.write_cell(analysed)
         self.done[cell.cell_id] = analysed
         self.timing["cells"][cell.cell_id] = {**(m.timing or {}),
@@ -137,6 +105,8 @@ class ServerSweep:
                 return
             dead: CellFacts | None = None
             for cell in order:
+                if self.cut:
+                    break
                 if dead is not None:
                     self.write(cell, dead)
                     continue
@@ -168,6 +138,8 @@ class ServerSweep:
             self.run.store_server(self.key, self.record)
             self.progress.server(self.key, said)
             self.close()
+        if live is None and not self._may(cells[0], True):
+            return None
         dead: CellFacts | None = None
         try:
             live = live or self._start()
@@ -277,6 +249,11 @@ class ServerSweep:
         self.slice_fixed += self.timing["warmup_s"]
         self.run.store_server(self.key, record)
         live.early = before_cells(proc, live.base, ready_at, proc.log_size())
+        self.progress.warmed(self.key, self.server.label, live.warmup)
+
+    def _may(self, cell: CellSpec, start: bool) -> bool:  # ``start``: its server first
+        self.cut = self.cut or (self.may_start is not None and not self.may_start(cell, start))
+        return not self.cut
 
     def _cells(self, live: LiveServer, cells: list[CellSpec]) -> CellFacts | None:
         """``cells`` on the live server (see :meth:`_serve`)."""
@@ -284,7 +261,7 @@ class ServerSweep:
         assert adapter is not None
         if live.early is not None:
             for cell in cells:
-                self.write(cell, live.early, _Measured(live.early, live.warmup))
+                self.write(cell, live.early, Measured(live.early, live.warmup))
             return dead_facts(proc, Verdict("crashed", (DIED_EARLIER,)), base)
         dead: Verdict | None = None
         offset = proc.log_size()
@@ -292,6 +269,8 @@ class ServerSweep:
             if dead is not None:
                 self.write(cell, dead_facts(proc, dead, base))
                 continue
+            if not self._may(cell, False):
+                break
             if self.isolation.mode == "flush":  # the engine's own reset, before every cell
                 adapter.reset(client)
                 live.history = _History()
@@ -308,7 +287,7 @@ class ServerSweep:
 
     def _attempts(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
                   context: int, warmup: tuple[RequestRecord, ...], since: int,
-                  history: _History) -> _Measured:
+                  history: _History) -> Measured:
         """The cell measured; one that host-side rules alone made invalid (the client stalled,
         the host was busy: ``catalogue.host_side()``) is measured again at once with fresh
         prompts, ``retries`` times at most, its earlier attempts kept in its facts."""
@@ -325,7 +304,7 @@ class ServerSweep:
             since = proc.log_size()
             history.add(cell.cell_id if attempt == 0 else f"{cell.cell_id}#{attempt}",
                         measured.prompts)
-            verdict = self._analysed(cell, measured.facts, measured).verdict
+            verdict = analysed_record(self, cell, measured.facts, measured).verdict
             if measured.facts.decided is not None or not host_side_only(verdict.codes):
                 break
             if attempt == self.plan.params.retries:
@@ -346,15 +325,15 @@ class ServerSweep:
 
     def _measure(self, cell: CellSpec, proc: Server, client: httpx.Client, adapter: Adapter,
                  context: int, warmup: tuple[RequestRecord, ...], since: int,
-                 history: _History, fresh: list[Prompt] | None = None) -> _Measured:
+                 history: _History, fresh: list[Prompt] | None = None) -> Measured:
         params = self.plan.params
         refused = context_guard(prompt_tokens=cell.context, output_tokens=cell.output_tokens,
                                 reserve=adapter.speculative_reserve(self.server), context=context)
         if refused is not None:
-            return _Measured(CellFacts(decided=refused))
+            return Measured(CellFacts(decided=refused))
         rate = cell_rate(self.plan.params, cell, self._cell)
         if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
-            return _Measured(CellFacts(decided=rate))
+            return Measured(CellFacts(decided=rate))
         began, workload = time.perf_counter(), workload_of(params, cell)
         text = ServerText(adapter, client, self.tokens)
         prompts = (fresh or self.book.for_cell(cell, text.tokenize, text.render)
@@ -366,7 +345,7 @@ class ServerSweep:
                 adapter, proc.base_url, proc.headers, params, cell, workload, prompts,
                 text.render if workload.template == "chat" else plain_render(text.tokenize))
             if turn2 is None:  # turn 1 failed and the server could not build turn 2: its crash
-                return _Measured(measured_facts(proc, since, {}, None, history.before()),
+                return Measured(measured_facts(proc, since, {}, None, history.before()),
                                  (*warmup, *first), (), None, utc_now(), timing)
             prompts = turn2
         started = utc_now("milliseconds")  # the claim orders blocks by it (units.py)
@@ -387,7 +366,7 @@ class ServerSweep:
         timing["client_stall_s"] = round(sum(b - a for a, b in dispatch.stalls), 4)
         facts = measured_facts(proc, since, adapter.cell_spec_stats(
             counters, adapter.metrics_snapshot(client)), host.load, history.before())
-        return _Measured(facts, (*warmup, *first, *dispatch.records),
+        return Measured(facts, (*warmup, *first, *dispatch.records),
                          tuple(PromptRecord(p.sha, len(p.tokens), tuple(p.sources))
                                for p in prompts),
                          dispatch.target_rate, started, timing)
