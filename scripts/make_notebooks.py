@@ -38,6 +38,8 @@ HOW_TO_RUN = ("<details><summary>How to run this notebook</summary><p>"
               "the outputs.</p></details>")
 PARAMETERS = '''params_file: str = "{params}"  # params YAML of the phase (from the project root or cwd)
 budget: Optional[int] = None  # one budget (plus the auto baseline), or None for every budget
+stage: Optional[str] = None  # the stage of a staged design (params stages); None: its first
+contenders_run: Optional[str] = None  # the run whose answer gives a contenders stage its configs
 run_id: Optional[str] = None  # name of the run directory under outputs/runs; None makes a new one
 resume: Optional[str] = None  # id of an interrupted run to continue (keeps its ok cells)
 dry_run: bool = False  # show the plan, argv per config and context-guard outcome; start nothing
@@ -46,8 +48,8 @@ reuse: bool = False  # copy ok cells with matching fingerprints from earlier run
 time_budget: Optional[str] = "params"  # "8m": stop once each best is decided; None: fixed plan
 PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)'''
 CALLS = [
-    "plan = sb.load_plan(params_file, budget=budget, time_budget=time_budget,\n"
-    "                    notebook=PAPERMILL_OUTPUT_PATH)\nplan",
+    "plan = sb.load_plan(params_file, budget=budget, time_budget=time_budget, stage=stage,\n"
+    "                    contenders_run=contenders_run, notebook=PAPERMILL_OUTPUT_PATH)\nplan",
     "result = sb.run_sweep(plan, run_id=run_id, resume=resume, dry_run=dry_run,\n"
     "                      retry_known_bad=retry_known_bad, reuse=reuse)\n"
     "sb.keep_notebook(result, PAPERMILL_OUTPUT_PATH)\nsb.answer_of(result)",

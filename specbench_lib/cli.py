@@ -171,7 +171,9 @@ def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> 
               file=sys.stderr)
         return 2
     print(PlanPreview(load_plan(params, budget=given.get("budget"),
-                                time_budget=given.get("time_budget", "params"))).text())
+                                time_budget=given.get("time_budget", "params"),
+                                stage=given.get("stage"),
+                                contenders_run=given.get("contenders_run"))).text())
     return 0
 
 

@@ -38,6 +38,7 @@ from .sections import (
     TimeoutParams,
     WorkloadParams,
 )
+from .stages import StageParams, check_stages
 
 _REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # sizes no real study reaches: past them a typo (10^12 requests) would hang or exhaust memory
@@ -198,6 +199,8 @@ class SweepParams(Strict):
     # once with fresh prompts, this many times at most, before it stays invalid
     retries: int = Field(2, ge=0, le=10)
     slo: SloParams | None = None  # latency limits: goodput and the load that still meets them
+    # the phase's design: each stage one question with its axes, configs and time budget
+    stages: tuple[StageParams, ...] = ()  # (a run measures one: model/stages.py, docs/stages.md)
     groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # pooled: categories.py
     # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
     # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
@@ -300,6 +303,8 @@ class SweepParams(Strict):
             if dupes:
                 raise ValueError(f"{what} names must be unique, repeated: {dupes}")
         check_groups(self.groups, [w.name for w in self.workloads])
+        check_stages(self.stages, workloads=[w.name for w in self.workloads],
+                     phase_budget=self.time_budget_s)
         if not any(c.method == "auto" for c in self.configs):
             raise ValueError("one config must have method 'auto': it is the baseline of speedups")
         for w in self.workloads:
