@@ -16,6 +16,10 @@ best (``answer.json``'s ``confidence_set``), each panel's leader first, at most
 screened panel at the stage's error; the next stage's claims are conditional on that screen
 (docs/stages.md says where it may fail: a best that moves between panels the screen did not see).
 
+**Time.** Each stage has its own time budget, its share of the phase's: where the stages'
+budgets add up to more than the phase's ``time_budget_s`` (a compressed run), each is scaled
+down in proportion (:func:`stage_budget`), so the phase's budget is kept.
+
 **Requests sized from the spread.** ``requests_per_cell: spread`` sizes a stage's requests a
 cell a round from the spread its contenders' stage measured (:func:`spread_requests`): the
 waves that would bring the widest leader's interval to ``equivalence`` over the stage's
@@ -46,7 +50,9 @@ class StageParams(Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_]+$")  # the run's phase is <phase>-<name>
     question: str = Field(min_length=1)  # what the stage answers, in the researcher's words
-    time_budget_s: float  # this stage's wall time ("2h"); the stages' sum fits the phase's
+    # this stage's wall time ("2h"); where the stages add up to more than the phase's
+    # time_budget_s (a compressed run: `time_budget_s: 10m`), each is scaled down in proportion
+    time_budget_s: float
     # an earlier stage whose answer's confidence sets give this stage's configs (plus auto)
     contenders: str | None = None
     # at most this many contenders carried (each screened panel's leader first); the dry run
@@ -76,11 +82,10 @@ class StageParams(Strict):
         return seconds
 
 
-def check_stages(stages: Sequence[StageParams], *, workloads: Sequence[str],
-                 phase_budget: float | None) -> None:
+def check_stages(stages: Sequence[StageParams], *, workloads: Sequence[str]) -> None:
     """Refuse stages that cannot run (a ValueError, which the params loader names with the
     file): a repeated name, contenders from a stage that is not an earlier one, a workload
-    the phase lacks, ``spread`` requests without contenders, budgets over the phase's."""
+    the phase lacks, ``spread`` requests without contenders."""
     seen: list[str] = []
     for stage in stages:
         if stage.name in seen:
@@ -97,11 +102,6 @@ def check_stages(stages: Sequence[StageParams], *, workloads: Sequence[str],
             raise ValueError(f"stages.{stage.name}.workloads names {unknown}, not workloads of "
                              f"the phase ({', '.join(workloads)})")
         seen.append(stage.name)
-    total = sum(s.time_budget_s for s in stages)
-    if stages and phase_budget is not None and total > phase_budget * 1.001:
-        raise ValueError(f"stages: their time budgets add up to {total / 3600:.2f} h, over the "
-                         f"phase's time_budget_s {phase_budget / 3600:.2f} h; shorten a stage or "
-                         "raise time_budget_s")
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,16 @@ class Stage:
         """"stage 2 of 3, grid: <question>" and where its configs came from."""
         head = f"stage {self.number} of {self.of}, {self.name}: {self.question}"
         return head + (f" [{self.note}]" if self.note else "")
+
+
+def stage_budget(stages: Sequence[StageParams], stage: StageParams,
+                 phase_budget: float | None) -> float:
+    """``stage``'s seconds: its own, scaled down in proportion where the stages add up to more
+    than the phase's ``phase_budget`` (None: no bound of the phase's)."""
+    total = sum(s.time_budget_s for s in stages)
+    if phase_budget is None or total <= phase_budget:
+        return stage.time_budget_s
+    return stage.time_budget_s * phase_budget / total
 
 
 def stage_named(stages: Sequence[StageParams], name: str | None) -> tuple[int, StageParams]:
@@ -210,4 +220,4 @@ def spread_requests(answer: Mapping[str, Any], *, equivalence: float, rounds: in
 
 
 __all__ = ["Stage", "StageParams", "check_stages", "contenders_of", "find_answer",
-           "read_answer", "spread_requests", "stage_named"]
+           "read_answer", "spread_requests", "stage_budget", "stage_named"]

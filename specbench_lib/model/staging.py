@@ -20,6 +20,7 @@ from .stages import (
     find_answer,
     read_answer,
     spread_requests,
+    stage_budget,
     stage_named,
 )
 
@@ -34,8 +35,8 @@ def apply_stage(params: SweepParams, name: str | None, *, source: Path,
     configs (``Stage.missing``: the sweep refuses to run it, a dry run shows it)."""
     number, chosen = stage_named(params.stages, name)
     data = params.model_dump()
-    data.update(phase=f"{params.phase}-{chosen.name}", stages=(),
-                time_budget_s=chosen.time_budget_s,
+    seconds = stage_budget(params.stages, chosen, params.time_budget_s)
+    data.update(phase=f"{params.phase}-{chosen.name}", stages=(), time_budget_s=seconds,
                 description=f"{params.phase}, stage {chosen.name}: {chosen.question}")
     data.update({key: getattr(chosen, key) for key in _AXES if getattr(chosen, key) is not None})
     if chosen.workloads:
@@ -45,7 +46,11 @@ def apply_stage(params: SweepParams, name: str | None, *, source: Path,
                                 else chosen.request_rate.model_dump())
     if isinstance(chosen.requests_per_cell, int):
         data["requests_per_cell"] = chosen.requests_per_cell
-    stage = Stage(chosen.name, chosen.question, number + 1, len(params.stages), params.phase)
+    scaled = (f"its {chosen.time_budget_s:g} s scaled to {seconds:.6g} s, the phase's "
+              f"{params.time_budget_s:g} s shared in proportion"
+              if seconds < chosen.time_budget_s else "")
+    stage = Stage(chosen.name, chosen.question, number + 1, len(params.stages), params.phase,
+                  note=scaled)
     if chosen.contenders is not None:
         stage = _carry(data, params, chosen, stage, contenders_run, root)
     try:
@@ -88,7 +93,7 @@ def _carry(data: dict[str, Any], params: SweepParams, chosen: StageParams, stage
     data["configs"] = [_keep(c, carried) for c in data["configs"]]
     data["configs"] = [c for c in data["configs"] if c is not None]
     return Stage(stage.name, stage.question, stage.number, stage.of, stage.phase,
-                 tuple(carried), source, missing, "; ".join(notes))
+                 tuple(carried), source, missing, "; ".join([*notes, *filter(None, [stage.note])]))
 
 
 def _keep(config: dict[str, Any], carried: list[str]) -> dict[str, Any] | None:

@@ -57,7 +57,7 @@ class DesignEstimate(Rendered):
             self.stages.append(StageCost(
                 stage.name, stage.question, len(staged.servers), len(staged.cells),
                 params.repeats if params.time_budget_s is None else params.max_rounds,
-                priced.total_s, stage.time_budget_s, found.note))
+                priced.total_s, float(params.time_budget_s or stage.time_budget_s), found.note))
 
     @property
     def total_s(self) -> float:

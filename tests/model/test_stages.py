@@ -104,7 +104,6 @@ def test_without_its_earlier_answer_a_stage_is_priced_but_not_run(
     ({"stages": [{**STAGES[1], "contenders": "later"}, STAGES[0]]},
      "stages.grid.contenders = 'later': name an earlier stage"),
     ({"stages": [STAGES[0], {**STAGES[0]}]}, "the name 'screen' is used twice"),
-    ({"time_budget_s": "40m"}, "add up to 0.83 h, over the phase's time_budget_s 0.67 h"),
     ({"stages": [{**STAGES[0], "workloads": ["chat"]}]}, "stages.screen.workloads names ['chat']"),
     ({"stages": [{**STAGES[0], "requests_per_cell": "spread"}]}, "give contenders, or a number"),
     ({"stages": [{**STAGES[0], "contexts": [128], "concurency": [1]}]},
@@ -116,6 +115,16 @@ def test_a_bad_stage_is_refused_naming_its_key(tmp_path: Path, change: dict[str,
     with pytest.raises(ParamsError) as caught:
         sb.load_plan(staged(tmp_path, **change))
     assert message in str(caught.value) and str(tmp_path) in str(caught.value)
+
+
+def test_a_phase_budget_under_the_stages_sum_scales_each_stage_down(tmp_path: Path) -> None:
+    """A compressed run (the phase's budget in minutes) keeps the phase's budget: each stage's
+    share of it, in proportion to the stages' own budgets (20 m and 30 m of 50 m)."""
+    plan = sb.load_plan(staged(tmp_path, time_budget_s="5m"))
+    assert plan.params.time_budget_s == pytest.approx(120.0)
+    assert "scaled to 120 s" in plan.stage.note
+    grid = sb.load_plan(staged(tmp_path, time_budget_s="5m"), stage="grid")
+    assert grid.params.time_budget_s == pytest.approx(180.0)
 
 
 def test_an_unknown_stage_names_the_stages(tmp_path: Path) -> None:
