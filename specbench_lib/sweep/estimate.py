@@ -1,141 +1,40 @@
 """How long a plan will take, before any server starts (the dry run, ``specbench doctor``), and
-each cell's predicted cost, which the live estimate (:mod:`.progress`) scales by what it
-measures.
+whether it can answer in its budget: the plan priced by the one time model (:mod:`.timemodel`),
+each figure's speed named (calibrated here, or a stated default with its source).
 
-A cell's time is its requests' prefill (prompt tokens over the engine's prefill rate) and
-decoding (output tokens over its decoding rate, one wave of ``concurrency`` requests at a
-time), plus its server's warmup; each server start adds the start time. The prompt lengths
-are the plan's: the context for exact prompts, else the workload's documents at
-:data:`~.lifetimes.BYTES_PER_TOKEN` bytes a token, capped at the context (a conversation's
-turn 2 adds the cap of its turn-1 answer and the second question). Answers are
-``output_tokens`` long (with ``stop: eos`` a cap: the estimate is then an upper bound).
-
-The engine's speed is measured in earlier runs on this machine where there are any (the
-newest run of the same engine kind and model with an ok ``auto`` cell at concurrency 1:
-its decoding rate per request, its prompt tokens over its TTFT, its servers' start time),
-else :data:`DEFAULT`, said so. Speculative configs are priced at ``auto``'s speed: the
-estimate assumes no gain.
+**The judgement.** A time-budgeted plan answers at its first look, after two rounds (a look
+needs two blocks, :mod:`~specbench_lib.analysis.units`): when two rounds at the speeds assumed do
+not fit its budget, the plan cannot answer in it, and the doctor says so as a PROBLEM (its
+check ``time`` fails, so it exits non-zero) with what it would take and the reductions that would
+make it fit: fewer requests a cell (the most that fit), or one value fewer of an axis (the
+costliest value of each axis, the axes that cost most first). A fixed plan has no budget to
+judge: its time is said, not judged.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
-import statistics
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..core.display import Rendered, html_table, html_text
-from ..core.errors import SpecbenchError
+from ..core.durations import span as _span
+from ..model.params import CellSpec
 from ..model.plan import Plan
-from ..runs.rundir import iter_runs
-from ..servers.engines import get_adapter
-from .lifetimes import BYTES_PER_TOKEN
+from .timemodel import Speed, TimeModel, cell_seconds, prompt_lengths, speed_of
 
-GPU_START_S = 120.0  # the default start of a GPU engine (loading, compiling: minutes)
-_CELLS_READ = 12  # auto cells read from an earlier run (the first at concurrency 1 suffice)
-
-
-@dataclass(frozen=True)
-class Speed:
-    """An engine's speed: prefill and decoding rates (tokens a second) and a start's seconds."""
-
-    prefill_tok_s: float
-    decode_tok_s: float
-    start_s: float
-    source: str
+LOOK_ROUNDS = 2  # a look needs two blocks: the first answer comes after two rounds
+_AXES: dict[str, Callable[[CellSpec], Any]] = {
+    "configs": lambda c: c.config, "workloads": lambda c: c.workload,
+    "contexts": lambda c: c.context, "concurrency": lambda c: c.concurrency,
+    "output_tokens": lambda c: c.output_tokens, "temperature": lambda c: c.temperature,
+    "load points": lambda c: c.load or "closed loop",
+}
 
 
-DEFAULT = Speed(400.0, 30.0, 10.0, "a stated default, no earlier run of this engine and model "
-                "here: prefill 400 tok/s, decoding 30 tok/s a request, 10 s a server start")
-
-
-def measured_speed(plan: Plan, root: Path | None = None) -> Speed:
-    """The newest earlier run's speed of this engine kind and model (see the module)."""
-    engine = plan.params.engine
-    model = Path(str(engine.model or "")).name
-    for run in reversed(list(iter_runs(root))):
-        try:
-            info = run.read_manifest()
-        except SpecbenchError:
-            continue
-        if info.engine.get("kind") != engine.kind or (
-                model and Path(str(info.model.get("path", ""))).name != model):
-            continue
-        found = _auto_speed(run.cells_dir)
-        if found is None:
-            continue
-        starts = [float(e.raw["ready_s"]) for e in info.servers.values()
-                  if isinstance(e.raw.get("ready_s"), (int, float)) and e.raw["ready_s"] > 0]
-        start = statistics.fmean(starts) if starts else DEFAULT.start_s
-        return Speed(found[0], found[1], start,
-                     f"measured in run {run.run_id} (auto at concurrency 1): prefill "
-                     f"{found[0]:.0f} tok/s, decoding {found[1]:.1f} tok/s a request, "
-                     f"{start:.1f} s a server start")
-    if get_adapter(engine).needs_gpu:  # a GPU engine's start: loading and compiling
-        return dataclasses.replace(DEFAULT, start_s=GPU_START_S, source=DEFAULT.source.replace(
-            "10 s a server start", f"{GPU_START_S:.0f} s a server start (a GPU engine)"))
-    return DEFAULT
-
-
-def _auto_speed(cells: Path) -> tuple[float, float] | None:
-    """Prefill and decoding rates of a run's ok auto cells at concurrency 1 (None: none)."""
-    prefill, decode = [], []
-    for path in sorted(cells.glob("auto__*__c1*.json"))[:_CELLS_READ]:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        metrics = data.get("metrics") or {}
-        if (data.get("verdict") or {}).get("status") != "ok":
-            continue
-        rate, ttft = metrics.get("request_decode_tok_s"), metrics.get("ttft_mean_s")
-        prompt = metrics.get("prompt_tokens_mean")
-        if rate and ttft and prompt:
-            decode.append(float(rate))
-            prefill.append(float(prompt) / float(ttft))
-    return (statistics.fmean(prefill), statistics.fmean(decode)) if decode else None
-
-
-def prompt_lengths(plan: Plan) -> dict[tuple[str, int], float]:
-    """Each workload × context's mean prompt length in tokens (see the module)."""
-    from ..prompts.workload import documents
-
-    found: dict[tuple[str, int], float] = {}
-    for workload in plan.params.workloads:
-        contexts = sorted({c.context for c in plan.cells if c.workload == workload.name})
-        if not workload.natural:
-            found.update({(workload.name, ctx): float(ctx) for ctx in contexts})
-            continue
-        try:
-            sizes = [len(text.encode()) / BYTES_PER_TOKEN for _, text in documents(workload)]
-        except SpecbenchError:
-            sizes = []
-        for ctx in contexts:
-            mean = statistics.fmean(min(s, ctx) for s in sizes) if sizes else float(ctx)
-            if workload.turn == 2:  # turn 1, its answer (at most the cap) and the second question
-                mean = min(ctx, 2 * mean + plan.params.output_lengths[0])
-            found[(workload.name, ctx)] = mean
-    return found
-
-
-def cell_seconds(plan: Plan, speed: Speed,
-                 lengths: Mapping[tuple[str, int], float] | None = None) -> dict[str, float]:
-    """Each cell's predicted seconds, its server's start and warmup left out."""
-    lengths = prompt_lengths(plan) if lengths is None else lengths
-    found = {}
-    for cell in plan.cells:
-        n = plan.params.requests_for(cell)
-        prompt = lengths.get((cell.workload, cell.context), float(cell.context))
-        waves = math.ceil(n / max(1, cell.concurrency))
-        seconds = n * prompt / speed.prefill_tok_s + waves * cell.output_tokens / speed.decode_tok_s
-        if cell.turn == 2:  # turn 1 sent first, untimed but waited for
-            seconds *= 2
-        found[cell.cell_id] = seconds
-    return found
+def span(seconds: float) -> str:
+    """``3 m 10 s`` under two hours, ``34.4 h`` from there."""
+    return _span(seconds) if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def starts_of(plan: Plan, restarts: Mapping[str, bool]) -> dict[str, int]:
@@ -147,29 +46,95 @@ def starts_of(plan: Plan, restarts: Mapping[str, bool]) -> dict[str, int]:
 
 
 class Estimate(Rendered):
-    """Minutes by config × workload (and in all), with the prompt lengths and the speed used."""
+    """Minutes by config × workload (and in all), with the prompt lengths and the speed used; for
+    a budgeted plan, a round's time and whether its first answer fits (:attr:`problem`)."""
 
     def __init__(self, plan: Plan, speed: Speed, restarts: Mapping[str, bool] | None = None
                  ) -> None:
-        self.speed, self.lengths = speed, prompt_lengths(plan)
-        seconds = cell_seconds(plan, speed, self.lengths)
-        warm_out = plan.params.warmup_output_tokens or plan.params.output_lengths[0]
-        warm = plan.params.warmup_requests * (
-            min(plan.params.contexts) / speed.prefill_tok_s + warm_out / speed.decode_tok_s)
-        starts = starts_of(plan, restarts or {})
+        self.plan, self.speed, self.lengths = plan, speed, prompt_lengths(plan)
+        self.model = TimeModel(plan, speed, self.lengths)
+        self.restarts = dict(restarts or {})
+        seconds = self.model.predicted
+        starts = starts_of(plan, self.restarts)
         self.rows: dict[tuple[str, str], float] = {}
         for cell in plan.cells:
             key = (cell.config, cell.workload)
             self.rows[key] = self.rows.get(key, 0.0) + seconds[cell.cell_id]
-        self.starts_s = sum(n * (speed.start_s + warm) for n in starts.values())
+        self.starts_s = sum(n * self.model.start_s(label) for label, n in starts.items())
         self.total_s = sum(self.rows.values()) + self.starts_s
+        self.budget_s = plan.params.time_budget_s
+        first = [c for c in plan.cells if c.repeat == 0]
+        self.round_s = self.round_seconds(first)
+        self.problem = self._judge(first) if self.budget_s is not None else None
+
+    def round_seconds(self, cells: list[CellSpec], share: float = 1.0) -> float:
+        """One round of ``cells`` (``share`` of their requests): each cell, and each config's
+        server start (one a cell where it restarts before each)."""
+        starts = {c.config: 0 for c in cells}
+        for cell in cells:
+            starts[cell.config] = starts[cell.config] + 1 if self.restarts.get(cell.config) else 1
+        return (sum(self.model.cell_s(c.cell_id, share) for c in cells)
+                + sum(n * self.model.start_s(k) for k, n in starts.items()))
+
+    def _judge(self, first: list[CellSpec]) -> str | None:
+        """None when the first look fits the budget, else the PROBLEM's words (see the module)."""
+        budget = float(self.budget_s or 0)
+        looks = min(LOOK_ROUNDS, self.plan.params.repeats)  # one round planned: its look
+        need = looks * self.round_s
+        if need <= budget:
+            return None
+        return (f"the plan cannot answer in its {span(budget)} budget at the speeds assumed: its "
+                f"first answer needs {looks} round{'s' if looks > 1 else ''}"
+                f"{' (a look needs two blocks)' if looks > 1 else ''}, {span(need)} (a round "
+                f"{span(self.round_s)}, {len(first)} cells); to fit: "
+                + "; or ".join(self.reductions(first, budget / looks)))
+
+    def reductions(self, first: list[CellSpec], per_round: float) -> list[str]:
+        """What would make a round fit ``per_round`` seconds: the most requests a cell that fit,
+        then each axis's costliest value dropped (the axes that save most first)."""
+        params = self.plan.params
+        found = []
+        whole = params.requests_per_cell
+        fitting = [r for r in range(whole - 1, 0, -1)
+                   if self.round_seconds(first, r / whole) <= per_round]
+        found.append(f"requests_per_cell {fitting[0]} (of {whole})" if fitting else
+                     f"not by requests_per_cell alone (1 a cell: a round "
+                     f"{span(self.round_seconds(first, 1 / whole))})")
+        drops = []
+        for axis, value_of in _AXES.items():
+            values = {value_of(c) for c in first}
+            if len(values) < 2:
+                continue
+            values.discard("closed loop")  # a rate profile's anchors: never dropped alone
+            if not values:
+                continue
+            costs = {v: self.round_s - self.round_seconds([c for c in first if value_of(c) != v])
+                     for v in values}
+            value = max(costs, key=lambda v: costs[v])
+            drops.append((costs[value], axis, value))
+        for saved, axis, value in sorted(drops, key=lambda d: -d[0])[:4]:
+            after = self.round_s - saved
+            found.append(f"{axis} without {value} (a round {span(after)}, "
+                         f"{100 * saved / self.round_s:.0f} % less"
+                         f"{', fits' if after <= per_round else ''})")
+        return found
 
     def minutes(self) -> dict[tuple[str, str], float]:
         return {k: v / 60 for k, v in self.rows.items()}
 
+    def head(self) -> str:
+        text = (f"time estimate: about {self.total_s / 60:.1f} min ({span(self.total_s)}; "
+                f"{self.starts_s / 60:.1f} min of it server starts and warmups) at "
+                f"{self.speed.kind} engine speeds")
+        if self.budget_s is not None:
+            text += (f"; the rounds: {self.plan.params.repeats} at most, a round about "
+                     f"{span(self.round_s)}, the budget {span(self.budget_s)}: "
+                     + (f"PROBLEM: {self.problem}" if self.problem else
+                        "its first answer fits"))
+        return text
+
     def text(self) -> str:
-        lines = [f"time estimate: about {self.total_s / 60:.1f} min ({self.starts_s / 60:.1f} "
-                 f"of them server starts and warmups); engine speed {self.speed.source}",
+        lines = [self.head(), f"  engine speed {self.speed.words()}",
                  "  prompt tokens (mean): " + ", ".join(
                      f"{w}/ctx{c} {v:.0f}" for (w, c), v in self.lengths.items())]
         lines += [f"  {config} {workload}: {s / 60:.1f} min" for (config, workload), s
@@ -180,13 +145,14 @@ class Estimate(Rendered):
         rows = [[config, workload, f"{s / 60:.1f}"] for (config, workload), s in self.rows.items()]
         head = self.text().splitlines()
         return (html_text(head[0], bold=True) + html_text(head[1].strip())
+                + html_text(head[2].strip())
                 + html_table(["config", "workload", "minutes"], rows))
 
 
 def estimate(plan: Plan, restarts: Mapping[str, bool] | None = None,
              root: Path | None = None) -> Estimate:
-    """The plan's time estimate at this machine's measured speed (else the default)."""
-    return Estimate(plan, measured_speed(plan, root), restarts)
+    """The plan's time estimate at this machine's measured speed (else the stated default)."""
+    return Estimate(plan, speed_of(plan, root), restarts)
 
 
 def restarts_of(lifetimes: Any) -> dict[str, bool]:
@@ -194,5 +160,10 @@ def restarts_of(lifetimes: Any) -> dict[str, bool]:
     return {label: i.mode == "restart" for label, i in lifetimes.isolations.items()}
 
 
-__all__ = ["DEFAULT", "Estimate", "Speed", "cell_seconds", "estimate",
-           "measured_speed", "prompt_lengths", "restarts_of"]
+def measured_speed(plan: Plan, root: Path | None = None) -> Speed:
+    """The speed the plan is priced at (:func:`.timemodel.speed_of`)."""
+    return speed_of(plan, root)
+
+
+__all__ = ["Estimate", "Speed", "cell_seconds", "estimate", "measured_speed", "restarts_of",
+           "span", "starts_of"]

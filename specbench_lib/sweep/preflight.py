@@ -314,14 +314,18 @@ def _prompts(plan: Plan, adapter: Adapter) -> str:
 
 
 def _time(plan: Plan, outputs: Path | None) -> str:
-    """The plan's time estimate, its servers' restarts as planned (:mod:`.lifetimes`)."""
+    """The plan's time estimate, its servers' restarts as planned (:mod:`.lifetimes`); a
+    :class:`PreflightError` when the plan cannot answer in its budget (:mod:`.estimate`)."""
     from ..servers.engines import get_adapter
     from .estimate import estimate, restarts_of
     from .lifetimes import launch_argvs, plan_lifetimes
 
     adapter = get_adapter(plan.params.engine)
     lifetimes = plan_lifetimes(plan, adapter, launch_argvs(plan, adapter, lenient=True))
-    return estimate(plan, restarts_of(lifetimes), root=outputs).text()
+    found = estimate(plan, restarts_of(lifetimes), root=outputs)
+    if found.problem is not None:  # the plan cannot answer in its budget: a PROBLEM
+        raise PreflightError(found.text(), what="time")
+    return found.text()
 
 
 def _ray(plan: Plan) -> str:

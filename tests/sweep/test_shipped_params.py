@@ -65,7 +65,8 @@ requests_per_cell: 2
 requests_scale: fixed
 warmup_requests: 1
 request_rate: null
-time_budget_s: 1s
+time_budget_s: 48h
+max_rounds: 2
 request_timeout_s: 30
 {LENIENT_HOST}""")
     return path
