@@ -1,0 +1,220 @@
+"""The emulator's scheduler: SGLang's loop on an emulated GPU clock (tests and benchmarks only).
+
+Each turn runs a prefill batch when a waiting request fits the KV pool (chunks of at most
+``chunk`` tokens; its last chunk makes the request's first token), else one decode step of every
+running request (τ tokens each under speculation, drawn per request and step). A turn takes
+the GPU time gpu_model.py gives it, divided by the time scale, in real time. Admission is
+SGLang's: a request is let in while the pool holds the running requests' tokens plus their
+remaining answers × ``new_token_ratio`` (0.7 at start, decaying); a decode step that overflows
+the pool retracts the newest request to the front of the queue (its KV dropped, prefilled again
+later) and raises the ratio, and the log says so as SGLang's does.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_accept import StepDraw
+from gpu_model import Hardware, drafter_share
+from gpu_truth import Config, Truth, step_time
+
+INIT_TOKEN_RATIO = 0.7  # assumed: SGLang's initial new_token_ratio
+MIN_TOKEN_RATIO = 0.1
+RATIO_DECAY = 0.001  # a decode step
+RETRACT_BUMP = 0.3
+MAX_AHEAD_S = 0.002  # the loop runs ahead of real time by at most this before it sleeps
+
+
+@dataclass
+class Request:
+    """One generation in the emulator: its sizes, its drawn acceptance and its counters."""
+
+    prompt: int
+    max_new: int
+    target: int  # tokens it will produce (its answer's length, or max_new without EOS)
+    draw: StepDraw | None
+    drafts: int  # drafted tokens a verify step proposes
+    events: queue.Queue[tuple[int, bool]] = field(default_factory=queue.Queue)
+    produced: int = 0
+    prefilled: int = 0
+    verify_ct: int = 0
+    correct: int = 0
+    histogram: list[int] = field(default_factory=list)
+    retractions: int = 0
+
+    @property
+    def context(self) -> int:
+        """Tokens to prefill before it decodes (its prompt, and what it made before a retraction)."""
+        return self.prompt + self.produced
+
+    def spec_meta(self) -> dict[str, Any]:
+        """SGLang 0.5.23's per-request speculative fields (tokenizer_manager.py:3138-3210)."""
+        if not self.verify_ct:
+            return {}
+        proposed = self.verify_ct * self.drafts
+        return {"spec_verify_ct": self.verify_ct, "spec_num_correct_drafts": self.correct,
+                "spec_num_proposed_drafts": proposed,
+                "spec_accept_rate": self.correct / proposed if proposed else 0.0,
+                "spec_accept_length": self.produced / self.verify_ct,
+                "spec_correct_drafts_histogram": list(self.histogram)}
+
+
+class Scheduler:
+    """SGLang's schedule on the emulated clock; :meth:`submit` hands a request in, its
+    ``events`` queue then gets ``(tokens made, finished)`` as the emulated GPU makes them."""
+
+    def __init__(self, hw: Hardware, truth: Truth, config: Config, *, pool: int, max_running: int,
+                 chunk: int, scale: float, log: Any = print) -> None:
+        self.hw, self.truth, self.config = hw, truth, config
+        self.pool, self.max_running, self.chunk, self.scale = pool, max_running, chunk, scale
+        self.log = log
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        self.ratio = INIT_TOKEN_RATIO
+        self.cond = threading.Condition()
+        self.t0 = time.monotonic()
+        self.clock = 0.0  # emulated GPU seconds since t0
+        self.stats = {"retractions": 0, "prefill_s": 0.0, "decode_s": 0.0, "steps": 0, "lag_s": 0.0}
+        self.prefill_factor = 1.0 + (drafter_share(hw.model) if config.method != "auto" else 0.0)
+        self._rng = random.Random()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def busy(self) -> bool:
+        with self.cond:
+            return bool(self.waiting or self.running)
+
+    def submit(self, request: Request) -> None:
+        with self.cond:
+            self.waiting.append(request)
+            self.cond.notify()
+
+    def _now(self) -> float:
+        return (time.monotonic() - self.t0) * self.scale
+
+    def _loop(self) -> None:
+        while True:
+            with self.cond:
+                while not (self.waiting or self.running):
+                    self.cond.wait()
+                self.clock = max(self.clock, self._now())  # an idle GPU waits for work
+                turn = self._next_turn()
+            ahead = (self.clock + turn[0] - self._now()) / self.scale
+            if ahead > MAX_AHEAD_S:
+                time.sleep(ahead)
+            with self.cond:
+                self.clock += turn[0]
+                self.stats["lag_s"] = max(0.0, (self._now() - self.clock) / self.scale)
+                turn[1]()
+
+    def _next_turn(self) -> tuple[float, Any]:
+        chunks = self._admit()
+        if chunks:
+            cost = self._prefill_cost(chunks)
+            self.stats["prefill_s"] += cost
+            return cost, lambda: self._prefilled(chunks)
+        batch = [r for r in self.running if r.prefilled >= r.context]
+        kv = sum(r.context for r in batch) / max(1, len(batch))
+        cost = step_time(self.hw, self.truth, self.config, len(batch), kv)
+        self.stats["decode_s"] += cost
+        self.stats["steps"] += 1
+        return cost, lambda: self._decoded(batch)
+
+    def _used(self) -> float:
+        """Pool tokens held and promised: each running request's tokens, plus its remaining
+        answer × the new-token ratio."""
+        return sum(r.context + (r.max_new - r.produced) * self.ratio for r in self.running)
+
+    def _admit(self) -> list[tuple[Request, int, int]]:
+        """The next prefill batch: chunks of requests already prefilling first, then waiting ones
+        that fit the pool, ``chunk`` tokens in all at most."""
+        chunks, budget = [], self.chunk
+        for r in self.running:
+            if r.prefilled < r.context and budget > 0:
+                end = min(r.context, r.prefilled + budget)
+                chunks.append((r, r.prefilled, end))
+                budget -= end - r.prefilled
+        while self.waiting and budget > 0 and len(self.running) < self.max_running:
+            r = self.waiting[0]
+            if self._used() + r.context + r.max_new * self.ratio > self.pool and self.running:
+                break
+            self.waiting.pop(0)
+            self.running.append(r)
+            end = min(r.context, budget)
+            chunks.append((r, 0, end))
+            budget -= end
+        return chunks
+
+    def _prefill_cost(self, chunks: list[tuple[Request, int, int]]) -> float:
+        hw, tokens = self.hw, sum(b - a for _, a, b in chunks)
+        pairs = sum(b * b - a * a for _, a, b in chunks)
+        cost = hw.overhead + max(hw.weights, tokens * hw.c_tok) + pairs * hw.c_pair
+        return cost * self.prefill_factor
+
+    def _prefilled(self, chunks: list[tuple[Request, int, int]]) -> None:
+        for r, _, end in chunks:
+            r.prefilled = end
+            if end >= r.context and r.produced == 0:  # the prefill's forward makes token one
+                r.produced = 1
+                self._emit(r, 1)
+
+    def _decoded(self, batch: list[Request]) -> None:
+        self.ratio = max(MIN_TOKEN_RATIO, self.ratio - RATIO_DECAY)
+        for r in batch:
+            if r.draw is None:
+                made = 1
+            else:
+                accepted = r.draw.accepted()
+                made = accepted + 1
+                r.verify_ct += 1
+                if len(r.histogram) <= accepted:
+                    r.histogram.extend([0] * (accepted + 1 - len(r.histogram)))
+                r.histogram[accepted] += 1
+            made = min(made, r.target - r.produced)
+            if r.draw is not None:
+                r.correct += made - 1
+            r.produced += made
+            r.prefilled = r.context
+            self._emit(r, made)
+        if sum(r.context for r in self.running) > self.pool:
+            self._retract()
+
+    def _emit(self, r: Request, made: int) -> None:
+        done = r.produced >= r.target
+        if done:
+            self.running.remove(r)
+        r.events.put((made, done))
+
+    def _retract(self) -> None:
+        """SGLang's decode retraction: the newest running request back to the queue's front."""
+        victim = self.running.pop()
+        victim.prefilled = 0
+        victim.retractions += 1
+        self.waiting.insert(0, victim)
+        old, self.ratio = self.ratio, min(1.0, self.ratio + RETRACT_BUMP)
+        self.stats["retractions"] += 1
+        self.log(f"KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+                 f"#new_token_ratio: {old:.4f} -> {self.ratio:.4f}")
+
+
+def new_request(config: Config, truth: Truth, *, task: str, prompt: int, max_new: int, eos: bool,
+                temperature: float, rng: random.Random) -> Request:
+    """A request with its acceptance drawn: α from the task's Beta, the tree built on the task's
+    α (the drafter's belief) and walked with the drawn one; its answer's length from the task's
+    log-normal when it ends at EOS."""
+    from gpu_truth import Panel, paths, task_alpha
+
+    panel = Panel(task, prompt, 1, max_new, eos, temperature)
+    target = max_new
+    if eos:
+        target = max(1, min(max_new, int(rng.lognormvariate(0.0, 0.6) * truth.get(f"answer.{task}"))))
+    if config.method == "auto":
+        return Request(prompt, max_new, target, None, 0)
+    alpha, share, spread = task_alpha(truth, panel), truth.get(f"share.{task}"), truth.get("spread")
+    drawn = rng.betavariate(alpha * spread, (1 - alpha) * spread) if spread > 0 else alpha
+    draw = StepDraw(paths(config, alpha, share), drawn, share, random.Random(rng.random()))
+    return Request(prompt, max_new, target, draw, config.verified - 1)

@@ -1,0 +1,184 @@
+"""The emulator's truth: named profiles of acceptance and cost, and each config's expected decode
+rate per panel in closed form, so the best config of every panel is known (tests and benchmarks).
+
+A profile is a set of knobs (``Truth.knobs``): per task the chain acceptance ``alpha.<task>``
+and the tree's share ``share.<task>`` (gpu_accept.py), the drafter's fixed cost ``drafter_s``,
+``tree_step_s`` (a tree's own cost a step), ``spread`` (the per-request Beta concentration of α),
+``sampled_alpha`` (α's factor at temperature > 0), ``verify_scale`` (the verify cost a
+drafted token, against the derived one) and the answer lengths ``answer.<task>``.
+``published`` derives them from the figures (gpu_figures.py); the others change what the
+figures would make true, so a design is not tuned to one truth. ``--emu-set key=value`` (or
+:func:`truth` overrides) changes any knob.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from gpu_accept import chain_paths, expected_tau, tree_paths
+from gpu_model import Hardware, drafter_share
+
+ANCHOR_CONTEXT = 1024  # assumed: the KV a request of the DFlash/DDTree benchmarks holds
+ANCHOR_BLOCK = 16  # DFlash's b16 drafters: the table's block
+DDTREE_BUDGETS = (16, 32, 64, 128, 256, 512, 1024)  # the DDTree table's search
+QUANTILES = 16  # α's per-request distribution, integrated at 16 quantiles
+
+
+@dataclass(frozen=True)
+class Config:
+    """One server config as the adapter's budgets mean it: ``linear`` budget = the drafter's block
+    (tokens verified a step); ``tree`` budget = the tree's nodes, the drafter's block kept."""
+
+    name: str
+    method: str  # auto | linear | tree
+    budget: int = 0
+    block: int = ANCHOR_BLOCK
+
+    @property
+    def verified(self) -> int:
+        """Tokens the target computes a request a step."""
+        return {"auto": 1, "linear": self.budget, "tree": self.budget + 1}[self.method]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One question's cell conditions: a task (code, chat, math), a prompt length, the requests
+    in flight, the output cap, whether answers end at EOS, and the temperature."""
+
+    task: str
+    context: int
+    concurrency: int
+    output_tokens: int = 256
+    eos: bool = True
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class Truth:
+    name: str
+    knobs: dict[str, float] = field(default_factory=dict)
+
+    def get(self, key: str) -> float:
+        return self.knobs[key]
+
+
+def paths(config: Config, alpha: float, share: float) -> tuple[tuple[int, ...], ...]:
+    if config.method == "linear":
+        return chain_paths(config.budget)
+    if config.method == "tree":
+        return tree_paths(config.budget, config.block - 1, round(alpha, 6), round(share, 6))
+    return ()
+
+
+def step_time(hw: Hardware, truth: Truth, config: Config, batch: int, kv: float) -> float:
+    """One decode step of ``batch`` requests under ``config`` (the drafter's forward included:
+    its fixed cost and its layers' share of the target's roofline)."""
+    tokens = batch * config.verified
+    if config.method == "auto":
+        return hw.forward(batch, tokens, kv)
+    target = hw.forward(batch, tokens, kv, hw.c_verify * truth.get("verify_scale"))
+    share = drafter_share(hw.model)
+    draft_tokens = batch * config.block
+    memory = (hw.weights + batch * kv * hw.kv_per_token) * share
+    draft = truth.get("drafter_s") + max(memory, draft_tokens * hw.c_tok * share)
+    return target + draft + (truth.get("tree_step_s") if config.method == "tree" else 0.0)
+
+
+def _beta_quantiles(mean: float, concentration: float) -> list[float]:
+    from scipy import stats
+
+    a, b = mean * concentration, (1 - mean) * concentration
+    return [float(stats.beta.ppf((i + 0.5) / QUANTILES, a, b)) for i in range(QUANTILES)]
+
+
+def task_alpha(truth: Truth, panel: Panel) -> float:
+    alpha = truth.get(f"alpha.{panel.task}")
+    return alpha * truth.get("sampled_alpha") if panel.temperature > 0 else alpha
+
+
+def mean_tau(truth: Truth, config: Config, panel: Panel) -> float:
+    """τ averaged over requests: each request's α drawn from a Beta around the task's, the
+    tree built on the task's α (the drafter's belief), walked with the request's."""
+    if config.method == "auto":
+        return 1.0
+    alpha, share = task_alpha(truth, panel), truth.get(f"share.{panel.task}")
+    kept = paths(config, alpha, share)
+    return _mean_tau(kept, alpha, share, truth.get("spread"))
+
+
+@lru_cache(maxsize=8192)
+def _mean_tau(kept: tuple[tuple[int, ...], ...], alpha: float, share: float, spread: float) -> float:
+    draws = _beta_quantiles(alpha, spread) if spread > 0 else [alpha]
+    return sum(expected_tau(kept, a, share) for a in draws) / len(draws)
+
+
+def answer_length(truth: Truth, panel: Panel) -> float:
+    """Tokens a request produces on average: the cap without EOS, else a log-normal answer
+    (median ``answer.<task>``, σ 0.6) cut at the cap."""
+    if not panel.eos:
+        return float(panel.output_tokens)
+    median, sigma = truth.get(f"answer.{panel.task}"), 0.6
+    from scipy import stats
+
+    dist = stats.lognorm(sigma, scale=median)
+    cap = panel.output_tokens
+    # E[min(L, cap)] = ∫0^cap P(L > x) dx
+    grid = [cap * (i + 0.5) / 64 for i in range(64)]
+    return max(1.0, sum(float(dist.sf(x)) for x in grid) * cap / 64)
+
+
+def in_flight(hw: Hardware, config: Config, panel: Panel, mem_fraction: float, out: float) -> int:
+    """Requests that run at once: the concurrency, capped by SGLang's max running requests and
+    by the KV pool (each request ends holding its prompt and its answer)."""
+    spec = config.method != "auto"
+    pool = hw.pool_tokens(mem_fraction, drafter_share(hw.model) if spec else 0.0)
+    fit = max(1, int(pool // (panel.context + out + config.verified)))
+    cap = 48 if spec else 1024
+    return max(1, min(panel.concurrency, fit, cap))
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A config's expected figures in one panel (per request, GPU seconds, unscaled)."""
+
+    config: str
+    decode_rate: float  # tokens after the first / time after the first token
+    e2e_rate: float  # tokens / (queue + prefill + decode)
+    tau: float
+    step_s: float
+    in_flight: int
+
+
+def expected(config: Config, panel: Panel, truth: Truth, hw: Hardware,
+             mem_fraction: float = 0.85) -> Expected:
+    """A config's expected decode rate in a closed loop of ``panel.concurrency`` requests: steps
+    of τ tokens at :func:`step_time`, stalled by the other in-flight requests' prefills (SGLang
+    runs a prefill batch before the next decode step)."""
+    out = answer_length(truth, panel)
+    batch = in_flight(hw, config, panel, mem_fraction, out)
+    tau = mean_tau(truth, config, panel)
+    step = step_time(hw, truth, config, batch, panel.context + out / 2)
+    prefill = hw.prefill_total(panel.context)
+    if config.method != "auto":
+        prefill *= 1 + drafter_share(hw.model)
+    busy = max(out - 1, 1.0) / tau * step
+    decode = _with_stalls(busy, prefill, batch)
+    queued = max(0, panel.concurrency - batch) / batch * (prefill + decode)
+    return Expected(config.name, max(out - 1, 1.0) / decode, out / (queued + prefill + decode),
+                    tau, step, batch)
+
+
+def _with_stalls(busy: float, prefill: float, batch: int) -> float:
+    """A request's decode time D when the other ``batch`` − 1 requests, each cycling through a
+    prefill P and a decode D, stall it by their prefills: D = busy + (B − 1)·P·D/(P + D)."""
+    b = prefill * (2 - batch) - busy
+    return (-b + math.sqrt(b * b + 4 * busy * prefill)) / 2
+
+
+def best(configs: list[Config], panel: Panel, truth: Truth, hw: Hardware,
+         mem_fraction: float = 0.85) -> tuple[str, dict[str, Expected]]:
+    """The true best config of a panel by decode rate, and every config's figures."""
+    rates = {c.name: expected(c, panel, truth, hw, mem_fraction) for c in configs}
+    return max(rates, key=lambda n: rates[n].decode_rate), rates
