@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.display import Rendered, html_table, html_text
-from ..core.durations import span
 from ..core.errors import SpecbenchError
 from ..model.plan import Plan, build_plan
 from ..model.staging import apply_stage
 from ..servers.engines import get_adapter
-from .estimate import estimate, restarts_of
+from .estimate import estimate, restarts_of, span
 from .lifetimes import launch_argvs, plan_lifetimes
 
 
@@ -30,6 +29,7 @@ class StageCost:
     seconds: float  # every round of every cell, server starts and warmups included
     budget_s: float
     note: str
+    problem: str | None = None  # the time model's PROBLEM: its first answer cannot fit
 
 
 class DesignEstimate(Rendered):
@@ -53,11 +53,12 @@ class DesignEstimate(Rendered):
             except SpecbenchError:
                 restarts = {}
             priced = estimate(staged, restarts)
-            self.speed = priced.speed.source
+            self.speed = priced.speed.kind  # calibrated (measured here) or the stated default
             self.stages.append(StageCost(
                 stage.name, stage.question, len(staged.servers), len(staged.cells),
                 params.repeats if params.time_budget_s is None else params.max_rounds,
-                priced.total_s, float(params.time_budget_s or stage.time_budget_s), found.note))
+                priced.total_s, float(params.time_budget_s or stage.time_budget_s), found.note,
+                priced.problem))
 
     @property
     def total_s(self) -> float:
@@ -69,11 +70,12 @@ class DesignEstimate(Rendered):
             return []
         head = (f"design: {len(self.stages)} stages, {span(sum(s.budget_s for s in self.stages))}"
                 f" of stage budgets in the phase's {span(self.budget_s or 0)}; every round of "
-                f"every stage would take {span(sum(s.seconds for s in self.stages))} (engine "
-                f"speed {self.speed})")
+                f"every stage would take {span(sum(s.seconds for s in self.stages))} at the "
+                f"{self.speed} engine speeds above")
         found = [head]
         for number, s in enumerate(self.stages, 1):
-            fits = "fits" if s.seconds <= s.budget_s else "the budget stops it sooner"
+            fits = ("fits" if s.seconds <= s.budget_s else "the budget stops it sooner") + (
+                f"; PROBLEM: {s.problem}" if s.problem else "")
             found.append(f"  {number}. {s.name}: {s.configs} configs, {s.cells} cells in at most "
                          f"{s.rounds} rounds: {span(s.seconds)} at most, budget "
                          f"{span(s.budget_s)} ({fits})" + (f" [{s.note}]" if s.note else ""))
