@@ -36,7 +36,7 @@ def apply_stage(params: SweepParams, name: str | None, *, source: Path,
     number, chosen = stage_named(params.stages, name)
     data = params.model_dump()
     seconds = stage_budget(params.stages, chosen, params.time_budget_s)
-    data.update(phase=f"{params.phase}-{chosen.name}", stages=(), time_budget_s=seconds,
+    data.update(phase=stage_phase(params, chosen.name), stages=(), time_budget_s=seconds,
                 description=f"{params.phase}, stage {chosen.name}: {chosen.question}")
     data.update({key: getattr(chosen, key) for key in _AXES if getattr(chosen, key) is not None})
     if chosen.workloads:
@@ -104,8 +104,12 @@ def _keep(config: dict[str, Any], carried: list[str]) -> dict[str, Any] | None:
     return {**config, "budgets": budgets} if budgets else None
 
 
-def stage_names(params: SweepParams) -> list[str]:
-    return [s.name for s in params.stages]
+def stage_phase(params: SweepParams, name: str | None) -> str:
+    """The phase a run of stage ``name`` (None: the first) records, ``<phase>-<stage>``, which
+    its run id is minted from; the phase itself for a file without stages."""
+    if not params.stages:
+        return params.phase
+    return f"{params.phase}-{stage_named(params.stages, name)[1].name}"
 
 
-__all__ = ["apply_stage", "stage_names"]
+__all__ = ["apply_stage", "stage_phase"]
