@@ -2,8 +2,9 @@
 
 A params file may list ``stages`` (:class:`StageParams`). A run measures one stage (the
 notebook's ``stage`` parameter, ``-p stage grid``; the first one when none is named): the
-phase's params with the stage's axes over them (:func:`stage_params`), its run's phase
-``<phase>-<stage>`` (so its runs are found by name), its own time budget, rounds and looks. Every
+phase's params with the stage's axes over them
+(:func:`~specbench_lib.model.staging.apply_stage`), its run's phase ``<phase>-<stage>`` (so
+its runs are found by name), its own time budget, rounds and looks. Every
 guarantee of a budgeted sweep holds within the stage, which is a sweep like any other: blocks
 against drift, α spent over its looks, one claim per panel (:mod:`~specbench_lib.analysis.rounds`).
 

@@ -132,3 +132,12 @@ def test_an_unknown_stage_names_the_stages(tmp_path: Path) -> None:
         sb.load_plan(staged(tmp_path), stage="grdi")
     with pytest.raises(ParamsError, match="has no stages"):
         sb.load_plan(write_params(tmp_path, name="plain.yaml"), stage="screen")
+
+
+def test_the_design_cards_one_budget_runs_in_the_first_stage_and_says_so() -> None:
+    """`papermill notebooks/tp1.ipynb out.ipynb -p params_file params/tp1.yaml -p budget 16`:
+    one budget of each config against the baseline, in the screen, which the plan names."""
+    plan = sb.load_plan("params/tp1.yaml", budget=16)
+    assert [s.label for s in plan.servers] == ["auto", "dflash-b16", "ddtree-b16"]
+    assert plan.params.phase == "tp1-screen"
+    assert "stage 1 of 4, screen: Which of auto, DFlash-b16 and DDTree" in repr(plan)
