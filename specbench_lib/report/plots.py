@@ -61,8 +61,24 @@ def claim_vs_budget(result: RunResult) -> Any:
     table.loc[profile, ["claim", "claim_lo", "claim_hi"]] = float("nan")
     said = quantity(result.quantity)
     label = f"{said.short} vs auto (×{', higher: shorter' if said.lower_is_better else ''})"
-    return _vs_budget(result, [("claim", "")], label, unit_line=1.0, ring=True, table=table,
-                      ring_quantity=result.quantity, from_zero=False)
+    fig = _vs_budget(result, [("claim", "")], label, unit_line=1.0, ring=True, table=table,
+                     ring_quantity=result.quantity, from_zero=False)
+    _about_the_points(fig)
+    return fig
+
+
+def _about_the_points(fig: Any) -> None:
+    """Each axis from its points (and 1) with a margin, not from its widest interval: an early
+    look's error is tiny, its intervals reach far past any value measured (their ends are off
+    the axis, cut where it ends)."""
+    import math
+
+    for ax in fig.axes:  # a row shares its y axis: its limits are over the row's points
+        values = [1.0] + [float(y) for a in ax.get_shared_y_axes().get_siblings(ax)
+                          for c in a.containers for y in c.lines[0].get_ydata()
+                          if y == y and math.isfinite(float(y)) and float(y) > 0]
+        low, high = min(values), max(values)
+        ax.set_ylim(low / 1.25 if low < 1 else low * 0.8, high * 1.25)
 
 
 def throughput_vs_budget(result: RunResult) -> Any:

@@ -18,7 +18,8 @@ from specbench_lib.report import plots  # noqa: E402
 from specbench_lib.runs.run import RunDir  # noqa: E402
 
 
-def decode_run(folder: Path, means: dict[str, float], *, blocks: int, requests: int) -> Path:
+def decode_run(folder: Path, means: dict[str, float], *, blocks: int, requests: int,
+               noise: float = 0.04) -> Path:
     """A run claimed on the decode rate, ``blocks`` blocks of the same prompts to every config."""
     run = RunDir(folder)
     run.cells_dir.mkdir(parents=True)
@@ -29,9 +30,9 @@ def decode_run(folder: Path, means: dict[str, float], *, blocks: int, requests: 
         shared = np.exp(0.2 * rng.standard_normal(requests))
         for config, mean in means.items():
             budget = None if config == "auto" else int(config.split("-b")[1])
-            noise = np.exp(0.04 * rng.standard_normal(requests))
+            draws = np.exp(noise * rng.standard_normal(requests))
             run.write_cell(spread_cell(config, "auto" if budget is None else "ngram", budget,
-                                       list(mean * shared * noise), repeat=block,
+                                       list(mean * shared * draws), repeat=block,
                                        repeats=blocks))
     return run.path
 
@@ -71,3 +72,16 @@ def test_the_first_figure_is_the_claims_quantity_with_its_intervals_and_ring(
 def test_the_speedup_figure_is_read_about_1_too(result: sb.SweepResult) -> None:
     ax = plots.speedup_vs_budget(result).axes[0]
     assert ax.get_ylim()[0] > 0.5  # end to end speedups are about 1: not drawn from 0
+
+
+def test_an_interval_far_past_the_points_does_not_set_the_axis(tmp_path: Path) -> None:
+    """Two blocks: t with 1 degree of freedom, intervals far past the speedups; the axis stays
+    about the points (the intervals' ends run off it)."""
+    result = sb.SweepResult(decode_run(tmp_path / "run", {"auto": 30.0, "ngram-b4": 36.0,
+                                                          "ngram-b8": 33.0}, blocks=2,
+                                       requests=3, noise=0.3))
+    best = result.best()
+    assert best["speedup_hi"].iloc[0] > 2.5 * best["speedup"].iloc[0]  # it reaches far
+    ax = plots.claim_vs_budget(result).axes[0]
+    points = [y for y in ax.containers[0].lines[0].get_ydata() if y == y]
+    assert ax.get_ylim()[1] == pytest.approx(max(points) * 1.25)
