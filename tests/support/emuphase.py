@@ -92,6 +92,7 @@ class PanelScore:
     covered_phase: bool  # the set holds best_phase
     wrong: bool  # decided, and its best is not the true best of those measured
     gap: float  # the true best's decode rate over the leader's, - 1
+    gap_phase: float  # the same against the true best of every config of the phase
 
 
 def panel_truth(entry: dict[str, Any], configs: dict[str, Config], truth: str, gpu: str,
@@ -111,16 +112,18 @@ def score(answer: dict[str, Any], measured: dict[str, Config], every: dict[str, 
     scores = []
     for entry in answer["panels"]:
         mine, rates = panel_truth(entry, measured, truth, gpu, model, tp, task)
-        phase, _ = panel_truth(entry, every, truth, gpu, model, tp, task)
+        phase, all_rates = panel_truth(entry, every, truth, gpu, model, tp, task)
         members = list(entry["confidence_set"])
         leader = entry.get("best")
         gap = rates[mine] / rates[leader] - 1 if leader in rates and rates[leader] else float("nan")
+        far = (all_rates[phase] / all_rates[leader] - 1 if leader in all_rates
+               and all_rates[leader] else float("nan"))
         key = entry["panel"]
         name = "/".join([key["workload"], f"ctx{key['context']}", f"c{key['concurrency']}",
                          f"o{key['output_tokens']}", f"T{key.get('temperature') or 0:g}"])
         scores.append(PanelScore(name, entry["decision"], leader, members, mine, phase,
                                  mine in members, phase in members,
-                                 entry["decision"] == "decided" and leader != mine, gap))
+                                 entry["decision"] == "decided" and leader != mine, gap, far))
     return scores
 
 
