@@ -141,3 +141,27 @@ def test_the_design_cards_one_budget_runs_in_the_first_stage_and_says_so() -> No
     assert [s.label for s in plan.servers] == ["auto", "dflash-b16", "ddtree-b16"]
     assert plan.params.phase == "tp1-screen"
     assert "stage 1 of 4, screen: Which of auto, DFlash-b16 and DDTree" in repr(plan)
+
+
+def test_a_plans_cells_keep_the_fingerprints_they_had_before_stages_existed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The design is not measured: a plan's cells (a stage's, or a plain file's) carry the
+    fingerprints its params gave before the ``stages`` key existed, so earlier runs' cells
+    stay current for resume and reuse."""
+    from specbench_lib.model import fingerprint
+    from specbench_lib.model.params import SweepParams
+
+    parts = fingerprint.Components({"kind": "x"}, "m", "c", {"prompt": [1]})
+
+    def prints(plan: sb.Plan) -> dict[str, str]:
+        return fingerprint.cell_fingerprints(plan, {s.label: ["x"] for s in plan.servers}, parts)
+
+    plans = [sb.load_plan(staged(tmp_path)), sb.load_plan(write_params(tmp_path, name="p2.yaml"))]
+    now = [prints(p) for p in plans]
+    dump = SweepParams.model_dump
+
+    def before(self: SweepParams, **kw: Any) -> dict[str, Any]:  # the params without the key
+        return {k: v for k, v in dump(self, **kw).items() if k != "stages"}
+
+    monkeypatch.setattr(SweepParams, "model_dump", before)
+    assert now == [prints(p) for p in plans]
