@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from .analysis.answer import Answer, answer_or_error
 from .core.durations import parse_duration
 from .core.errors import ParamsError, SpecbenchError, StoreError
 from .core.paths import outputs_dir, project_root
@@ -97,6 +98,8 @@ COMMANDS: dict[str, Command] = {
                        _compare_arguments, lambda a: _compare(a.run_a, a.run_b)),
     "lab": Command("copy a phase notebook into outputs/lab/ and open the copy in JupyterLab "
                    "(the committed notebooks stay clean)", _lab_arguments, _lab),
+    "answer": Command("a budgeted run's answer, or its answer so far while it runs",
+                      lambda d: d.add_argument("run", help="run id"), lambda a: _answer(a.run)),
     "doctor": Command("check what a sweep of PARAMS needs, start nothing",
                       lambda d: d.add_argument("params", help="params file"),
                       lambda a: _doctor(a.params)),
@@ -359,6 +362,23 @@ def _runs() -> int:
         print(f"died: the process writing the run was killed; continue with 'specbench run <phase> "
               f"--resume {died[-1]}'")
     return 0
+
+
+def _answer(run_id: str) -> int:
+    """Print the run's ``answer.json`` in words: written after every look while the sweep runs
+    (the answer so far), and at its end."""
+    path = RunDir.at(run_id).path
+    if not path.is_dir():
+        print(f"specbench: no run {run_id} under {path.parent}; see 'specbench runs'",
+              file=sys.stderr)
+        return 2
+    found, damaged = answer_or_error(path)
+    if found is None and damaged is None:
+        print(f"no answer yet: run {run_id} has no answer.json (a fixed plan's is written at its "
+              f"end; a budgeted run's after its first look)")
+        return 1
+    print(Answer(found, damaged=damaged).text())
+    return 0 if damaged is None else 1
 
 
 def _doctor(params_file: str) -> int:

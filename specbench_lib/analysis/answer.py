@@ -207,8 +207,14 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     decided = sum(p["decided"] for p in panels)
     budget = (f"of a {span(answer['budget_s'])} budget" if answer["budget_s"] is not None
               else "(a fixed plan: one look)")
-    head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} "
-            f"{budget}, {answer['rounds']} rounds ({answer['stopped']})")
+    if answer["stopped"] == "running":  # written after a look while the sweep goes on
+        head = (f"answer so far (the sweep is running): after {span(answer['seconds'])} "
+                f"{budget}, {answer['rounds']} rounds: {decided}/{len(panels)} panels decided"
+                + (f" ({', '.join(panel_name(p['panel']) for p in panels if p['decided'])})"
+                   if decided else "") + f", {len(panels) - decided} open")
+    else:
+        head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} "
+                f"{budget}, {answer['rounds']} rounds ({answer['stopped']})")
     if on != OUTPUT_RATE.name:  # the end-to-end claim keeps its old words
         head += f"; the claims are on the {QUANTITIES[on].label}"
     part = answer.get("partial")
@@ -218,7 +224,23 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     drift = answer.get("drift")
     if drift and drift.get("words"):  # an answer written before blocks has none
         head += f"; {drift['words']}"
-    return [head, *(panel_line(p, outputs=outputs) for p in panels)]
+    return [head, *_time_lines(answer), *(panel_line(p, outputs=outputs) for p in panels)]
+
+
+def _time_lines(answer: dict[str, Any]) -> list[str]:
+    """What the budget cut, its largest overrun, and what another hour would buy (an answer
+    written before the budget was kept to the cell has none of them)."""
+    lines = []
+    if answer.get("cut"):
+        lines.append(f"cut: {answer['cut']['words']}")
+    over = answer.get("overrun") or {}
+    if over.get("largest_s"):
+        lines.append(f"overrun: at most {over['largest_s']:.1f} s past the budget"
+                     + (f" (cell {over['cell']})" if over.get("cell") else "")
+                     + f"; allowed {over.get('allowed_s', 0):.1f} s")
+    if answer.get("more_time"):
+        lines.append(answer["more_time"]["words"])
+    return lines
 
 
 class Answer(Rendered):

@@ -30,12 +30,10 @@ sweep's last look when its leader is shown ε-good with ε <= ``equivalence`` (`
 the margin; before the last look a tie goes on, as the budget may still shrink its set); its
 configs are then no longer measured in it.
 
-**Stopping and overshoot.** The sweep stops when every panel is decided, the rounds run out, or
-the budget is spent. A round starts only when its predicted time fits what is left of the
-budget, and a config's slice of a round (its server start-up, warmup and cells, as measured in
-the round before) only while its predicted end is within the budget plus 10 %; the first round
-always starts. So a run overshoots by at most one slice's misprediction, never by more than one
-round, and server start-up (minutes for vLLM) is in every prediction.
+**Stopping.** The sweep stops when every panel is decided, the rounds run out, or the budget is
+spent. The budget's scheduling is the sweep's (``sweep/budget.py``): no cell and no server start
+that the time model says cannot end within the budget, so a round that cannot finish is cut
+where it stands (even the first).
 
 **The last look and a partial last round.** A look is the last (it spends all the error left)
 when not even the smallest round it could leave would fit: one request a cell of the two
@@ -49,9 +47,7 @@ every config), whose look is the last.
 from __future__ import annotations
 
 import math
-import statistics
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +59,6 @@ from .claim import ALPHA, EQUIVALENCE, MIN_LOOK_ALPHA, Claim, claim, look_alpha
 from .metrics import PANEL
 from .units import units_of
 
-OVERSHOOT = 0.10  # a slice starts only while its predicted end is within the budget + 10 %
 Panel = tuple[Any, ...]
 
 
@@ -257,66 +252,3 @@ class Contention:
     def alphas(self) -> dict[Panel, float]:
         """The error of each contested panel's last claim (what every reader states it at)."""
         return {p: s.alpha for p, s in self.panels.items() if s.claim is not None}
-
-
-class Budget:
-    """The wall clock of a budgeted sweep and what each config's slice of a round costs."""
-
-    def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic,
-                 began: float | None = None, prior_per_cell: float = 0.0) -> None:
-        """``began``: when the sweep began on ``clock`` (preflight counts against the budget);
-        ``prior_per_cell``: what a cell cost before any slice of this attempt was seen (a
-        resumed run's earlier attempts: their seconds over the cells they kept)."""
-        self.seconds, self.clock, self.prior_per_cell = seconds, clock, prior_per_cell
-        self.began = clock() if began is None else began
-        self.costs: dict[str, tuple[float, float]] = {}  # config: (fixed s, s per cell)
-        self.spent = False
-
-    @property
-    def elapsed(self) -> float:
-        return self.clock() - self.began
-
-    @property
-    def left(self) -> float:
-        return self.seconds - self.elapsed
-
-    def learn(self, config: str, seconds: float, cells: float, fixed: float) -> None:
-        """A slice of ``config`` took ``seconds`` for ``cells`` cells (a fraction of one per
-        cell of a partial round), ``fixed`` of them server start, warmup and stop."""
-        fixed = min(max(0.0, fixed), seconds)
-        self.costs[config] = (fixed, (seconds - fixed) / (cells if cells > 0 else 1))
-
-    def estimate(self, config: str, cells: float) -> float:
-        """A slice's predicted seconds; a config not yet seen costs the mean of those seen
-        (none seen: the prior, a whole cell for any part of one, as it holds the cells' server
-        starts too)."""
-        known = self.costs.get(config)
-        if known is None:
-            if not self.costs:
-                return self.prior_per_cell * math.ceil(cells)
-            fixed = statistics.fmean(f for f, _ in self.costs.values())
-            per = statistics.fmean(p for _, p in self.costs.values())
-            known = (fixed, per)
-        return known[0] + known[1] * cells
-
-    def would_fit(self, slices: dict[str, float], *, parallel: bool = False) -> bool:
-        """Whether a round of these slices is predicted to end in the budget (no side effect)."""
-        costs = [self.estimate(c, n) for c, n in slices.items()]
-        need = (max(costs) if parallel else sum(costs)) if costs else 0.0
-        return self.elapsed + need <= self.seconds
-
-    def round_fits(self, slices: dict[str, int], *, parallel: bool = False) -> bool:
-        """Whether a round of these slices (config: cells) is predicted to end in the budget
-        (``parallel``: placed slices run at once, the longest decides)."""
-        costs = [self.estimate(c, n) for c, n in slices.items()]
-        need = (max(costs) if parallel else sum(costs)) if costs else 0.0
-        fits = self.elapsed + need <= self.seconds
-        self.spent = self.spent or not fits
-        return fits
-
-    def slice_fits(self, config: str, cells: float) -> bool:
-        """Whether one slice may start: the budget not spent, its predicted end within 10 %."""
-        fits = (self.elapsed < self.seconds and self.elapsed + self.estimate(config, cells)
-                <= self.seconds * (1 + OVERSHOOT))
-        self.spent = self.spent or not fits
-        return fits

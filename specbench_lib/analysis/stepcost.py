@@ -151,8 +151,13 @@ def _factor(logs: Any, blocks: Sequence[int], level: float, *, spread: bool = Tr
         return Factor(math.nan, math.nan, math.nan)
     if not spread or se != se or n < 2:
         return Factor(math.exp(diff), math.nan, math.nan)
-    reach = t_quantile(level, n - 1) * se
-    return Factor(math.exp(diff), math.exp(diff - reach), math.exp(diff + reach))
+    reach = t_quantile(level, n - 1) * se  # an early look's level with two blocks: huge
+    return Factor(math.exp(diff), _exp(diff - reach), _exp(diff + reach))
+
+
+def _exp(value: float) -> float:
+    """exp, infinite past a float's range (an interval with no bound on that side)."""
+    return math.inf if value > 709 else math.exp(value)
 
 
 def split(config: str, mine: Steps, base: Steps, level: float) -> Split | None:

@@ -147,7 +147,8 @@ PARTIAL_ROUND = Doc({"round": int, "requests": int, "of": int, "configs": list[s
 ANSWER = Doc({"seconds": float, "budget_s": float | None, "rounds": int, "stopped": str,
               "alpha": float, "looks": int, "panels": Each(PANEL_ANSWER),
               "measured": dict[str, Any], "partial": PARTIAL_ROUND, "drift": dict[str, Any],
-              "quantity": str},
+              "quantity": str, "cut": dict[str, Any] | None, "overrun": dict[str, Any],
+              "more_time": dict[str, Any] | None, "time_model": str | None},
              frozenset({"seconds", "budget_s", "rounds", "stopped", "panels"}))
 ANSWER_FIX = ("a damaged answer: run 'specbench run <phase> --resume <run>' to measure what is "
               "missing and write it again, or delete it to read the run by its cells")

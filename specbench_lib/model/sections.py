@@ -79,11 +79,14 @@ class EngineParams(Strict):
     spec_templates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # method → flags
     # added to a launched server's environment (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1")
     env: dict[str, str] = Field(default_factory=dict)
-    # what the servers run on and how big the model is, for the time model's stated defaults
-    # (sweep/timemodel.py): None is cpu for a CPU engine, H100 for a GPU engine, and the size
-    # read from the model's name (Qwen3-8B: 8), else the default's own
-    gpu: str | None = None  # kinds.GPU_CLASSES
-    model_params_b: float | None = Field(None, gt=0)  # billions of parameters
+    # the GPU class the servers run on, for the time model's defaults (cpu, A100, H100, H200,
+    # B200; null: cpu for a CPU engine, H100 for a GPU engine; docs/workloads.md)
+    gpu: str | None = None
+    # the model's billions of parameters, for the time model's defaults (null: from the model's
+    # name, Qwen3-8B is 8)
+    model_params_b: float | None = Field(None, gt=0)
+    # a server's start in seconds, for the time model before one has started (null: its class's)
+    start_s: float | None = Field(None, gt=0)
 
     @field_validator("gpu")
     @classmethod

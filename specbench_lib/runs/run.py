@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from ..analysis.analyse import verdict_of
 from ..core.errors import SchemaError, StoreError
-from ..core.store import redact, utc_now
+from ..core.store import read_json, redact, utc_now, write_json_atomic
 from ..model.plan import Plan
 from ..model.records import SCHEMA_VERSION, CellRecord, Provenance
 from .manifest import ServerRecord
@@ -36,6 +36,9 @@ from .session import session_notebook
 
 __all__ = ["RUN_ID", "Run", "RunDir", "RunWriter", "check_run_id", "is_old_schema", "iter_runs", "list_runs",
            "make_folder", "new_run_id", "pid_alive", "resumable_manifest", "runs_root"]
+
+
+HEARTBEAT = "heartbeat.json"  # a budgeted attempt's last sign of life (spent_before)
 
 
 @dataclass
@@ -135,6 +138,12 @@ class Run:
         self.dir.archive_cell(record.cell_id)
         return self.dir.write_cell(record)
 
+    def heartbeat(self) -> None:
+        """Write down that this attempt is alive now (``heartbeat.json``: before each cell and
+        server start of a budgeted sweep), so a killed attempt's time counts to its last beat,
+        not only to its last cell (:func:`spent_before`)."""
+        write_json_atomic(self.dir.path / HEARTBEAT, {"attempt": self.number, "at": utc_now()})
+
     def store_server(self, label: str, record: ServerRecord) -> None:
         servers = self.dir.manifest().get("servers", {})
         servers[label] = record.to_dict()
@@ -191,12 +200,17 @@ def resumable_manifest(run_dir: RunDir) -> dict[str, Any]:
 
 def spent_before(run_dir: RunDir, attempts: list[dict[str, Any]]) -> float:
     """Wall seconds the earlier attempts of a run took: each from its start to its end or, for
-    one that was killed (no end), to the end of the last cell it wrote (what it did after that
-    cell left no trace: at most one cell's time is missed)."""
+    one that was killed (no end), to the end of the last cell it wrote or its last heartbeat
+    (:meth:`Run.heartbeat`), whichever is later (what it did after that left no trace: at most
+    the cell or server start it had begun)."""
     last: dict[int, dt.datetime] = {}
-    for cell in run_dir.read_cells()[0]:
-        ended = _when(cell.provenance.ended)
-        n = cell.provenance.attempt
+    beats = [(c.provenance.attempt, _when(c.provenance.ended)) for c in run_dir.read_cells()[0]]
+    try:
+        beat = read_json(run_dir.path / HEARTBEAT)
+        beats.append((int(beat["attempt"]), _when(beat["at"])))
+    except (StoreError, KeyError, TypeError, ValueError):
+        pass  # none (a fixed plan, an attempt before heartbeats) or damaged: the cells' ends
+    for n, ended in beats:
         if ended is not None and (n not in last or ended > last[n]):
             last[n] = ended
     total = 0.0

@@ -1,126 +1,31 @@
-"""The rounds of a sweep: the fixed plan's (every repeat of every config) and a time budget's
-(rounds across the configs still in contention until every panel is decided or the time is
-spent, :mod:`~specbench_lib.analysis.rounds`), both through :class:`SweepContext`, which measures one
-config's slice."""
+"""A time budget's rounds: across the configs still in contention until every panel is decided
+or the time is spent (:mod:`~specbench_lib.analysis.rounds`), each config's slice measured through
+:class:`~.context.SweepContext`, every cell and server start let in by the budget
+(:mod:`.budget`); ``answer.json`` after every look (``stopped``: running) and at the end."""
 
 from __future__ import annotations
 
 import math
 import re
 import time
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.answer import answer_lines, build_answer, write_answer
-from ..analysis.rounds import Budget, Contention, panel_of
+from ..analysis.answer import ANSWER_FILE, answer_lines, build_answer, write_answer
+from ..analysis.rounds import Contention, panel_of
 from ..core.durations import span
-from ..core.readback import CONTEST, problem
 from ..model.catalogue import C
-from ..model.params import CellSpec, ServerConfig
-from ..model.plan import Plan
-from ..model.records import CellFacts, Reason, Verdict
-from ..prompts.promptbook import PromptBook
+from ..model.params import CellSpec
+from ..model.records import CellRecord, Reason
 from ..report.outcome import SweepResult
 from ..runs.manifest import Manifest
 from ..runs.run import Run
-from ..servers.engines import Adapter, Launch
 from .blocks import block_order
-from .progress import Progress
-from .serversweep import ServerSweep
+from .budget import Budget, cut_words, more_time
+from .context import Partial, Slices, SweepContext
+from .looks import Looks, measured, prior_looks
 
 if TYPE_CHECKING:
     from .placement import Placer
-
-
-@dataclass
-class SweepContext:
-    """What every slice of a sweep needs: the plan, the run, the launches, the prompts."""
-
-    plan: Plan
-    run: Run
-    adapter: Adapter
-    launches: dict[str, Launch]
-    engine_version: str
-    lines: Progress
-    book: PromptBook
-    retry_known_bad: bool
-    began: float  # time.monotonic() when the sweep began (its budget's clock starts there)
-    keep: bool = False  # every config's server stays up across blocks (:mod:`.blocks`)
-    live: dict[str, ServerSweep] = field(default_factory=dict)
-
-    def sweeper(self, server: ServerConfig, number: int = 0,
-                requests: int | None = None) -> ServerSweep:
-        """``server``'s sweeper for round ``number``; ``requests``: a partial round's requests
-        a cell (the first of the round's prompts, the same in every config), None: the plan's.
-        With :attr:`keep`, a config has one sweeper, whose server outlives its blocks."""
-        plan = self.plan if requests is None else replace(self.plan, params=(
-            self.plan.params.model_copy(update={"requests_per_cell": requests})))
-        if server.label in self.live:
-            return self.live[server.label].resume(plan, number)
-        found = ServerSweep(plan, server, self.launches[server.label], self.run, self.adapter,
-                            self.lines, round_number=number, book=self.book, keep=self.keep)
-        if self.keep:
-            self.live[server.label] = found
-        return found
-
-    def record_block(self, number: int, configs: list[str]) -> None:
-        """Write in the manifest the order block ``number`` measures its configs in
-        (``blocks``: round, from 1, to configs; :mod:`.blocks`)."""
-        blocks = dict(self.run.dir.manifest().get("blocks") or {})
-        blocks[str(number + 1)] = configs
-        self.run.dir.update_manifest(blocks=blocks)
-
-    def close(self) -> None:
-        """Stop every server kept up across blocks."""
-        for sweeper in self.live.values():
-            sweeper.close()
-
-    def slice(self, server: ServerConfig, todo: list[CellSpec], number: int,
-              placer: Placer | None, requests: int | None = None) -> ServerSweep:
-        """Measure ``todo`` (cells of round ``number``, ``requests`` a cell if not the plan's)
-        on ``server``'s config, here or placed; a config listed under ``known_bad`` is skipped
-        with the reason, never started."""
-        sweeper = self.sweeper(server, number, requests)
-        params = self.plan.params
-        bad = None if self.retry_known_bad else next(
-            (kb for kb in params.known_bad
-             if kb.applies(server, engine_version=self.engine_version,
-                           gpus=self.run.attempt["environment"]["gpus"])), None)
-        if bad is not None:
-            verdict = Verdict("skipped", (Reason(C.known_bad, bad.reason),))
-            for cell in todo:
-                sweeper.write(cell, CellFacts(decided=verdict))
-        elif placer is None:
-            sweeper.measure_all(todo)
-        else:
-            placer.add(sweeper, todo, number)
-        return sweeper
-
-    def skip(self, cells: list[CellSpec], reason_of: Any) -> None:
-        """Write each of ``cells`` as skipped with ``reason_of(cell)`` (by design)."""
-        by_config: dict[str, ServerSweep] = {}
-        servers = {s.label: s for s in self.plan.servers}
-        for cell in cells:
-            if cell.config not in by_config:
-                by_config[cell.config] = self.sweeper(servers[cell.config])
-            by_config[cell.config].write(cell, CellFacts(
-                decided=Verdict("skipped", (reason_of(cell),))))
-
-
-Slices = list[tuple[ServerConfig, list[CellSpec]]]
-
-
-@dataclass(frozen=True)
-class Partial:
-    """A partial last round: ``requests`` a cell (of the plan's ``of``) for ``configs``."""
-
-    requests: int
-    of: int
-    configs: tuple[str, ...]
-
-    def to_dict(self, number: int) -> dict[str, Any]:
-        return {"round": number + 1, "requests": self.requests, "of": self.of,
-                "configs": list(self.configs)}
 
 
 def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
@@ -132,13 +37,15 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
     # (and, until this attempt has timed a slice, what its cells cost a cell)
     kept = len(ctx.run.kept)
     budget = Budget(float(params.time_budget_s or 0), began=ctx.began - ctx.run.spent_s,
-                    prior_per_cell=ctx.run.spent_s / kept if kept else 0.0)
+                    prior_per_cell=ctx.run.spent_s / kept if kept else 0.0, model=ctx.model,
+                    overrun_s=float(ctx.run.dir.manifest().get("overrun_s") or 0.0))
+    ctx.lines.listeners.append(lambda record: _ended(ctx, budget, record))
     contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence,
                          spending=params.alpha_spending,  # the first look after two blocks
                          quantity=params.claim_quantity)
     number, stopped, partial, parallel = 0, "rounds", None, placer is not None
     took: list[float] = []  # each round's seconds, this attempt's
-    log = Looks(_prior(ctx))  # an earlier attempt's looks: replayed while this one measures nothing
+    log = Looks(prior_looks(ctx))  # an earlier attempt's looks: replayed while this one measures nothing
     while number < contest.rounds:
         slices = _slices(ctx, contest, number)
         if log.replays(number, bool(slices)):
@@ -158,6 +65,7 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
                 break
             slices = [(s, [c for c in t if panel_of(c) in contest.panels])
                       for s, t in slices if s.label in partial.configs]
+        ctx.lines.note(round_plan(contest, number, budget, slices, partial))
         before = budget.elapsed
         whole = _round(ctx, placer, budget, slices, number, partial)
         took.append(max(budget.elapsed - before, 1e-3))
@@ -167,6 +75,8 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
         log.observe(ctx, contest, number, budget.elapsed, last=last, partial=partial)
         ctx.lines.note(round_line(contest, number, budget, partial))
         number += 1
+        if not (contest.done or last):  # the answer so far, readable while the sweep runs
+            _write(ctx, _answer(ctx, contest, budget, number, "running", partial))
         if contest.done:
             stopped = "decided"
             break
@@ -237,28 +147,86 @@ def _partial(ctx: SweepContext, contest: Contention, budget: Budget, slices: Sli
 def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
             stopped: str, partial: Partial | None) -> dict[str, Any]:
     """Stop the servers kept up (a crash at shutdown is then known), skip what was never
-    measured, then write and print the answer."""
+    measured (what the budget cut, said so), then write and print the answer."""
     ctx.close()
     written = {c.cell_id for c in SweepResult(ctx.run.dir.path).cells} | set(ctx.run.kept)
     spent = stopped == "budget"
-    ctx.skip([c for c in ctx.plan.cells if c.cell_id not in written],
-             lambda c: contest.reason(c, budget_spent=spent, rounds_fed=ctx.book.rounds_fed))
+    unmeasured = [c for c in ctx.plan.cells if c.cell_id not in written]
+    why = {c.cell_id: _skip_reason(contest, budget, c, spent, ctx.book.rounds_fed)
+           for c in unmeasured}
+    cut = _cut(ctx, budget, unmeasured, why)
+    ctx.skip(unmeasured, lambda c: why[c.cell_id])
+    answer = _answer(ctx, contest, budget, rounds, stopped, partial)
+    answer["cut"] = cut
+    restarts = {k: i.mode == "restart" for k, i in ctx.book.lifetimes.isolations.items()}
+    answer["more_time"] = None if not spent or ctx.model is None else more_time(
+        ctx.model, [c for c in unmeasured if why[c.cell_id].code == C.time_budget], restarts)
+    ctx.run.dir.update_manifest(contest={**(ctx.run.dir.manifest().get("contest") or {}),
+                                         "end": {"rounds": rounds, "stopped": stopped}})
+    _write(ctx, answer)
+    for line in answer_lines(answer):
+        ctx.lines.note(line)
+    return answer
+
+
+def _answer(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int, stopped: str,
+            partial: Partial | None) -> dict[str, Any]:
+    """The answer as the contest stands after ``rounds`` rounds (``stopped``: why it ended, or
+    ``running``: the answer so far)."""
     cells = SweepResult(ctx.run.dir.path).cells
     answer = build_answer(contest, cells, seconds=budget.elapsed, budget_s=budget.seconds,
                           rounds=rounds, stopped=stopped, crashed=_late_crashes(ctx.run))
     answer["partial"] = None if partial is None else partial.to_dict(rounds - 1)
     answer["measured"] = measured(cells, ctx.run, budget.elapsed)
     answer["rounds"] = max(rounds, answer["measured"]["rounds"])  # a resumed run's too
-    ctx.run.dir.update_manifest(contest={**(ctx.run.dir.manifest().get("contest") or {}),
-                                         "end": {"rounds": rounds, "stopped": stopped}})
+    answer["overrun"] = budget.overrun_doc()
+    answer["time_model"] = None if ctx.model is None else ctx.model.words()
+    return answer
+
+
+def _write(ctx: SweepContext, answer: dict[str, Any]) -> None:
     write_answer(ctx.run.dir.path, answer)
     ctx.run.dir.update_manifest(answer={
-        "file": "answer.json", "rounds": answer["rounds"], "stopped": stopped,
+        "file": ANSWER_FILE, "rounds": answer["rounds"], "stopped": answer["stopped"],
         "alphas": {_key(p["panel"]): p["alpha"] for p in answer["panels"]},
         "eliminated": {_key(p["panel"]): p["eliminated"] for p in answer["panels"]}})
-    for line in answer_lines(answer):
-        ctx.lines.note(line)
-    return answer
+
+
+def _skip_reason(contest: Contention, budget: Budget, cell: CellSpec, spent: bool,
+                 fed: int) -> Reason:
+    """Why ``cell`` was never measured: the contest's reason, or the cut of its round."""
+    found = contest.reason(cell, budget_spent=spent, rounds_fed=fed)
+    cut = budget.cut
+    if cut is not None and found.code == C.time_budget and cell.repeat + 1 == cut["round"]:
+        return Reason(C.time_budget, f"round {cut['round']} was cut by the budget at "
+                      f"{cut['config']}: {cut['predicted_s']:.0f} s predicted, "
+                      f"{max(0.0, cut['left_s']):.0f} s left")
+    return found
+
+
+def _cut(ctx: SweepContext, budget: Budget, unmeasured: list[CellSpec],
+         why: dict[str, Reason]) -> dict[str, Any] | None:
+    """``answer.json``'s ``cut`` (:func:`.budget.cut_words`), None when no round was cut."""
+    cut = budget.cut
+    if cut is None:
+        return None
+    number = cut["round"] - 1
+    block = (ctx.run.dir.manifest().get("blocks") or {}).get(str(cut["round"])) or []
+    done = {c.spec.config for c in SweepResult(ctx.run.dir.path).cells
+            if c.spec.repeat == number and not c.verdict.by_design}
+    cells = sum(1 for c in unmeasured if c.repeat == number
+                and why[c.cell_id].detail.startswith(f"round {cut['round']} was cut"))
+    return cut_words(cut, [c for c in block if c in done], [c for c in block if c not in done],
+                     cells)
+
+
+def _ended(ctx: SweepContext, budget: Budget, record: CellRecord) -> None:
+    """A cell ended: its overrun past the budget, kept in the manifest when the largest (a
+    resume's budget counts it)."""
+    before = budget.overrun["largest_s"]
+    budget.cell_ended(record)
+    if budget.overrun["largest_s"] > before:
+        ctx.run.dir.update_manifest(overrun_s=budget.overrun["largest_s"])
 
 
 def _late_crashes(run: Run) -> dict[str, str]:
@@ -271,75 +239,6 @@ def _late_crashes(run: Run) -> dict[str, str]:
     return found
 
 
-class Looks:
-    """The looks of a budgeted sweep as they were taken (the manifest's ``contest``: each
-    look's round, whether it was the last, the rounds planned then, its clock and a partial
-    round's size; ``end``: the rounds and why it stopped), so that a resume replays them, not
-    the clock: while an attempt measures nothing, its contest is the earlier one's, and it ends
-    where the earlier one's last look ended it."""
-
-    def __init__(self, prior: dict[str, Any]) -> None:
-        self.prior: list[dict[str, Any]] = list(prior.get("looks") or [])
-        self.end: dict[str, Any] = prior.get("end") or {}
-        self.taken: list[dict[str, Any]] = []
-
-    def observe(self, ctx: SweepContext, contest: Contention, number: int, elapsed_s: float, *,
-                last: bool, partial: Partial | None = None) -> None:
-        """``contest.observe`` on the run's cells, recorded in the manifest."""
-        contest.observe(SweepResult(ctx.run.dir.path).cells, number, elapsed_s, last=last)
-        self._record(ctx, {"round": number, "last": last, "rounds": contest.rounds,
-                           "elapsed_s": round(elapsed_s, 3),
-                           "partial": None if partial is None else partial.to_dict(number)})
-
-    def replay(self, ctx: SweepContext, contest: Contention,
-               number: int) -> tuple[bool, Partial | None]:
-        """The earlier attempt's looks after round ``number``, on the same cells: whether the
-        contest ended there, and its partial round."""
-        cells, ended, partial = SweepResult(ctx.run.dir.path).cells, False, None
-        while self.prior and self.prior[0]["round"] == number:
-            look = self.prior.pop(0)
-            contest.rounds = int(look["rounds"])
-            contest.observe(cells, number, float(look["elapsed_s"]), last=bool(look["last"]))
-            part = look.get("partial")
-            partial = None if not part else Partial(int(part["requests"]), int(part["of"]),
-                                                    tuple(part["configs"]))
-            ended = ended or bool(look["last"])
-            self._record(ctx, look)
-        return ended or contest.done, partial
-
-    def replays(self, number: int, unmeasured: bool) -> bool:
-        """Whether round ``number``'s looks are the earlier attempt's: when it left nothing to
-        measure, or when its look there was the last (its error was spent, so a resume that
-        thinks time is left, its clock counted only to its last cell, measures no more)."""
-        look = self.prior[0] if self.prior else None
-        return bool(look and look["round"] == number and (not unmeasured or look["last"]))
-
-    def stopped(self, number: int, contest: Contention, partial: Partial | None) -> str:
-        """Why the replayed contest stopped: the earlier attempt's word, or as the loop says."""
-        return str(self.end.get("stopped") or (
-            "budget" if number < contest.rounds or partial is not None else "rounds"))
-
-    def _record(self, ctx: SweepContext, look: dict[str, Any]) -> None:
-        self.taken.append(look)
-        ctx.run.dir.update_manifest(contest={"looks": self.taken, "end": None})
-
-
-def _prior(ctx: SweepContext) -> dict[str, Any]:
-    """The earlier attempts' looks (the manifest's ``contest``), none when it is not of its
-    shape (then the contest is taken again, from the clock)."""
-    found = ctx.run.dir.manifest().get("contest")
-    return found if found is not None and problem(found, CONTEST) is None else {}
-
-
-def measured(cells: list[Any], run: Run, seconds: float) -> dict[str, Any]:
-    """What the run measured, over all its attempts: the rounds with a measured cell, the cells,
-    the wall seconds (the earlier attempts' included) and the attempts."""
-    done = [c for c in cells if c.status != "skipped"]
-    return {"rounds": len({c.spec.repeat for c in done}), "cells": len(done),
-            "seconds": round(seconds, 1), "earlier_attempts_s": round(run.spent_s, 1),
-            "attempts": run.number}
-
-
 def _key(panel: dict[str, Any]) -> str:
     return "|".join(str(panel.get(k, 0.0)) for k in ("workload", "context", "output_tokens",
                                                      "concurrency", "load", "temperature"))
@@ -347,12 +246,14 @@ def _key(panel: dict[str, Any]) -> str:
 
 def _round(ctx: SweepContext, placer: Placer | None, budget: Budget, slices: Slices,
            number: int, partial: Partial | None = None) -> bool:
-    """One round's slices (``partial``: fewer requests a cell); False when the budget stopped
-    it before its last slice. Costs are learnt per whole cell (the plan's requests)."""
+    """One round's slices (``partial``: fewer requests a cell); False when the budget cut it
+    (a cell or a server start it did not let in). Costs are learnt per whole cell."""
     requests = None if partial is None else partial.requests
     share = 1.0 if partial is None else partial.requests / partial.of
     ctx.record_block(number, [server.label for server, _ in slices])
-    if placer is not None:
+    if placer is not None:  # placed slices run at once: the budget lets in the round, whole
+        if not budget.round_may_start({s.label: t for s, t in slices}, share):
+            return False
         began = time.monotonic()
         for server, todo in slices:
             ctx.slice(server, todo, number, placer, requests)
@@ -361,13 +262,16 @@ def _round(ctx: SweepContext, placer: Placer | None, budget: Budget, slices: Sli
         for server, todo in slices:
             budget.learn(server.label, took, len(todo) * share, fixed=0.0)
         return True
-    for server, todo in slices:
-        if number > 0 and not budget.slice_fits(server.label, len(todo) * share):
-            return False  # the first round always starts: a budget never measures nothing
+    for server, todo in slices:  # every cell and server start let in by the budget
         began = time.monotonic()
-        sweeper = ctx.slice(server, todo, number, None, requests)
-        budget.learn(server.label, time.monotonic() - began, len(todo) * share,
-                     fixed=sweeper.slice_fixed)
+        sweeper = ctx.slice(server, todo, number, None, requests, gate=lambda cell, start: (
+            _beat(ctx) and budget.may_start(cell, start=start, share=share)))
+        done = len([c for c in todo if c.cell_id in sweeper.written])
+        if done:
+            budget.learn(server.label, time.monotonic() - began, done * share,
+                         fixed=sweeper.slice_fixed)
+        if sweeper.cut:  # the round is cut where it stands (budget.py)
+            return False
     return True
 
 
@@ -389,3 +293,21 @@ def round_line(contest: Contention, number: int, budget: Budget,
     part = (f" (partial: {partial.requests} of {partial.of} requests a cell)"
             if partial is not None else "")
     return f"round {number + 1}/{contest.rounds}{part} · {clock} · " + " · ".join(parts)
+
+
+def _beat(ctx: SweepContext) -> bool:
+    """The attempt is alive (a resume counts its time to here: ``Run.heartbeat``)."""
+    ctx.run.heartbeat()
+    return True
+
+
+def round_plan(contest: Contention, number: int, budget: Budget, slices: Slices,
+               partial: Partial | None) -> str:
+    """Before a round: its cells and configs, what the time model says it takes, the time left."""
+    share = 1.0 if partial is None else partial.requests / partial.of
+    need = sum(budget.estimate(s.label, len(t) * share) for s, t in slices)
+    model = "" if budget.model is None else (
+        f" ({'calibrated' if budget.model.calibrated else 'default speeds'})")
+    return (f"round {number + 1}/{contest.rounds}: {sum(len(t) for _, t in slices)} cells of "
+            f"{len(slices)} configs, about {span(need)} by the time model{model}; "
+            f"{span(max(0.0, budget.left))} of the budget left")

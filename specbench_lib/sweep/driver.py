@@ -29,14 +29,16 @@ from ..runs.provenance import file_identity, measurement_code_hash
 from ..runs.run import Run, check_run_id
 from ..servers.engines import get_adapter, server_launch
 from ..servers.process import PortLease, port_lease
-from .adaptive import SweepContext, budgeted_rounds
+from .adaptive import budgeted_rounds
 from .blocks import block_order, keeps_servers
+from .context import SweepContext
 from .lifetimes import plan_lifetimes
 from .preflight import launches_servers, require
 from .preview import PlanPreview
 from .progress import Progress
 from .serverports import server_ports, with_free_port
-from .timemodel import cell_seconds, speed_of
+from .speeds import speed_of
+from .timemodel import TimeModel
 
 if TYPE_CHECKING:
     from .placement import Placer
@@ -157,12 +159,12 @@ def _prepare(plan: Plan, *, run_id: str | None, resume: str | None, retry_known_
           + (f" at most, in rounds within a {budget:.0f} s budget" if budget else "")
           + f"{f', {len(kept)} kept' if kept else ''} → {run.dir.path}", flush=True)
     todo = [c for c in plan.cells if c.cell_id not in kept]
+    timed = TimeModel(plan, speed_of(plan, outputs))  # the live estimate's and the budget's
     lines = Progress(len(plan.cells), done=len(kept), enabled=progress,
-                     cells=None if budget else todo, budget_s=budget,
-                     costs=None if budget else cell_seconds(plan, speed_of(plan, outputs)))
+                     cells=None if budget else todo, budget_s=budget, model=timed)
     return SweepContext(plan, run, adapter, launches, identity.version, lines,
                         PromptBook(params, plan.cells, lifetimes), retry_known_bad, began,
-                        keep=keep)
+                        keep=keep, model=timed)
 
 
 def _fixed_rounds(ctx: SweepContext, placer: Placer | None) -> None:

@@ -21,7 +21,8 @@ from ..core.display import Rendered, html_table, html_text
 from ..core.durations import span as _span
 from ..model.params import CellSpec
 from ..model.plan import Plan
-from .timemodel import Speed, TimeModel, cell_seconds, prompt_lengths, speed_of
+from .speeds import Speed, speed_of
+from .timemodel import TimeModel, cell_seconds, prompt_lengths
 
 LOOK_ROUNDS = 2  # a look needs two blocks: the first answer comes after two rounds
 _AXES: dict[str, Callable[[CellSpec], Any]] = {
@@ -69,12 +70,16 @@ class Estimate(Rendered):
 
     def round_seconds(self, cells: list[CellSpec], share: float = 1.0) -> float:
         """One round of ``cells`` (``share`` of their requests): each cell, and each config's
-        server start (one a cell where it restarts before each)."""
-        starts = {c.config: 0 for c in cells}
-        for cell in cells:
-            starts[cell.config] = starts[cell.config] + 1 if self.restarts.get(cell.config) else 1
-        return (sum(self.model.cell_s(c.cell_id, share) for c in cells)
-                + sum(n * self.model.start_s(k) for k, n in starts.items()))
+        server start (one a cell where it restarts before each); placed on Ray, the longest
+        config's slice (as many GPUs as configs assumed)."""
+        slices: dict[str, float] = {}
+        for cell in cells:  # each config's slice: its cells, and its starts
+            start = cell.config not in slices or self.restarts.get(cell.config)
+            slices[cell.config] = (slices.get(cell.config, 0.0) + self.model.cell_s(
+                cell.cell_id, share) + (self.model.start_s(cell.config) if start else 0.0))
+        if self.plan.params.placement.engine == "ray":  # placed: the slices run at once
+            return max(slices.values(), default=0.0)
+        return sum(slices.values())
 
     def _judge(self, first: list[CellSpec]) -> str | None:
         """None when the first look fits the budget, else the PROBLEM's words (see the module)."""
@@ -161,7 +166,7 @@ def restarts_of(lifetimes: Any) -> dict[str, bool]:
 
 
 def measured_speed(plan: Plan, root: Path | None = None) -> Speed:
-    """The speed the plan is priced at (:func:`.timemodel.speed_of`)."""
+    """The speed the plan is priced at (:func:`.speeds.speed_of`)."""
     return speed_of(plan, root)
 
 

@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from ..model.params import CellSpec
-from ..model.records import CellRecord
+from ..model.records import CellRecord, RequestRecord
+from .timemodel import TimeModel
 
 
 class Pace:
@@ -39,7 +40,9 @@ class Pace:
     """
 
     def __init__(self, cells: Sequence[CellSpec], now: float,
-                 costs: Mapping[str, float] | None = None) -> None:
+                 costs: Mapping[str, float] | None = None,
+                 model: TimeModel | None = None) -> None:
+        self.model = model
         self.remaining = list(cells)
         self.costs = dict(costs or {})
         self.scaled: dict[str, list[tuple[float, float]]] = {}  # config: (measured, predicted)
@@ -70,7 +73,10 @@ class Pace:
             del self.remaining[ids.index(spec.cell_id)]
 
     def left(self) -> float:
-        """Seconds still to come: each remaining cell's estimate and each server start."""
+        """Seconds still to come: each remaining cell's estimate and each server start (with a
+        time model, its price of them: :mod:`.timemodel`)."""
+        if self.model is not None:
+            return self.model.left(self.remaining, self.running)
         configs = {c.config for c in self.remaining} - {self.running}
         start = statistics.fmean(self.starts) if self.starts else 0.0
         if self.costs and self.scaled:
@@ -112,17 +118,23 @@ class Progress:
     def __init__(self, total: int, *, done: int = 0, enabled: bool = True,
                  out: TextIO | None = None, cells: Sequence[CellSpec] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 budget_s: float | None = None, costs: Mapping[str, float] | None = None) -> None:
+                 budget_s: float | None = None, costs: Mapping[str, float] | None = None,
+                 model: TimeModel | None = None) -> None:
         """``cells``: the cells still to measure (the plan's less those kept), for an estimate
         from the pace of each config × context; without them, the mean time per cell.
-        ``budget_s``: a time-budgeted sweep's budget; its lines show the time left in it."""
+        ``budget_s``: a time-budgeted sweep's budget; its lines show the time left in it.
+        ``model``: the sweep's time model, taught by every server start and cell here, and
+        the estimate's price of what is left (:mod:`.timemodel`)."""
         self.total, self.done, self.enabled = total, done, enabled
         self.budget_s = budget_s
         self.out = out or sys.stdout
         self.clock = clock
         self.began = clock()
         self.measured = 0  # cells finished by this sweep (the ETA's base)
-        self.pace = Pace(cells, self.began, costs) if cells is not None else None
+        self.model = model
+        self.listeners: list[Callable[[CellRecord], None]] = []  # told of every cell's end
+        self.starting: dict[str, float] = {}
+        self.pace = Pace(cells, self.began, costs, model) if cells is not None else None
         if enabled:  # the interval's imports, before any cell: a Ctrl-C inside a first import
             import numpy  # noqa: F401  (mid-sweep) would leave the module half made
             import scipy.stats  # noqa: F401
@@ -135,8 +147,18 @@ class Progress:
         """A line of its own: a round's state, the answer."""
         self._say(text)
 
+    def warmed(self, label: str, config: str, warmup: Sequence[RequestRecord]) -> None:
+        """``label``'s server (of ``config``) is started and warmed up: the time model learns
+        the start, and its speeds from the warmup when they are stated defaults."""
+        began = self.starting.pop(label, None)
+        if self.model is not None and began is not None:
+            self.model.calibrate(warmup, self.clock() - began)
+            self.model.learn_start(config, self.clock() - began)
+
     def server(self, label: str, what: str) -> None:
         """A server event: starting (with its limit), ready (with its time), stopped."""
+        if what.startswith("starting"):
+            self.starting[label] = self.clock()
         if self.pace is not None:
             self.pace.server(label, what, self.clock())
         self._say(f"  server {label}: {what}")
@@ -153,6 +175,10 @@ class Progress:
 
         self.done += 1
         self.measured += 1
+        if self.model is not None and record.status in ("ok", "invalid"):  # it ran its requests
+            self.model.learn_record(record)
+        for listener in self.listeners:
+            listener(record)
         if self.pace is not None:
             self.pace.cell(record.spec, self.clock())
         if not self.enabled:

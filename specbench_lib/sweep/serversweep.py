@@ -1,15 +1,13 @@
 """One server config measured: start its server (or a fresh one per cell), warm it up, measure
-its cells in their seeded order, record what it saw as
-:class:`~specbench_lib.model.records.CellRecord` facts, stop.
-
-:mod:`~specbench_lib.sweep.driver` drives the configs of a plan through :class:`ServerSweep`, and so does
+its cells in their seeded order, record what it saw as :class:`~specbench_lib.model.records.CellRecord`
+facts, stop. :mod:`~specbench_lib.sweep.driver` drives the configs of a plan through it, and so does
 :mod:`~.placement` on a Ray worker: both hand it a :class:`RunWriter` (the run directory, or the
-worker's event queue), the only thing it writes to.
-"""
+worker's event queue), the only thing it writes to."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -48,7 +46,6 @@ from .turns import second_turns
 @dataclass
 class _Measured:
     """What one cell's requests produced, before it becomes a record."""
-
     facts: CellFacts
     requests: tuple[Any, ...] = ()
     prompts: tuple[PromptRecord, ...] = ()
@@ -85,11 +82,13 @@ class ServerSweep:
         self.live: LiveServer | None = None
         self.slice_fixed = 0.0  # this slice's seconds of server start, warmup and stop
         self.seeds_paired: bool = True  # the started server draws by a request's seed (issue 38)
+        self.may_start: Callable[[CellSpec, bool], bool] | None = None  # the budget's (budget.py)
+        self.cut = False  # the budget refused a cell (or its server's start): the slice ends
 
     def resume(self, plan: Plan, round_number: int) -> ServerSweep:
         """The same config in a later block (``plan``: a partial round's requests a cell): its
         live server, if still up, measures the block's cells with no start."""
-        self.plan, self.round_number, self.slice_fixed = plan, round_number, 0.0
+        self.plan, self.round_number, self.slice_fixed, self.cut = plan, round_number, 0.0, False
         return self
 
     def judge_inputs(self, cell: CellSpec) -> JudgeInputs:
@@ -136,6 +135,8 @@ class ServerSweep:
                 return
             dead: CellFacts | None = None
             for cell in order:
+                if self.cut:
+                    break
                 if dead is not None:
                     self.write(cell, dead)
                     continue
@@ -163,6 +164,8 @@ class ServerSweep:
         live = self.live if self.live is not None and self.live.proc.alive() else None
         if live is None and self.live is not None:  # it died while idle, between blocks
             self.close()
+        if live is None and not self._may(cells[0], True):
+            return None
         dead: CellFacts | None = None
         try:
             live = live or self._start()
@@ -271,6 +274,11 @@ class ServerSweep:
         self.slice_fixed += self.timing["warmup_s"]
         self.run.store_server(self.key, record)
         live.early = before_cells(proc, live.base, ready_at, proc.log_size())
+        self.progress.warmed(self.key, self.server.label, live.warmup)
+
+    def _may(self, cell: CellSpec, start: bool) -> bool:  # ``start``: its server first
+        self.cut = self.cut or (self.may_start is not None and not self.may_start(cell, start))
+        return not self.cut
 
     def _cells(self, live: LiveServer, cells: list[CellSpec]) -> CellFacts | None:
         """``cells`` on the live server (see :meth:`_serve`)."""
@@ -286,6 +294,8 @@ class ServerSweep:
             if dead is not None:
                 self.write(cell, dead_facts(proc, dead, base))
                 continue
+            if not self._may(cell, False):
+                break
             if self.isolation.mode == "flush":  # the engine's own reset, before every cell
                 adapter.reset(client)
                 live.history = _History()

@@ -8,15 +8,9 @@ estimate, :mod:`.progress`, and the budget's scheduler, :mod:`.budget`).
 A request's decoding rate at concurrency c is the rate at c = 1 over 1 + s (c − 1): s is the
 slowdown per extra request in flight. A server start adds the start time and its warmup.
 
-**The speeds** (:class:`Speed`, each with its source, and whether it is ``calibrated``):
-
-- calibrated: measured here, in the newest earlier run of the same engine kind and model with
-  ok ``auto`` cells (its prompt tokens over TTFT, its decoding rate a request at concurrency 1,
-  the slowdown from its cells at higher concurrency, its servers' start time); cell files are
-  read through the typed reader, and a damaged one is named and skipped;
-- else stated defaults by engine (CPU or GPU), GPU class (``engine.gpu``) and model size
-  (``engine.model_params_b``, else read from the model's name), each from :data:`GPU_SPEEDS` with
-  its source.
+**The speeds** (:class:`~.speeds.Speed`, each with its source) are :mod:`.speeds`': measured
+here (an earlier run, or this run's first server's warmup: :meth:`TimeModel.calibrate`), else
+stated defaults by GPU class and model size.
 
 While a sweep runs, :class:`TimeModel` learns each config's measured over predicted seconds
 from the cells it finishes and each config's measured start, and prices what is left with them:
@@ -26,209 +20,15 @@ one model for the live estimate and the budget.
 from __future__ import annotations
 
 import math
-import re
 import statistics
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
 
-from ..core.errors import SpecbenchError, StoreError
-from ..core.store import read_json
+from ..core.errors import SpecbenchError
 from ..model.params import CellSpec
 from ..model.plan import Plan
-from ..model.records import CellRecord
-from ..model.sections import EngineParams
-from ..runs.rundir import iter_runs
-from ..servers.engines import get_adapter
+from ..model.records import CellRecord, RequestRecord
 from .lifetimes import BYTES_PER_TOKEN
-
-_CELLS_READ = 24  # auto cells read from an earlier run (the first at each concurrency suffice)
-
-
-@dataclass(frozen=True)
-class GpuSpeed:
-    """A class of machine's stated speed for a model of ``size_b`` billions of parameters: prefill
-    and a request's decoding at c1 (tokens a second), the slowdown per extra request in flight,
-    a server's start (seconds), and where each figure comes from."""
-
-    prefill_tok_s: float
-    decode_tok_s: float
-    slowdown: float
-    start_s: float
-    size_b: float
-    source: str
-
-
-_H100 = ("H100, 8B: prefill 12,000 tok/s, decoding 140 tok/s a request at c1, 3 % slower per "
-         "extra request in flight (the figures issue 47 assumes for SGLang on an H100 with an 8B "
-         "model), {start:.0f} s a server start (tp1.yaml: SGLang's start-up of 3-5 minutes)")
-_SCALED = ("{gpu}: the H100 figures scaled by memory bandwidth for decoding ({bw} TB/s against "
-           "3.35) and dense BF16 compute for prefill ({tf} TFLOPS against 989): NVIDIA's "
-           "datasheets, not measured here")
-GPU_START_S = 240.0  # SGLang on a GPU: loading, CUDA graphs, warmup (tp1.yaml: 3-5 minutes)
-GPU_SPEEDS: dict[str, GpuSpeed] = {
-    "H100": GpuSpeed(12000.0, 140.0, 0.03, GPU_START_S, 8.0, _H100.format(start=GPU_START_S)),
-    "H200": GpuSpeed(12000.0, 140.0 * 4.8 / 3.35, 0.03, GPU_START_S, 8.0,
-                     _SCALED.format(gpu="H200", bw=4.8, tf=989)),
-    "A100": GpuSpeed(12000.0 * 312 / 989, 140.0 * 2.04 / 3.35, 0.03, GPU_START_S, 8.0,
-                     _SCALED.format(gpu="A100", bw=2.04, tf=312)),
-    "B200": GpuSpeed(12000.0 * 2250 / 989, 140.0 * 8.0 / 3.35, 0.03, GPU_START_S, 8.0,
-                     _SCALED.format(gpu="B200", bw=8.0, tf=2250)),
-    # the embedded engine: llama.cpp, SmolLM2-135M on 2 cores (docs/make-run-history.md: auto
-    # 24-30 tok/s a request); prefill and the slowdown are round figures, not measured
-    "cpu": GpuSpeed(400.0, 30.0, 0.5, 10.0, 0.135,
-                    "cpu, 0.135B: decoding 30 tok/s a request (the embedded llama.cpp with "
-                    "SmolLM2-135M here: 24-30 tok/s, docs/make-run-history.md), prefill 400 "
-                    "tok/s and 50 % slower per extra request in flight (round figures, not "
-                    "measured), 10 s a server start"),
-}
-TP_NOTE = "× √tp for {tp} GPUs a server (an assumption: all-reduce every layer; no figure read)"
-
-
-@dataclass(frozen=True)
-class Speed:
-    """An engine's speed: prefill and a request's decoding at c1 (tokens a second), the slowdown
-    per extra request in flight, a server start's seconds; where it comes from, and whether it
-    was measured here (``calibrated``) or is a stated default."""
-
-    prefill_tok_s: float
-    decode_tok_s: float
-    start_s: float
-    source: str
-    slowdown: float = 0.0
-    calibrated: bool = False
-
-    def decode_at(self, concurrency: int) -> float:
-        """A request's decoding rate with ``concurrency`` requests in flight."""
-        return self.decode_tok_s / (1 + self.slowdown * (max(1, concurrency) - 1))
-
-    @property
-    def kind(self) -> str:
-        return "calibrated" if self.calibrated else "default"
-
-    def words(self) -> str:
-        return (f"{self.kind}: prefill {self.prefill_tok_s:.0f} tok/s, decoding "
-                f"{self.decode_tok_s:.1f} tok/s a request at c1 ({100 * self.slowdown:.0f} % "
-                f"slower per extra request in flight), {self.start_s:.0f} s a server start; "
-                f"{self.source}")
-
-
-def model_size_b(engine: EngineParams) -> float | None:
-    """The model's billions of parameters: ``engine.model_params_b``, else its name's (``Qwen3-8B``:
-    8, ``SmolLM2-135M``: 0.135, a mixture's active ``-A3B``: 3), else None."""
-    if engine.model_params_b is not None:
-        return float(engine.model_params_b)
-    name = Path(str(engine.model or "SmolLM2-135M")).name
-    active = re.search(r"(?i)(?:^|[-_])A(\d+(?:\.\d+)?)B(?![a-z])", name)
-    if active:
-        return float(active.group(1))
-    found = re.search(r"(?i)(?:^|[-_])(\d+(?:\.\d+)?)([BM])(?![a-z])", name)
-    if not found:
-        return None
-    return float(found.group(1)) / (1000.0 if found.group(2).upper() == "M" else 1.0)
-
-
-def gpu_class(engine: EngineParams) -> tuple[str, str]:
-    """The class the servers run on and why: ``engine.gpu``, else cpu or H100 by the engine."""
-    if engine.gpu is not None:
-        return engine.gpu, "engine.gpu"
-    if get_adapter(engine).needs_gpu:
-        return "H100", "a GPU engine, engine.gpu not set: H100 assumed"
-    return "cpu", "a CPU engine"
-
-
-def default_speed(engine: EngineParams) -> Speed:
-    """The stated default for ``engine`` (see the module): its class's figures, scaled by the
-    model's size (decoding and prefill go as 1 / parameters) and the GPUs a server."""
-    name, why = gpu_class(engine)
-    base = GPU_SPEEDS[name]
-    size = model_size_b(engine)
-    scale = 1.0 if size is None else base.size_b / size
-    tp = max(1, engine.tp) if name != "cpu" else 1
-    wide = math.sqrt(tp)
-    sized = (f"a {size:g}B model: × {scale:.3g} (1 / parameters)" if size is not None else
-             f"the model's size unknown (set engine.model_params_b): taken as {base.size_b:g}B")
-    notes = [f"default for {name} ({why}), {sized}"]
-    if tp > 1:
-        notes.append(TP_NOTE.format(tp=tp))
-    return Speed(base.prefill_tok_s * scale * wide, base.decode_tok_s * scale * wide,
-                 base.start_s, "; ".join(notes) + f"; from {base.source}", base.slowdown)
-
-
-def speed_of(plan: Plan, root: Path | None = None) -> Speed:
-    """The speed the plan is priced at: measured here (:func:`calibrated_speed`), else the
-    stated default (:func:`default_speed`); damaged earlier cell files are named in its source."""
-    found, damaged = calibrated_speed(plan, root)
-    speed = found or default_speed(plan.params.engine)
-    if not damaged:
-        return speed
-    names = ", ".join(Path(e.path).name for e in damaged[:3]) + (
-        f" and {len(damaged) - 3} more" if len(damaged) > 3 else "")
-    return Speed(speed.prefill_tok_s, speed.decode_tok_s, speed.start_s,
-                 f"{speed.source} (skipped {len(damaged)} damaged cell file"
-                 f"{'s' if len(damaged) > 1 else ''} of earlier runs: {names})",
-                 speed.slowdown, speed.calibrated)
-
-
-def calibrated_speed(plan: Plan, root: Path | None = None
-                     ) -> tuple[Speed | None, list[StoreError]]:
-    """The newest earlier run's speed of this engine kind and model (None: none), and the
-    damaged cell files met on the way (each a :class:`StoreError` naming it)."""
-    engine = plan.params.engine
-    model = Path(str(engine.model or "")).name
-    damaged: list[StoreError] = []
-    for run in reversed(list(iter_runs(root))):
-        try:
-            info = run.read_manifest()
-        except SpecbenchError:
-            continue
-        if info.engine.get("kind") != engine.kind or (
-                model and Path(str(info.model.get("path", ""))).name != model):
-            continue
-        found = _auto_speed(run.cells_dir, damaged)
-        if found is None:
-            continue
-        starts = [float(e.raw["ready_s"]) for e in info.servers.values()
-                  if isinstance(e.raw.get("ready_s"), (int, float)) and e.raw["ready_s"] > 0]
-        start = statistics.fmean(starts) if starts else default_speed(engine).start_s
-        prefill, decode, slowdown = found
-        source = f"measured in run {run.run_id} (auto)" + (
-            "" if slowdown is not None else ", the slowdown per request in flight the default's")
-        return Speed(prefill, decode, start, source,
-                     default_speed(engine).slowdown if slowdown is None else slowdown,
-                     calibrated=True), damaged
-    return None, damaged
-
-
-def _auto_speed(cells: Path, damaged: list[StoreError]
-                ) -> tuple[float, float, float | None] | None:
-    """Prefill, decoding at c1 and the slowdown per extra request of a run's ok auto cells
-    (None: no ok one at c1; the slowdown None: no ok one at a higher concurrency); a cell file
-    the typed reader refuses is added to ``damaged``."""
-    from ..analysis.analyse import analyse
-
-    prefill: list[float] = []
-    decode: dict[int, list[float]] = {}
-    for path in sorted(cells.glob("auto__*.json"))[:_CELLS_READ]:
-        try:
-            record = analyse(CellRecord.from_dict(read_json(path), path=path))
-        except StoreError as exc:
-            damaged.append(exc)
-            continue
-        metrics = record.metrics or {}
-        rate, ttft = metrics.get("request_decode_tok_s"), metrics.get("ttft_mean_s")
-        prompt = metrics.get("prompt_tokens_mean")
-        if not (record.verdict.ok and rate and ttft and prompt):
-            continue
-        decode.setdefault(record.spec.concurrency, []).append(float(rate))
-        if record.spec.concurrency == 1:
-            prefill.append(float(prompt) / float(ttft))
-    if not prefill:
-        return None
-    one = statistics.fmean(decode[1])
-    slowdowns = [(one / statistics.fmean(v) - 1) / (c - 1) for c, v in decode.items() if c > 1]
-    return (statistics.fmean(prefill), one,
-            max(0.0, statistics.fmean(slowdowns)) if slowdowns else None)
+from .speeds import Speed
 
 
 def prompt_lengths(plan: Plan) -> dict[tuple[str, int], float]:
@@ -307,18 +107,61 @@ class TimeModel:
 
     def __init__(self, plan: Plan, speed: Speed,
                  lengths: Mapping[tuple[str, int], float] | None = None) -> None:
-        self.speed = speed
-        self.predicted = cell_seconds(plan, speed, lengths)
+        self.plan, self.lengths = plan, prompt_lengths(plan) if lengths is None else lengths
         self.config_of = {c.cell_id: c.config for c in plan.cells}
-        self.start_default = speed.start_s + warmup_seconds(plan, speed)
+        self.requests = {c.cell_id: plan.params.requests_for(c) for c in plan.cells}
         self.seen: dict[str, list[tuple[float, float]]] = {}  # config: (measured, predicted)
         self.starts: dict[str, list[float]] = {}
+        self._price(speed)
+
+    def _price(self, speed: Speed) -> None:
+        self.speed = speed
+        self.predicted = cell_seconds(self.plan, speed, self.lengths)
+        self.start_default = speed.start_s + warmup_seconds(self.plan, speed)
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether its speeds were measured (here, or in an earlier run), not stated defaults."""
+        return self.speed.calibrated
+
+    def calibrate(self, warmup: Sequence[RequestRecord], start_s: float) -> None:
+        """The run's first server started in ``start_s`` (its warmup included) and warmed up
+        with ``warmup``: at stated speeds, the prefill rate (prompt tokens over TTFT) and a
+        request's decoding rate are taken from its last warmup request that streamed."""
+        if self.calibrated or self.seen:
+            return
+        timed = [r for r in warmup if r.error is None and len(r.token_times) >= 3
+                 and r.ttft and r.token_times[-1] > r.token_times[0]]
+        if not timed:
+            return
+        last = timed[-1]
+        prefill = last.prompt_tokens_planned / float(last.ttft or 1)
+        decode = (len(last.token_times) - 1) / (last.token_times[-1] - last.token_times[0])
+        self._price(Speed(prefill, decode, start_s, f"calibrated on the first server's warmup "
+                          f"(its start and warmup {start_s:.1f} s; the slowdown per request in "
+                          f"flight the default's, {100 * self.speed.slowdown:.0f} %)",
+                          self.speed.slowdown, calibrated=True))
+        self.start_default = start_s
+
+    def learn_record(self, record: CellRecord) -> None:
+        """A measured cell: its seconds (preparing its prompts, a first turn, its requests) over
+        its prediction (a partial round's share of its requests)."""
+        timing = record.timing or {}
+        seconds = sum(float(timing.get(k) or 0.0) for k in ("prompts_s", "first_turn_s",
+                                                             "dispatch_s"))
+        planned = self.requests.get(record.cell_id) or 1
+        self.learn_cell(record.cell_id, seconds, min(1.0, record.judge.planned / planned))
 
     def learn_cell(self, cell_id: str, seconds: float, share: float = 1.0) -> None:
         """A cell (``share`` of its requests) took ``seconds``."""
         predicted = self.predicted.get(cell_id, 0.0) * share
         if predicted > 0 and seconds > 0:
             self.seen.setdefault(self.config_of[cell_id], []).append((seconds, predicted))
+
+    def per_cell(self, config: str) -> float:
+        """A cell of ``config``'s mean price."""
+        mine = [self.cell_s(k) for k, c in self.config_of.items() if c == config]
+        return statistics.fmean(mine) if mine else 0.0
 
     def learn_start(self, config: str, seconds: float) -> None:
         """A server of ``config`` took ``seconds`` to start, warm up and stop."""
@@ -353,8 +196,8 @@ class TimeModel:
         if not self.cells_seen:
             return f"engine speed {self.speed.words()}"
         return (f"calibrated on {self.cells_seen} cells of this run (measured / predicted "
-                f"{self.ratio():.2f} at {self.speed.kind} speeds: {self.speed.source})")
+                f"{self.ratio():.2f} at prefill {self.speed.prefill_tok_s:.0f} tok/s, decoding "
+                f"{self.speed.decode_tok_s:.1f} tok/s a request: {self.speed.source})")
 
 
-__all__ = ["GPU_SPEEDS", "Speed", "TimeModel", "calibrated_speed", "cell_seconds",
-           "default_speed", "model_size_b", "prompt_lengths", "speed_of", "warmup_seconds"]
+__all__ = ["TimeModel", "cell_seconds", "prompt_lengths", "warmup_seconds"]

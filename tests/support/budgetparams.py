@@ -14,11 +14,14 @@ KNOWN = {4: 1.05, 8: 1.35, 16: 1.15, 32: 0.95}  # the issue's truth: b8 is the b
 def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, float] = KNOWN,
                   interval: float = 0.004, max_rounds: int = 8, tokens: int = 32,
                   port: int | None = None, extra: str = "", jitter: float = 0.0,
-                  equivalence: float | None = None, requests: int = 3) -> Path:
+                  equivalence: float | None = None, requests: int = 3,
+                  start_s: float = 1.0) -> Path:
     """A params file: auto and ngram at the budgets of ``speedups``, one panel (chat, context
     32, concurrency 1), ``requests`` a cell, ``time_budget_s: budget``; ``extra``: more config
     lines (YAML list items); ``jitter``: each token's delay noisy around its known mean;
-    ``equivalence``: the margin within which the leader decides a panel (the default's if None)."""
+    ``equivalence``: the margin within which the leader decides a panel (the default's if None);
+    ``start_s``: a server's start as the time model prices it before the first has started (a
+    fake server starts in well under a second; the CPU default is 10 s)."""
     known = ",".join(f"{b}:{s}" for b, s in speedups.items())
     noise = ("--jitter", str(jitter)) if jitter else ()  # seeded per config and sweep seed:
     # --nodelay: the pace is the known one, not a busy client's late ACKs (tests/sweep/test_repeats.py)
@@ -29,7 +32,7 @@ def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, f
                      interval=interval)
     path = folder / f"budget-{seed}-{budget}.yaml"
     path.write_text(f"""phase: budgeted
-{fake_engine(port or free_port(), base)}configs:
+{fake_engine(port or free_port(), base, extra=f"start_s: {start_s:g}")}configs:
   - {{name: auto, method: auto, argv: {base}}}
   - {{name: ngram, method: ngram, budgets: {sorted(speedups)}, argv: {argv}}}
 {extra}workloads:

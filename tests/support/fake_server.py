@@ -88,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         mode = self.server.mode
         if self.path == "/props":
-            self._json(200, {"default_generation_settings": {"n_ctx": 2048}})
+            self._json(200, {"default_generation_settings": {"n_ctx": self.server.n_ctx}})
         elif mode == "never_ready" or (mode == "zombie" and self.server.hung.is_set()):
             if mode == "zombie":
                 time.sleep(self.server.hang_s)
@@ -278,6 +278,7 @@ class FakeLlamaServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
         self.mode = mode
         self.hang_s = hang_s
+        self.n_ctx = 2048  # the context /props reports (--n-ctx)
         self.interval = interval  # seconds before each token event (0: as fast as it can)
         # seconds before the first token, the same in every config (the prefill: the target's
         # work alone); None: the first token on the token schedule
@@ -356,6 +357,8 @@ def main() -> None:
                         "token, the same in every config (default: --interval before --speedups)")
     parser.add_argument("--steps", default="", help="BUDGET:TAU:COST,...: the config's budget "
                         "yields TAU tokens a verify step, a step every COST x --interval")
+    parser.add_argument("--n-ctx", type=int, default=2048, help="the context a request may "
+                        "hold, as /props reports it")
     parser.add_argument("--drift", type=float, default=0.0, help="the machine's speed grows by "
                         "this fraction a minute of wall time since --epoch (every config alike)")
     parser.add_argument("--epoch", type=float, default=0.0, help="the drift's start (time.time())")
@@ -394,6 +397,7 @@ def main() -> None:
     stepping = {b: (float(t), float(c)) for b, t, c in
                 (item.split(":") for item in args.steps.split(",") if item)}
     server.steps = stepping.get(str(args.budget)) if args.budget is not None else None
+    server.n_ctx = args.n_ctx
     server.serve_forever()
 
 

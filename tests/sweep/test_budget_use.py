@@ -16,8 +16,9 @@ from simcells import ConfigTruth, Truth, simulate_panel
 
 import specbench_lib as sb
 from specbench_lib.analysis.answer import answer_lines
-from specbench_lib.analysis.rounds import Budget, Contention
+from specbench_lib.analysis.rounds import Contention
 from specbench_lib.sweep import adaptive
+from specbench_lib.sweep.budget import Budget
 
 
 def _answer(result: sb.SweepResult) -> dict:

@@ -21,7 +21,7 @@ from specbench_lib.sweep.estimate import Estimate, cell_seconds, measured_speed
 from specbench_lib.sweep.preflight import doctor
 from specbench_lib.sweep.preview import PlanPreview
 from specbench_lib.sweep.progress import Progress
-from specbench_lib.sweep.timemodel import default_speed
+from specbench_lib.sweep.speeds import default_speed
 
 SPEC_BENCH = Path(__file__).resolve().parents[1] / "data" / "spec_bench_question.jsonl"
 

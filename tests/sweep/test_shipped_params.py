@@ -1,8 +1,8 @@
 """Every shipped params file, end to end on stand-ins (issue 32): each with its launcher swapped
 for a stand-in that speaks its engine's protocol (llama.cpp: tests/support/fake_server.py; SGLang and
 vLLM: tests/support/protocol_servers.py, which take the engine's own flags), its model a folder, and a
-short plan (one load point, short outputs, two requests a cell, a small time budget, so the
-first round only; its workloads and contexts as shipped). The dry run, the doctor and a real run
+short plan (one load point, short outputs, two requests a cell, two rounds at most in a budget
+the time model says they fit; its workloads and contexts as shipped). The dry run, the doctor and a real run
 must all pass, and the run must refuse nothing once a server started: every cell ``ok`` or
 skipped by design, no exception.
 """

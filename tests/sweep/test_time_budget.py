@@ -20,10 +20,11 @@ from simcells import ConfigTruth, Truth, simulate_panel
 import specbench_lib as sb
 from specbench_lib.analysis.answer import answer_lines, panel_line
 from specbench_lib.analysis.claim import look_alpha, spent
-from specbench_lib.analysis.rounds import Budget, Contention
+from specbench_lib.analysis.rounds import Contention
 from specbench_lib.cli import main
 from specbench_lib.core.durations import parse_duration
 from specbench_lib.core.errors import ParamsError
+from specbench_lib.sweep.budget import Budget
 
 
 def _answer(result: sb.SweepResult) -> dict:
