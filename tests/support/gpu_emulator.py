@@ -25,12 +25,13 @@ import sys
 import threading
 import time
 import uuid
+import zlib
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from fake_server import chatml, words
-from gpu_figures import CODE_MARKERS, MATH_MARKERS, MODELS
+from gpu_figures import CODE_MARKERS, DOCSTRING_MARKERS, MATH_MARKERS, MODELS
 from gpu_model import AUTO_MAX_RUNNING, CHUNKED_PREFILL, SPEC_MAX_RUNNING, drafter_share, hardware
 from gpu_profiles import PROFILE_NAMES, parse_overrides, truth
 from gpu_sched import Request, Scheduler, new_request
@@ -41,13 +42,33 @@ SCALE_ENV = "SPECBENCH_EMU_TIME_SCALE"
 START_S = 180.0  # specbench: an SGLang start takes 3-5 minutes (params/tp1.yaml)
 
 
+TASK_IDS = {"code": 0, "math": 10_000, "chat": 20_000}  # each task's block of token ids
+
+
 def classify(text: str) -> str:
-    """The task a prompt's text is (its acceptance): code, math or chat."""
-    if any(m in text for m in CODE_MARKERS):
+    """The task a text is (its acceptance): code, math or chat."""
+    if any(m in text for m in CODE_MARKERS) and any(m in text for m in DOCSTRING_MARKERS):
         return "code"
     if any(m in text for m in MATH_MARKERS):
         return "math"
     return "chat"
+
+
+def encode(text: str, task: str | None = None) -> list[int]:
+    """The emulator's tokenizer: a word a token (the stand-ins' words), each id in the block of
+    the text's task, so a prompt built from documents still says which task it is."""
+    base = TASK_IDS[task or classify(text)]
+    return [1 + base + zlib.crc32(w.encode()) % 10_000 for w in words(text)]
+
+
+def task_of(ids: list[int]) -> str:
+    """The task most of a prompt's ids belong to (chat when none is known)."""
+    counts = dict.fromkeys(TASK_IDS, 0)
+    for i in ids:
+        for task, base in TASK_IDS.items():
+            if base < i <= base + 10_000:
+                counts[task] += 1
+    return max(counts, key=lambda t: (counts[t], t == "chat"))
 
 
 def resolve_config(args: argparse.Namespace) -> Config:
@@ -110,14 +131,12 @@ class _Handler(_Base):
             text = chatml(body["messages"], body.get("chat_template_kwargs"))
         else:
             text = str(body.get("prompt", body.get("text", "")))
-        ids = [1 + (sum(map(ord, w)) % 30000) for w in words(text)]
-        with srv.lock:
-            srv.tasks[hash(tuple(ids))] = srv.forced_task or classify(text)
+        ids = encode(text, srv.forced_task)
         self._json(200, {"count": len(ids), "max_model_len": srv.context, "tokens": ids})
 
     def _generate(self, body: dict[str, Any]) -> None:
         srv = self.server
-        ids = list(body.get("input_ids") or words(str(body.get("text", ""))))
+        ids = list(body.get("input_ids") or encode(str(body.get("text", ""))))
         params = body.get("sampling_params") or {}
         max_new = int(params.get("max_new_tokens", 128))
         self._start_stream()
@@ -188,7 +207,6 @@ class EmulatorServer(ThreadingHTTPServer):
                                    scale=scale, log=lambda line: print(line, flush=True))
         self.rng = random.Random(args.emu_seed)
         self.forced_task = args.emu_workload
-        self.tasks: dict[int, str] = {}
         self.lock = threading.Lock()
         self.started = time.time()
         self.ready_at = time.monotonic() + args.emu_start_s / scale
@@ -197,8 +215,8 @@ class EmulatorServer(ThreadingHTTPServer):
         return time.monotonic() < self.ready_at
 
     def make_request(self, ids: list[int], max_new: int, *, eos: bool, temperature: float) -> Request:
+        task = self.forced_task or task_of(ids)
         with self.lock:
-            task = self.forced_task or self.tasks.get(hash(tuple(ids)), "chat")
             return new_request(self.config, self.truth, task=task, prompt=len(ids), max_new=max_new,
                                eos=eos, temperature=temperature, rng=self.rng)
 

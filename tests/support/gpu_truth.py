@@ -4,8 +4,8 @@ rate per panel in closed form, so the best config of every panel is known (tests
 A profile is a set of knobs (``Truth.knobs``): per task the chain acceptance ``alpha.<task>``
 and the tree's share ``share.<task>`` (gpu_accept.py), the drafter's fixed cost ``drafter_s``,
 ``tree_step_s`` (a tree's own cost a step), ``spread`` (the per-request Beta concentration of α),
-``sampled_alpha`` (α's factor at temperature > 0), ``verify_scale`` (the verify cost a
-drafted token, against the derived one) and the answer lengths ``answer.<task>``.
+``sampled_alpha`` (α's factor at temperature > 0), ``node_scale`` (a tree node's verify
+cost, against the derived one) and the answer lengths ``answer.<task>``.
 ``published`` derives them from the figures (gpu_figures.py); the others change what the
 figures would make true, so a design is not tuned to one truth. ``--emu-set key=value`` (or
 :func:`truth` overrides) changes any knob.
@@ -76,14 +76,16 @@ def step_time(hw: Hardware, truth: Truth, config: Config, batch: int, kv: float)
     """One decode step of ``batch`` requests under ``config`` (the drafter's forward included:
     its fixed cost and its layers' share of the target's roofline)."""
     tokens = batch * config.verified
+    target = hw.forward(batch, tokens, kv)
     if config.method == "auto":
-        return hw.forward(batch, tokens, kv)
-    target = hw.forward(batch, tokens, kv, hw.c_verify * truth.get("verify_scale"))
+        return target
     share = drafter_share(hw.model)
     draft_tokens = batch * config.block
     memory = (hw.weights + batch * kv * hw.kv_per_token) * share
     draft = truth.get("drafter_s") + max(memory, draft_tokens * hw.c_tok * share)
-    return target + draft + (truth.get("tree_step_s") if config.method == "tree" else 0.0)
+    if config.method == "tree":
+        target += truth.get("tree_step_s") + batch * config.budget * hw.c_node * truth.get("node_scale")
+    return target + draft
 
 
 def _beta_quantiles(mean: float, concentration: float) -> list[float]:
@@ -112,6 +114,11 @@ def mean_tau(truth: Truth, config: Config, panel: Panel) -> float:
 def _mean_tau(kept: tuple[tuple[int, ...], ...], alpha: float, share: float, spread: float) -> float:
     draws = _beta_quantiles(alpha, spread) if spread > 0 else [alpha]
     return sum(expected_tau(kept, a, share) for a in draws) / len(draws)
+
+
+def mean_chain_tau(block: int, alpha: float, spread: float) -> float:
+    """A chain's τ averaged over requests' α."""
+    return _mean_tau(chain_paths(block), alpha, 0.0, spread)
 
 
 def answer_length(truth: Truth, panel: Panel) -> float:
