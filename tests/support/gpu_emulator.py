@@ -91,6 +91,13 @@ def resolve_config(args: argparse.Namespace) -> Config:
                      "(DFLASH, DDTREE or none)")
 
 
+def emulated_config(argv: list[str]) -> Config:
+    """The config a server argv (the sweep's ``server_argv``) runs on the emulator: what its
+    truth (gpu_truth.expected) is computed for, the tree's block as the flags set it."""
+    args, _ = parser().parse_known_args(list(argv))
+    return resolve_config(args)
+
+
 class _Handler(_Base):
     server: EmulatorServer
 

@@ -264,3 +264,22 @@ def new_request(config: Config, truth: Truth, *, task: str, prompt: int, max_new
     drawn = rng.betavariate(alpha * spread, (1 - alpha) * spread) if spread > 0 else alpha
     draw = StepDraw(paths(config, alpha, share), drawn, share, random.Random(rng.random()))
     return Request(prompt, max_new, target, draw, config.verified - 1)
+
+
+def simulated_rate(config: Config, truth: Truth, hw: Hardware, *, task: str, prompt: int,
+                   max_new: int, eos: bool, concurrency: int, requests: int = 40,
+                   mem_fraction: float = 0.85, seed: int = 0) -> float:
+    """The emulator's own decode rate in a panel (tokens after the first over the time after
+    the first, summed over the requests after the first ``concurrency``), by :func:`simulate`
+    in emulated time: what gpu_truth.expected approximates in closed form."""
+    spec = config.method != "auto"
+    pool = hw.pool_tokens(mem_fraction, drafter_share(hw.model) if spec else 0.0)
+    core = Core(hw, truth, config, pool=pool, max_running=48 if spec else 1024, chunk=8192,
+                log=lambda line: None)
+    rng = random.Random(seed)
+    done = simulate(core, lambda: new_request(config, truth, task=task, prompt=prompt, max_new=max_new,
+                                              eos=eos, temperature=0.0, rng=rng),
+                    concurrency=concurrency, requests=requests + concurrency)
+    steady = done[concurrency:]
+    span = sum(r.last_at - r.first_at for r in steady)
+    return sum(r.produced - 1 for r in steady) / span if span > 0 else 0.0

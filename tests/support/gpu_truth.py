@@ -100,20 +100,26 @@ def task_alpha(truth: Truth, panel: Panel) -> float:
     return alpha * truth.get("sampled_alpha") if panel.temperature > 0 else alpha
 
 
-def mean_tau(truth: Truth, config: Config, panel: Panel) -> float:
+def mean_tau(truth: Truth, config: Config, panel: Panel, *, harmonic: bool = False) -> float:
     """τ averaged over requests: each request's α drawn from a Beta around the task's, the
-    tree built on the task's α (the drafter's belief), walked with the request's."""
+    tree built on the task's α (the drafter's belief), walked with the request's. ``harmonic``:
+    the mean that tokens over summed time weigh requests by (a slow request's time counts
+    more), as the decode rate's claim does."""
     if config.method == "auto":
         return 1.0
     alpha, share = task_alpha(truth, panel), truth.get(f"share.{panel.task}")
     kept = paths(config, alpha, share)
-    return _mean_tau(kept, alpha, share, truth.get("spread"))
+    return _mean_tau(kept, alpha, share, truth.get("spread"), harmonic)
 
 
 @lru_cache(maxsize=8192)
-def _mean_tau(kept: tuple[tuple[int, ...], ...], alpha: float, share: float, spread: float) -> float:
+def _mean_tau(kept: tuple[tuple[int, ...], ...], alpha: float, share: float, spread: float,
+              harmonic: bool = False) -> float:
     draws = _beta_quantiles(alpha, spread) if spread > 0 else [alpha]
-    return sum(expected_tau(kept, a, share) for a in draws) / len(draws)
+    taus = [expected_tau(kept, a, share) for a in draws]
+    if harmonic:
+        return len(taus) / sum(1 / t for t in taus)
+    return sum(taus) / len(taus)
 
 
 def mean_chain_tau(block: int, alpha: float, spread: float) -> float:
@@ -162,16 +168,22 @@ def expected(config: Config, panel: Panel, truth: Truth, hw: Hardware,
              mem_fraction: float = 0.85) -> Expected:
     """A config's expected decode rate in a closed loop of ``panel.concurrency`` requests: steps
     of τ tokens at :func:`step_time`, stalled by the other in-flight requests' prefills (SGLang
-    runs a prefill batch before the next decode step)."""
+    runs a prefill batch before the next decode step) when answers end at EOS. Exact at
+    concurrency 1; within about 20 % of the emulator's own schedule above it (the benchmark
+    benchmarks/emulator_truth.py --simulate prints both)."""
     out = answer_length(truth, panel)
     batch = in_flight(hw, config, panel, mem_fraction, out)
-    tau = mean_tau(truth, config, panel)
+    tau = mean_tau(truth, config, panel, harmonic=True)
     step = step_time(hw, truth, config, batch, panel.context + out / 2)
     prefill = hw.prefill_total(panel.context)
     if config.method != "auto":
         prefill *= 1 + drafter_share(hw.model)
     busy = max(out - 1, 1.0) / tau * step
-    decode = _with_stalls(busy, prefill, batch)
+    # answers of one length in as many steps each (no EOS, no drafting) keep a closed loop in
+    # step: the requests prefill together, then decode together, and no prefill stalls a
+    # decode; answers that end at EOS, or steps of drawn τ, spread them out
+    locked = not panel.eos and config.method == "auto"
+    decode = busy if locked else _with_stalls(busy, prefill, batch)
     queued = max(0, panel.concurrency - batch) / batch * (prefill + decode)
     return Expected(config.name, max(out - 1, 1.0) / decode, out / (queued + prefill + decode),
                     tau, step, batch)
