@@ -38,7 +38,9 @@ from gpu_sched import Request, Scheduler, new_request
 from gpu_truth import Config
 from protocol_servers import _Base
 
+EMULATOR_FILE = Path(__file__).resolve()
 SCALE_ENV = "SPECBENCH_EMU_TIME_SCALE"
+JITTER_S = 0.05  # a request's decode should last this much real time at least (the host's jitter)
 START_S = 180.0  # specbench: an SGLang start takes 3-5 minutes (params/tp1.yaml)
 
 
@@ -100,6 +102,7 @@ def emulated_config(argv: list[str]) -> Config:
 
 class _Handler(_Base):
     server: EmulatorServer
+    disable_nagle_algorithm = True  # as uvicorn does: a token's chunk leaves at once
 
     def _body(self) -> dict[str, Any]:
         import json
@@ -296,8 +299,35 @@ def main(argv: list[str] | None = None) -> None:
     print(f"gpu_emulator: {state['gpu']} x{state['tp']} {state['model']}, {state['config']}, truth "
           f"{state['truth']}, time scale {scale:g}, KV pool {server.pool} tokens, serving on "
           f"http://{args.host}:{server.server_address[1]}", flush=True)
+    print(f"gpu_emulator: {scale_advice(server)}", flush=True)
     threading.Thread(target=_announce_ready, args=(server,), daemon=True).start()
     server.serve_forever()
+
+
+def scale_advice(server: EmulatorServer, output: int = 256) -> str:
+    """The largest time scale that keeps a lone request's decode of ``output`` tokens above the
+    host's jitter in real time (benchmarks/emulator_fidelity.py measured why)."""
+    from gpu_truth import Panel, expected
+
+    rate = expected(server.config, Panel("code", 3072, 1, output, eos=False), server.truth, server.hw)
+    longest = (output - 1) / rate.decode_rate / JITTER_S
+    return (f"a lone {output}-token answer decodes in {(output - 1) / rate.decode_rate:.2f} GPU s "
+            f"here: keep the time scale at most {longest:.0f} for its timing to hold")
+
+
+def wait_ready(url: str, limit_s: float) -> None:
+    """Poll ``/health`` until it answers 200 (``TimeoutError`` after ``limit_s``)."""
+    import httpx
+
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"the emulator at {url} was not ready in {limit_s:g} s")
 
 
 def _announce_ready(server: EmulatorServer) -> None:

@@ -28,7 +28,7 @@ INIT_TOKEN_RATIO = 0.7  # assumed: SGLang's initial new_token_ratio
 MIN_TOKEN_RATIO = 0.1
 RATIO_DECAY = 0.001  # a decode step
 RETRACT_BUMP = 0.3
-MAX_AHEAD_S = 0.002  # the loop runs ahead of real time by at most this before it sleeps
+MAX_AHEAD_S = 0.0003  # the loop runs ahead of real time by at most this before it sleeps
 
 
 @dataclass
@@ -213,9 +213,10 @@ class Scheduler(Core):
     def _loop(self) -> None:
         while True:
             with self.cond:
-                while not (self.waiting or self.running):
-                    self.cond.wait()
-                self.clock = max(self.clock, self._now())  # an idle GPU waits for work
+                if not (self.waiting or self.running):
+                    while not (self.waiting or self.running):
+                        self.cond.wait()
+                    self.clock = max(self.clock, self._now())  # an idle GPU waited for work
                 cost, apply = self.turn()
             ahead = (self.clock + cost - self._now()) / self.scale
             if ahead > MAX_AHEAD_S:
