@@ -8,7 +8,8 @@ The host is the limit: a request's decode must last well above the host's jitter
 millisecond on 2 shared cores) in real time, so the scale that keeps every ratio is about the
 fastest request's decode in GPU seconds / 0.05 s. Writes ``benchmarks/results/emulator_fidelity.json``.
 
-    python benchmarks/emulator_fidelity.py [--scales 5 20 60] [--concurrency 1 4] [--output 256]
+    python benchmarks/emulator_fidelity.py [--scales 5 20 60] [--concurrency 1 4] [--output 1024]
+        [--no-eos]
 """
 
 from __future__ import annotations
@@ -42,12 +43,12 @@ CONFIGS = {"auto": ([], Config("auto", "auto")),
                            "--speculative-ddtree-budget", "16"], Config("ddtree-b16", "tree", 16, 16))}
 
 
-def _one(client: httpx.Client, ids: list[int], output: int) -> tuple[int, float]:
+def _one(client: httpx.Client, ids: list[int], output: int, eos: bool) -> tuple[int, float]:
     """One streamed request: (tokens after the first, seconds after the first token)."""
     times: list[float] = []
     seen = 0
     body = {"input_ids": ids, "stream": True,
-            "sampling_params": {"max_new_tokens": output, "temperature": 0, "ignore_eos": True}}
+            "sampling_params": {"max_new_tokens": output, "temperature": 0, "ignore_eos": not eos}}
     with client.stream("POST", "/generate", json=body) as reply:
         for line in reply.iter_lines():
             if line.startswith("data:") and "[DONE]" not in line:
@@ -57,7 +58,8 @@ def _one(client: httpx.Client, ids: list[int], output: int) -> tuple[int, float]
     return len(times) - 1, times[-1] - times[0]
 
 
-def measure(url: str, ids: list[int], *, output: int, concurrency: int, requests: int) -> float:
+def measure(url: str, ids: list[int], *, output: int, concurrency: int, requests: int,
+            eos: bool) -> float:
     """A closed loop of ``concurrency`` clients: tokens over seconds after the first token,
     summed over every request after each client's first."""
     spans: list[tuple[int, float]] = []
@@ -65,7 +67,7 @@ def measure(url: str, ids: list[int], *, output: int, concurrency: int, requests
     def client() -> None:
         with httpx.Client(base_url=url, timeout=120) as c:
             for i in range(requests // concurrency + 1):
-                got = _one(c, ids, output)
+                got = _one(c, ids, output, eos)
                 if i:
                     spans.append(got)
     threads = [threading.Thread(target=client) for _ in range(concurrency)]
@@ -86,14 +88,16 @@ def run(name: str, scale: float, concurrency: int, args: argparse.Namespace) -> 
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, 30)
         ids = encode("def f(x):\n    '''Return x.'''\n    return x\n" * (args.context // 4))[:args.context]
-        got = measure(url, ids, output=args.output, concurrency=concurrency, requests=args.requests)
+        got = measure(url, ids, output=args.output, concurrency=concurrency, requests=args.requests,
+                      eos=not args.no_eos)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
     tr, hw = truth(), hardware()
+    eos = not args.no_eos
     sim = simulated_rate(config, tr, hw, task="code", prompt=args.context, max_new=args.output,
-                         eos=False, concurrency=concurrency)
-    closed = expected(config, Panel("code", args.context, concurrency, args.output, eos=False), tr, hw)
+                         eos=eos, concurrency=concurrency, requests=args.requests)
+    closed = expected(config, Panel("code", args.context, concurrency, args.output, eos=eos), tr, hw)
     return {"scale": scale, "config": name, "c": concurrency, "measured": got / scale,
             "simulated": sim, "closed": closed.decode_rate,
             "err_pct": 100 * (got / scale / sim - 1)}
@@ -106,7 +110,8 @@ def main() -> None:
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS))
     parser.add_argument("--context", type=int, default=3072)
-    parser.add_argument("--output", type=int, default=256)
+    parser.add_argument("--output", type=int, default=1024)
+    parser.add_argument("--no-eos", action="store_true", help="answers run to the cap (ignore_eos)")
     parser.add_argument("--requests", type=int, default=12)
     args = parser.parse_args()
     before = load_note()

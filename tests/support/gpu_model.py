@@ -49,7 +49,7 @@ class Hardware:
     c_node: float
     allreduce_per_token: float
 
-    def forward(self, batch: int, tokens: int, kv_tokens: float) -> float:
+    def forward(self, batch: float, tokens: float, kv_tokens: float) -> float:
         """One decode or verify forward: ``batch`` requests holding ``kv_tokens`` each on
         average, ``tokens`` tokens computed."""
         memory = self.weights + batch * kv_tokens * self.kv_per_token
@@ -67,7 +67,7 @@ class Hardware:
         """A whole prompt's prefill, in chunks of ``chunk`` tokens."""
         return sum(self.prefill(a, min(a + chunk, length)) for a in range(0, length, chunk))
 
-    def _allreduce(self, tokens: int) -> float:
+    def _allreduce(self, tokens: float) -> float:
         if self.tp <= 1:
             return 0.0
         return 2 * self.model.layers * ALLREDUCE_LATENCY_S + tokens * self.allreduce_per_token

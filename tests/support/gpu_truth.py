@@ -72,7 +72,7 @@ def paths(config: Config, alpha: float, share: float) -> tuple[tuple[int, ...], 
     return ()
 
 
-def step_time(hw: Hardware, truth: Truth, config: Config, batch: int, kv: float) -> float:
+def step_time(hw: Hardware, truth: Truth, config: Config, batch: float, kv: float) -> float:
     """One decode step of ``batch`` requests under ``config`` (the drafter's forward included:
     its fixed cost and its layers' share of the target's roofline)."""
     tokens = batch * config.verified
@@ -168,22 +168,22 @@ def expected(config: Config, panel: Panel, truth: Truth, hw: Hardware,
              mem_fraction: float = 0.85) -> Expected:
     """A config's expected decode rate in a closed loop of ``panel.concurrency`` requests: steps
     of τ tokens at :func:`step_time`, stalled by the other in-flight requests' prefills (SGLang
-    runs a prefill batch before the next decode step) when answers end at EOS. Exact at
-    concurrency 1; within about 20 % of the emulator's own schedule above it (the benchmark
-    benchmarks/emulator_truth.py --simulate prints both)."""
+    runs a prefill batch before the next decode step), the clients' cycles spread out (as real
+    clients drift apart; gpu_sched.simulated_rate staggers them so). Exact at concurrency 1;
+    within about 20 % of the emulator's own schedule above it, where gpu_sched.simulated_best
+    gives the schedule's own best (benchmarks/emulator_truth.py --simulate prints both)."""
     out = answer_length(truth, panel)
     batch = in_flight(hw, config, panel, mem_fraction, out)
     tau = mean_tau(truth, config, panel, harmonic=True)
-    step = step_time(hw, truth, config, batch, panel.context + out / 2)
     prefill = hw.prefill_total(panel.context)
     if config.method != "auto":
         prefill *= 1 + drafter_share(hw.model)
-    busy = max(out - 1, 1.0) / tau * step
-    # answers of one length in as many steps each (no EOS, no drafting) keep a closed loop in
-    # step: the requests prefill together, then decode together, and no prefill stalls a
-    # decode; answers that end at EOS, or steps of drawn τ, spread them out
-    locked = not panel.eos and config.method == "auto"
-    decode = busy if locked else _with_stalls(busy, prefill, batch)
+    decoding = float(batch)  # requests in a decode step: those not waiting for their prefill
+    for _ in range(8):
+        step = step_time(hw, truth, config, decoding, panel.context + out / 2)
+        busy = max(out - 1, 1.0) / tau * step
+        decode = _with_stalls(busy, prefill, batch)
+        decoding = max(1.0, batch * decode / (decode + prefill))
     queued = max(0, panel.concurrency - batch) / batch * (prefill + decode)
     return Expected(config.name, max(out - 1, 1.0) / decode, out / (queued + prefill + decode),
                     tau, step, batch)
