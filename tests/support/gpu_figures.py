@@ -16,8 +16,8 @@ SOURCES = {
                "arXiv 2601.11580 (vLLM v0.10.1 and SGLang v0.5.9, H100)",
     "ddtree": "liranringel/ddtree, src/data/results.tex (DFlash and DFlash + DDTree on Qwen3, "
               "temperature 0, best DDTree node budget of {16, ..., 1024})",
-    "dspark": "DSpark speculator, 7 draft tokens, one B200, vLLM 0.30.1rc1 "
-              "(../shared/reviews/published-figures.md, 'Batch and draft length')",
+    "dspark": "DSpark speculator, 7 draft tokens, one B200, vLLM 0.30.1rc1, 1,024 tokens out, "
+              "one run a point: 2.85x at N = 1, 1.16x at N = 64 on HumanEval",
     "h100": "NVIDIA H100 Tensor Core GPU datasheet (SXM5: 80 GB HBM3, 3.35 TB/s, "
             "989 TFLOPS dense BF16, NVLink 900 GB/s)",
     "h200": "NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, 4.8 TB/s, "
@@ -28,9 +28,9 @@ SOURCES = {
             "2.25 PFLOPS dense BF16 a GPU, NVLink 1.8 TB/s)",
     "qwen3": "Qwen3 model configs (Hugging Face Qwen/Qwen3-{4B,8B,32B} config.json: layers, "
              "attention and KV heads, head_dim 128, bf16) and the Qwen3 technical report's sizes",
-    "sglang": "SGLang 0.5.23 behaviour as recorded in ../shared/ENGINE.md and "
-              "../shared/reviews/engines-vs-source.md (max running requests 48 under speculation, "
-              "/flush_cache refused while requests run, /server_info fields)",
+    "sglang": "SGLang 0.5.23 behaviour as tests/PROTOCOLS.md and docs/engine-facts.md record it "
+              "(max running requests 48 under speculation, /flush_cache refused while requests "
+              "run, /server_info fields)",
     "specbench": "this project's own observation (params/tp1.yaml: an SGLang start of 3-5 minutes; "
                  "README: per-prompt speedups 0.92-1.43x, p10-p90)",
     "assumed": "an assumption: no published figure was found here; change it with --emu-set",
