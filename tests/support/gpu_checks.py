@@ -54,10 +54,10 @@ def liu_truth(base: Truth) -> tuple[Truth, Config, Config]:
 
 def checks() -> list[Check]:
     """Every shape check of the H100 / Qwen3-8B model under the ``published`` truth."""
-    hw = hardware(str(CALIBRATION["gpu"]), str(CALIBRATION["model"]))
+    hw = hardware(CALIBRATION.gpu, CALIBRATION.model)
     tr = truth("published")
     out = [Check("slowdown a request in flight, 3k context", per_request_slowdown(hw, 3072),
-                 float(CALIBRATION["per_request_slowdown"]), "issue47")]
+                 CALIBRATION.per_request_slowdown, "issue47")]
     dflash = Config("dflash", "linear", ANCHOR_BLOCK)
     for name, task in TASKS.items():
         out.append(Check(f"DFlash b16 speedup at batch 1, {name}",

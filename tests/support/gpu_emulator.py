@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import threading
 import time
 import uuid
@@ -101,7 +100,7 @@ def emulated_config(argv: list[str]) -> Config:
 
 
 class _Handler(_Base):
-    server: EmulatorServer
+    server: EmulatorServer  # type: ignore[assignment]
     disable_nagle_algorithm = True  # as uvicorn does: a token's chunk leaves at once
 
     def _body(self) -> dict[str, Any]:
@@ -169,7 +168,8 @@ class _Handler(_Base):
         self._stream(request, len(ids), eos=not params.get("ignore_eos", False))
 
     def _stream(self, r: Request, n_prompt: int, *, eos: bool) -> None:
-        rid, text, out_ids, done = uuid.uuid4().hex, "", [], False
+        rid, text, done = uuid.uuid4().hex, "", False
+        out_ids: list[int] = []
         started = time.monotonic()
         while not done:
             made, done = r.events.get()
@@ -222,7 +222,7 @@ class EmulatorServer(ThreadingHTTPServer):
         self.ready_at = time.monotonic() + args.emu_start_s / scale
 
     def loading(self) -> bool:
-        return time.monotonic() < self.ready_at
+        return bool(time.monotonic() < self.ready_at)
 
     def make_request(self, ids: list[int], max_new: int, *, eos: bool, temperature: float) -> Request:
         task = self.forced_task or task_of(ids)
@@ -336,4 +336,4 @@ def _announce_ready(server: EmulatorServer) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

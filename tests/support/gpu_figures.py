@@ -116,10 +116,20 @@ CODE_MARKERS = ("def ",)
 DOCSTRING_MARKERS = ('"""', "'''")
 MATH_MARKERS = ("\\frac", "\\boxed", "$$")
 
-# the calibration point of issue 47's figures: an 8B model on an H100; the reference context of
-# its 140 tok/s (the phase's short context)
-CALIBRATION = {"gpu": "H100", "model": "Qwen3-8B", "prefill_tok_s": 12_000.0,
-               "decode_tok_s": 140.0, "per_request_slowdown": 0.03, "context": 3072}
+@dataclass(frozen=True)
+class Calibration:
+    """The calibration point of issue 47's figures: an 8B model on an H100, its decode rate at
+    the reference context (the phase's short context)."""
+
+    gpu: str = "H100"
+    model: str = "Qwen3-8B"
+    prefill_tok_s: float = 12_000.0
+    decode_tok_s: float = 140.0
+    per_request_slowdown: float = 0.03
+    context: int = 3072
+
+
+CALIBRATION = Calibration()
 # Liu et al., SGLang v0.5.9, EAGLE on Qwen3-8B / GSM8K, depth 3, batch 1: chain k = 3 and tree
 # k = 21 speedups and accepted lengths; at batch 64 the tree is below 1x on every workload
 TREE_VS_CHAIN = {"chain_tokens": 4, "chain_speedup": 1.65, "chain_tau": 2.25,

@@ -29,8 +29,8 @@ AUTO_MAX_RUNNING = 1024  # assumed: without speculation the pool bounds it first
 def compute_efficiency() -> float:
     """The share of the H100's dense BF16 peak that issue 47's 12,000 tok/s prefill of an 8B
     model reaches (2 FLOPs a parameter a token): 2 × 8.19e9 × 12,000 / 989e12 = 0.199 (derived)."""
-    model, gpu = MODELS[str(CALIBRATION["model"])], GPUS[str(CALIBRATION["gpu"])]
-    return 2 * model.params * float(CALIBRATION["prefill_tok_s"]) / gpu.bf16_flops
+    model, gpu = MODELS[CALIBRATION.model], GPUS[CALIBRATION.gpu]
+    return 2 * model.params * CALIBRATION.prefill_tok_s / gpu.bf16_flops
 
 
 @dataclass(frozen=True)
@@ -85,10 +85,10 @@ def _per_request_s() -> float:
     """The cost a request adds to a step beyond its KV read, derived from issue 47's "3 % slower
     for each more request in flight" at the reference context: 3 % of 1/140 s = 214 µs, less
     the KV read of 3,072 tokens (453 MB at 3.35 TB/s: 135 µs) = 79 µs."""
-    model, gpu = MODELS[str(CALIBRATION["model"])], GPUS[str(CALIBRATION["gpu"])]
-    step = 1.0 / float(CALIBRATION["decode_tok_s"])
-    kv = int(CALIBRATION["context"]) * model.kv_bytes_per_token / gpu.hbm_bytes_s
-    return float(CALIBRATION["per_request_slowdown"]) * step - kv
+    model, gpu = MODELS[CALIBRATION.model], GPUS[CALIBRATION.gpu]
+    step = 1.0 / CALIBRATION.decode_tok_s
+    kv = CALIBRATION.context * model.kv_bytes_per_token / gpu.hbm_bytes_s
+    return CALIBRATION.per_request_slowdown * step - kv
 
 
 def _per_node_s() -> float:
@@ -101,16 +101,16 @@ def _per_node_s() -> float:
     chain = f["chain_tau"] / f["chain_speedup"]
     tree = f["tree_tau"] / f["tree_speedup"]
     per_node_steps = (tree - chain) / (f["tree_tokens"] - f["chain_tokens"])
-    return per_node_steps / float(CALIBRATION["decode_tok_s"])
+    return per_node_steps / CALIBRATION.decode_tok_s
 
 
 def _overhead_s(c_req: float) -> float:
     """The fixed cost a forward, derived so that the calibration (an 8B model on an H100 at the
     reference context) decodes 140 tok/s at concurrency 1: 1/140 s less its weights' read
     (16.4 GB at 3.35 TB/s: 4.89 ms), its KV's read and its request's cost = 2.0 ms."""
-    model, gpu = MODELS[str(CALIBRATION["model"])], GPUS[str(CALIBRATION["gpu"])]
-    step = 1.0 / float(CALIBRATION["decode_tok_s"])
-    memory = (model.weight_bytes + int(CALIBRATION["context"]) * model.kv_bytes_per_token) / gpu.hbm_bytes_s
+    model, gpu = MODELS[CALIBRATION.model], GPUS[CALIBRATION.gpu]
+    step = 1.0 / CALIBRATION.decode_tok_s
+    memory = (model.weight_bytes + CALIBRATION.context * model.kv_bytes_per_token) / gpu.hbm_bytes_s
     return step - memory - c_req
 
 

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from gpu_accept import expected_tau, tree_paths
 from gpu_figures import CALIBRATION, TASKS
-from gpu_model import hardware
+from gpu_model import Hardware, hardware
 from gpu_truth import (
     ANCHOR_BLOCK,
     ANCHOR_CONTEXT,
@@ -41,8 +41,8 @@ BASE_KNOBS = {
 }
 
 
-def _anchor_hw():  # type: ignore[no-untyped-def]
-    return hardware(str(CALIBRATION["gpu"]), str(CALIBRATION["model"]))
+def _anchor_hw() -> Hardware:
+    return hardware(CALIBRATION.gpu, CALIBRATION.model)
 
 
 @lru_cache(maxsize=1)
@@ -114,7 +114,7 @@ def _profile(name: str) -> dict[str, float]:
         knobs["node_scale"] = 0.2
     elif name == "tree_never":
         knobs.update({f"share.{t}": 0.0 for t in tasks})
-        knobs["tree_step_s"] = 0.3 / float(CALIBRATION["decode_tok_s"])
+        knobs["tree_step_s"] = 0.3 / CALIBRATION.decode_tok_s
     elif name == "no_spec":
         knobs.update({f"alpha.{t}": knobs[f"alpha.{t}"] * 0.2 for t in tasks})
         knobs.update({f"share.{t}": 0.0 for t in tasks})

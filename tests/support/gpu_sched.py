@@ -236,7 +236,7 @@ def simulate(core: Core, make: Callable[[], Request], *, concurrency: int, reque
     pending = [make() for _ in range(min(concurrency, requests))]
     for i, r in enumerate(pending):
         r.arrived = i * stagger
-    sent, finished = list(pending), []
+    sent, finished = list(pending), list[Request]()
     while len(finished) < requests:
         due = [r for r in pending if r.arrived <= core.clock]
         core.waiting.extend(due)
@@ -302,7 +302,7 @@ def simulated_best(configs: list[Config], truth: Truth, hw: Hardware, *, task: s
                    max_new: int, eos: bool, concurrency: int, requests: int = 40,
                    seed: int = 0) -> tuple[str, dict[str, float]]:
     """The best config of a panel by :func:`simulated_rate` (the emulator's own schedule; the
-    closed form, gpu_truth.best, is within about 20 % of it above concurrency 1), and every
+    closed form, gpu_truth.best, is within about 25 % of it above concurrency 1), and every
     config's rate."""
     rates = {c.name: simulated_rate(c, truth, hw, task=task, prompt=prompt, max_new=max_new, eos=eos,
                                     concurrency=concurrency, requests=requests, seed=seed)
