@@ -181,7 +181,7 @@ class _Handler(_Base):
                 text += f" t{i}"
             meta: dict[str, Any] = {"id": rid, "finish_reason": None, "prompt_tokens": n_prompt,
                                     "weight_version": "default", "completion_tokens": len(out_ids),
-                                    "cached_tokens": 0}
+                                    "cached_tokens": 0, "num_retractions": r.retractions}
             if done:
                 meta["finish_reason"] = ({"type": "stop", "matched": 151645}
                                          if eos and r.produced < r.max_new
