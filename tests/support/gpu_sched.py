@@ -280,8 +280,8 @@ def simulated_rate(config: Config, truth: Truth, hw: Hardware, *, task: str, pro
                    max_new: int, eos: bool, concurrency: int, requests: int = 40,
                    mem_fraction: float = 0.85, seed: int = 0) -> float:
     """The emulator's own decode rate in a panel (tokens after the first over the time after
-    the first, summed over the requests after the first ``concurrency``), by :func:`simulate`
-    in emulated time: what gpu_truth.expected approximates in closed form."""
+    the first, summed over ``requests`` in a steady loop), by :func:`simulate` in emulated time:
+    what gpu_truth.expected approximates in closed form."""
     spec = config.method != "auto"
     pool = hw.pool_tokens(mem_fraction, drafter_share(hw.model) if spec else 0.0)
     core = Core(hw, truth, config, pool=pool, max_running=48 if spec else 1024, chunk=8192,
@@ -291,9 +291,11 @@ def simulated_rate(config: Config, truth: Truth, hw: Hardware, *, task: str, pro
     cycle = hw.prefill_total(prompt) + max_new * hw.forward(concurrency, concurrency, prompt)
     done = simulate(core, lambda: new_request(config, truth, task=task, prompt=prompt, max_new=max_new,
                                               eos=eos, temperature=0.0, rng=rng),
-                    concurrency=concurrency, requests=requests + concurrency,
+                    concurrency=concurrency, requests=requests + 2 * concurrency,
                     stagger=cycle / concurrency)
-    steady = done[concurrency:]
+    # the steady state: by the order they were sent (the order they ended would favour the
+    # short ones), without the first and last ``concurrency`` (a loop filling and draining)
+    steady = sorted(done, key=lambda r: r.arrived)[concurrency:len(done) - concurrency]
     span = sum(r.last_at - r.first_at for r in steady)
     return sum(r.produced - 1 for r in steady) / span if span > 0 else 0.0
 
