@@ -1,10 +1,12 @@
 """The emulator's named truths (tests and benchmarks only): ``published`` derives every knob from
 the published figures; the others move the answer on purpose.
 
-- ``published``: α per task from DFlash's τ at block 16; the drafter's fixed cost from DFlash's
-  speedup at batch 1; the tree's share per task from DDTree's speedup over DFlash at batch 1.
-- ``budget_shift``: a drafter whose misses sit on its next choices (share 0.6) and a cheap tree,
-  so the best tree budget moves with concurrency (large at 1, small at 16).
+- ``published``: α per task from DFlash's τ at block 16 (averaged over requests); the drafter's
+  fixed cost from DFlash's speedup at batch 1; the tree's share per task from DDTree's τ at the
+  budget this model finds fastest at batch 1.
+- ``budget_shift``: a drafter whose misses sit on its next choices (share 0.8) and a node a fifth
+  as costly (``node_scale`` 0.2), so the best tree budget moves with concurrency (64 at 1, 8-16
+  at 16).
 - ``tree_never``: the tree gains nothing over its chain (share 0) and costs 30 % of a decode
   step more: DDTree never pays, DFlash or auto is best.
 - ``no_spec``: acceptance a fifth of ``published``'s (α × 0.2) and no tree gain: no draft pays
