@@ -191,9 +191,15 @@ def expected(config: Config, panel: Panel, truth: Truth, hw: Hardware,
 
 def _with_stalls(busy: float, prefill: float, batch: int) -> float:
     """A request's decode time D when the other ``batch`` − 1 requests, each cycling through a
-    prefill P and a decode D, stall it by their prefills: D = busy + (B − 1)·P·D/(P + D)."""
+    prefill P and a decode D, stall it by their prefills: with the prefills' share of the GPU,
+    s = B·P/(B·P + busy), the others are queued behind its own prefill and all stall it once its
+    first token is out; otherwise one falls in its window with the odds D/(P + D) of cycles whose
+    phases spread out (D = busy + (B − 1)·P·D/(P + D), a quadratic)."""
     b = prefill * (2 - batch) - busy
-    return (-b + math.sqrt(b * b + 4 * busy * prefill)) / 2
+    spread = (-b + math.sqrt(b * b + 4 * busy * prefill)) / 2
+    share = batch * prefill / (batch * prefill + busy)
+    odds = spread / (prefill + spread)
+    return busy + (batch - 1) * prefill * (share + (1 - share) * odds)
 
 
 def best(configs: list[Config], panel: Panel, truth: Truth, hw: Hardware,
