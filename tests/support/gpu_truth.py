@@ -22,6 +22,7 @@ from gpu_model import Hardware, drafter_share
 
 ANCHOR_CONTEXT = 1024  # assumed: the KV a request of the DFlash/DDTree benchmarks holds
 ANCHOR_BLOCK = 16  # DFlash's b16 drafters: the table's block
+TRAINED_BLOCK = 16  # the block z-lab's Qwen3 drafters were trained at (Qwen3-8B-DFlash-b16)
 DDTREE_BUDGETS = (16, 32, 64, 128, 256, 512, 1024)  # the DDTree table's search
 QUANTILES = 16  # α's per-request distribution, integrated at 16 quantiles
 
@@ -65,10 +66,14 @@ class Truth:
 
 
 def paths(config: Config, alpha: float, share: float) -> tuple[tuple[int, ...], ...]:
+    """The draft a config verifies: a chain of its block, or the tree of its budget, neither
+    deeper than the drafter was trained to draft (block 16: a position past it is never right;
+    the fork's template runs the b16 drafter at block budget + 1)."""
+    depth = min(config.block, TRAINED_BLOCK) - 1
     if config.method == "linear":
-        return chain_paths(config.budget)
+        return chain_paths(min(config.budget, TRAINED_BLOCK))
     if config.method == "tree":
-        return tree_paths(config.budget, config.block - 1, round(alpha, 6), round(share, 6))
+        return tree_paths(config.budget, depth, round(alpha, 6), round(share, 6))
     return ()
 
 

@@ -4,16 +4,20 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import gpu_checks
 import pytest
 from gpu_accept import StepDraw, chain_paths, expected_tau, tree_paths
 from gpu_figures import SHRINK, TASKS, TREE_VS_CHAIN
 from gpu_model import drafter_share, hardware
+from gpu_params import emulator_engine
+from gpu_plan import plan_configs, plan_truth
 from gpu_profiles import PROFILE_NAMES, truth
 from gpu_sched import Core, new_request, simulate, simulated_rate
-from gpu_truth import Config, Panel, best, expected
+from gpu_truth import Config, Panel, best, expected, paths
 
+ROOT = Path(__file__).resolve().parents[2]
 HW = hardware("H100", "Qwen3-8B")
 TP1 = [Config("auto", "auto"), Config("dflash", "linear", 16)] + [
     Config(f"ddtree-b{n}", "tree", n) for n in (8, 12, 15, 16, 32, 64)]
@@ -129,3 +133,22 @@ def test_the_closed_form_is_what_the_emulators_own_schedule_does(task: str, conc
         assert rate == pytest.approx(want, rel=tolerance), config
         errors.append(rate / want)
     assert max(errors) / min(errors) < 1.25, errors
+
+
+def test_a_plans_truth_covers_its_panels_with_its_configs_as_the_sweep_launches_them(
+        tmp_path: Path) -> None:
+    import specbench_lib as sb
+
+    path = tmp_path / "tp1-emulated.yaml"
+    path.write_text(f"extends: {ROOT / 'params' / 'tp1.yaml'}\n{emulator_engine(tmp_path, 30000, scale=30)}")
+    plan = sb.load_plan(path)
+    configs = plan_configs(plan)
+    # the fork's template: the tree's budget + 1 is the drafter's block, never drafted past 16
+    assert configs["ddtree-b32"] == Config("ddtree-b32", "tree", 32, 33)
+    assert max(len(p) for p in paths(configs["ddtree-b32"], 0.9, 0.5)) == 15
+    answers = plan_truth(plan, truth(), HW)
+    # code only at 3k (max_context), chat at 3k and 25.6k; 3 concurrencies, 2 outputs, 2 temperatures
+    assert len(answers) == (1 + 2) * 3 * 2 * 2
+    assert {a.best for a in answers.values()} <= set(configs)
+    assert answers[("code", 3072, 1, 1024, 0.0)].best == "dflash-b16"
+    assert answers[("chat", 3072, 1, 1024, 0.0)].speedup("ddtree-b32") > 2
