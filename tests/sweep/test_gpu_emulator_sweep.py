@@ -71,6 +71,7 @@ def test_a_tp1_plan_runs_on_the_emulator_through_the_sglang_adapter(
 
 
 def test_server_info_says_what_sglang_resolved_and_the_pool_it_holds(tmp_path: Path) -> None:
+    import os
     import subprocess
     import sys
 
@@ -78,10 +79,11 @@ def test_server_info_says_what_sglang_resolved_and_the_pool_it_holds(tmp_path: P
 
     port = free_port()
     argv = [sys.executable, str(EMULATOR_FILE), "--model-path", str(tmp_path / "Qwen3-8B"),
-            "--port", str(port), "--emu-time-scale", "1000", "--mem-fraction-static", "0.85",
+            "--port", str(port), "--mem-fraction-static", "0.85",
             "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "/d",
             "--speculative-dflash-enable-ddtree", "--speculative-num-draft-tokens", "17"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "SPECBENCH_EMU_TIME_SCALE": "1000"}  # the start's 180 s in 0.18 s
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, 20)
@@ -94,6 +96,7 @@ def test_server_info_says_what_sglang_resolved_and_the_pool_it_holds(tmp_path: P
         assert 280_000 < info.raw["max_total_num_tokens"] < 300_000  # the drafter's share taken
         state = info.raw["internal_states"][0]["emulator"]
         assert (state["method"], state["budget"], state["block"]) == ("tree", 16, 17)
+        assert state["time_scale"] == 1000
         assert flush.status_code == 200
     finally:
         proc.terminate()
