@@ -59,7 +59,7 @@ def expected_tau(paths: tuple[Path, ...], alpha: float, share: float) -> float:
     the target (α, share) — a request whose acceptance differs from the drafter's belief sees
     the same tree with other odds."""
     total = 1.0
-    probs = {(): 1.0}
+    probs: dict[Path, float] = {(): 1.0}
     for path in sorted(paths, key=len):
         prob = probs[path[:-1]] * rank_prob(path[-1], alpha, share)
         probs[path] = prob

@@ -21,33 +21,55 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import threading
 import time
 import uuid
+import zlib
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from fake_server import chatml, words
-from gpu_figures import CODE_MARKERS, MATH_MARKERS, MODELS
+from gpu_figures import CODE_MARKERS, DOCSTRING_MARKERS, MATH_MARKERS, MODELS
 from gpu_model import AUTO_MAX_RUNNING, CHUNKED_PREFILL, SPEC_MAX_RUNNING, drafter_share, hardware
 from gpu_profiles import PROFILE_NAMES, parse_overrides, truth
 from gpu_sched import Request, Scheduler, new_request
 from gpu_truth import Config
 from protocol_servers import _Base
 
+EMULATOR_FILE = Path(__file__).resolve()
 SCALE_ENV = "SPECBENCH_EMU_TIME_SCALE"
+JITTER_S = 0.05  # a request's decode should last this much real time at least (the host's jitter)
 START_S = 180.0  # specbench: an SGLang start takes 3-5 minutes (params/tp1.yaml)
 
 
+TASK_IDS = {"code": 0, "math": 10_000, "chat": 20_000}  # each task's block of token ids
+
+
 def classify(text: str) -> str:
-    """The task a prompt's text is (its acceptance): code, math or chat."""
-    if any(m in text for m in CODE_MARKERS):
+    """The task a text is (its acceptance): code, math or chat."""
+    if any(m in text for m in CODE_MARKERS) and any(m in text for m in DOCSTRING_MARKERS):
         return "code"
     if any(m in text for m in MATH_MARKERS):
         return "math"
     return "chat"
+
+
+def encode(text: str, task: str | None = None) -> list[int]:
+    """The emulator's tokenizer: a word a token (the stand-ins' words), each id in the block of
+    the text's task, so a prompt built from documents still says which task it is."""
+    base = TASK_IDS[task or classify(text)]
+    return [1 + base + zlib.crc32(w.encode()) % 10_000 for w in words(text)]
+
+
+def task_of(ids: list[int]) -> str:
+    """The task most of a prompt's ids belong to (chat when none is known)."""
+    counts = dict.fromkeys(TASK_IDS, 0)
+    for i in ids:
+        for task, base in TASK_IDS.items():
+            if base < i <= base + 10_000:
+                counts[task] += 1
+    return max(counts, key=lambda t: (counts[t], t == "chat"))
 
 
 def resolve_config(args: argparse.Namespace) -> Config:
@@ -70,8 +92,16 @@ def resolve_config(args: argparse.Namespace) -> Config:
                      "(DFLASH, DDTREE or none)")
 
 
+def emulated_config(argv: list[str]) -> Config:
+    """The config a server argv (the sweep's ``server_argv``) runs on the emulator: what its
+    truth (gpu_truth.expected) is computed for, the tree's block as the flags set it."""
+    args, _ = parser().parse_known_args(list(argv))
+    return resolve_config(args)
+
+
 class _Handler(_Base):
-    server: EmulatorServer
+    server: EmulatorServer  # type: ignore[assignment]
+    disable_nagle_algorithm = True  # as uvicorn does: a token's chunk leaves at once
 
     def _body(self) -> dict[str, Any]:
         import json
@@ -110,14 +140,12 @@ class _Handler(_Base):
             text = chatml(body["messages"], body.get("chat_template_kwargs"))
         else:
             text = str(body.get("prompt", body.get("text", "")))
-        ids = [1 + (sum(map(ord, w)) % 30000) for w in words(text)]
-        with srv.lock:
-            srv.tasks[hash(tuple(ids))] = srv.forced_task or classify(text)
+        ids = encode(text, srv.forced_task)
         self._json(200, {"count": len(ids), "max_model_len": srv.context, "tokens": ids})
 
     def _generate(self, body: dict[str, Any]) -> None:
         srv = self.server
-        ids = list(body.get("input_ids") or words(str(body.get("text", ""))))
+        ids = list(body.get("input_ids") or encode(str(body.get("text", ""))))
         params = body.get("sampling_params") or {}
         max_new = int(params.get("max_new_tokens", 128))
         self._start_stream()
@@ -140,7 +168,8 @@ class _Handler(_Base):
         self._stream(request, len(ids), eos=not params.get("ignore_eos", False))
 
     def _stream(self, r: Request, n_prompt: int, *, eos: bool) -> None:
-        rid, text, out_ids, done = uuid.uuid4().hex, "", [], False
+        rid, text, done = uuid.uuid4().hex, "", False
+        out_ids: list[int] = []
         started = time.monotonic()
         while not done:
             made, done = r.events.get()
@@ -152,7 +181,7 @@ class _Handler(_Base):
                 text += f" t{i}"
             meta: dict[str, Any] = {"id": rid, "finish_reason": None, "prompt_tokens": n_prompt,
                                     "weight_version": "default", "completion_tokens": len(out_ids),
-                                    "cached_tokens": 0}
+                                    "cached_tokens": 0, "num_retractions": r.retractions}
             if done:
                 meta["finish_reason"] = ({"type": "stop", "matched": 151645}
                                          if eos and r.produced < r.max_new
@@ -188,17 +217,16 @@ class EmulatorServer(ThreadingHTTPServer):
                                    scale=scale, log=lambda line: print(line, flush=True))
         self.rng = random.Random(args.emu_seed)
         self.forced_task = args.emu_workload
-        self.tasks: dict[int, str] = {}
         self.lock = threading.Lock()
         self.started = time.time()
         self.ready_at = time.monotonic() + args.emu_start_s / scale
 
     def loading(self) -> bool:
-        return time.monotonic() < self.ready_at
+        return bool(time.monotonic() < self.ready_at)
 
     def make_request(self, ids: list[int], max_new: int, *, eos: bool, temperature: float) -> Request:
+        task = self.forced_task or task_of(ids)
         with self.lock:
-            task = self.forced_task or self.tasks.get(hash(tuple(ids)), "chat")
             return new_request(self.config, self.truth, task=task, prompt=len(ids), max_new=max_new,
                                eos=eos, temperature=temperature, rng=self.rng)
 
@@ -271,8 +299,35 @@ def main(argv: list[str] | None = None) -> None:
     print(f"gpu_emulator: {state['gpu']} x{state['tp']} {state['model']}, {state['config']}, truth "
           f"{state['truth']}, time scale {scale:g}, KV pool {server.pool} tokens, serving on "
           f"http://{args.host}:{server.server_address[1]}", flush=True)
+    print(f"gpu_emulator: {scale_advice(server)}", flush=True)
     threading.Thread(target=_announce_ready, args=(server,), daemon=True).start()
     server.serve_forever()
+
+
+def scale_advice(server: EmulatorServer, output: int = 256) -> str:
+    """The largest time scale that keeps a lone request's decode of ``output`` tokens above the
+    host's jitter in real time (benchmarks/emulator_fidelity.py measured why)."""
+    from gpu_truth import Panel, expected
+
+    rate = expected(server.config, Panel("code", 3072, 1, output, eos=False), server.truth, server.hw)
+    longest = (output - 1) / rate.decode_rate / JITTER_S
+    return (f"a lone {output}-token answer decodes in {(output - 1) / rate.decode_rate:.2f} GPU s "
+            f"here: keep the time scale at most {longest:.0f} for its timing to hold")
+
+
+def wait_ready(url: str, limit_s: float) -> None:
+    """Poll ``/health`` until it answers 200 (``TimeoutError`` after ``limit_s``)."""
+    import httpx
+
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"the emulator at {url} was not ready in {limit_s:g} s")
 
 
 def _announce_ready(server: EmulatorServer) -> None:
@@ -281,4 +336,4 @@ def _announce_ready(server: EmulatorServer) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
