@@ -42,6 +42,7 @@ request_rate: null
 time_budget_s: 1s
 request_timeout_s: 30
 prompt_reuse: true  # the emulator learns nothing across requests; HumanEval's 164 documents
+stages: []  # the phase's axes as one plan, not its design's first stage (docs/stages.md)
 {LENIENT_HOST}""")
     return path
 
