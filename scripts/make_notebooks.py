@@ -38,14 +38,14 @@ HOW_TO_RUN = ("<details><summary>How to run this notebook</summary><p>"
               "the outputs.</p></details>")
 PARAMETERS = '''params_file: str = "{params}"  # params YAML of the phase (from the project root or cwd)
 budget: Optional[int] = None  # one budget (plus the auto baseline), or None for every budget
-stage: Optional[str] = None  # the stage of a staged design (params stages); None: its first
-contenders_run: Optional[str] = None  # the run whose answer gives a contenders stage its configs
 run_id: Optional[str] = None  # name of the run directory under outputs/runs; None makes a new one
 resume: Optional[str] = None  # id of an interrupted run to continue (keeps its ok cells)
 dry_run: bool = False  # show the plan, argv per config and context-guard outcome; start nothing
 retry_known_bad: bool = False  # run the configs listed under known_bad instead of skipping them
 reuse: bool = False  # copy ok cells with matching fingerprints from earlier runs instead of measuring
 time_budget: Optional[str] = "params"  # "8m": stop once each best is decided; None: fixed plan
+stage: Optional[str] = None  # the stage of a staged design (params stages); None: its first
+contenders_run: Optional[str] = None  # the run whose answer gives a contenders stage its configs
 PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)'''
 CALLS = [
     "plan = sb.load_plan(params_file, budget=budget, time_budget=time_budget, stage=stage,\n"
