@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from gpu_emulator import START_S, resolve_config
 from gpu_emulator import parser as emulator_parser
-from gpu_emulator import resolve_config
 from gpu_model import hardware
 from gpu_profiles import truth as truth_of
 from gpu_truth import Config, Panel, best
@@ -55,7 +55,11 @@ def emulated_params(folder: Path, shipped: Path, *, truth: str, scale: float, ta
         "extends": str(shipped),
         "engine": {"binary": sys.executable, "launcher": launcher, "model": str(model),
                    "model_cache": None, "draft_model": str(model), "port": free_port(),
-                   "tokenizer": "server", "ready_timeout_s": 60},
+                   "tokenizer": "server", "ready_timeout_s": 60,
+                   # the time model's defaults, scaled as the emulator is (an 8B model on an H100
+                   # at `scale` times its speed: 8 / scale billions; its 180 s start / scale), so
+                   # the budget kept to the cell prices the compressed cells, not real ones
+                   "model_params_b": 8.0 / scale, "start_s": START_S / scale},
         "time_budget_s": budget, "known_bad": [],
         # the emulator's client is this machine's: its other load is not the phase's question
         "host": {"max_other_cpu_cores": None}, "max_coalesced_fraction": 0.5,
