@@ -208,7 +208,7 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     budget = (f"of a {span(answer['budget_s'])} budget" if answer["budget_s"] is not None
               else "(a fixed plan: one look)")
     if answer["stopped"] == "running":  # written after a look while the sweep goes on
-        head = (f"answer so far (the sweep is running): after {span(answer['seconds'])} "
+        head = (f"answer so far (written at a look while the sweep ran): after {span(answer['seconds'])} "
                 f"{budget}, {answer['rounds']} rounds: {decided}/{len(panels)} panels decided"
                 + (f" ({', '.join(panel_name(p['panel']) for p in panels if p['decided'])})"
                    if decided else "") + f", {len(panels) - decided} open")

@@ -113,7 +113,7 @@ def test_the_answer_so_far_is_written_after_each_look_and_the_cli_reads_it(
     assert answer["stopped"] == "running" and answer["rounds"] >= 1
     assert main(["answer", run_dir.name]) == 0
     said = capsys.readouterr().out
-    assert said.startswith("answer so far (the sweep is running): after ")
+    assert said.startswith("answer so far (written at a look while the sweep ran): after ")
     assert "panels decided" in said and "open" in said
 
 
