@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpu_accept import expected_tau, solve_alpha, tree_paths
-from gpu_figures import CALIBRATION, SHRINK, TASKS, TREE_VS_CHAIN
+from gpu_figures import CALIBRATION, SHRINK, TASKS, TREE_VS_CHAIN, VERIFY_SHARE
 from gpu_model import Hardware, hardware, per_request_slowdown
 from gpu_profiles import truth
 from gpu_truth import ANCHOR_BLOCK, ANCHOR_CONTEXT, Config, Panel, Truth, mean_tau, step_time
@@ -69,6 +69,11 @@ def checks() -> list[Check]:
                      SHRINK["dspark_n64"] / SHRINK["dspark_n1"], "dspark (7 draft tokens, HumanEval)"))
     out.append(Check("DFlash b16, code: speedup at batch 64", b64, SHRINK["dspark_n64"],
                      "dspark (7 draft tokens, HumanEval)"))
+    for batch in (1, 64):
+        target = verify_time(hw, dflash, batch)
+        out.append(Check(f"DFlash b16: verification's share of a step at batch {batch}",
+                         target / step_time(hw, tr, dflash, batch, ANCHOR_CONTEXT), VERIFY_SHARE[1],
+                         "liu2601 (verification 42-95 % of the time)"))
     liu, chain, tree = liu_truth(tr)
     for batch in (1, 64):
         for config, key in ((chain, "chain_speedup"), (tree, "tree_speedup")):
@@ -79,6 +84,11 @@ def checks() -> list[Check]:
     out.append(Check("Liu tree/chain crossing batch", crossing(hw, liu, chain, tree), float("nan"),
                      "liu2601 (tree ahead at 1, behind by 64)"))
     return out
+
+
+def verify_time(hw: Hardware, config: Config, batch: int) -> float:
+    """The target's verify forward alone (the step less the drafter's)."""
+    return hw.forward(batch, batch * config.verified, ANCHOR_CONTEXT)
 
 
 def crossing(hw: Hardware, tr: Truth, chain: Config, tree: Config) -> float:

@@ -43,6 +43,8 @@ def test_dflash_at_batch_1_is_the_published_speedup_and_shrinks_with_batch() -> 
         check = found[f"DFlash b16 speedup at batch 1, {name}"]
         tolerance = 0.15 if name == "code" else 0.06  # code's row is another model's
         assert check.model == pytest.approx(task.dflash_speedup, rel=tolerance), check
+    for batch in (1, 64):  # verification is 42-95 % of the time (Liu et al.)
+        assert 0.42 <= found[f"DFlash b16: verification's share of a step at batch {batch}"].model <= 0.95
     at64 = found["DFlash b16, code: speedup at batch 64"].model
     assert at64 == pytest.approx(SHRINK["dspark_n64"], rel=0.25)  # DSpark's 1.16x at N = 64
     assert at64 < found["DFlash b16 speedup at batch 1, code"].model / 3
