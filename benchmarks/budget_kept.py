@@ -62,6 +62,7 @@ workloads:
   - {{name: chat, source: sharegpt, template: chat, stop: eos,
      chat_template_kwargs: {{enable_thinking: false}}}}
 time_budget_s: {budget:g}
+stages: []  # tp1's axes as one plan, as before its design's stages (docs/stages.md)
 """)
     return path
 

@@ -44,10 +44,12 @@ dry_run: bool = False  # show the plan, argv per config and context-guard outcom
 retry_known_bad: bool = False  # run the configs listed under known_bad instead of skipping them
 reuse: bool = False  # copy ok cells with matching fingerprints from earlier runs instead of measuring
 time_budget: Optional[str] = "params"  # "8m": stop once each best is decided; None: fixed plan
+stage: Optional[str] = None  # the stage of a staged design (params stages); None: its first
+contenders_run: Optional[str] = None  # the run whose answer gives a contenders stage its configs
 PAPERMILL_OUTPUT_PATH: Optional[str] = None  # set by papermill --inject-paths (and specbench run)'''
 CALLS = [
-    "plan = sb.load_plan(params_file, budget=budget, time_budget=time_budget,\n"
-    "                    notebook=PAPERMILL_OUTPUT_PATH)\nplan",
+    "plan = sb.load_plan(params_file, budget=budget, time_budget=time_budget, stage=stage,\n"
+    "                    contenders_run=contenders_run, notebook=PAPERMILL_OUTPUT_PATH)\nplan",
     "result = sb.run_sweep(plan, run_id=run_id, resume=resume, dry_run=dry_run,\n"
     "                      retry_known_bad=retry_known_bad, reuse=reuse)\n"
     "sb.keep_notebook(result, PAPERMILL_OUTPUT_PATH)\nsb.answer_of(result)",

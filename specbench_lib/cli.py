@@ -24,6 +24,7 @@ from .lab import open_lab
 from .model.layering import load_params
 from .model.nbparams import notebook_parameters, unknown_parameter
 from .model.plan import load_plan
+from .model.staging import stage_phase
 from .report.diff import RunDiff, write_diff
 from .report.export import compare, write
 from .report.pages import build_index, render_html, run_summaries
@@ -174,7 +175,9 @@ def _dry_run(notebook: Path, params_file: str | None, given: dict[str, Any]) -> 
               file=sys.stderr)
         return 2
     print(PlanPreview(load_plan(params, budget=given.get("budget"),
-                                time_budget=given.get("time_budget", "params"))).text())
+                                time_budget=given.get("time_budget", "params"),
+                                stage=given.get("stage"),
+                                contenders_run=given.get("contenders_run"))).text())
     return 0
 
 
@@ -199,7 +202,8 @@ def _destination(notebook: Path, declared: Collection[str], parameters: dict[str
         if parameters.get("run_id"):
             check_run_id(parameters["run_id"], key="-p run_id")
         source = _params_file(notebook, params_file, parameters)
-        run_phase = load_params(source).phase if source else notebook.stem
+        run_phase = (stage_phase(load_params(source), parameters.get("stage")) if source
+                     else notebook.stem)
         run_id = parameters.setdefault("run_id", new_run_id(run_phase))
         run = RunDir.at(str(run_id))
         if run.path.exists():

@@ -46,9 +46,7 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
     claim; the others are stated beside it without repeating it) the speedup's split too."""
     import pandas as pd
 
-    order = {tuple(key_value(v) for v in p): list(map(str, r["config"]))
-             for p, r in table.groupby(PANEL, sort=False, dropna=False)}
-    claims = panel_claims(cells, alphas=alphas, equivalence=equivalence, configs=order,
+    claims = table_claims(cells, table, alphas=alphas, equivalence=equivalence,
                           quantity=quantity)
     by_panel: dict[Panel, list[CellRecord]] = {}
     for cell in cells:
@@ -70,6 +68,17 @@ def best_configs(cells: Sequence[CellRecord], table: Any, group: list[str], *,
                                   mine, found.baseline, alpha=found.alpha,
                                   configs=len(found.rows)) if explain else None))
     return pd.DataFrame(rows, columns=BEST_COLUMNS)
+
+
+def table_claims(cells: Sequence[CellRecord], table: Any, *,
+                 equivalence: float = EQUIVALENCE, alphas: Mapping[Panel, float] | None = None,
+                 quantity: str = OUTPUT_RATE.name) -> dict[Panel, Claim]:
+    """Every panel's claim on ``quantity``, its configs in ``table``'s order: what
+    :func:`best_configs` states and the claim's figure draws (one computation)."""
+    order = {tuple(key_value(v) for v in p): list(map(str, r["config"]))
+             for p, r in table.groupby(PANEL, sort=False, dropna=False)}
+    return panel_claims(cells, alphas=alphas, equivalence=equivalence, configs=order,
+                        quantity=quantity)
 
 
 def claim_row(panel: dict[str, Any], found: Claim, best: Any, *, outputs: bool,

@@ -34,7 +34,7 @@ _NOT_MEASURED = {"phase", "description", "engine", "configs", "workloads", "cont
 # a greedy raw plan's cells keep the fingerprints they had
 _NEW_DEFAULTS = {"temperature": 0.0, "temperatures": 1, "top_p": 1.0, "top_k": 0,
                  "template": "raw", "chat_template_kwargs": {}, "vocab_size": None,
-                 "special_ids": []}
+                 "special_ids": [], "stages": []}  # stages: a stage's params have none
 
 
 def _lean(found: dict[str, Any]) -> dict[str, Any]:

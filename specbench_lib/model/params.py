@@ -18,11 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..core.durations import parse_duration
 from ..core.errors import ParamsError
-from .catalogue import (
-    DEFAULT_MAX_COALESCED_FIRST_FRACTION,
-    DEFAULT_MAX_COALESCED_FRACTION,
-    DEFAULT_MAX_FAILED_FRACTION,
-)
+from . import catalogue as cat
 from .categories import check_groups, per_category
 from .quantities import QUANTITIES, check_measurable
 from .sampling import Sampling
@@ -38,6 +34,7 @@ from .sections import (
     TimeoutParams,
     WorkloadParams,
 )
+from .stages import StageParams, check_stages
 
 _REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # sizes no real study reaches: past them a typo (10^12 requests) would hang or exhaust memory
@@ -171,11 +168,11 @@ class SweepParams(Strict):
     host: HostParams = HostParams()  # other processes' CPU while a cell runs (busy_host)
     placement: PlacementParams = PlacementParams()  # local (one after another) or on Ray
     # failed requests a cell may tolerate (failed_fraction)
-    max_failed_fraction: float = Field(DEFAULT_MAX_FAILED_FRACTION, ge=0, lt=1)
+    max_failed_fraction: float = Field(cat.DEFAULT_MAX_FAILED_FRACTION, ge=0, lt=1)
     # measured tokens, and first tokens, whose receive time was lost to a client stall, as
     # fractions, above which a cell is invalid (coalesced_reads)
-    max_coalesced_fraction: float = Field(DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)
-    max_coalesced_first_fraction: float = Field(DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0,
+    max_coalesced_fraction: float = Field(cat.DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)
+    max_coalesced_first_fraction: float = Field(cat.DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0,
                                                 le=1)  # the same for first tokens (coalesced_reads)
     # the thresholds of cell rules that have no params key of their own, by the rule's name for
     # it (a rule's key `thresholds.<name>`, see docs/rules.md); a name no rule reads is refused
@@ -200,6 +197,8 @@ class SweepParams(Strict):
     # once with fresh prompts, this many times at most, before it stays invalid
     retries: int = Field(2, ge=0, le=10)
     slo: SloParams | None = None  # latency limits: goodput and the load that still meets them
+    # the phase's design: each stage one question with its axes, configs and time budget
+    stages: tuple[StageParams, ...] = ()  # (a run measures one: model/stages.py, docs/stages.md)
     groups: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # pooled: categories.py
     # more key or flag names whose values are secrets, hidden in params.yaml, the manifest and the
     # cells (whole names: `license_key` also hides `--license-key`); api_key, --api-key,
@@ -303,6 +302,7 @@ class SweepParams(Strict):
                 raise ValueError(f"{what} names must be unique, repeated: {dupes}")
         check_groups(self.groups, [w.name for w in self.workloads])
         check_measurable(self.claim_quantity, self.output_lengths)
+        check_stages(self.stages, workloads=[w.name for w in self.workloads])
         if not any(c.method == "auto" for c in self.configs):
             raise ValueError("one config must have method 'auto': it is the baseline of speedups")
         for w in self.workloads:

@@ -6,7 +6,7 @@ is too large or none of its cells fits the engine's context.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from ..core.paths import resolve_project_path
 from .layering import load_params, translate
 from .nbparams import check_notebook_parameters
 from .params import CellSpec, ServerConfig, SweepParams
+from .stages import Stage
+from .staging import apply_stage
 
 # sizes no real study reaches: past them a typo (10^12 requests) would hang or exhaust memory
 MAX_PLAN_CELLS = 100_000
@@ -31,6 +33,8 @@ class Plan:
     servers: tuple[ServerConfig, ...]
     cells: tuple[CellSpec, ...]
     budget: int | None
+    stage: Stage | None = None  # the stage of the phase's design it measures (model/stages.py)
+    phase_params: SweepParams | None = None  # the phase's params, every stage (the dry run's)
 
     def cells_for(self, server: ServerConfig) -> list[CellSpec]:
         return [c for c in self.cells if c.config == server.label]
@@ -48,6 +52,8 @@ class Plan:
                     if p.temperatures != (0.0,) else "")
                  + (f"; in rounds (at most {p.max_rounds}) within a {p.time_budget_s:g} s time "
                     "budget" if p.time_budget_s is not None else "")]
+        if self.stage is not None:
+            lines.append(f"  {self.stage.line()}")
         lines += [f"  {s.label}: method {s.method}, budget {s.budget}"
                   + (f", attached to {s.attach.url}" if s.attach else "") for s in self.servers]
         return "\n".join(lines)
@@ -59,6 +65,7 @@ class Plan:
         rows = [[s.label, s.method, s.budget, s.attach.url if s.attach else "launched"]
                 for s in self.servers]
         return (html_text(repr(self).splitlines()[0], bold=True)
+                + (html_text(self.stage.line()) if self.stage is not None else "")
                 + html_table(["config", "method", "budget", "server"], rows))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
@@ -155,7 +162,8 @@ def _require_context_room(params: SweepParams, servers: list[ServerConfig], sour
 
 
 def load_plan(path: str | Path, *, budget: int | None = None,
-              notebook: str | Path | None = None, time_budget: Any = "params") -> Plan:
+              notebook: str | Path | None = None, time_budget: Any = "params",
+              stage: str | None = None, contenders_run: str | None = None) -> Plan:
     """Load a params file and build its plan in one step (what a notebook calls).
 
     ``time_budget``: seconds or a duration (``"10m"``) over the file's ``time_budget_s``, None
@@ -163,13 +171,20 @@ def load_plan(path: str | Path, *, budget: int | None = None,
     ``notebook`` is papermill's ``PAPERMILL_OUTPUT_PATH`` (``papermill --inject-paths``, always
     set by ``specbench run``): a parameter papermill passed that the notebook does not declare
     (``-p budgt 16``) is refused (see :func:`check_notebook_parameters`).
+    ``stage``: the stage of a params file with ``stages`` (None: its first;
+    :mod:`~.stages`), ``contenders_run`` the run whose answer gives a contenders stage its configs.
     """
     check_notebook_parameters(notebook)
-    params = load_params(path)
+    phase = params = load_params(path)
+    found = None
+    if params.stages or stage is not None:
+        params, found = apply_stage(params, stage, source=resolve_project_path(path),
+                                    contenders_run=contenders_run)
     if time_budget != "params":  # a notebook's (or --time-budget's) budget over the file's
         seconds = parse_duration(time_budget, key="time_budget")
         try:
             params = SweepParams.model_validate({**params.model_dump(), "time_budget_s": seconds})
         except ValidationError as exc:
             raise translate(exc, resolve_project_path(path), params.model_dump()) from None
-    return build_plan(params, source=resolve_project_path(path), budget=budget)
+    plan = build_plan(params, source=resolve_project_path(path), budget=budget)
+    return replace(plan, stage=found, phase_params=phase if found is not None else None)

@@ -36,10 +36,49 @@ from .loadplots import latency_throughput, speedup_vs_load
 from .promptplots import speedup_per_prompt, speedup_vs_answer_length
 from .stepplots import step_cost_figure, step_points
 
-_INTERVALS = {"output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
+_INTERVALS = {"claim": ("claim_lo", "claim_hi"),  # the claim's own (simultaneous, its look's α)
+              "output_tok_s": ("output_tok_s_lo", "output_tok_s_hi"),
               "speedup": ("speedup_lo", "speedup_hi"),
               "gpu_j_per_token": ("gpu_j_per_token_lo", "gpu_j_per_token_hi")}  # 95 % error bars
 _DODGE = 0.07  # log2 units between two workloads' points at one budget
+
+
+def claim_vs_budget(result: RunResult) -> Any:
+    """The answer's own quantity (the plan's ``claim_quantity``: the decode rate, end to end,
+    TTFT or acceptance) relative to ``auto``'s, against the budget, with the claim's intervals
+    (paired by prompt, simultaneous over the panel's configs, at the error its look spent: the
+    one computation every page states, :func:`~specbench_lib.analysis.best.table_claims`); the
+    claim's best ringed black, the rest of its set grey; ``auto`` is the line at 1."""
+    from ..analysis.best import table_claims
+    from ..analysis.claim import claim_columns
+    from ..model.quantities import quantity
+
+    table = result.table()
+    claims = table_claims(result.cells, table, alphas=result.alphas,
+                          equivalence=result.equivalence, quantity=result.quantity)
+    table = claim_columns(table, claims, "claim")
+    profile = table["load"].astype(str).str.startswith("p")  # no like-for-like baseline there
+    table.loc[profile, ["claim", "claim_lo", "claim_hi"]] = float("nan")
+    said = quantity(result.quantity)
+    label = f"{said.short} vs auto (×{', higher: shorter' if said.lower_is_better else ''})"
+    fig = _vs_budget(result, [("claim", "")], label, unit_line=1.0, ring=True, table=table,
+                     ring_quantity=result.quantity, from_zero=False)
+    _about_the_points(fig)
+    return fig
+
+
+def _about_the_points(fig: Any) -> None:
+    """Each axis from its points (and 1) with a margin, not from its widest interval: an early
+    look's error is tiny, its intervals reach far past any value measured (their ends are off
+    the axis, cut where it ends)."""
+    import math
+
+    for ax in fig.axes:  # a row shares its y axis: its limits are over the row's points
+        values = [1.0] + [float(y) for a in ax.get_shared_y_axes().get_siblings(ax)
+                          for c in a.containers for y in c.lines[0].get_ydata()
+                          if y == y and math.isfinite(float(y)) and float(y) > 0]
+        low, high = min(values), max(values)
+        ax.set_ylim(low / 1.25 if low < 1 else low * 0.8, high * 1.25)
 
 
 def throughput_vs_budget(result: RunResult) -> Any:
@@ -51,7 +90,8 @@ def throughput_vs_budget(result: RunResult) -> Any:
 
 def speedup_vs_budget(result: RunResult) -> Any:
     """Output tok/s relative to ``auto`` of the same workload, context and concurrency."""
-    return _vs_budget(result, [("speedup", "")], "speedup vs auto", unit_line=1.0, ring=True)
+    return _vs_budget(result, [("speedup", "")], "speedup vs auto", unit_line=1.0, ring=True,
+                      from_zero=False)
 
 
 def acceptance_vs_budget(result: RunResult) -> Any:
@@ -88,7 +128,8 @@ def _sampled_gpus(result: RunResult) -> bool:
 def standard(result: RunResult) -> dict[str, Any]:
     """Every figure of a phase notebook by file name (the load figures when the run has several
     concurrency levels or open-loop rates)."""
-    figures = {"throughput_vs_budget": throughput_vs_budget(result),
+    figures = {"claim_vs_budget": claim_vs_budget(result),  # the answer's quantity first
+               "throughput_vs_budget": throughput_vs_budget(result),
                "speedup_vs_budget": speedup_vs_budget(result),
                "acceptance_vs_budget": acceptance_vs_budget(result),
                "ttft_vs_budget": ttft_vs_budget(result), "itl_vs_budget": itl_vs_budget(result)}
@@ -112,10 +153,12 @@ def standard(result: RunResult) -> dict[str, Any]:
 
 def _vs_budget(result: RunResult, metrics: list[tuple[str, str]], ylabel: str, *,
                band: str | None = None, linear: bool = False, unit_line: float | None = None,
-               scale: float = 1.0, ring: bool = False) -> Any:
+               scale: float = 1.0, ring: bool = False, table: Any = None,
+               ring_quantity: str = OUTPUT_RATE.name, from_zero: bool = True) -> Any:
     import matplotlib.pyplot as plt
 
-    verdicts, table = result.verdicts(), with_tails(result.table())
+    verdicts = result.verdicts()
+    table = with_tails(result.table() if table is None else table)
     contexts = sorted(verdicts["context"].unique())
     levels = sorted({tuple(v) for v in verdicts[_LEVEL].itertuples(index=False, name=None)},
                     key=lambda v: (v[3], v[0], v[1] != "", v[1], v[2]))
@@ -124,8 +167,8 @@ def _vs_budget(result: RunResult, metrics: list[tuple[str, str]], ylabel: str, *
     style = _Style(dict(zip(workloads, palette(len(workloads)), strict=True)),
                    {s: marker(i) for i, s in enumerate(sorted(spec["series"].unique()))},
                    {w: 2 ** (_DODGE * (i - (len(workloads) - 1) / 2)) for i, w in enumerate(workloads)})
-    # these figures plot end-to-end quantities: they ring that claim's set, whatever the plan's
-    best = result.best(OUTPUT_RATE.name) if ring else None
+    # a figure rings the set of the claim on the quantity it plots (end to end by default)
+    best = result.best(ring_quantity) if ring else None
     fig, axes = plt.subplots(len(contexts), len(levels), squeeze=False, sharex=True, sharey="row",
                              figsize=(4.2 * len(levels), 3.4 * len(contexts)))
     for (r, ctx), (c, level) in ((rc, cl) for rc in enumerate(contexts) for cl in enumerate(levels)):
@@ -147,7 +190,7 @@ def _vs_budget(result: RunResult, metrics: list[tuple[str, str]], ylabel: str, *
             _ring_best(ax, panel, best, metrics[0][0], style, scale)
         _mark_failures(ax, failed, style)
         _axes(ax, spec, verdicts, ctx, level, panel, ylabel if c == 0 else None,
-              r == len(contexts) - 1)
+              r == len(contexts) - 1, from_zero)
     bottom = legend(fig, axes)
     fig.suptitle(title(result, ylabel), fontsize=10)
     fig.tight_layout(rect=(0, bottom, 1, 1))
@@ -163,7 +206,7 @@ class _Style:
 
 
 def _axes(ax: Any, spec: Any, verdicts: Any, ctx: Any, level: tuple[Any, ...], panel: Any,
-          ylabel: str | None, bottom: bool) -> None:
+          ylabel: str | None, bottom: bool, from_zero: bool = True) -> None:
     budgets = sorted(int(b) for b in spec["budget"].unique())
     ax.set_xscale("log", base=2)
     if budgets:
@@ -177,7 +220,8 @@ def _axes(ax: Any, spec: Any, verdicts: Any, ctx: Any, level: tuple[Any, ...], p
                              *([f"{level[2]} output tokens"] if several else []),
                              *([f"T {level[3]:g}"] if sampled else []),
                              *([note] if note else [])]), fontsize=10)
-    ax.set_ylim(bottom=0)
+    if from_zero:  # a ratio's axis is about 1, where its intervals are told apart
+        ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     if ylabel:
         ax.set_ylabel(ylabel)

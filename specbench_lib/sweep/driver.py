@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..analysis.answer import fixed_answer, write_answer
 from ..analysis.intervals import ok_groups, row_bounds, sequential_level
 from ..analysis.metrics import GROUP, PANEL
-from ..core.errors import StoreError
+from ..core.errors import ParamsError, StoreError
 from ..model.catalogue import C
 from ..model.fingerprint import Components, cell_fingerprints
 from ..model.params import SweepParams
@@ -65,6 +65,10 @@ def run_sweep(plan: Plan, *, run_id: str | None = None, resume: str | None = Non
     """
     if dry_run:
         return PlanPreview(plan)
+    if plan.stage is not None and plan.stage.missing:  # priced for a dry run, not runnable
+        raise ParamsError(f"stage {plan.stage.name} carries the contenders of an earlier stage: "
+                          f"{plan.stage.source}; or name its run with -p contenders_run <run id>",
+                          key="stage", value=plan.stage.name)
     for key, value in (("run_id", run_id), ("resume", resume)):
         if value is not None:  # a name, never a path out of outputs/runs: refused before anything
             check_run_id(value, key=key)

@@ -14,6 +14,7 @@ from ..analysis.validate import context_guard
 from ..core.display import Rendered, html_table, html_text
 from ..model.plan import Plan
 from ..servers.engines import get_adapter
+from .design import DesignEstimate
 from .estimate import estimate, restarts_of
 from .lifetimes import describe, launch_argvs, plan_lifetimes
 
@@ -33,6 +34,7 @@ class PlanPreview(Rendered):
         # the corpus must feed the plan: refused here (a PreflightError) before any server starts
         self.lifetimes = plan_lifetimes(plan, adapter, argvs)
         self.estimate = estimate(plan, restarts_of(self.lifetimes))  # minutes, before any start
+        self.design = DesignEstimate(plan)  # every stage of a staged phase, priced
         self.argv = {s.label: argvs[s.label] or
                      [f"(attached: {s.attach.url})" if s.attach else ""]
                      for s in plan.servers}
@@ -101,8 +103,8 @@ class PlanPreview(Rendered):
         refused = sum(1 for r in self.rows if r["guard"] != "fits")
         lines = [repr(self.plan), "", f"context guard: {len(self.rows) - refused} cells fit, "
                  f"{refused} refused before sending",
-                 f"prompts: fresh {describe(self.lifetimes)}", self.estimate.text(), "",
-                 "argv per config:"]
+                 f"prompts: fresh {describe(self.lifetimes)}", self.estimate.text(),
+                 *self.design.lines(), "", "argv per config:"]
         lines += [f"  {label}: {shlex.join(argv)} [isolation {self._mode(label)}]"
                   for label, argv in self.argv.items()]
         lines += [f"  refused: {r['cell']}: {r['guard']}" for r in self.rows if r["guard"] != "fits"]
@@ -121,6 +123,7 @@ class PlanPreview(Rendered):
                 + html_text(f"context guard: {len(self.rows) - refused} cells fit, {refused} "
                             f"refused before sending; nothing was started")
                 + html_text(f"prompts: fresh {describe(self.lifetimes)}") + self.estimate.html()
+                + self.design.html()
                 + html_table(["config", "method", "budget", "argv"], servers)
                 + html_table(_CELL_COLUMNS, cells, row_styles=flagged))
 

@@ -52,7 +52,8 @@ def test_crashed_budget_is_marked_not_plotted(tmp_path: Path) -> None:
 def test_every_standard_figure_draws_only_ok_values(tmp_path: Path) -> None:
     figures = plots.standard(SweepResult(make_run(tmp_path)))
     # step_cost: the drafting configs' speedup split (report/stepplots.py)
-    assert set(figures) == {"throughput_vs_budget", "speedup_vs_budget", "acceptance_vs_budget",
+    assert set(figures) == {"claim_vs_budget", "throughput_vs_budget", "speedup_vs_budget",
+                            "acceptance_vs_budget",
                             "ttft_vs_budget", "itl_vs_budget", "step_cost", "speedup_per_prompt",
                             "speedup_vs_answer_length"}
     speedup = {c.get_label(): c.lines[0] for c in figures["speedup_vs_budget"].axes[0].containers}

@@ -20,8 +20,8 @@ def test_preview_gives_argv_guard_and_known_bad(tmp_path: Path) -> None:
     params = tmp_path / "p.yaml"
     params.write_text(f"extends: {ROOT / 'params' / 'tp1.yaml'}\ncontexts: [3072, 32600]\n"
                       "output_tokens: 256\nrequest_rate: null\ntime_budget_s: null\n"
-                      "temperature: 0\n")  # one length, closed loop only, the fixed plan (one
-    # round), greedy only
+                      "temperature: 0\nstages: []\n")  # one length, closed loop only, the fixed
+    # plan (one round), greedy only, the phase's axes as one plan (no stages)
     preview = sb.run_sweep(sb.load_plan(params, budget=8), dry_run=True)
     assert isinstance(preview, PlanPreview)
     servers = preview.servers().set_index("config")["argv"]
@@ -52,5 +52,6 @@ def test_cli_dry_run_uses_the_notebook_default_params() -> None:
     done = subprocess.run([str(BIN / "specbench"), "run", "tp8", "--dry-run"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("Plan tp8 (tp8.yaml)")
+    assert done.stdout.startswith("Plan tp8-screen (tp8.yaml)")  # the design's first stage
+    assert "stage 1 of 4, screen" in done.stdout and "design: 4 stages, 24.0 h" in done.stdout
     assert "--tp-size 8" in done.stdout and "ddtree-b64" in done.stdout
