@@ -334,11 +334,13 @@ def test_prometheus_counters_sum_labels_and_deltas() -> None:
 def test_gpu_phases_plan_and_argv(phase: str, tp: int, top_context: int) -> None:
     plan = load_plan(ROOT / "params" / f"{phase}.yaml")
     p = plan.params
-    assert p.engine.kind == "sglang" and p.engine.tp == tp and p.output_lengths == (256, 1024)
-    assert p.request_rate is not None and p.request_rate.profile == 4  # the load axes in full
+    # a phase file loads as its design's first stage, the screen (docs/stages.md): every config
+    # at the grid's corners, 256 tokens out, closed loop
+    assert p.engine.kind == "sglang" and p.engine.tp == tp and p.output_lengths == (256,)
+    assert p.phase == f"{phase}-screen" and p.request_rate is None
     assert [s.label for s in plan.servers] == ["auto", "dflash-b16", "ddtree-b8", "ddtree-b12",
                                                "ddtree-b15", "ddtree-b16", "ddtree-b32", "ddtree-b64"]
-    assert max(p.contexts) == top_context and 3072 in p.contexts and list(p.concurrency) == [1, 4, 16]
+    assert max(p.contexts) == top_context and 3072 in p.contexts and list(p.concurrency) == [1, 16]
     adapter = get_adapter(p.engine)
     model, binary = Path(p.engine.model), Path(p.engine.binary)
     argvs = {s.label: adapter.launch(s, p.engine, parallel=16, model=model, binary=binary).argv

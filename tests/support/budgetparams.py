@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 from fakeparams import fake_argv
@@ -19,13 +20,14 @@ def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, f
                   interval: float = 0.004, max_rounds: int = 8, tokens: int = 32,
                   port: int | None = None, extra: str = "", jitter: float = 0.0,
                   equivalence: float | None = None, requests: int = 3,
-                  start_s: float = 1.0) -> Path:
+                  start_s: float = 1.0, **overrides: Any) -> Path:
     """A params file: auto and ngram at the budgets of ``speedups``, one panel (chat, context
     32, concurrency 1), ``requests`` a cell, ``time_budget_s: budget``; ``extra``: more config
     lines (YAML list items); ``jitter``: each token's delay noisy around its known mean;
     ``equivalence``: the margin within which the leader decides a panel (the default's if None);
     ``start_s``: a server's start as the time model prices it before the first has started (a
-    fake server starts in well under a second; the CPU default is 10 s)."""
+    fake server starts in well under a second; the CPU default is 10 s); ``overrides``: more
+    top-level keys (:func:`paramsfiles.compose`)."""
     known = ",".join(f"{b}:{s}" for b, s in speedups.items())
     noise = ("--jitter", str(jitter)) if jitter else ()  # seeded per config and sweep seed:
     # --nodelay: the pace is the known one, not a busy client's late ACKs (tests/sweep/test_repeats.py)
@@ -42,5 +44,6 @@ def budget_params(folder: Path, *, seed: int, budget: str, speedups: dict[int, f
                      workloads=[{"name": "chat", "source": "sharegpt"}], contexts=[32],
                      output_tokens=tokens, requests_per_cell=requests, warmup_requests=1,
                      time_budget_s=budget, max_rounds=max_rounds, seed=seed,
-                     **({"equivalence": equivalence} if equivalence is not None else {}))
+                     **({"equivalence": equivalence} if equivalence is not None else {}),
+                     **overrides)
     return write_params(folder, plan, name=f"budget-{seed}-{budget}.yaml")

@@ -57,8 +57,8 @@ def plan_truth(plan: Any, tr: Truth, hw: Hardware, *, mem_fraction: float | None
         contexts = [c for c in params.contexts if w.max_context is None or c <= w.max_context]
         for ctx in contexts:
             for c in params.concurrency:
-                for out_tokens in params.output_tokens:
-                    for temp in params.temperature:
+                for out_tokens in params.output_lengths:
+                    for temp in params.temperatures:
                         panel = Panel(task, ctx, c, out_tokens, eos=w.stop == "eos", temperature=temp)
                         rates = {label: expected(cfg, panel, tr, hw, fraction)
                                  for label, cfg in configs.items()}

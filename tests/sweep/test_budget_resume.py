@@ -75,7 +75,7 @@ def test_a_budget_below_one_rounds_cost_cuts_the_first_round_and_says_what_was_c
     # cell) is over 10 s on any host, so an 8 s budget cannot hold it (a short warmup: the first
     # start fits the stated default's price of it)
     plan = sb.load_plan(budget_params(tmp_path, seed=4, budget="8s", tokens=200,
-                                      extra="warmup_output_tokens: 8\n", **NEAR_TIES))
+                                      warmup_output_tokens=8, **NEAR_TIES))
     result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
     answer = _answer(result)
     first = [c for c in result.cells if c.spec.repeat == 0]

@@ -90,7 +90,7 @@ def test_a_partial_last_round_sends_fewer_paired_requests_and_the_answer_says_so
     assert later and all(c.status == "skipped" and c.verdict.by_design for c in later)
 
 
-def _contest(rounds: int = 6) -> Contention:
+def _contest(rounds: int = 8) -> Contention:
     truth = Truth(configs=(ConfigTruth("auto", gain_sigma=0.05),
                            ConfigTruth("ngram-b4", "ngram", 4, gain=1.30, gain_sigma=0.1),
                            ConfigTruth("ngram-b8", "ngram", 8, gain=1.31, gain_sigma=0.1),
@@ -98,7 +98,9 @@ def _contest(rounds: int = 6) -> Contention:
                   token_sd=0.02, drift_sd=0.01)
     cells = simulate_panel(truth, 1, 6, rounds, np.random.default_rng(7))
     contest = Contention([c.spec for c in cells], rounds=rounds, equivalence=0.001, first_look=0)
-    contest.observe([c for c in cells if c.spec.repeat == 0], 0, 10.0)
+    # looks at several blocks: a claim within one block decides nothing (issue 46, one_block)
+    for number in range(4):
+        contest.observe([c for c in cells if c.spec.repeat <= number], number, 10.0 * (number + 1))
     return contest
 
 
@@ -126,7 +128,7 @@ def test_a_partial_round_keeps_every_contender_it_can_then_the_leaders() -> None
 
     contest = _contest()
     ranked = contest.ranked()
-    assert len(ranked) == 3  # ngram-b32 out after the first look
+    assert len(ranked) == 3  # ngram-b32 out after the looks
     cells = [c for c in _round_specs() if c.repeat == 1 and c.config in ranked]
     slices = [(SimpleNamespace(label=c.config), [c]) for c in cells]
     ctx = SimpleNamespace(plan=SimpleNamespace(params=SimpleNamespace(requests_per_cell=6)))

@@ -142,7 +142,9 @@ def test_a_plans_truth_covers_its_panels_with_its_configs_as_the_sweep_launches_
     import specbench_lib as sb
 
     path = tmp_path / "tp1-emulated.yaml"
-    path.write_text(f"extends: {ROOT / 'params' / 'tp1.yaml'}\n{emulator_engine(tmp_path, 30000, scale=30)}")
+    # the phase's axes as one plan (stages: [], docs/stages.md), two outputs and temperatures
+    path.write_text(f"extends: {ROOT / 'params' / 'tp1.yaml'}\n{emulator_engine(tmp_path, 30000, scale=30)}"
+                    "stages: []\noutput_tokens: [256, 1024]\ntemperature: [0, 1]\n")
     plan = sb.load_plan(path)
     configs = plan_configs(plan)
     # the fork's template: the tree's budget + 1 is the drafter's block, never drafted past 16

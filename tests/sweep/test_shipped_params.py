@@ -34,7 +34,10 @@ def _engine(kind: str) -> str:
         argv = ["{binary}", str(PROTOCOL), "vllm", "--port", "{port}", "--max-model-len",
                 "{context}", "{spec_args}"]
         return f"  argv_template: {json.dumps(argv)}\n"
-    return (f"  launcher: {json.dumps([str(PROTOCOL), 'sglang'])}\n  tokenizer: server\n")
+    # a pool of a GPU node's size (4M tokens): the stand-in's own (4 contexts) is a small GPU's,
+    # which holds no c16 cell of a long context (concurrency_not_held, tests/servers)
+    pool = [str(PROTOCOL), "sglang", "--max-total-tokens", "4000000"]
+    return f"  launcher: {json.dumps(pool)}\n  tokenizer: server\n"
 
 
 def standin_params(name: str, tmp: Path) -> Path:
