@@ -3,7 +3,9 @@ measured at a context (the KV pool holds no more of that length: :mod:`~specbenc
 
 At a context with a cap, each concurrency level above it is measured at the cap, once; the
 other contexts keep every level. ``concurrency: [1, 4, 16]`` with ``concurrency_cap: {25600: 8}``
-measures 1, 4 and 16 at 3072, and 1, 4 and 8 at 25600: the panels say what was measured.
+measures 1, 4 and 16 at 3072, and 1, 4 and 8 at 25600: the panels say what was measured. A
+cap at a context the plan does not measure caps nothing (a file that ``extends`` one with a cap
+may narrow its contexts; a stage's plan drops it).
 """
 
 from __future__ import annotations
@@ -18,16 +20,13 @@ def capped(levels: Sequence[int], cap: int | None) -> tuple[int, ...]:
     return tuple(dict.fromkeys(min(level, cap) for level in levels))
 
 
-def check_caps(caps: Mapping[int, int], contexts: Sequence[int]) -> None:
-    """Refuse a cap that is not positive or names no context of the plan (a ValueError, which
-    the params loader names with the file and key)."""
+def check_caps(caps: Mapping[int, int]) -> None:
+    """Refuse a cap, or a context, that is not positive (a ValueError, which the params loader
+    names with the file and key)."""
     for context, cap in caps.items():
-        if cap < 1:
-            raise ValueError(f"concurrency_cap {{{context}: {cap}}}: a cap is a positive number "
-                             f"of requests in flight (the most the KV pool holds at that context)")
-        if context not in contexts:
-            raise ValueError(f"concurrency_cap names context {context}, not one of the plan's "
-                             f"contexts {list(contexts)}; name one of them, or remove it")
+        if cap < 1 or context < 1:
+            raise ValueError(f"concurrency_cap {{{context}: {cap}}}: a context in tokens and the "
+                             f"most requests in flight there (the KV pool's), both positive")
 
 
 __all__ = ["capped", "check_caps"]

@@ -45,7 +45,8 @@ class Plan:
         lines = [f"Plan {p.phase} ({self.source.name}): {len(self.servers)} server configs x "
                  f"{len(p.workloads)} workloads x contexts {list(p.contexts)} x concurrency "
                  f"{list(p.concurrency)}"
-                 + "".join(f" (at {ctx}: {list(p.concurrency_at(ctx))})" for ctx in p.concurrency_cap)
+                 + "".join(f" (at {ctx}: {list(p.concurrency_at(ctx))})" for ctx in p.concurrency_cap
+                           if ctx in p.contexts)
                  + f" = {len(self.cells)} cells, {p.requests_per_cell} "
                  f"requests {each} "
                  f"({p.warmup_requests} warmup per server), "

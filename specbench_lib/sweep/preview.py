@@ -12,12 +12,12 @@ from typing import Any
 
 from ..analysis.validate import context_guard
 from ..core.display import Rendered, html_table, html_text
+from ..core.errors import PreflightError
 from ..model.plan import Plan
 from ..servers.engines import get_adapter
-from ..core.errors import PreflightError
 from .design import DesignEstimate
-from .kvpool import kv_check
 from .estimate import estimate, restarts_of
+from .kvpool import kv_check
 from .lifetimes import describe, launch_argvs, plan_lifetimes
 
 _CELL_COLUMNS = ("cell", "config", "budget", "workload", "context", "output_tokens", "concurrency",
