@@ -162,3 +162,18 @@ def test_the_server_pool_after_start_skips_a_cell_it_cannot_hold() -> None:
     assert verdict.codes == {"kv_pool_too_small"}
     assert "holds 400 tokens, the cell needs 4 × (100 + 20) = 480: at most 3" in str(
         verdict.reasons[0])
+
+
+def test_the_plans_estimate_is_the_emulators_pool(tmp_path: Path) -> None:
+    """The doctor's estimate of a plan (the model and drafter read from their folders) and the
+    GPU emulator's pool (its own figures, tests/support/gpu_figures.py) are one computation."""
+    from gpu_model import drafter_share, hardware
+
+    plan = sb.load_plan(_params(tmp_path, config=QWEN3_8B, extra="concurrency_cap: {25600: 8}\n"))
+    pools = {labels[0]: pool for pool, labels in kvpool.plan_pools(plan).items()}
+    hw = hardware("H100", "Qwen3-8B", 1)
+    assert isinstance(pools["auto"], kvpool.PoolEstimate)
+    assert isinstance(pools["dflash-b16"], kvpool.PoolEstimate)
+    assert pools["auto"].tokens == hw.pool_tokens(0.85)
+    assert pools["dflash-b16"].tokens == hw.pool_tokens(0.85, drafter_share(hw.model))
+    assert pools["auto"].running_cap is None and pools["dflash-b16"].running_cap == 48
