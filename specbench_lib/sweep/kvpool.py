@@ -272,8 +272,9 @@ def kv_check(plan: Plan) -> str:
         for pool, labels in plan_pools(staged).items():
             seen.setdefault(pool, []).extend(x for x in labels if x not in seen.get(pool, []))
     if unfit:
-        raise PreflightError(f"{len(unfit)} panel{'s' if len(unfit) > 1 else ''} cannot run at "
-                             "their concurrency (SGLang would admit fewer and queue the rest: "
+        many = len(unfit) > 1
+        raise PreflightError(f"{len(unfit)} panel{'s' * many} cannot run at {'their' if many else 'its'}"
+                             " concurrency (SGLang would admit fewer and queue the rest: "
                              "concurrency_not_held): " + "; ".join(u.text() for u in unfit),
                              what="kv pool")
     lines = [pool if isinstance(pool, str) else f"~{pool.tokens:,} tokens for {_names(labels)}"
