@@ -34,11 +34,10 @@ from .speeds import gpu_class, size_of_name
 if TYPE_CHECKING:
     from ..servers.engines import Adapter
 
-# the memory one GPU of a class holds, bytes (datasheets; the emulator's gpu_figures.py too)
+# the memory one GPU of a class holds, bytes: NVIDIA's datasheets (H100 SXM5 80 GB, H200 141 GB,
+# A100 80 GB, B200 180 GB; the emulator's gpu_figures.py too), read as 10^9 bytes: below the
+# free memory nvidia-smi reports (about 79.6 GiB on an H100), so the estimate errs small
 GPU_MEMORY = {"H100": 80e9, "H200": 141e9, "A100": 80e9, "B200": 180e9}
-GPU_MEMORY_SOURCE = ("NVIDIA datasheets: H100 SXM5 80 GB, H200 141 GB, A100 80 GB, B200 180 GB; "
-                     "read as 10^9 bytes, below the free memory nvidia-smi reports (79-80 GiB on "
-                     "an H100), so the estimate errs small")
 DRAFTER_LAYERS = 5  # assumed: a DFlash drafter without a config.json here: 5 layers of the target's
 BYTES_BY_DTYPE = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1}
 
@@ -280,7 +279,10 @@ def kv_check(plan: Plan) -> str:
     lines = [pool if isinstance(pool, str) else f"~{pool.tokens:,} tokens for {_names(labels)}"
              + (f" (at most {pool.running_cap} running)" if pool.running_cap else "")
              for pool, labels in seen.items()]
-    return "every panel fits the KV pool estimated: " + "; ".join(lines or ["no GPU server"])
+    how = max((p for p in seen if isinstance(p, PoolEstimate)), key=lambda p: len(p.words),
+              default=None)
+    return ("every panel fits the KV pool estimated: " + "; ".join(lines or ["no GPU server"])
+            + (f" (from {how.words})" if how is not None else ""))
 
 
 def _stage_plans(plan: Plan) -> list[tuple[str | None, Plan]]:
