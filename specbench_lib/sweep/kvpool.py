@@ -245,16 +245,17 @@ def plan_pools(plan: Plan) -> dict[PoolEstimate | str, list[str]]:
 
 
 def unfit_panels(plan: Plan, stage: str | None = None) -> list[Unfit]:
-    """The panels (context × concurrency × output tokens) of ``plan`` that some of its configs'
-    estimated pools cannot hold."""
+    """The closed-loop panels (context × concurrency × output tokens) of ``plan`` that some of
+    its configs' estimated pools cannot hold (an open loop's server queues what it cannot hold)."""
     pools = plan_pools(plan)
-    keys = sorted({(c.context, c.concurrency, c.output_tokens) for c in plan.cells})
+    closed = [c for c in plan.cells if c.rate is None and c.profile_point is None]
+    keys = sorted({(c.context, c.concurrency, c.output_tokens) for c in closed})
     found: list[Unfit] = []
     for ctx, conc, out in keys:
         short = tuple((pool, tuple(labels)) for pool, labels in pools.items()
                       if isinstance(pool, PoolEstimate) and pool.holds(ctx + out) < conc
                       and any(c.config in labels and (c.context, c.concurrency, c.output_tokens)
-                              == (ctx, conc, out) for c in plan.cells))
+                              == (ctx, conc, out) for c in closed))
         if short:
             found.append(Unfit(stage, ctx, conc, out, short))
     return found

@@ -330,7 +330,8 @@ class ServerSweep:
         refused = context_guard(prompt_tokens=cell.context, output_tokens=cell.output_tokens,
                                 reserve=adapter.speculative_reserve(self.server), context=context
                                 ) or kv_guard(prompt_tokens=cell.context, concurrency=cell.concurrency,
-                                              output_tokens=cell.output_tokens, kv_tokens=self.kv_tokens)
+                                              output_tokens=cell.output_tokens, kv_tokens=self.kv_tokens,
+                                              closed=cell.rate is None and cell.profile_point is None)
         if refused is not None:  # never sent: the context, or the KV pool, cannot hold it
             return Measured(CellFacts(decided=refused))
         rate = cell_rate(self.plan.params, cell, self._cell)

@@ -177,3 +177,9 @@ def test_the_plans_estimate_is_the_emulators_pool(tmp_path: Path) -> None:
     assert pools["auto"].tokens == hw.pool_tokens(0.85)
     assert pools["dflash-b16"].tokens == hw.pool_tokens(0.85, drafter_share(hw.model))
     assert pools["auto"].running_cap is None and pools["dflash-b16"].running_cap == 48
+
+
+def test_an_open_loop_cell_is_measured_its_server_queueing_what_it_cannot_hold() -> None:
+    """A rate profile's cells are uncapped by design (docs/params.md): the guard leaves them."""
+    assert kv_guard(prompt_tokens=100, output_tokens=20, concurrency=4, kv_tokens=400,
+                    closed=False) is None
