@@ -189,6 +189,22 @@ def _problems(rec: RequestRecord, *, speculative: bool, prefix_cache: bool) -> l
     return found
 
 
+def kv_guard(*, prompt_tokens: int, output_tokens: int, concurrency: int,
+             kv_tokens: int | None, closed: bool = True) -> Verdict | None:
+    """A ``skipped`` verdict when the server's KV pool (``kv_tokens``; None: not reported) cannot
+    hold a closed-loop cell's ``concurrency`` requests of prompt + output tokens at once, else
+    None: measured, the cell would run fewer in flight than its label (``concurrency_not_held``).
+    An open-loop cell (``closed`` False) is measured: its server queues what it cannot hold."""
+    per = prompt_tokens + output_tokens
+    if kv_tokens is None or not closed or concurrency * per <= kv_tokens:
+        return None
+    return Verdict("skipped", (Reason(
+        C.kv_pool_too_small, f"the server's KV pool holds {kv_tokens} tokens, the cell needs "
+        f"{concurrency} × ({prompt_tokens} + {output_tokens}) = {concurrency * per}: at most "
+        f"{kv_tokens // per} requests in flight; lower its concurrency (concurrency_cap: "
+        f"{{{prompt_tokens}: {kv_tokens // per}}}) or the context, or raise engine.mem_fraction"),))
+
+
 def context_guard(*, prompt_tokens: int, output_tokens: int, reserve: int,
                   context: int) -> Verdict | None:
     """An ``invalid`` verdict when a request cannot fit the server's context, else None."""

@@ -121,6 +121,11 @@ CATALOGUE: tuple[Code, ...] = (
     _c("returncode", "cell", "evidence, not a rule: the exit status of a server that failed"),
     _c("context_overflow", "cell", "a prompt + output + speculative reserve that cannot fit the "
        "context, refused before any request is sent (never measured as a fast failure)"),
+    _c("kv_pool_too_small", "cell", "a cell whose concurrency × (prompt + output) the started "
+       "server's KV pool (SGLang's max_total_num_tokens) cannot hold: skipped before any request "
+       "is sent, since the server would run fewer in flight than its label (concurrency_not_held) "
+       "and spend its requests on a lighter load; the pool, the need and the concurrency that "
+       "fits named (the doctor estimates it before any start: sweep/kvpool.py)"),
     _c("no_profile_rate", "cell", "a rate-profile point whose synchronous or saturated anchor "
        "cell is not ok, so it has no rate to run at: skipped, naming the anchor"),
     # config: the server of a config (its launch, its control endpoints, its history)

@@ -19,6 +19,7 @@ from pydantic import Field, field_validator, model_validator
 from ..core.durations import parse_duration
 from ..core.errors import ParamsError
 from . import catalogue as cat
+from .axes import capped, check_caps
 from .categories import check_groups, per_category
 from .quantities import QUANTITIES, check_measurable
 from .sampling import Sampling
@@ -125,6 +126,9 @@ class SweepParams(Strict):
     contexts: tuple[int, ...] = Field(min_length=1)  # prompt lengths in server tokens, each an axis level
     # closed-loop requests in flight, each a load point (with request_rate: the cap on them)
     concurrency: tuple[int, ...] = Field(min_length=1)
+    # {context: n}: at that context, concurrency above n is measured at n (the KV pool holds no
+    # more requests of that length: `specbench doctor` names it; model/axes.py)
+    concurrency_cap: dict[int, int] = Field(default_factory=dict)
     # tokens each request generates; a list makes output length an axis of the plan
     output_tokens: int | tuple[int, ...] = 128
     # the sampling temperature; a list makes it an axis of the plan (0: greedy; [0, 1] as the
@@ -172,8 +176,7 @@ class SweepParams(Strict):
     # measured tokens, and first tokens, whose receive time was lost to a client stall, as
     # fractions, above which a cell is invalid (coalesced_reads)
     max_coalesced_fraction: float = Field(cat.DEFAULT_MAX_COALESCED_FRACTION, ge=0, le=1)
-    max_coalesced_first_fraction: float = Field(cat.DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0,
-                                                le=1)  # the same for first tokens (coalesced_reads)
+    max_coalesced_first_fraction: float = Field(cat.DEFAULT_MAX_COALESCED_FIRST_FRACTION, ge=0, le=1)
     # the thresholds of cell rules that have no params key of their own, by the rule's name for
     # it (a rule's key `thresholds.<name>`, see docs/rules.md); a name no rule reads is refused
     thresholds: dict[str, float | str | bool | None] = Field(default_factory=dict)
@@ -206,11 +209,14 @@ class SweepParams(Strict):
     redact: tuple[str, ...] = ()
 
     def requests_for(self, cell: CellSpec) -> int:
-        """The measured requests of ``cell``: ``requests_per_cell``, times the concurrency for a
-        closed-loop cell when ``requests_scale`` is ``per_concurrency``."""
+        """``requests_per_cell``, × the concurrency of a closed-loop cell with ``per_concurrency``."""
         closed = cell.rate is None and cell.profile_point is None
         scale = cell.concurrency if closed and self.requests_scale == "per_concurrency" else 1
         return self.requests_per_cell * scale
+
+    def concurrency_at(self, context: int) -> tuple[int, ...]:
+        """The concurrency levels at ``context``: each at most its ``concurrency_cap``."""
+        return capped(self.concurrency, self.concurrency_cap.get(context))
 
     def request_timeouts(self) -> TimeoutParams:
         """The timeouts with the whole-request limit resolved (``request_timeout_s`` by default)."""
@@ -219,18 +225,15 @@ class SweepParams(Strict):
         return self.timeouts.model_copy(update={"request_s": self.request_timeout_s})
 
     @property
-    def output_lengths(self) -> tuple[int, ...]:
-        """The output lengths of the plan, one or several."""
+    def output_lengths(self) -> tuple[int, ...]:  # the plan's output lengths, one or several
         return self.output_tokens if isinstance(self.output_tokens, tuple) else (self.output_tokens,)
 
     @property
-    def temperatures(self) -> tuple[float, ...]:
-        """The sampling temperatures of the plan, one or several."""
+    def temperatures(self) -> tuple[float, ...]:  # the plan's temperatures, one or several
         return self.temperature if isinstance(self.temperature, tuple) else (self.temperature,)
 
     def sampling(self, cell: CellSpec) -> Sampling:
-        """How ``cell``'s requests sample (each request's seed is drawn from it and its prompt:
-        :meth:`Sampling.for_prompt`)."""
+        """How ``cell``'s requests sample (a request's seed: :meth:`Sampling.for_prompt`)."""
         return Sampling(cell.temperature, self.top_p, self.top_k, self.seed)
 
     @field_validator("claim_quantity")
@@ -264,8 +267,7 @@ class SweepParams(Strict):
     @field_validator("workloads")
     @classmethod
     def _per_category(cls, workloads: tuple[WorkloadParams, ...]) -> tuple[WorkloadParams, ...]:
-        """A workload with ``categories`` becomes one workload per category (its panels,
-        tables and figures are then per category, with no analysis of their own)."""
+        """A workload with ``categories`` becomes one workload per category (their own panels)."""
         return per_category(workloads)
 
     def runs(self, workload: WorkloadParams, context: int) -> bool:
@@ -303,6 +305,7 @@ class SweepParams(Strict):
         check_groups(self.groups, [w.name for w in self.workloads])
         check_measurable(self.claim_quantity, self.output_lengths)
         check_stages(self.stages, workloads=[w.name for w in self.workloads])
+        check_caps(self.concurrency_cap)
         if not any(c.method == "auto" for c in self.configs):
             raise ValueError("one config must have method 'auto': it is the baseline of speedups")
         for w in self.workloads:

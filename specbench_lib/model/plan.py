@@ -44,7 +44,10 @@ class Plan:
         each = "per wave (x concurrency)" if p.requests_scale == "per_concurrency" else "each"
         lines = [f"Plan {p.phase} ({self.source.name}): {len(self.servers)} server configs x "
                  f"{len(p.workloads)} workloads x contexts {list(p.contexts)} x concurrency "
-                 f"{list(p.concurrency)} = {len(self.cells)} cells, {p.requests_per_cell} "
+                 f"{list(p.concurrency)}"
+                 + "".join(f" (at {ctx}: {list(p.concurrency_at(ctx))})" for ctx in p.concurrency_cap
+                           if ctx in p.contexts)
+                 + f" = {len(self.cells)} cells, {p.requests_per_cell} "
                  f"requests {each} "
                  f"({p.warmup_requests} warmup per server), "
                  f"{'/'.join(map(str, p.output_lengths))} output tokens"
@@ -117,13 +120,14 @@ def _cells(params: SweepParams, servers: list[ServerConfig]) -> list[CellSpec]:
         common: dict[str, Any] = dict(config=s.label, series=s.name, method=s.method, budget=s.budget,
                       workload=w.name, context=ctx, repeats=params.repeats, output_tokens=out,
                       outputs=len(outputs), temperature=temp, temperatures=len(temps), turn=w.turn)
-        for conc, rep in itertools.product(params.concurrency, range(params.repeats)):
+        levels = params.concurrency_at(ctx)  # concurrency_cap: at most the pool's (axes.py)
+        for conc, rep in itertools.product(levels, range(params.repeats)):
             if closed:
                 cells.append(CellSpec(**common, concurrency=conc, repeat=rep))
             cells += [CellSpec(**common, concurrency=conc, repeat=rep, rate=rate)
                       for rate in (load.rates if load is not None else ())]
         if load is not None and load.profile is not None:
-            cap = max(*params.concurrency, params.requests_per_cell)  # an open loop: uncapped
+            cap = max(*levels, params.requests_per_cell)  # an open loop: uncapped but the pool
             cells += [CellSpec(**common, concurrency=cap, repeat=rep,
                                profile_point=k, profile_points=load.profile)
                       for rep in range(params.repeats) for k in range(1, load.profile + 1)]
@@ -135,10 +139,10 @@ def _cell_count(params: SweepParams, servers: int) -> int:
     load = params.request_rate
     per_level = (load is None or load.profile is not None) + len(load.rates if load else ())
     profile = load.profile if load is not None and load.profile is not None else 0
-    pairs = sum(params.runs(w, ctx) for w in params.workloads for ctx in params.contexts)
+    pairs = sum(params.runs(w, ctx) * (len(params.concurrency_at(ctx)) * per_level + profile)
+                for w in params.workloads for ctx in params.contexts)
     return (servers * pairs * len(params.output_lengths) * len(params.temperatures)
-            * params.repeats
-            * (len(params.concurrency) * per_level + profile))
+            * params.repeats)
 
 
 def _require_context_room(params: SweepParams, servers: list[ServerConfig], source: Path) -> None:

@@ -39,6 +39,9 @@ def apply_stage(params: SweepParams, name: str | None, *, source: Path,
     data.update(phase=stage_phase(params, chosen.name), stages=(), time_budget_s=seconds,
                 description=f"{params.phase}, stage {chosen.name}: {chosen.question}")
     data.update({key: getattr(chosen, key) for key in _AXES if getattr(chosen, key) is not None})
+    # a cap at a context the stage leaves out caps nothing there (model/axes.py)
+    data["concurrency_cap"] = {c: n for c, n in params.concurrency_cap.items()
+                               if c in data["contexts"]}
     if chosen.workloads:
         data["workloads"] = [w for w in data["workloads"] if w["name"] in chosen.workloads]
     if chosen.request_rate is not None:

@@ -1,4 +1,5 @@
-"""Checks before a sweep (and ``specbench doctor``): binary, model, datasets, port, GPUs, disk, host load.
+"""Checks before a sweep (and ``specbench doctor``): binary, model, KV pool, datasets, port,
+GPUs, disk, host load.
 
 One list, :func:`checks`, backs both: :func:`doctor` reports it and starts or copies nothing;
 :func:`require` (the sweep) restages a missing model and raises one :class:`PreflightError`
@@ -24,6 +25,7 @@ from ..host.sources import usable_cpus
 from ..model.plan import Plan
 from ..model.sections import EngineParams
 from ..servers.files import check_draft_models, engine_binary, engine_model
+from .kvpool import kv_check
 from .serverports import ports_check
 
 if TYPE_CHECKING:
@@ -161,6 +163,7 @@ def checks(plan: Plan, *, restage: bool, outputs: Path | None = None) -> list[Ch
         _check("model", lambda: _model(engine, restage=restage, outputs=outputs)),
         _check("draft models", _said(lambda: check_draft_models(plan), "present (or none named)")),
         _check("model fit", lambda: _fit(plan, adapter)),
+        _check("kv pool", partial(kv_check, plan)),  # every panel's tokens in flight (kvpool.py)
         _check("seeds", lambda: _seeds(plan, adapter)),
         _check("configs", lambda: _refusals(plan, adapter)),
         *(_check(f"workload {w.name}", _said(partial(documents, w),
@@ -222,9 +225,7 @@ def engine_version(adapter: Adapter, binary: Path) -> tuple[Any, str]:
 
 
 def _said(action: Callable[[], Any], detail: str | Callable[[Any], str]) -> Callable[[], str]:
-    """A check that runs ``action`` (it raises with the fix), then says ``detail``, or
-    ``detail`` of what ``action`` returned."""
-
+    """A check that runs ``action`` (it raises with the fix), then says ``detail`` (of its result)."""
     def check() -> str:
         found = action()
         return detail(found) if callable(detail) else detail

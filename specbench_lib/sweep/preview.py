@@ -12,10 +12,12 @@ from typing import Any
 
 from ..analysis.validate import context_guard
 from ..core.display import Rendered, html_table, html_text
+from ..core.errors import PreflightError
 from ..model.plan import Plan
 from ..servers.engines import get_adapter
 from .design import DesignEstimate
 from .estimate import estimate, restarts_of
+from .kvpool import kv_check
 from .lifetimes import describe, launch_argvs, plan_lifetimes
 
 _CELL_COLUMNS = ("cell", "config", "budget", "workload", "context", "output_tokens", "concurrency",
@@ -35,6 +37,10 @@ class PlanPreview(Rendered):
         self.lifetimes = plan_lifetimes(plan, adapter, argvs)
         self.estimate = estimate(plan, restarts_of(self.lifetimes))  # minutes, before any start
         self.design = DesignEstimate(plan)  # every stage of a staged phase, priced
+        try:  # every panel's tokens in flight against its configs' estimated KV pools
+            self.kv = f"KV pool: {kv_check(plan)}"
+        except PreflightError as exc:
+            self.kv = f"KV pool: PROBLEM: {exc}"
         self.argv = {s.label: argvs[s.label] or
                      [f"(attached: {s.attach.url})" if s.attach else ""]
                      for s in plan.servers}
@@ -103,7 +109,7 @@ class PlanPreview(Rendered):
         refused = sum(1 for r in self.rows if r["guard"] != "fits")
         lines = [repr(self.plan), "", f"context guard: {len(self.rows) - refused} cells fit, "
                  f"{refused} refused before sending",
-                 f"prompts: fresh {describe(self.lifetimes)}", self.estimate.text(),
+                 f"prompts: fresh {describe(self.lifetimes)}", self.kv, self.estimate.text(),
                  *self.design.lines(), "", "argv per config:"]
         lines += [f"  {label}: {shlex.join(argv)} [isolation {self._mode(label)}]"
                   for label, argv in self.argv.items()]
@@ -122,7 +128,8 @@ class PlanPreview(Rendered):
         return (html_text("dry run", bold=True, detail=repr(self.plan).splitlines()[0])
                 + html_text(f"context guard: {len(self.rows) - refused} cells fit, {refused} "
                             f"refused before sending; nothing was started")
-                + html_text(f"prompts: fresh {describe(self.lifetimes)}") + self.estimate.html()
+                + html_text(f"prompts: fresh {describe(self.lifetimes)}") + html_text(self.kv)
+                + self.estimate.html()
                 + self.design.html()
                 + html_table(["config", "method", "budget", "argv"], servers)
                 + html_table(_CELL_COLUMNS, cells, row_styles=flagged))

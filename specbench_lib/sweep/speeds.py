@@ -96,10 +96,16 @@ def model_size_b(engine: EngineParams) -> float | None:
     8, ``SmolLM2-135M``: 0.135, a mixture's active ``-A3B``: 3), else None."""
     if engine.model_params_b is not None:
         return float(engine.model_params_b)
-    name = Path(str(engine.model or "SmolLM2-135M")).name
-    active = re.search(r"(?i)(?:^|[-_])A(\d+(?:\.\d+)?)B(?![a-z])", name)
-    if active:
-        return float(active.group(1))
+    return size_of_name(Path(str(engine.model or "SmolLM2-135M")).name)
+
+
+def size_of_name(name: str, *, active: bool = True) -> float | None:
+    """The billions of parameters a model's name says (``Qwen3-8B``: 8, ``SmolLM2-135M``: 0.135,
+    a mixture's active ``-A3B``: 3, or with ``active`` False its total, 30 of ``-30B-A3B``);
+    None: it says none."""
+    found_active = re.search(r"(?i)(?:^|[-_])A(\d+(?:\.\d+)?)B(?![a-z])", name)
+    if active and found_active:
+        return float(found_active.group(1))
     found = re.search(r"(?i)(?:^|[-_])(\d+(?:\.\d+)?)([BM])(?![a-z])", name)
     if not found:
         return None
@@ -213,4 +219,4 @@ def _auto_speed(cells: Path, damaged: list[StoreError]
 
 
 __all__ = ["GPU_SPEEDS", "Speed", "calibrated_speed", "default_speed", "gpu_class",
-           "model_size_b", "speed_of"]
+           "model_size_b", "size_of_name", "speed_of"]

@@ -132,11 +132,14 @@ def test_a_server_that_resolves_fa3_for_a_tree_is_a_config_failure(
 
 # --- 4. the KV pool and retractions ---------------------------------------------------------------
 
-def test_a_cell_whose_concurrency_the_server_did_not_hold_is_invalid(
+def test_a_cell_whose_concurrency_the_server_cannot_hold_is_skipped_or_invalid(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: ``max_total_num_tokens`` was read only as a per-request limit and
     ``num_retractions`` never: a "c4" cell whose pool held 2 requests, or whose requests were
-    retracted, was ok. Now each is ``concurrency_not_held``, with the numbers."""
+    retracted, was ok. Then each was ``concurrency_not_held`` after its requests ran. Now a cell
+    the started server's pool cannot hold is skipped before its requests are sent
+    (``kv_pool_too_small``, with the numbers); one whose requests were retracted is still
+    ``concurrency_not_held``."""
     _lenient(monkeypatch)
     configs = ("  - {name: auto, method: auto}\n"
                "  - {name: small, method: auto, extra_args: [--max-total-tokens, '60']}\n"
@@ -147,9 +150,10 @@ def test_a_cell_whose_concurrency_the_server_did_not_hold_is_invalid(
     assert by["auto"].status == "ok" and by["auto"].facts.kv_fit == {
         "kv_tokens": 1024, "needed": 96, "per_request": 24}
     small = by["small"]
-    assert small.status == "invalid" and small.verdict.codes == {"concurrency_not_held"}
-    assert "holds 60 tokens, the cell needs 96 (24 a request): at most 2 requests" in str(
+    assert small.status == "skipped" and small.verdict.codes == {"kv_pool_too_small"}
+    assert "holds 60 tokens, the cell needs 4 × (16 + 8) = 96: at most 2 requests" in str(
         small.verdict.reasons[0])
+    assert not [r for r in small.requests if not r.warmup]  # none of its requests was spent
     retracted = by["retracts"]
     assert retracted.status == "invalid" and "2 of 2 requests were retracted" in str(
         retracted.verdict.reasons[0])

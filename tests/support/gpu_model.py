@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 from gpu_figures import CALIBRATION, GPUS, MODELS, TREE_VS_CHAIN, Gpu, Model
 
+from specbench_lib.sweep.kvpool import DRAFTER_LAYERS, KvModel
+from specbench_lib.sweep.kvpool import pool_tokens as kv_pool_tokens
+
 ALLREDUCE_LATENCY_S = 8e-6  # assumed: one small NCCL all-reduce on NVLink
 CHUNKED_PREFILL = 8192  # assumed: SGLang's chunked prefill size on an 80 GB GPU
-DRAFTER_LAYERS = 5  # assumed: z-lab's DFlash drafters are a few layers of the target's width
 SPEC_MAX_RUNNING = 48  # sglang: speculation caps max running requests at 48
 AUTO_MAX_RUNNING = 1024  # assumed: without speculation the pool bounds it first
 
@@ -73,12 +75,16 @@ class Hardware:
         return 2 * self.model.layers * ALLREDUCE_LATENCY_S + tokens * self.allreduce_per_token
 
     def pool_tokens(self, mem_fraction: float, drafter_share: float = 0.0) -> int:
-        """SGLang's KV pool (``max_total_num_tokens``): the static share of one GPU's memory,
-        less its shard of the weights (and a drafter's), in KV bytes a token a GPU."""
-        per_gpu = self.gpu.memory_gb * 1e9 * mem_fraction
-        weights = self.model.weight_bytes / self.tp * (1 + drafter_share)
-        kv = self.model.kv_bytes_per_token / self.tp * (1 + drafter_share)
-        return max(0, int((per_gpu - weights) / kv))
+        """SGLang's KV pool (``max_total_num_tokens``) as the doctor estimates it, by the one
+        computation (:func:`specbench_lib.sweep.kvpool.pool_tokens`): the static share of one
+        GPU's memory less its shard of the weights (and a drafter's of ``drafter_share`` of the
+        target's layers), over the KV bytes a token a GPU."""
+        m = self.model
+        target = KvModel(m.name, m.weight_bytes, m.layers, m.kv_heads, m.head_dim, m.bytes_per_value)
+        drafter = None if not drafter_share else KvModel(
+            "drafter", m.weight_bytes * drafter_share, round(m.layers * drafter_share), m.kv_heads,
+            m.head_dim, m.bytes_per_value)
+        return kv_pool_tokens(self.gpu.memory_gb * 1e9, mem_fraction, self.tp, target, drafter)
 
 
 def _per_request_s() -> float:

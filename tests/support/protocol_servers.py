@@ -646,6 +646,20 @@ def vllm_server(mode: str = "ok", *, context: int = 4096, accept: int = 4, spec:
     return server
 
 
+def gpu_pool(args: argparse.Namespace) -> int:
+    """The KV pool SGLang would size on ``--pool-of-gpu`` for the model (and drafter) asked,
+    by the doctor's own estimate (:func:`specbench_lib.sweep.kvpool.pool_tokens`)."""
+    from specbench_lib.sweep.kvpool import GPU_MEMORY, pool_tokens, read_drafter, read_model
+
+    target = read_model(args.model_path)
+    if target is None:
+        raise SystemExit(f"--pool-of-gpu: {args.model_path} has no config.json of a known shape")
+    drafter = (read_drafter(args.speculative_draft_model_path, target)
+               if args.speculative_draft_model_path else None)
+    return pool_tokens(GPU_MEMORY[args.pool_of_gpu], args.mem_fraction_static or 0.9,
+                       args.tp_size, target, drafter)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("api", choices=("sglang", "vllm"))
@@ -662,6 +676,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speculative-dflash-enable-ddtree", action="store_true", default=None)
     parser.add_argument("--attention-backend", default=None)  # reported back as resolved
     parser.add_argument("--max-total-tokens", type=int, default=None)  # the KV pool's tokens
+    # the stand-in's own: a KV pool as SGLang sizes one on this GPU class (sweep/kvpool.py, the
+    # doctor's estimate) from the model's config.json, the drafter, --tp-size, --mem-fraction-static
+    parser.add_argument("--pool-of-gpu", default=None, choices=("A100", "H100", "H200", "B200"))
+    parser.add_argument("--model-path", default=None)
+    parser.add_argument("--tp-size", type=int, default=1)
+    parser.add_argument("--mem-fraction-static", type=float, default=None)
+    parser.add_argument("--speculative-draft-model-path", default=None)
     parser.add_argument("--per-request-spec-decode-metrics", default=None)  # vLLM's
     parser.add_argument("--context-length", "--max-model-len", type=int, default=4096,
                         dest="context", help="SGLang's and vLLM's context flags")
@@ -674,12 +695,14 @@ def main(argv: list[str] | None = None) -> None:
     server = make(args.mode, port=args.port, loading_s=args.loading_s, crash_after=args.crash_after,
                   spec=bool(args.speculative_algorithm or args.speculative_config),
                   context=args.context, accept=accept)
-    server.kv_tokens = args.max_total_tokens or server.kv_tokens
+    server.kv_tokens = args.max_total_tokens or (
+        gpu_pool(args) if args.pool_of_gpu else server.kv_tokens)
     if args.per_request_spec_decode_metrics not in (None, "none"):
         server.per_request_spec = args.per_request_spec_decode_metrics
     server.resolved = {k: v for k, v in vars(args).items()
                        if (k.startswith("speculative_") or k == "attention_backend")
-                       and k != "speculative_config" and v is not None}
+                       and k not in ("speculative_config", "speculative_draft_model_path")
+                       and v is not None}
     if asked:  # vLLM 0.32.0 logs its resolved config at start
         print(f"Initializing a V1 LLM engine with config: speculative_config=SpeculativeConfig("
               f"method='{asked.get('method')}', model=None, num_spec_tokens={accept})", flush=True)

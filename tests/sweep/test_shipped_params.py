@@ -34,18 +34,32 @@ def _engine(kind: str) -> str:
         argv = ["{binary}", str(PROTOCOL), "vllm", "--port", "{port}", "--max-model-len",
                 "{context}", "{spec_args}"]
         return f"  argv_template: {json.dumps(argv)}\n"
-    # a pool of a GPU node's size (4M tokens): the stand-in's own (4 contexts) is a small GPU's,
-    # which holds no c16 cell of a long context (concurrency_not_held, tests/servers)
-    pool = [str(PROTOCOL), "sglang", "--max-total-tokens", "4000000"]
+    # an H100's KV pool, sized as SGLang sizes it from the model's config.json, the drafter,
+    # --tp-size and --mem-fraction-static (the doctor's estimate, sweep/kvpool.py): the shipped
+    # plans must fit it, or their cells would be skipped after start (kv_pool_too_small)
+    pool = [str(PROTOCOL), "sglang", "--pool-of-gpu", "H100"]
     return f"  launcher: {json.dumps(pool)}\n  tokenizer: server\n"
+
+
+# Qwen/Qwen3-8B's config.json, the keys the KV pool is sized from (the shipped GPU plans' model)
+SHAPES = {"Qwen3-8B": {"num_hidden_layers": 36, "num_attention_heads": 32,
+                       "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 4096,
+                       "torch_dtype": "bfloat16"}}
 
 
 def standin_params(name: str, tmp: Path) -> Path:
     shipped = ROOT / "params" / name
-    kind = sb.load_plan(shipped).params.engine.kind
-    model = tmp / "model"  # the stand-ins load nothing: a model folder with a file in it
+    engine = sb.load_plan(shipped).params.engine
+    kind = engine.kind
+    # the stand-ins load nothing: a model folder with a file in it (an SGLang model's its
+    # config.json's shape, under its own name; its drafter a folder without one: assumed size)
+    named = kind == "sglang" and engine.model is not None
+    model = tmp / (Path(engine.model).name if named and engine.model else "model")
     model.mkdir(exist_ok=True)
-    (model / "config.json").write_text("{}")
+    (model / "config.json").write_text(json.dumps(SHAPES.get(model.name, {})))
+    draft = tmp / (Path(engine.draft_model).name if named and engine.draft_model else "model")
+    draft.mkdir(exist_ok=True)
+    (draft / "README").write_text("a stand-in drafter: no weights, no config.json")
     # the model's chat template (workloads with template: chat; SGLang renders it here), ChatML
     # as the stand-ins' /apply-template and /tokenize render it
     template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
@@ -58,7 +72,7 @@ engine:
   binary: {sys.executable}
   model: {model}
   model_cache: null
-  draft_model: {model}
+  draft_model: {draft}
   port: {free_port()}
   ready_timeout_s: 30
 {_engine(kind)}concurrency: [1]

@@ -43,6 +43,7 @@ class BaseAdapter(ABC):
     # the environment variable that lets a server run a context past the model's derived one
     # (None: the engine has no such check, or no config.json to derive it from)
     context_override_env: ClassVar[str | None] = None
+    kv_pool_estimated: ClassVar[bool] = False  # sizes its KV pool as SGLang does (sweep/kvpool.py)
 
     def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                model: Path, binary: Path) -> Launch:
@@ -92,6 +93,10 @@ class BaseAdapter(ABC):
         if "reserve" in server.options:
             return int_option(server, "reserve", 0)
         return int(server.budget or 0)
+
+    def running_cap(self, server: ServerConfig, argv: Sequence[str]) -> int | None:
+        """The most requests the config's server runs at once (None: only its KV pool's)."""
+        return None
 
     def isolation(self, server: ServerConfig, argv: Sequence[str]) -> Isolation:
         """``engine.isolation`` when it is not ``auto``; else what the engine's state needs

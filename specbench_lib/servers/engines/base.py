@@ -119,6 +119,7 @@ class Adapter(Protocol):
     spec_stats_per_request: ClassVar[bool]  # False: spec statistics only as server counters per cell
     crash_signatures: ClassVar[tuple[re.Pattern[str], ...]]
     health_path: ClassVar[str]  # 200 when the server is ready (also for a server started elsewhere)
+    kv_pool_estimated: ClassVar[bool]  # sizes its KV pool as SGLang does (sweep/kvpool.py)
 
     def launch(self, server: ServerConfig, engine: EngineParams, *, parallel: int,
                model: Path, binary: Path) -> Launch: ...
@@ -140,6 +141,10 @@ class Adapter(Protocol):
         ...
 
     def speculative_reserve(self, server: ServerConfig) -> int: ...
+
+    def running_cap(self, server: ServerConfig, argv: Sequence[str]) -> int | None:
+        """The most requests the config's server runs at once (None: only its KV pool's)."""
+        ...
 
     def isolation(self, server: ServerConfig, argv: Sequence[str]) -> Isolation:
         """Whether the engine carries state that changes speed from one request to the next

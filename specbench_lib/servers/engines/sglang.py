@@ -81,6 +81,7 @@ class SGLangAdapter(BaseAdapter):
 
     name = "sglang"
     needs_gpu = True
+    kv_pool_estimated = True  # profiled after loading (sweep/kvpool.py; tests/PROTOCOLS.md)
     spec_stats_per_request = True  # meta_info.spec_verify_ct on the final chunk
     python_dists = ("sglang",)
     # http_server.py flush_cache → Scheduler.flush_cache: resets the radix cache, the KV pools and
@@ -240,6 +241,9 @@ class SGLangAdapter(BaseAdapter):
             return False
         return (info.raw.get("enable_deterministic_inference") is True
                 or "--enable-deterministic-inference" in argv)
+
+    def running_cap(self, server: ServerConfig, argv: Sequence[str]) -> int | None:
+        return sglangspec.running_cap(server.method, argv)
 
     def speculative_reserve(self, server: ServerConfig) -> int:
         """Extra context a spec config takes: EAGLE family ``max(topk*steps, draft tokens)``."""

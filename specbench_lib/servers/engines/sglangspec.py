@@ -132,3 +132,17 @@ def mismatch(server: ServerConfig, wrong: list[str]) -> None:
     if wrong:
         raise SpecMismatch(f"config {server.label!r} asked for other speculative settings than "
                            f"the server runs: {'; '.join(wrong)}", url="/server_info", status=200)
+
+
+SPEC_MAX_RUNNING = 48  # speculation's running requests unless --max-running-requests is given
+
+
+def running_cap(method: str, argv: Sequence[str]) -> int | None:
+    """The most requests a server runs at once: ``--max-running-requests`` where the argv gives
+    it, else 48 for a speculative config (0.5.23 ``arg_groups/speculative_hook.py:438-446``,
+    DFLASH's resolution; EAGLE's and NGRAM's alike), else None (its KV pool's bound)."""
+    args = list(argv)
+    if "--max-running-requests" in args[:-1]:
+        given = args[args.index("--max-running-requests") + 1]
+        return int(given) if given.isdigit() else None
+    return None if method == "auto" else SPEC_MAX_RUNNING
