@@ -14,13 +14,14 @@ from typing import Any
 
 import yaml
 
-from .analysis.answer import Answer, answer_or_error
+from .analysis.answer import Answer
 from .core.durations import parse_duration
 from .core.errors import ParamsError, SpecbenchError, StoreError
 from .core.paths import outputs_dir, project_root
 from .core.store import load_yaml
 from .kernelrun import execute, failed_in_a_cell, interruption, kernel_died, unsaved
 from .lab import open_lab
+from .model.answerfile import answer_or_error
 from .model.layering import load_params
 from .model.nbparams import notebook_parameters, unknown_parameter
 from .model.plan import load_plan
