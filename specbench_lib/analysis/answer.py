@@ -1,13 +1,13 @@
-"""The answer of a sweep, first: built as ``answer.json`` holds it
-(:class:`~specbench_lib.model.answerfile.AnswerDoc`, written and read there) and said as one
-line per panel, its claim first and at most three clauses after it:
+"""The answer of a sweep, in words: one line per panel, its claim first and at most three
+clauses after it, the rest one click away; built as ``answer.json`` holds it
+(:class:`~specbench_lib.model.answerfile.AnswerDoc`, written and read there).
 
     code/ctx256/c1: ngram-b8 at most 2.1 % slower than the best (95 %; within the 5 % margin);
     could also be the best: ngram-b4; 1.12× [1.05, 1.19] vs auto (simultaneous 95 %); decided
     in 3 m 10 s
 
-the rest (the spread per prompt, the configs out, late crashes, the break-even) one click away
-on a page, on the next line in text (:class:`PanelWords`).
+and the rest (the spread per prompt, the configs out, late crashes, the break-even) in a closed
+``<details>`` under it on a page, on the next line in text (:class:`PanelWords`).
 
 Built from :class:`~.rounds.Contention`: each panel's claim as its last look made it
 (:mod:`.claim`, at the error that look spent), the same claim every reader of the run states
@@ -149,8 +149,8 @@ def panel_name(panel: PanelKey, *, outputs: bool = False) -> str:
 class PanelWords:
     """One panel's answer in words: its name, its claim (with the word CRASHED where its best
     crashed its server), then its clauses, the weightiest first: the other configs that could
-    be the best, the speedup, what limits the claim (one block, drift, pairing), when it was
-    decided (or what would decide it), the spread per prompt, the configs out, the late
+    be the best, the speedup, when it was decided (or what would decide it), what limits the
+    claim (one block, drift, pairing), the spread per prompt, the configs out, the late
     crashes and the break-even. Its :meth:`line` carries the first :data:`SHOWN`; the
     :meth:`rest` is one click away on a page (a second line in text)."""
 
@@ -185,8 +185,8 @@ def panel_words(entry: PanelAnswer, *, equivalence: float | None = None,
     if entry.best in entry.crashed:  # never "best" without the word
         claim = f"{entry.best} CRASHED its server after its cells; {claim}"
     method = "auto" if entry.best == entry.baseline else "spec"
-    clauses = [could, speedup_words(row, method, entry.baseline or "auto"), *time_parts(row),
-               _when(entry), entry.spread["words"] if entry.spread else None, *tail,
+    clauses = [could, speedup_words(row, method, entry.baseline or "auto"), _when(entry),
+               *time_parts(row), entry.spread["words"] if entry.spread else None, *tail,
                split_words(row).removeprefix(" · ") or None]
     return PanelWords(name, claim, tuple(c for c in clauses if c))
 
