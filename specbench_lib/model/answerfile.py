@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import StoreError
-from ..core.readback import doc_of, from_doc, problem, read_doc, to_doc
-from ..core.store import write_json_atomic
+from ..core.readback import doc_of, from_doc, problem, to_doc
+from ..core.store import read_json, write_json_atomic
 from .tablekeys import PANEL, PANEL_DEFAULTS
 
 ANSWER_FILE = "answer.json"
@@ -191,9 +191,10 @@ class AnswerDoc:
         return found
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, path: Path | str = ANSWER_FILE) -> AnswerDoc:
-        """The answer of a JSON object; a :class:`StoreError` naming ``path`` and the first
-        wrong key when it is not of its shape (as :func:`read_answer` reads one)."""
+    def from_dict(cls, data: Any, *, path: Path | str = ANSWER_FILE) -> AnswerDoc:
+        """The answer of a JSON value (:func:`read_answer`'s, or a test's); a
+        :class:`StoreError` naming ``path``, the first wrong key and the fix when it is not of
+        its shape."""
         found = problem(data, ANSWER)
         if found is not None:
             raise StoreError(f"answer is not of its shape ({found}); {ANSWER_FIX}", path=path)
@@ -228,9 +229,7 @@ def read_answer(run_dir: Path | str) -> AnswerDoc | None:
     :class:`StoreError` naming the file, its first wrong key and the fix when it is not of its
     shape or not JSON."""
     path = answer_path(run_dir)
-    if not path.is_file():
-        return None
-    return from_doc(AnswerDoc, read_doc(path, ANSWER, name="answer", fix=ANSWER_FIX))
+    return AnswerDoc.from_dict(read_json(path), path=path) if path.is_file() else None
 
 
 def answer_or_error(run_dir: Path | str) -> tuple[AnswerDoc | None, str | None]:
