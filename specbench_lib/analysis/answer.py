@@ -178,7 +178,7 @@ def panel_words(entry: PanelAnswer, *, equivalence: float | None = None,
             f"crashed after its cells: {', '.join(late)}" if late else None]
     if entry.best is None:
         return PanelWords(name, "undecided: no config measured ok", tuple(filter(None, tail)))
-    row = {**entry.__dict__, "confidence_set": ", ".join(entry.confidence_set), "alpha": ALPHA,
+    row = {**vars(entry), "confidence_set": ", ".join(entry.confidence_set), "alpha": ALPHA,
            "quantity": quantity or OUTPUT_RATE.name, "epsilon": nan_if_none(entry.epsilon),
            **{k: nan_if_none(getattr(entry, k)) for k in ("speedup", "speedup_lo", "speedup_hi")}}
     claim, could = verdict_parts(row, float(equivalence or 0.05))
