@@ -28,6 +28,8 @@ from _common import load_note, write_results  # noqa: E402
 from ports import free_port  # noqa: E402
 
 import specbench_lib as sb  # noqa: E402
+from specbench_lib.core.readback import to_doc  # noqa: E402
+from specbench_lib.model.answerfile import read_answer  # noqa: E402
 
 FAKE = ROOT / "tests" / "support" / "fake_server.py"
 
@@ -72,15 +74,16 @@ def one(folder: Path, budget: float, interval: float) -> dict[str, object]:
     began = time.monotonic()
     result = sb.run_sweep(plan, outputs=folder / "out", progress=False)
     wall = time.monotonic() - began
-    answer = json.loads((result.run_dir / "answer.json").read_text())
-    cut = answer.get("cut") or {}
+    answer = read_answer(result.run_dir)
+    assert answer is not None, "a budgeted sweep writes its answer"
     measured = sum(1 for c in result.cells if not c.verdict.by_design)
     spoiled = [c for c in result.cells if not (c.verdict.ok or c.verdict.by_design)]
-    return {"budget_s": budget, "sweep_s": answer["seconds"], "wall_s": round(wall, 1),
-            "overrun": answer["overrun"], "cut": cut.get("words"), "cells_measured": measured,
-            "cells_planned": len(result.cells), "stopped": answer["stopped"],
-            "rounds": answer["rounds"], "more_time": (answer.get("more_time") or {}).get("words"),
-            "time_model": answer.get("time_model"),
+    return {"budget_s": budget, "sweep_s": answer.seconds, "wall_s": round(wall, 1),
+            "overrun": to_doc(answer.overrun), "cut": answer.cut.words if answer.cut else None,
+            "cells_measured": measured, "cells_planned": len(result.cells),
+            "stopped": answer.stopped, "rounds": answer.rounds,
+            "more_time": answer.more_time.words if answer.more_time else None,
+            "time_model": answer.time_model,
             "first_not_ok": (f"{spoiled[0].cell_id}: {spoiled[0].status}, "
                              f"{'; '.join(spoiled[0].verdict.reasons[:2])}" if spoiled else None)}
 

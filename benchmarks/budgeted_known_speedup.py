@@ -27,6 +27,7 @@ from budgetparams import budget_params  # noqa: E402
 
 import specbench_lib as sb  # noqa: E402
 from specbench_lib.core.durations import parse_duration  # noqa: E402
+from specbench_lib.model.answerfile import read_answer  # noqa: E402
 
 
 def main() -> int:
@@ -43,21 +44,22 @@ def main() -> int:
                                                              budget=args.budget, jitter=0.3)),
                                   outputs=Path(tmp) / "out", progress=False)
             wall = time.monotonic() - began
-            answer = json.loads((result.run_dir / "answer.json").read_text())
-            (panel,) = answer["panels"]
-            ok = (wall <= budget * 1.1 and panel["decided"] and panel["best"] == "ngram-b8"
-                  and panel["confidence_set"] == ["ngram-b8"]
-                  and panel["speedup_lo"] <= 1.35 <= panel["speedup_hi"])
+            answer = read_answer(result.run_dir)
+            assert answer is not None, "a budgeted sweep writes its answer"
+            (panel,) = answer.panels
+            low, high = panel.speedup_lo or float("nan"), panel.speedup_hi or float("nan")
+            ok = (wall <= budget * 1.1 and panel.decided and panel.best == "ngram-b8"
+                  and panel.confidence_set == ("ngram-b8",) and low <= 1.35 <= high)
             passed += ok
-            rows.append({"seed": seed, "wall_s": round(wall, 1), "rounds": answer["rounds"],
-                         "stopped": answer["stopped"], "best": panel["best"],
-                         "set": panel["confidence_set"], "speedup": panel["speedup"],
-                         "interval": [panel["speedup_lo"], panel["speedup_hi"]],
-                         "eliminated": panel["eliminated"], "pass": ok})
+            rows.append({"seed": seed, "wall_s": round(wall, 1), "rounds": answer.rounds,
+                         "stopped": answer.stopped, "best": panel.best,
+                         "set": list(panel.confidence_set), "speedup": panel.speedup,
+                         "interval": [panel.speedup_lo, panel.speedup_hi],
+                         "eliminated": panel.eliminated, "pass": ok})
             print(f"seed {seed}: {'PASS' if ok else 'FAIL'} in {wall:.1f} s of {budget:g} s, "
-                  f"{answer['rounds']} rounds: {panel['best']} {panel['speedup']:.3f} "
-                  f"[{panel['speedup_lo']:.3f}, {panel['speedup_hi']:.3f}], set "
-                  f"{panel['confidence_set']}, out {panel['eliminated']}")
+                  f"{answer.rounds} rounds: {panel.best} {panel.speedup or float('nan'):.3f} "
+                  f"[{low:.3f}, {high:.3f}], set "
+                  f"{list(panel.confidence_set)}, out {panel.eliminated}")
     print(f"{passed}/{args.seeds} seeds pass")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from _common import load_note, write_results  # noqa: E402
 from driftparams import drift_params  # noqa: E402
 
 import specbench_lib as sb  # noqa: E402
-from specbench_lib.analysis.answer import read_answer  # noqa: E402
+from specbench_lib.model.answerfile import read_answer  # noqa: E402
 
 
 def sweep_row(folder: Path, seed: int, repeats: int) -> dict[str, Any]:
@@ -43,13 +43,13 @@ def sweep_row(folder: Path, seed: int, repeats: int) -> dict[str, Any]:
                                                     repeats=repeats)),
                           outputs=folder / "out", progress=False)
     (row,) = result.best().to_dict("records")
-    answer = read_answer(result.run_dir) or {"panels": [{}]}
-    (panel,) = answer["panels"]
+    answer = read_answer(result.run_dir)
+    decision = answer.panels[0].decision if answer is not None and answer.panels else None
     table = result.table()
     spec = table[table["method"] != "auto"].to_dict("records")
     holds = [r["speedup_lo"] <= 1 <= r["speedup_hi"] for r in spec if r["speedup_lo"] == r["speedup_lo"]]
     return {"seed": seed, "blocks": repeats, "decision": row["decision"],
-            "answer_decision": panel.get("decision"), "best": row["best"],
+            "answer_decision": decision, "best": row["best"],
             "set": row["confidence_set"], "reason": bool(row.get("reason")),
             "speedup": row["speedup"], "interval": [row["speedup_lo"], row["speedup_hi"]],
             "leader_holds": row["best"] == "auto" or bool(

@@ -14,13 +14,14 @@ from typing import Any
 
 import yaml
 
-from .analysis.answer import Answer, answer_or_error
+from .analysis.answer import Answer
 from .core.durations import parse_duration
 from .core.errors import ParamsError, SpecbenchError, StoreError
 from .core.paths import outputs_dir, project_root
 from .core.store import load_yaml
 from .kernelrun import execute, failed_in_a_cell, interruption, kernel_died, unsaved
 from .lab import open_lab
+from .model.answerfile import ANSWER_FILE, answer_or_error
 from .model.layering import load_params
 from .model.nbparams import notebook_parameters, unknown_parameter
 from .model.plan import load_plan
@@ -381,7 +382,7 @@ def _answer(run_id: str) -> int:
         return 2
     found, damaged = answer_or_error(path)
     if found is None and damaged is None:
-        print(f"no answer yet: run {run_id} has no answer.json (a fixed plan's is written at its "
+        print(f"no answer yet: run {run_id} has no {ANSWER_FILE} (a fixed plan's is written at its "
               f"end; a budgeted run's after its first look)")
         return 1
     print(Answer(found, damaged=damaged).text())

@@ -1,8 +1,13 @@
-"""The answer of a time-budgeted sweep, first: ``answer.json`` and one line per panel.
+"""The answer of a sweep, in words: one line per panel, its claim first and at most three
+clauses after it, the rest one click away; built as ``answer.json`` holds it
+(:class:`~specbench_lib.model.answerfile.AnswerDoc`, written and read there).
 
     code/ctx256/c1: ngram-b8 at most 2.1 % slower than the best (95 %; within the 5 % margin);
-    could also be the best: ngram-b4; 1.12× [1.05, 1.19] vs auto (simultaneous 95 %) ·
-    decided in 3 m 10 s · out: draft-b4 (round 1), ngram-b32 (round 3)
+    could also be the best: ngram-b4; 1.12× [1.05, 1.19] vs auto (simultaneous 95 %); decided
+    in 3 m 10 s
+
+and the rest (the spread per prompt, the configs out, late crashes, the break-even) in a closed
+``<details>`` under it on a page, on the next line in text (:class:`PanelWords`).
 
 Built from :class:`~.rounds.Contention`: each panel's claim as its last look made it
 (:mod:`.claim`, at the error that look spent), the same claim every reader of the run states
@@ -14,18 +19,23 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from ..core.display import Rendered, html_text
 from ..core.durations import span
-from ..core.errors import StoreError
-from ..core.readback import ANSWER, ANSWER_FIX, read_doc
-from ..core.store import write_json_atomic
+from ..core.tables import details
+from ..model.answerfile import (
+    AnswerDoc,
+    PanelAnswer,
+    PanelKey,
+    RunDrift,
+    answer_or_error,
+)
 from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..model.records import CellRecord
-from .best import reason_of, speedup_words, time_words, verdict_words
+from .best import reason_of, speedup_words, time_parts, verdict_parts
 from .claim import ALPHA, Claim, closest_call
 from .drift import drift_words, panel_drift, run_drift
 from .intervals import requests_n
@@ -33,33 +43,32 @@ from .metrics import PANEL
 from .pairing import pairing_note
 from .promptspread import panel_spread
 from .rounds import Contention, PanelState, panel_of
-from .stepcost import panel_split_doc
+from .stepcost import panel_split_doc, split_words
 from .units import units_of
 
-ANSWER_FILE = "answer.json"
+SHOWN = 3  # the clauses a panel's line carries after its claim; the rest are one click away
 
 
 def build_answer(contest: Contention, cells: Sequence[CellRecord], *, seconds: float,
                  budget_s: float | None, rounds: int, stopped: str,
-                 crashed: dict[str, str] | None = None) -> dict[str, Any]:
-    """The answer document (see the module): the run's figures and one entry per panel
-    (``crashed``: config → the crash line its server logged after its cells)."""
-    panels = [_panel(contest, state, cells) for state in contest.panels.values()]
+                 crashed: dict[str, str] | None = None) -> AnswerDoc:
+    """The answer (see the module): the run's figures and one entry per panel (``crashed``:
+    config → the crash line its server logged after its cells)."""
+    panels = tuple(_panel(contest, state, cells, {c: line for c, line in (crashed or {}).items()
+                                                  if c in state.configs})
+                   for state in contest.panels.values())
     drift = run_drift(cells)
-    for entry, state in zip(panels, contest.panels.values(), strict=True):
-        entry["crashed"] = {c: line for c, line in (crashed or {}).items() if c in state.configs}
-    return {"seconds": round(seconds, 1), "budget_s": budget_s, "rounds": rounds,
-            "stopped": stopped, "alpha": contest.alpha, "looks": contest.looked,
-            "spending": contest.spending, "equivalence": contest.equivalence,
-            "quantity": contest.quantity,
-            "panels": panels, "drift": {
-                "cells": drift.cells, "slowest": _num(drift.slowest),
-                "fastest": _num(drift.fastest), "trend": _num(drift.trend),
-                "words": drift_words(drift)}}
+    return AnswerDoc(seconds=round(seconds, 1), budget_s=budget_s, rounds=rounds,
+                     stopped=stopped, alpha=contest.alpha, looks=contest.looked,
+                     spending=contest.spending, equivalence=contest.equivalence,
+                     quantity=contest.quantity, panels=panels, drift=RunDrift(
+                         cells=drift.cells, slowest=_num(drift.slowest),
+                         fastest=_num(drift.fastest), trend=_num(drift.trend),
+                         words=drift_words(drift)))
 
 
 def fixed_answer(cells: Sequence[CellRecord], *, seconds: float, equivalence: float = 0.05,
-                 quantity: str = OUTPUT_RATE.name) -> dict[str, Any]:
+                 quantity: str = OUTPUT_RATE.name) -> AnswerDoc:
     """A fixed plan's answer, from the same builder: every panel's claim on ``quantity`` at one
     look at α over all its cells, every repeat a block (``budget_s`` None, ``stopped``
     "complete"): each repeat is observed in turn for what is out (a config with no ok cell in
@@ -77,14 +86,15 @@ def fixed_answer(cells: Sequence[CellRecord], *, seconds: float, equivalence: fl
                         stopped="complete")
 
 
-def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) -> dict[str, Any]:
+def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord],
+           crashed: dict[str, str]) -> PanelAnswer:
     mine = [c for c in cells if panel_of(c.spec) == state.panel]
     found: Claim | None = state.claim
     entry: dict[str, Any] = {
-        "panel": dict(zip(PANEL, state.panel, strict=True)),
+        "panel": PanelKey(**dict(zip(PANEL, state.panel, strict=True))),
         "decided": bool(found and found.decided), "decision": state.decision,
         "best": found.leader if found else None,
-        "confidence_set": list(found.members) if found else list(state.members),
+        "confidence_set": tuple(found.members) if found else tuple(state.members),
         "epsilon": _num(found.epsilon) if found else None,
         # 12 significant digits: an early look's error is tiny (1e-5), and every reader makes
         # the claim again at it
@@ -95,9 +105,9 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
                      for c in state.configs},
         "eliminated": dict(state.eliminated), "out": dict(state.out),
         "decided_s": None if state.decided_s is None else round(state.decided_s, 1),
-        "decided_round": state.decided_round, "more_requests": None, "closest_call": None,
+        "decided_round": state.decided_round,
         "blocks": found.blocks if found else None, "reason": found.reason if found else None,
-        "drift": None, "drift_prefill": None}
+        "crashed": crashed}
     if found is not None and found.leader is not None:
         ratio, reason = panel_drift(mine, found)
         entry.update(speedup=_num(found.speedup), speedup_lo=_num(found.speedup_lo),
@@ -111,7 +121,7 @@ def _panel(contest: Contention, state: PanelState, cells: Sequence[CellRecord]) 
             units = {c: units_of([x for x in mine if x.spec.config == c], contest.quantity)
                      for c in state.configs}
             entry["more_requests"], entry["closest_call"] = closest_call(units, found)
-    return entry
+    return PanelAnswer(**entry)
 
 
 def _num(value: float) -> float | None:
@@ -120,143 +130,157 @@ def _num(value: float) -> float | None:
     return None if value is None or value != value else float(value)
 
 
-def write_answer(run_dir: Path, answer: dict[str, Any]) -> Path:
-    """``answer.json`` in the run directory (atomic)."""
-    path = Path(run_dir) / ANSWER_FILE
-    try:  # no NaN in the file: it is not JSON, and NaN != NaN makes a replayed answer unequal
-        write_json_atomic(path, _no_nan(answer))
-    except OSError as exc:
-        raise StoreError(f"cannot write the answer ({exc.strerror or exc}); the cells are "
-                         f"intact: free disk space, then resume this run", path=path) from exc
-    return path
-
-
-def _no_nan(value: Any) -> Any:
-    """``value`` with every NaN float inside it as None."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_no_nan(v) for v in value]
-    return value
-
-
-def read_answer(run_dir: Path | str) -> dict[str, Any] | None:
-    """The run's answer, or None for a fixed-plan run (no ``answer.json``); a
-    :class:`~specbench_lib.core.errors.StoreError` naming it and the fix when it is not of its shape."""
-    path = Path(run_dir) / ANSWER_FILE
-    return read_doc(path, ANSWER, name="answer", fix=ANSWER_FIX) if path.is_file() else None
-
-
-def answer_or_error(run_dir: Path | str) -> tuple[dict[str, Any] | None, str | None]:
-    """:func:`read_answer`, its error as one line instead (the rest of a report goes on)."""
-    try:
-        return read_answer(run_dir), None
-    except StoreError as exc:
-        return None, str(exc)
-
-
-def panel_name(panel: dict[str, Any], *, outputs: bool = False) -> str:
+def panel_name(panel: PanelKey, *, outputs: bool = False) -> str:
     """``code/ctx256/c1`` (with ``/o128`` when output length varies, and the load point)."""
-    parts = [str(panel["workload"]), f"ctx{panel['context']}"]
+    parts = [str(panel.workload), f"ctx{panel.context}"]
     if outputs:
-        parts.append(f"o{panel['output_tokens']}")
-    parts.append(f"c{panel['concurrency']}")
-    if panel.get("load"):
-        parts.append(str(panel["load"]))
-    if panel.get("temperature"):  # sampled (greedy panels keep their old names)
-        parts.append(f"T{panel['temperature']:g}")
-    if panel.get("turn", 1) != 1:  # a conversation's second turn
-        parts.append(f"turn{panel['turn']}")
+        parts.append(f"o{panel.output_tokens}")
+    parts.append(f"c{panel.concurrency}")
+    if panel.load:
+        parts.append(str(panel.load))
+    if panel.temperature:  # sampled (greedy panels keep their old names)
+        parts.append(f"T{panel.temperature:g}")
+    if panel.turn != 1:  # a conversation's second turn
+        parts.append(f"turn{panel.turn}")
     return "/".join(parts)
 
 
-def panel_line(entry: dict[str, Any], *, outputs: bool = False) -> str:
-    """One panel's answer in a line (see the module): the same words as the summary's."""
-    name = panel_name(entry["panel"], outputs=outputs)
-    if entry["best"] is None:
-        head = "undecided: no config measured ok"
-    else:
-        row = {**entry, "confidence_set": ", ".join(entry["confidence_set"]),
-               "alpha": ALPHA, "epsilon": nan_if_none(entry.get("epsilon")),
-               **{k: nan_if_none(entry[k]) for k in ("speedup", "speedup_lo", "speedup_hi")}}
-        method = "auto" if entry["best"] == entry["baseline"] else "spec"
-        head = (f"{verdict_words(row, float(entry.get('equivalence') or 0.05))}; "
-                f"{speedup_words(row, method, entry['baseline'] or 'auto')}")
-        head += f"; {entry['spread']['words']}" if entry.get("spread") else ""
-        if entry["best"] in entry.get("crashed", {}):  # never "best" without the word
-            head = f"{entry['best']} CRASHED its server after its cells; {head}"
-        if entry["decided"]:
-            head += f" · decided in {span(entry['decided_s'] or 0)}"
-        elif not reason_of(entry):  # one block: more requests in it would not decide it
-            more, against = entry.get("more_requests"), entry.get("closest_call")
-            head += (f" · about {more} more requests per config would decide it" if more else
-                     " · more requests would decide it")
-            head += f" (the closest call: {entry['best']} vs {against})" if more and against else ""
-    gone = [f"{c} (round {r}{'; still measured as the baseline' if c == entry['baseline'] else ''})"
-            for c, r in sorted(entry["eliminated"].items(), key=lambda x: x[1])]
-    gone += [f"{c} ({why})" for c, why in entry.get("out", {}).items()]
-    crashed = [f"{c} ({line})" for c, line in entry.get("crashed", {}).items()]
-    return (f"{name}: {head}" + (f" · out: {', '.join(gone)}" if gone else "")
-            + (f" · crashed after its cells: {', '.join(crashed)}" if crashed else "")
-            + time_words(entry))
+@dataclass(frozen=True)
+class PanelWords:
+    """One panel's answer in words: its name, its claim (with the word CRASHED where its best
+    crashed its server), then its clauses, the weightiest first: the other configs that could
+    be the best, the speedup, when it was decided (or what would decide it), what limits the
+    claim (one block, drift, pairing), the spread per prompt, the configs out, the late
+    crashes and the break-even. Its :meth:`line` carries the first :data:`SHOWN`; the
+    :meth:`rest` is one click away on a page (a second line in text)."""
+
+    name: str
+    claim: str
+    clauses: tuple[str, ...]
+
+    def line(self) -> str:
+        return f"{self.name}: " + "; ".join([self.claim, *self.clauses[:SHOWN]])
+
+    def rest(self) -> tuple[str, ...]:
+        return self.clauses[SHOWN:]
+
+
+def panel_words(entry: PanelAnswer, *, equivalence: float | None = None,
+                quantity: str | None = None, outputs: bool = False) -> PanelWords:
+    """One panel's answer (see :class:`PanelWords`), in the words of the summary's statement;
+    ``equivalence`` and ``quantity``: the answer's (None: an answer written before them)."""
+    name = panel_name(entry.panel, outputs=outputs)
+    gone = [f"{c} (round {r}{'; still measured as the baseline' if c == entry.baseline else ''})"
+            for c, r in sorted(entry.eliminated.items(), key=lambda x: x[1])]
+    gone += [f"{c} ({why})" for c, why in entry.out.items()]
+    late = [f"{c} ({line})" for c, line in entry.crashed.items()]
+    tail = [f"out: {', '.join(gone)}" if gone else None,
+            f"crashed after its cells: {', '.join(late)}" if late else None]
+    if entry.best is None:
+        return PanelWords(name, "undecided: no config measured ok", tuple(filter(None, tail)))
+    row = {**vars(entry), "confidence_set": ", ".join(entry.confidence_set), "alpha": ALPHA,
+           "quantity": quantity or OUTPUT_RATE.name, "epsilon": nan_if_none(entry.epsilon),
+           **{k: nan_if_none(getattr(entry, k)) for k in ("speedup", "speedup_lo", "speedup_hi")}}
+    claim, could = verdict_parts(row, float(equivalence or 0.05))
+    if entry.best in entry.crashed:  # never "best" without the word
+        claim = f"{entry.best} CRASHED its server after its cells; {claim}"
+    method = "auto" if entry.best == entry.baseline else "spec"
+    clauses = [could, speedup_words(row, method, entry.baseline or "auto"), _when(entry),
+               *time_parts(row), entry.spread["words"] if entry.spread else None, *tail,
+               split_words(row).removeprefix(" · ") or None]
+    return PanelWords(name, claim, tuple(c for c in clauses if c))
+
+
+def _when(entry: PanelAnswer) -> str | None:
+    """When the panel was decided, or about how many more requests would decide it (None where
+    more of its one block would not)."""
+    if entry.decided:
+        return f"decided in {span(entry.decided_s or 0)}"
+    if reason_of({"reason": entry.reason}):
+        return None
+    more, against = entry.more_requests, entry.closest_call
+    return ((f"about {more} more requests per config would decide it" if more else
+             "more requests would decide it")
+            + (f" (the closest call: {entry.best} vs {against})" if more and against else ""))
+
+
+def panel_line(entry: PanelAnswer, *, equivalence: float | None = None,
+               quantity: str | None = None, outputs: bool = False) -> str:
+    """One panel's answer in a line: its claim and at most :data:`SHOWN` clauses
+    (:class:`PanelWords`)."""
+    return panel_words(entry, equivalence=equivalence, quantity=quantity, outputs=outputs).line()
 
 
 def nan_if_none(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
-def answer_lines(answer: dict[str, Any]) -> list[str]:
-    """The answer's head line and one line per panel."""
-    on = answer.get("quantity") or OUTPUT_RATE.name  # an answer before quantities: end to end
-    panels = [{**p, "equivalence": answer.get("equivalence"), "quantity": on}
-              for p in answer["panels"]]
-    outputs = len({p["panel"]["output_tokens"] for p in panels}) > 1
-    decided = sum(p["decided"] for p in panels)
-    budget = (f"of a {span(answer['budget_s'])} budget" if answer["budget_s"] is not None
+def answer_panels(answer: AnswerDoc) -> list[PanelWords]:
+    """Each panel's answer in words (:class:`PanelWords`), as :func:`answer_lines` says them."""
+    outputs = len({p.panel.output_tokens for p in answer.panels}) > 1
+    return [panel_words(p, equivalence=answer.equivalence, quantity=answer.quantity,
+                        outputs=outputs) for p in answer.panels]
+
+
+def answer_head(answer: AnswerDoc) -> str:
+    """The answer's head line: the panels decided, the time, the rounds, and what holds for
+    all of them (the quantity, a partial round, the machine's drift)."""
+    on = answer.quantity or OUTPUT_RATE.name  # an answer before quantities: end to end
+    panels = answer.panels
+    decided = sum(p.decided for p in panels)
+    budget = (f"of a {span(answer.budget_s)} budget" if answer.budget_s is not None
               else "(a fixed plan: one look)")
-    if answer["stopped"] == "running":  # written after a look while the sweep goes on
-        head = (f"answer so far (written at a look while the sweep ran): after {span(answer['seconds'])} "
-                f"{budget}, {answer['rounds']} rounds: {decided}/{len(panels)} panels decided"
-                + (f" ({', '.join(panel_name(p['panel']) for p in panels if p['decided'])})"
+    if answer.stopped == "running":  # written after a look while the sweep goes on
+        head = (f"answer so far (written at a look while the sweep ran): after {span(answer.seconds)} "
+                f"{budget}, {answer.rounds} rounds: {decided}/{len(panels)} panels decided"
+                + (f" ({', '.join(panel_name(p.panel) for p in panels if p.decided)})"
                    if decided else "") + f", {len(panels) - decided} open")
     else:
-        head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer['seconds'])} "
-                f"{budget}, {answer['rounds']} rounds ({answer['stopped']})")
+        head = (f"answer: {decided}/{len(panels)} panels decided in {span(answer.seconds)} "
+                f"{budget}, {answer.rounds} rounds ({answer.stopped})")
     if on != OUTPUT_RATE.name:  # the end-to-end claim keeps its old words
         head += f"; the claims are on the {QUANTITIES[on].label}"
-    part = answer.get("partial")
+    part = answer.partial
     if part:  # the last round sent fewer requests a cell: the counts per config say how many
-        head += (f"; round {part['round']} partial: {part['requests']} of {part['of']} requests "
-                 f"a cell, for {', '.join(part['configs'])}")
-    drift = answer.get("drift")
-    if drift and drift.get("words"):  # an answer written before blocks has none
-        head += f"; {drift['words']}"
-    return [head, *_time_lines(answer), *(panel_line(p, outputs=outputs) for p in panels)]
+        head += (f"; round {part.round} partial: {part.requests} of {part.of} requests "
+                 f"a cell, for {', '.join(part.configs)}")
+    if answer.drift and answer.drift.words:  # an answer written before blocks has none
+        head += f"; {answer.drift.words}"
+    return head
 
 
-def _time_lines(answer: dict[str, Any]) -> list[str]:
+def answer_lines(answer: AnswerDoc, *, more: bool = False) -> list[str]:
+    """The answer's head line, what the budget cut and overran, and one line per panel;
+    ``more``: each panel's other clauses on an indented line after it (text has no click)."""
+    lines = [answer_head(answer), *_time_lines(answer)]
+    for words in answer_panels(answer):
+        lines.append(words.line())
+        if more and words.rest():
+            lines.append(f"    also: {'; '.join(words.rest())}")
+    return lines
+
+
+def _time_lines(answer: AnswerDoc) -> list[str]:
     """What the budget cut, its largest overrun, and what another hour would buy (an answer
     written before the budget was kept to the cell has none of them)."""
     lines = []
-    if answer.get("cut"):
-        lines.append(f"cut: {answer['cut']['words']}")
-    over = answer.get("overrun") or {}
-    if over.get("largest_s"):
-        lines.append(f"overrun: at most {over['largest_s']:.1f} s past the budget"
-                     + (f" (cell {over['cell']})" if over.get("cell") else "")
-                     + f"; allowed {over.get('allowed_s', 0):.1f} s")
-    if answer.get("more_time"):
-        lines.append(answer["more_time"]["words"])
+    if answer.cut:
+        lines.append(f"cut: {answer.cut.words}")
+    over = answer.overrun
+    if over is not None and over.largest_s:
+        lines.append(f"overrun: at most {over.largest_s:.1f} s past the budget"
+                     + (f" (cell {over.cell})" if over.cell else "")
+                     + f"; allowed {over.allowed_s:.1f} s")
+    if answer.more_time:
+        lines.append(answer.more_time.words)
     return lines
 
 
 class Answer(Rendered):
-    """A run's answer for a notebook: its lines (or why a run has none). A fixed-plan run has
-    no ``answer.json``: its answer is the best-config statements (``statements``)."""
+    """A run's answer for a notebook: its lines (or why a run has none). A fixed-plan run's
+    answer is its best-config statements (``statements``)."""
 
-    def __init__(self, answer: dict[str, Any] | None, *, measured: bool = True,
+    def __init__(self, answer: AnswerDoc | None, *, measured: bool = True,
                  statements: Sequence[str] = (), counts: dict[str, int] | None = None,
                  damaged: str | None = None, drift: str | None = None) -> None:
         self.answer, self.measured = answer, measured
@@ -265,6 +289,7 @@ class Answer(Rendered):
         self.drift = drift  # a fixed plan's: the machine's drift in words (drift.drift_words)
 
     def lines(self) -> list[str]:
+        """The answer in text: each panel's line, its other clauses on the line after it."""
         if not self.measured:
             return ["a dry run measures nothing: no answer"]
         if self.damaged is not None:
@@ -277,15 +302,26 @@ class Answer(Rendered):
                     + (f"; {self.drift}" if self.drift else ""), *self.statements]
         if self.answer is None:
             return ["no answer: a fixed-plan run with no ok panel; see the cells' verdicts"]
-        return answer_lines(self.answer)
+        return answer_lines(self.answer, more=True)
 
     def text(self) -> str:
         return "\n".join(self.lines())
 
     def html(self) -> str:
-        head, *rest = self.lines()
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in rest)
-        body = html_text(head, bold=True) + (f"<ul>{items}</ul>" if items else "")
+        """The head in bold, then an item a line; a panel's other clauses one click away (a
+        closed ``<details>`` under its line)."""
+        if self.answer is None or not self.measured or self.damaged is not None:
+            head, *rest = self.lines()
+            items = [html.escape(line) for line in rest]
+        else:
+            head = answer_head(self.answer)
+            items = [html.escape(line) for line in _time_lines(self.answer)]
+            items += [html.escape(w.line()) + (details(
+                f"{len(w.rest())} more on {w.name}",
+                "<ul>" + "".join(f"<li>{html.escape(c)}</li>" for c in w.rest()) + "</ul>")
+                if w.rest() else "") for w in answer_panels(self.answer)]
+        body = html_text(head, bold=True) + (
+            f"<ul>{''.join(f'<li>{i}</li>' for i in items)}</ul>" if items else "")
         return f"<div class='sb-headline'>{body}</div>"
 
 
@@ -296,7 +332,7 @@ def answer_of(result: Any) -> Answer:
     if run_dir is None:
         return Answer(None, measured=False)
     found, damaged = answer_or_error(run_dir)
-    if found is not None and found.get("budget_s") is not None:  # a fixed plan's: statements
+    if found is not None and found.budget_s is not None:  # a fixed plan's: statements
         return Answer(found)
     best = result.best()
     statements = list(best["statement"]) if "statement" in best else []
@@ -319,11 +355,13 @@ def answers_html(runs: Sequence[Any]) -> str:
 
 
 def answers_json(runs: Sequence[Any]) -> dict[str, Any]:
-    """Run id → answer, for the time-budgeted runs among ``runs``."""
-    found = {}
+    """Run id → answer (as its file holds it), for the runs among ``runs`` that have one."""
+    found: dict[str, Any] = {}
     for run in runs:
         if getattr(run, "run_dir", None) is not None:
             answer, damaged = answer_or_error(run.run_dir)
-            if answer is not None or damaged is not None:
-                found[run.run_dir.name] = answer if damaged is None else {"damaged": damaged}
+            if answer is not None:
+                found[run.run_dir.name] = answer.to_dict()
+            elif damaged is not None:
+                found[run.run_dir.name] = {"damaged": damaged}
     return found

@@ -145,22 +145,29 @@ def verdict_words(row: Mapping[str, Any], equivalence: float) -> str:
     of the row's quantity (:mod:`~specbench_lib.model.quantities`: "lower" acceptance), with
     the claim's ``reason`` where it is undecided whatever its data (one block:
     :data:`~.claim.ONE_BLOCK`). The level is the family's, 95 %: a budgeted run's looks share it
-    (each claim at its share)."""
+    (each claim at its share). The claim and the configs that could be the best
+    (:func:`verdict_parts`), joined."""
+    return "; ".join(filter(None, verdict_parts(row, equivalence)))
+
+
+def verdict_parts(row: Mapping[str, Any], equivalence: float) -> tuple[str, str | None]:
+    """:func:`verdict_words` in its two parts: the claim, and the clause naming the other
+    configs that could be the best (None where every other config was shown slower)."""
     level = LEVEL
     q = QUANTITIES.get(str(row.get("quantity")), OUTPUT_RATE)
     members = [m.strip() for m in str(row["confidence_set"]).split(",") if m.strip()]
     others = ", ".join(m for m in members if m != row["best"])
     if reason_of(row):
-        return (f"undecided: {row['best']} {q.better}, but {reason_of(row)}; could be the best: "
-                f"{', '.join(members)}")
+        return (f"undecided: {row['best']} {q.better}, but {reason_of(row)}",
+                f"could be the best: {', '.join(members)}")
     if row["decision"] == "decided":
-        return f"{row['best']} best: every other config shown {q.worse} ({level})"
+        return f"{row['best']} best: every other config shown {q.worse} ({level})", None
     behind = behind_text(float(row["epsilon"]), q.worse)
     if row["decision"] == "tie":
-        return (f"{row['best']} {behind} ({level}; within the {100 * equivalence:g} % margin); "
+        return (f"{row['best']} {behind} ({level}; within the {100 * equivalence:g} % margin)",
                 f"could also be the best: {others}")
     return (f"undecided: {row['best']} {q.better}, {behind} ({level}; decided at "
-            f"<= {100 * equivalence:g} %); could be the best: {', '.join(members)}")
+            f"<= {100 * equivalence:g} %)", f"could be the best: {', '.join(members)}")
 
 
 def reason_of(row: Mapping[str, Any]) -> str | None:
@@ -176,13 +183,21 @@ def time_words(row: Mapping[str, Any]) -> str:
     the ``drift`` reason where it applies;
     then why the speedup is what it is (``split``: :func:`~.stepcost.split_words`), so every
     page that states the claim states its break-even too."""
+    warning, drift, pairing = time_parts(row)
+    return ((f" ({warning})" if warning else "") + (f" [{drift}]" if drift else "")
+            + (f" [{pairing}]" if pairing else "") + split_words(row))
+
+
+def time_parts(row: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """:func:`time_words`'s limits on the claim as clauses: the one-block warning, the drift and
+    the pairing (each None where it does not apply)."""
     blocks = row.get("blocks")
-    words = (" (one block: each config measured in one stretch of time, so a change of the "
-             "machine's speed between them counts as an effect)"
-             if blocks is not None and blocks == blocks and int(blocks) == 1
-             and not reason_of(row) else "")
-    return (words + (f" [{row['drift']}]" if row.get("drift") else "")
-            + (f" [{row['pairing']}]" if row.get("pairing") else "") + split_words(row))
+    warning = ("one block: each config measured in one stretch of time, so a change of the "
+               "machine's speed between them counts as an effect"
+               if blocks is not None and blocks == blocks and int(blocks) == 1
+               and not reason_of(row) else None)
+    return warning, (str(row["drift"]) if row.get("drift") else None), \
+        (str(row["pairing"]) if row.get("pairing") else None)
 
 
 def speedup_words(row: Mapping[str, Any], method: str, baseline: str = "auto") -> str:

@@ -30,7 +30,7 @@ waves that would bring the widest leader's interval to ``equivalence`` over the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -40,10 +40,8 @@ from pydantic import Field, field_validator
 from ..core.durations import parse_duration
 from ..core.errors import ParamsError, StoreError
 from ..core.paths import outputs_dir
-from ..core.readback import ANSWER, ANSWER_FIX, read_doc
+from .answerfile import ANSWER_FILE, AnswerDoc, read_answer
 from .sections import LoadParams, Strict
-
-ANSWER_NAME = "answer.json"
 
 
 class StageParams(Strict):
@@ -157,45 +155,50 @@ def find_answer(phase: str, stage: str, run: str | None = None,
     if run is not None:
         given = Path(run).expanduser()
         folder = given if given.is_dir() else runs / run
-        if not (folder / ANSWER_NAME).is_file():
-            raise ParamsError(f"contenders_run {run!r} has no {ANSWER_NAME} (looked in {folder});"
+        if not (folder / ANSWER_FILE).is_file():
+            raise ParamsError(f"contenders_run {run!r} has no {ANSWER_FILE} (looked in {folder});"
                               f" name a finished run of stage {stage}", key="contenders_run",
                               value=run)
-        return folder / ANSWER_NAME
-    found = sorted(runs.glob(f"*_{phase}-{stage}_*/{ANSWER_NAME}"))
+        return folder / ANSWER_FILE
+    found = sorted(runs.glob(f"*_{phase}-{stage}_*/{ANSWER_FILE}"))
     return found[-1] if found else None
 
 
-def read_answer(path: Path) -> dict[str, Any]:
-    """``answer.json`` at ``path``, its shape checked (a damaged one is named)."""
+def contenders_answer(path: Path) -> AnswerDoc:
+    """The answer in ``path`` (:func:`find_answer`'s), as a params error naming it when it
+    cannot be read."""
     try:
-        return read_doc(path, ANSWER, name="answer", fix=ANSWER_FIX)
+        found = read_answer(path.parent)
     except StoreError as exc:
         raise ParamsError(f"the contenders' answer cannot be read: {exc}", file=path,
                           key="contenders_run", value=str(path.parent.name)) from None
+    if found is None:
+        raise ParamsError(f"the contenders' answer is gone ({path})", file=path,
+                          key="contenders_run", value=str(path.parent.name))
+    return found
 
 
-def contenders_of(answer: Mapping[str, Any], baselines: Sequence[str],
+def contenders_of(answer: AnswerDoc, baselines: Sequence[str],
                   limit: int) -> tuple[list[str], int]:
     """The configs an answer could not exclude anywhere: each panel's leader first (in panel
     order), then the other members of the sets, fastest first; baselines left out (they are
     measured anyway). Returns at most ``limit`` of them and how many there were."""
-    panels = list(answer.get("panels") or [])
+    panels = answer.panels
     ranked: list[str] = []
     for entry in panels:
-        best = entry.get("best")
+        best = entry.best
         if best and best not in baselines and best not in ranked:
             ranked.append(str(best))
-    for place in range(max((len(e.get("confidence_set") or []) for e in panels), default=0)):
+    for place in range(max((len(e.confidence_set) for e in panels), default=0)):
         for entry in panels:
-            members = list(entry.get("confidence_set") or [])
+            members = entry.confidence_set
             if place < len(members) and members[place] not in baselines \
                     and members[place] not in ranked:
                 ranked.append(str(members[place]))
     return ranked[:limit], len(ranked)
 
 
-def spread_requests(answer: Mapping[str, Any], *, equivalence: float, rounds: int,
+def spread_requests(answer: AnswerDoc, *, equivalence: float, rounds: int,
                     most: int) -> tuple[int, str]:
     """Requests a cell a round (waves, ×concurrency where the plan scales so) that would bring
     the widest measured interval of a panel's leader against the baseline to ±``equivalence``
@@ -203,13 +206,13 @@ def spread_requests(answer: Mapping[str, Any], *, equivalence: float, rounds: in
     ``most``. With no interval to read, ``most``."""
     target = -math.log(1 - equivalence) if 0 < equivalence < 1 else 0.05
     needed: list[float] = []
-    for entry in answer.get("panels") or []:
-        low, high, best = entry.get("speedup_lo"), entry.get("speedup_hi"), entry.get("best")
-        if not (low and high and best) or best == entry.get("baseline") or low <= 0:
+    for entry in answer.panels:
+        low, high, best = entry.speedup_lo, entry.speedup_hi, entry.best
+        if not (low and high and best) or best == entry.baseline or low <= 0:
             continue
         half = (math.log(high) - math.log(low)) / 2
-        concurrency = int((entry.get("panel") or {}).get("concurrency") or 1)
-        waves = (entry.get("requests") or {}).get(best, 0) / max(1, concurrency)
+        concurrency = int(entry.panel.concurrency or 1)
+        waves = entry.requests.get(best, 0) / max(1, concurrency)
         if half > 0 and waves > 0 and math.isfinite(half):
             needed.append(waves * (half / target) ** 2)
     if not needed:
@@ -220,5 +223,5 @@ def spread_requests(answer: Mapping[str, Any], *, equivalence: float, rounds: in
                        f"±{100 * equivalence:g} %, over {rounds} rounds; at most {most})")
 
 
-__all__ = ["Stage", "StageParams", "check_stages", "contenders_of", "find_answer",
-           "read_answer", "spread_requests", "stage_budget", "stage_named"]
+__all__ = ["Stage", "StageParams", "check_stages", "contenders_answer", "contenders_of",
+           "find_answer", "spread_requests", "stage_budget", "stage_named"]

@@ -16,9 +16,9 @@ from .params import SweepParams
 from .stages import (
     Stage,
     StageParams,
+    contenders_answer,
     contenders_of,
     find_answer,
-    read_answer,
     spread_requests,
     stage_budget,
     stage_named,
@@ -83,7 +83,7 @@ def _carry(data: dict[str, Any], params: SweepParams, chosen: StageParams, stage
         if chosen.requests_per_cell == "spread":
             data["requests_per_cell"] = chosen.requests_max
     else:
-        answer = read_answer(path)
+        answer = contenders_answer(path)
         found, total = contenders_of(answer, baselines, chosen.max_contenders)
         carried = [c for c in found if c in labels]
         missing, source = False, str(path.parent.name)

@@ -14,13 +14,9 @@ from typing import Any
 # config in a panel; ``turn``: a conversation's timed turn, so turn 2 never pairs with turn 1
 PANEL = ["workload", "context", "output_tokens", "concurrency", "load", "temperature", "turn"]
 GROUP = ["config", "series", "method", "budget", *PANEL]
-# what a panel key written before it existed stands for (answer.json of an earlier run)
-PANEL_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "turn": 1}
-
-
-def panel_values(panel: dict[str, Any]) -> tuple[Any, ...]:
-    """A panel written as a mapping (answer.json) as the tuple of its :data:`PANEL` values."""
-    return tuple(panel[k] if k in panel else PANEL_DEFAULTS[k] for k in PANEL)
+# what a panel key written before it existed stands for (answer.json of an earlier run:
+# model/answerfile.py's PanelKey)
+PANEL_DEFAULTS: dict[str, Any] = {"load": "", "temperature": 0.0, "turn": 1}
 
 
 def load_points(table: Any) -> Any:

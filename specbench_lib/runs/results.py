@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.analyse import analyse
-from ..analysis.answer import answer_or_error
 from ..core.display import Rendered, html_table, html_text
 from ..core.errors import StoreError, ValidationFailed
 from ..core.tables import plan_names, plan_sorted
+from ..model.answerfile import answer_or_error
 from ..model.catalogue import C
 from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..model.records import STATUSES, CellRecord, Reason
-from ..model.tablekeys import panel_values
 from .manifest import Manifest
 from .run import RunDir
 
@@ -157,8 +156,8 @@ class RunResult(Rendered):
         (``answer.json``, through its typed reader); empty for a fixed plan (one look at α) and
         for a damaged answer (named by the answer's own readers; the claims are then at α)."""
         found, _ = answer_or_error(self.run_dir)
-        return {panel_values(p["panel"]): float(p["alpha"])
-                for p in (found or {}).get("panels", []) if p.get("alpha") is not None}
+        return {p.panel.values(): float(p.alpha)
+                for p in (found.panels if found else ()) if p.alpha is not None}
 
     @property
     def slo(self) -> Any:

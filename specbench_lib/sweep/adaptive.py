@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from ..analysis.answer import ANSWER_FILE, answer_lines, build_answer, write_answer
+from ..analysis.answer import answer_lines, build_answer
 from ..analysis.rounds import Contention, panel_of
 from ..core.durations import span
+from ..model.answerfile import ANSWER_FILE, AnswerDoc, Cut, PanelKey, write_answer
 from ..model.catalogue import C
 from ..model.params import CellSpec
 from ..model.records import CellRecord, Reason
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from .placement import Placer
 
 
-def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> dict[str, Any]:
+def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> AnswerDoc:
     """Rounds until every panel is decided, the rounds run out or the budget is spent (the
     last one partial when a whole one would not fit but a smaller one does); writes
     ``answer.json`` (and the manifest's ``answer``) and returns the answer."""
@@ -145,7 +147,7 @@ def _partial(ctx: SweepContext, contest: Contention, budget: Budget, slices: Sli
 
 
 def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
-            stopped: str, partial: Partial | None) -> dict[str, Any]:
+            stopped: str, partial: Partial | None) -> AnswerDoc:
     """Stop the servers kept up (a crash at shutdown is then known), skip what was never
     measured (what the budget cut, said so), then write and print the answer."""
     ctx.close()
@@ -156,40 +158,39 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
            for c in unmeasured}
     cut = _cut(ctx, budget, unmeasured, why)
     ctx.skip(unmeasured, lambda c: why[c.cell_id])
-    answer = _answer(ctx, contest, budget, rounds, stopped, partial)
-    answer["cut"] = cut
     restarts = {k: i.mode == "restart" for k, i in ctx.book.lifetimes.isolations.items()}
-    answer["more_time"] = None if not spent or ctx.model is None else more_time(
-        ctx.model, [c for c in unmeasured if why[c.cell_id].code == C.time_budget], restarts)
+    answer = replace(_answer(ctx, contest, budget, rounds, stopped, partial), cut=cut,
+                     more_time=None if not spent or ctx.model is None else more_time(
+                         ctx.model, [c for c in unmeasured if why[c.cell_id].code == C.time_budget],
+                         restarts))
     ctx.run.dir.update_manifest(contest={**(ctx.run.dir.manifest().get("contest") or {}),
                                          "end": {"rounds": rounds, "stopped": stopped}})
     _write(ctx, answer)
-    for line in answer_lines(answer):
+    for line in answer_lines(answer, more=True):
         ctx.lines.note(line)
     return answer
 
 
 def _answer(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int, stopped: str,
-            partial: Partial | None) -> dict[str, Any]:
+            partial: Partial | None) -> AnswerDoc:
     """The answer as the contest stands after ``rounds`` rounds (``stopped``: why it ended, or
     ``running``: the answer so far)."""
     cells = SweepResult(ctx.run.dir.path).cells
     answer = build_answer(contest, cells, seconds=budget.elapsed, budget_s=budget.seconds,
                           rounds=rounds, stopped=stopped, crashed=_late_crashes(ctx.run))
-    answer["partial"] = None if partial is None else partial.to_dict(rounds - 1)
-    answer["measured"] = measured(cells, ctx.run, budget.elapsed)
-    answer["rounds"] = max(rounds, answer["measured"]["rounds"])  # a resumed run's too
-    answer["overrun"] = budget.overrun_doc()
-    answer["time_model"] = None if ctx.model is None else ctx.model.words()
-    return answer
+    done = measured(cells, ctx.run, budget.elapsed)
+    return replace(answer, partial=None if partial is None else partial.to_round(rounds - 1),
+                   measured=done, rounds=max(rounds, done.rounds),  # a resumed run's too
+                   overrun=budget.overrun_doc(),
+                   time_model=None if ctx.model is None else ctx.model.words())
 
 
-def _write(ctx: SweepContext, answer: dict[str, Any]) -> None:
+def _write(ctx: SweepContext, answer: AnswerDoc) -> None:
     write_answer(ctx.run.dir.path, answer)
     ctx.run.dir.update_manifest(answer={
-        "file": ANSWER_FILE, "rounds": answer["rounds"], "stopped": answer["stopped"],
-        "alphas": {_key(p["panel"]): p["alpha"] for p in answer["panels"]},
-        "eliminated": {_key(p["panel"]): p["eliminated"] for p in answer["panels"]}})
+        "file": ANSWER_FILE, "rounds": answer.rounds, "stopped": answer.stopped,
+        "alphas": {_key(p.panel): p.alpha for p in answer.panels},
+        "eliminated": {_key(p.panel): p.eliminated for p in answer.panels}})
 
 
 def _skip_reason(contest: Contention, budget: Budget, cell: CellSpec, spent: bool,
@@ -205,7 +206,7 @@ def _skip_reason(contest: Contention, budget: Budget, cell: CellSpec, spent: boo
 
 
 def _cut(ctx: SweepContext, budget: Budget, unmeasured: list[CellSpec],
-         why: dict[str, Reason]) -> dict[str, Any] | None:
+         why: dict[str, Reason]) -> Cut | None:
     """``answer.json``'s ``cut`` (:func:`.budget.cut_words`), None when no round was cut."""
     cut = budget.cut
     if cut is None:
@@ -239,8 +240,8 @@ def _late_crashes(run: Run) -> dict[str, str]:
     return found
 
 
-def _key(panel: dict[str, Any]) -> str:
-    return "|".join(str(panel.get(k, 0.0)) for k in ("workload", "context", "output_tokens",
+def _key(panel: PanelKey) -> str:
+    return "|".join(str(getattr(panel, k)) for k in ("workload", "context", "output_tokens",
                                                      "concurrency", "load", "temperature"))
 
 

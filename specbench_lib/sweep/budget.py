@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..model.answerfile import Cut, MoreTime, Overrun
 from ..model.params import CellSpec
 from ..model.records import CellRecord
 from .timemodel import TimeModel
@@ -141,17 +142,17 @@ class Budget:
         if over > self.overrun["largest_s"] and not record.verdict.by_design:
             self.overrun = {"largest_s": round(over, 2), "cell": record.cell_id}
 
-    def overrun_doc(self) -> dict[str, Any]:
+    def overrun_doc(self) -> Overrun:
         """``answer.json``'s ``overrun``: the largest past the budget (a cell's end, or the
         sweep's), the sweep's own, and the allowed."""
         end = max(0.0, self.elapsed - self.seconds)
         largest = max(self.overrun["largest_s"], end)
-        return {"largest_s": round(largest, 2), "cell": self.overrun["cell"],
-                "end_s": round(end, 2), "allowed_s": round(OVERRUN * self.seconds, 2)}
+        return Overrun(largest_s=round(largest, 2), cell=self.overrun["cell"],
+                       end_s=round(end, 2), allowed_s=round(OVERRUN * self.seconds, 2))
 
 
 def cut_words(cut: dict[str, Any], measured: Sequence[str], missing: Sequence[str],
-              cells: int) -> dict[str, Any]:
+              cells: int) -> Cut:
     """``answer.json``'s ``cut``: where the budget cut its round and what that leaves."""
     what = "its server's start" if cut.get("server_start") else "its cell"
     words = (f"round {cut['round']} cut at {cut['config']} ({what} {cut['cell']} was predicted "
@@ -162,12 +163,11 @@ def cut_words(cut: dict[str, Any], measured: Sequence[str], missing: Sequence[st
                   if len(measured) > 1 else f"; its block holds {measured[0]} alone")
     if missing:
         words += f"; not measured in it: {', '.join(missing)}"
-    return {**cut, "measured": list(measured), "missing": list(missing), "cells": cells,
-            "words": words}
+    return Cut(**cut, measured=tuple(measured), missing=tuple(missing), cells=cells, words=words)
 
 
 def more_time(model: TimeModel, wanted: Sequence[CellSpec], restarts: dict[str, bool],
-              seconds: float = HOUR_S) -> dict[str, Any] | None:
+              seconds: float = HOUR_S) -> MoreTime | None:
     """What another ``seconds`` (an hour) would buy: of the cells the contest still wanted (the
     budget cut them), round by round, each config's server started once a round (once a cell
     where it restarts before each), how many would fit and which rounds would end whole."""
@@ -192,12 +192,12 @@ def more_time(model: TimeModel, wanted: Sequence[CellSpec], restarts: dict[str, 
 
 
 def _more(seconds: float, cells: int, whole: list[int], wanted: int,
-          partly: int | None) -> dict[str, Any]:
+          partly: int | None) -> MoreTime:
     hours = "hour" if seconds == HOUR_S else f"{seconds / HOUR_S:g} hours"
     parts = [f"about {cells} of the {wanted} cells left unmeasured"]
     if whole:
         parts.append(f"round{'s' if len(whole) > 1 else ''} {', '.join(map(str, whole))} whole")
     if partly is not None and cells:
         parts.append(f"part of round {partly}")
-    return {"seconds": seconds, "cells": cells, "wanted": wanted, "whole_rounds": whole,
-            "words": f"another {hours} would measure " + ", ".join(parts)}
+    return MoreTime(seconds=seconds, cells=cells, wanted=wanted, whole_rounds=tuple(whole),
+                    words=f"another {hours} would measure " + ", ".join(parts))

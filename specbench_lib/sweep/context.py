@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ..core.readback import to_doc
+from ..model.answerfile import PartialRound
 from ..model.catalogue import C
 from ..model.params import CellSpec, ServerConfig
 from ..model.plan import Plan
@@ -112,6 +114,12 @@ class Partial:
     of: int
     configs: tuple[str, ...]
 
+    def to_round(self, number: int) -> PartialRound:
+        """As round ``number`` (from 0) of the answer holds it."""
+        return PartialRound(round=number + 1, requests=self.requests, of=self.of,
+                            configs=self.configs)
+
     def to_dict(self, number: int) -> dict[str, Any]:
-        return {"round": number + 1, "requests": self.requests, "of": self.of,
-                "configs": list(self.configs)}
+        """As the manifest's looks hold it."""
+        found: dict[str, Any] = to_doc(self.to_round(number))
+        return found

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..analysis.answer import fixed_answer, write_answer
+from ..analysis.answer import fixed_answer
 from ..analysis.intervals import ok_groups, row_bounds, sequential_level
 from ..analysis.metrics import GROUP, PANEL
 from ..core.errors import ParamsError, StoreError
+from ..model.answerfile import write_answer
 from ..model.catalogue import C
 from ..model.fingerprint import Components, cell_fingerprints
 from ..model.params import SweepParams

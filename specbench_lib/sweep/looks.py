@@ -7,6 +7,7 @@ from typing import Any
 
 from ..analysis.rounds import Contention
 from ..core.readback import CONTEST, problem
+from ..model.answerfile import Measured
 from ..report.outcome import SweepResult
 from ..runs.run import Run
 from .context import Partial, SweepContext
@@ -72,10 +73,10 @@ def prior_looks(ctx: SweepContext) -> dict[str, Any]:
     return found if found is not None and problem(found, CONTEST) is None else {}
 
 
-def measured(cells: list[Any], run: Run, seconds: float) -> dict[str, Any]:
+def measured(cells: list[Any], run: Run, seconds: float) -> Measured:
     """What the run measured, over all its attempts: the rounds with a measured cell, the cells,
     the wall seconds (the earlier attempts' included) and the attempts."""
     done = [c for c in cells if c.status != "skipped"]
-    return {"rounds": len({c.spec.repeat for c in done}), "cells": len(done),
-            "seconds": round(seconds, 1), "earlier_attempts_s": round(run.spent_s, 1),
-            "attempts": run.number}
+    return Measured(rounds=len({c.spec.repeat for c in done}), cells=len(done),
+                    seconds=round(seconds, 1), earlier_attempts_s=round(run.spent_s, 1),
+                    attempts=run.number)

@@ -15,7 +15,7 @@ from ports import free_port
 from pydantic import ValidationError
 
 import specbench_lib as sb
-from specbench_lib.analysis.answer import read_answer
+from specbench_lib.model.answerfile import read_answer
 from specbench_lib.model.params import SweepParams
 from specbench_lib.model.plan import build_plan
 
@@ -72,9 +72,9 @@ def test_the_category_table_groups_figure_and_answers_come_from_the_one_claim(
     assert all(len(r.output_text or "") <= 600 for r in cell.requests)
     # a fixed plan writes answer.json too, from the budgeted run's builder (one look at 95 %)
     answer = read_answer(result.run_dir)
-    assert answer is not None and answer["budget_s"] is None and answer["stopped"] == "complete"
-    assert len(answer["panels"]) == 3 and all(p["alpha"] == 0.05 for p in answer["panels"])
-    assert {p["panel"]["workload"] for p in answer["panels"]} == {
+    assert answer is not None and answer.budget_s is None and answer.stopped == "complete"
+    assert len(answer.panels) == 3 and all(p.alpha == 0.05 for p in answer.panels)
+    assert {p.panel.workload for p in answer.panels} == {
         "sb-writing", "sb-translation", "sb-summarization"}
     assert sb.answer_of(result).text().startswith("answer: the best config of 3 panels (fixed plan")
     figures = result.figures()

@@ -115,9 +115,9 @@ def test_acceptance_from_a_cells_counters_pairs_blocks() -> None:
 def test_the_answer_states_its_quantity() -> None:
     cells = _cells(3)
     answer = fixed_answer(cells, seconds=60.0, quantity="decode_rate")
-    assert answer["quantity"] == "decode_rate"
-    (panel,) = answer["panels"]
-    assert panel["best"] == "ngram-b8" and panel["decision"] == "decided"
+    assert answer.quantity == "decode_rate"
+    (panel,) = answer.panels
+    assert panel.best == "ngram-b8" and panel.decision == "decided"
     head, line = answer_lines(answer)
     assert "claims are on the decode rate" in head
     assert "ngram-b8 best: every other config shown slower" in line
@@ -183,9 +183,9 @@ def test_the_answer_names_the_closest_call_that_sets_more_requests() -> None:
                                                   ("ngram-b4", "ngram", 4, 30.0),
                                                   ("ngram-b8", "ngram", 8, 30.5))]
     answer = fixed_answer(cells, seconds=10.0)
-    (panel,) = answer["panels"]
-    assert panel["decision"] == "undecided" and panel["more_requests"]
-    others = {"ngram-b4", "ngram-b8"} - {panel["best"]}
-    assert panel["closest_call"] in others  # not auto, which is far behind
+    (panel,) = answer.panels
+    assert panel.decision == "undecided" and panel.more_requests
+    others = {"ngram-b4", "ngram-b8"} - {panel.best}
+    assert panel.closest_call in others  # not auto, which is far behind
     line = answer_lines(answer)[1]
-    assert f"(the closest call: {panel['best']} vs {panel['closest_call']})" in line
+    assert f"(the closest call: {panel.best} vs {panel.closest_call})" in line

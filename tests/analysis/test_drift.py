@@ -20,9 +20,10 @@ import pytest
 from driftparams import drift_params
 
 import specbench_lib as sb
-from specbench_lib.analysis.answer import answer_lines, read_answer
+from specbench_lib.analysis.answer import answer_lines
 from specbench_lib.analysis.claim import ONE_BLOCK
 from specbench_lib.analysis.drift import run_drift
+from specbench_lib.model.answerfile import AnswerDoc, read_answer
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,8 @@ def test_the_machines_drift_is_measured_and_said(drifted: list[sb.SweepResult]) 
         drift = run_drift(result.cells)
         assert drift.measured and drift.range > 0.15 and drift.trend > 1.0  # it sped up
     answer = json.loads((drifted[2].run_dir / "answer.json").read_text())
-    assert "the machine's speed (prefill of the same prompts) moved" in answer_lines(answer)[0]
+    typed = AnswerDoc.from_dict(answer)
+    assert "the machine's speed (prefill of the same prompts) moved" in answer_lines(typed)[0]
     assert answer["panels"][0]["blocks"] >= 2
 
 
@@ -81,13 +83,15 @@ def test_a_fixed_plan_of_one_two_or_four_blocks_never_says_decided(
         blocked: dict[int, sb.SweepResult]) -> None:
     for repeats, result in blocked.items():
         (row,) = result.best().to_dict("records")
-        (panel,) = (read_answer(result.run_dir) or {"panels": [None]})["panels"]
-        assert row["blocks"] == repeats and panel["blocks"] == repeats
+        answer = read_answer(result.run_dir)
+        assert answer is not None
+        (panel,) = answer.panels
+        assert row["blocks"] == repeats and panel.blocks == repeats
         # equal configs: "every other config shown slower" would be false
-        assert row["decision"] != "decided" and panel["decision"] == row["decision"]
+        assert row["decision"] != "decided" and panel.decision == row["decision"]
         if repeats == 1:  # one block: undecided whatever the data, and every reader says why
-            assert (row["decision"], row["reason"], panel["reason"]) == (
+            assert (row["decision"], row["reason"], panel.reason) == (
                 "undecided", ONE_BLOCK, ONE_BLOCK)
-            assert not panel["decided"] and ONE_BLOCK in row["statement"]
-            assert row["confidence_set"].split(", ") == panel["confidence_set"]
-            assert sorted(panel["confidence_set"]) == ["auto", "ngram-b4", "ngram-b8"]
+            assert not panel.decided and ONE_BLOCK in row["statement"]
+            assert row["confidence_set"].split(", ") == list(panel.confidence_set)
+            assert sorted(panel.confidence_set) == ["auto", "ngram-b4", "ngram-b8"]

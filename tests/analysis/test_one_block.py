@@ -57,13 +57,14 @@ def test_every_reader_of_a_one_block_claim_gives_the_reason() -> None:
         f"code/ctx256/c1: undecided: ng-b8 fastest, but {ONE_BLOCK}; could be the best: "
         "ng-b8, auto; 1.50× [")
     answer = fixed_answer(cells, seconds=1.0)
-    (panel,) = answer["panels"]
-    assert (panel["decided"], panel["reason"], panel["confidence_set"]) == (
-        False, ONE_BLOCK, ["ng-b8", "auto"])
-    head, line = answer_lines(answer)
+    (panel,) = answer.panels
+    assert (panel.decided, panel.reason, panel.confidence_set) == (
+        False, ONE_BLOCK, ("ng-b8", "auto"))
+    head, line, *more = answer_lines(answer, more=True)
     assert head.startswith("answer: 0/1 panels decided") and ONE_BLOCK in line
-    assert "more requests" not in line  # more of one block would not decide it
-    assert "counts as an effect" not in line  # said once, not again in the time words
+    everything = "\n".join([line, *more])
+    assert "more requests" not in everything  # more of one block would not decide it
+    assert "counts as an effect" not in everything  # said once, not again in the time words
 
 
 def test_one_block_never_decides_on_a_drifting_machine_of_equal_configs() -> None:
@@ -92,8 +93,8 @@ def test_configs_measured_exactly_alike_are_a_tie() -> None:
     (row,) = best_configs(cells, results_table(cells), GROUP).to_dict("records")
     assert row["confidence_set"] == "auto, ng-b8" and row["decision"] == "tie"
     assert "could also be the best: ng-b8" in row["statement"]
-    (panel,) = fixed_answer(cells, seconds=1.0)["panels"]
-    assert panel["confidence_set"] == ["auto", "ng-b8"] and panel["decision"] == "tie"
+    (panel,) = fixed_answer(cells, seconds=1.0).panels
+    assert panel.confidence_set == ("auto", "ng-b8") and panel.decision == "tie"
 
 
 def at(cell, seconds: float):  # noqa: ANN001, ANN201 - a test cell, started at ``seconds``
@@ -115,4 +116,4 @@ def test_repeats_measured_back_to_back_are_one_block() -> None:
     (three,) = best_configs(mixed, results_table(mixed), GROUP).to_dict("records")
     assert (one["blocks"], one["decision"], one["reason"]) == (1, "undecided", ONE_BLOCK)
     assert (three["blocks"], three["decision"], three["reason"]) == (3, "decided", None)
-    assert fixed_answer(apart, seconds=1.0)["panels"][0]["reason"] == ONE_BLOCK
+    assert fixed_answer(apart, seconds=1.0).panels[0].reason == ONE_BLOCK

@@ -18,12 +18,7 @@ matplotlib.use("Agg")
 
 from specbench_lib import SweepResult  # noqa: E402
 from specbench_lib.analysis.analyse import analyse  # noqa: E402
-from specbench_lib.analysis.answer import (  # noqa: E402
-    answer_lines,
-    fixed_answer,
-    read_answer,
-    write_answer,
-)
+from specbench_lib.analysis.answer import answer_lines, fixed_answer  # noqa: E402
 from specbench_lib.analysis.bycategory import pooled  # noqa: E402
 from specbench_lib.analysis.claim import more_units, panel_claims, quantile_level, t_quantile  # noqa: E402
 from specbench_lib.analysis.promptspread import (  # noqa: E402
@@ -33,6 +28,7 @@ from specbench_lib.analysis.promptspread import (  # noqa: E402
     spreads,
 )
 from specbench_lib.analysis.units import units_of  # noqa: E402
+from specbench_lib.model.answerfile import read_answer, write_answer  # noqa: E402
 from specbench_lib.model.records import CellRecord  # noqa: E402
 from specbench_lib.model.served import PromptRecord  # noqa: E402
 from specbench_lib.report import plots  # noqa: E402
@@ -148,7 +144,8 @@ def test_the_answer_states_the_leaders_spread_and_answer_json_holds_its_numbers(
         tmp_path: Path) -> None:
     effects, tokens = [1.3, 1.1, 0.8, 1.3, 1.1, 0.8], [64, 32, 8, 60, 30, 10]
     answer = fixed_answer(panel(effects, tokens), seconds=1.0)
-    spread = answer["panels"][0]["spread"]
+    spread = answer.panels[0].spread
+    assert spread is not None
     assert spread["config"] == "ngram-b8" and spread["baseline"] == "auto"
     assert (spread["prompts"], spread["faster"], spread["slower"], spread["blocks"]) == (18, 12, 6, 3)
     assert (spread["p10"], spread["p50"], spread["p90"]) == pytest.approx((0.8, 1.1, 1.3))
@@ -156,20 +153,20 @@ def test_the_answer_states_the_leaders_spread_and_answer_json_holds_its_numbers(
                                                  "medium (30-32 tokens)": 1.1,
                                                  "short (8-10 tokens)": 0.8})
     assert spread["sd_prompt"] == pytest.approx(np.std(np.log(effects * 3), ddof=1), abs=1e-4)
-    line = answer_lines(answer)[1]
-    assert ("(simultaneous 95 %); per prompt 0.80-1.30× (p10-p90), 12 of 18 prompts faster; p50 "
-            "long (60-64 tokens) 1.30×, medium (30-32 tokens) 1.10×, short (8-10 tokens) 0.80× · "
-            ) in line
+    said = "\n".join(answer_lines(answer, more=True)[1:])
+    assert ("per prompt 0.80-1.30× (p10-p90), 12 of 18 prompts faster; p50 long (60-64 tokens) "
+            "1.30×, medium (30-32 tokens) 1.10×, short (8-10 tokens) 0.80×") in said
     write_answer(tmp_path, answer)
-    assert read_answer(tmp_path)["panels"][0]["spread"] == spread  # read back, shape checked
+    back = read_answer(tmp_path)
+    assert back is not None and back.panels[0].spread == spread  # read back, shape checked
 
 
 def test_where_the_baseline_leads_the_phrase_names_the_config_it_describes() -> None:
     answer = fixed_answer(panel([0.9, 0.7, 1.05], [16] * 3), seconds=1.0)
-    entry = answer["panels"][0]
-    assert entry["best"] == "auto" and entry["spread"]["config"] == "ngram-b8"
-    assert "; per prompt, ngram-b8 vs auto 0.70-1.05× (p10-p90), 3 of 9 prompts faster" in \
-        answer_lines(answer)[1]
+    entry = answer.panels[0]
+    assert entry.best == "auto" and entry.spread and entry.spread["config"] == "ngram-b8"
+    assert "per prompt, ngram-b8 vs auto 0.70-1.05× (p10-p90), 3 of 9 prompts faster" in \
+        "\n".join(answer_lines(answer, more=True)[1:])
 
 
 def test_more_requests_come_from_the_same_spread_the_block_means_sd() -> None:
@@ -185,7 +182,7 @@ def test_more_requests_come_from_the_same_spread_the_block_means_sd() -> None:
     more = math.ceil(blocks * prompts / spread["blocks"]) - prompts  # one request a prompt
     units = {c: units_of([x for x in cells if x.spec.config == c]) for c in ("auto", "ngram-b8")}
     assert more > 0 and more_units(units, claim) == more
-    assert fixed_answer(cells, seconds=1.0)["panels"][0]["more_requests"] == more
+    assert fixed_answer(cells, seconds=1.0).panels[0].more_requests == more
 
 
 def run_of(tmp_path: Path, cells: list[CellRecord]) -> SweepResult:

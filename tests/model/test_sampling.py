@@ -15,13 +15,14 @@ from cellfactory import make_cell
 from specbench_lib.analysis.claim import panel_of_cell
 from specbench_lib.analysis.lossless import losslessness
 from specbench_lib.analysis.rounds import panel_of
+from specbench_lib.core.readback import from_doc
+from specbench_lib.model.answerfile import PanelKey
 from specbench_lib.model.fingerprint import Components, cell_fingerprints
 from specbench_lib.model.params import CellSpec, SweepParams
 from specbench_lib.model.plan import Plan
 from specbench_lib.model.plan import build_plan as _build_plan
 from specbench_lib.model.sampling import Sampling
 from specbench_lib.model.sections import EngineParams
-from specbench_lib.model.tablekeys import panel_values
 from specbench_lib.servers.engines import get_adapter
 
 SAMPLED = Sampling(temperature=1.0, top_p=0.9, top_k=50, seed=7)
@@ -110,4 +111,4 @@ def test_cells_and_answers_written_before_read_as_greedy() -> None:
     del spec["temperature"], spec["temperatures"]
     assert CellSpec(**spec).temperature == 0.0
     old = {"workload": "code", "context": 64, "output_tokens": 8, "concurrency": 1, "load": ""}
-    assert panel_values(old) == ("code", 64, 8, 1, "", 0.0, 1)  # and turn 1
+    assert from_doc(PanelKey, old).values() == ("code", 64, 8, 1, "", 0.0, 1)  # and turn 1

@@ -24,15 +24,10 @@ from ports import free_port
 matplotlib.use("Agg")
 
 import specbench_lib as sb  # noqa: E402
-from specbench_lib.analysis.answer import (  # noqa: E402
-    answer_lines,
-    answer_of,
-    fixed_answer,
-    read_answer,
-    write_answer,
-)
+from specbench_lib.analysis.answer import answer_lines, answer_of, fixed_answer  # noqa: E402
 from specbench_lib.analysis.best import verdict_words  # noqa: E402
 from specbench_lib.analysis.claim import ONE_BLOCK  # noqa: E402
+from specbench_lib.model.answerfile import read_answer, write_answer  # noqa: E402
 from specbench_lib.report import plots  # noqa: E402
 from specbench_lib.report.comparison import Comparison  # noqa: E402
 from specbench_lib.report.diff import RunDiff  # noqa: E402
@@ -174,14 +169,14 @@ def test_every_reader_states_the_same_claim(runs, name: str, tmp_path: Path) -> 
         assert entry["speedup_lo"] == pytest.approx(row["speedup_lo"], rel=1e-9)
         rings(result, row)
         if stored is not None:  # a swept run: its answer.json is the same claim
-            (panel,) = [p for p in stored["panels"] if p["panel"]["workload"] == row["workload"]
-                        and p["panel"]["context"] == row["context"]]
-            assert panel["confidence_set"] == members and panel["decision"] == row["decision"]
-            assert panel["best"] == row["best"] and panel["blocks"] == row["blocks"]
-            assert panel["speedup_lo"] == pytest.approx(row["speedup_lo"], abs=1e-4)
-            assert panel["speedup_hi"] == pytest.approx(row["speedup_hi"], abs=1e-4)
-            assert panel["epsilon"] == pytest.approx(row["epsilon"], abs=1e-4)
-            assert panel["requests"][row["best"]] == row["requests_n"]
+            (panel,) = [p for p in stored.panels if p.panel.workload == row["workload"]
+                        and p.panel.context == row["context"]]
+            assert list(panel.confidence_set) == members and panel.decision == row["decision"]
+            assert panel.best == row["best"] and panel.blocks == row["blocks"]
+            assert panel.speedup_lo == pytest.approx(row["speedup_lo"], abs=1e-4)
+            assert panel.speedup_hi == pytest.approx(row["speedup_hi"], abs=1e-4)
+            assert panel.epsilon == pytest.approx(row["epsilon"], abs=1e-4)
+            assert panel.requests[row["best"]] == row["requests_n"]
             (mine,) = [p for p in written["answers"][result.run_id]["panels"]
                        if p["panel"]["workload"] == row["workload"]]
             assert (mine["best"], mine["confidence_set"]) == (row["best"], members)
@@ -217,12 +212,14 @@ def test_the_runs_cover_a_decision_a_failed_config_and_a_budget(runs) -> None:
     assert sorted(r["workload"] for r in swept) == ["chat", "code"]
     assert all(r["blocks"] == 3 and r["requests_n"] == 9 and not r["reason"] for r in swept)
     stored = read_answer(runs["fixed_repeats"].run_dir)
-    assert stored is not None and stored["rounds"] == 3 and len(stored["panels"]) == 2
+    assert stored is not None and stored.rounds == 3 and len(stored.panels) == 2
     # a config whose last repeat crashed is in its panel with the repeats it has, in every reader
     (late,) = claim_of(runs["late_crash"])
     assert "ngram-b4" in late["confidence_set"] or late["decision"] == "decided"
-    (panel,) = read_answer(runs["late_crash"].run_dir)["panels"]
-    assert panel["out"] == {} and panel["requests"]["ngram-b4"] == 12
+    late_answer = read_answer(runs["late_crash"].run_dir)
+    assert late_answer is not None
+    (panel,) = late_answer.panels
+    assert panel.out == {} and panel.requests["ngram-b4"] == 12
     failed = runs["repeats_and_failed"]
     assert "ngram-b16" not in claim_of(failed)[0]["confidence_set"]
     assert failed.counts()["crashed"] == 1 and read_answer(runs["budgeted"].run_dir) is not None

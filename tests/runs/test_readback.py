@@ -21,7 +21,8 @@ from test_record_integrity import recorded_run
 
 import specbench_lib as sb
 from specbench_lib import cli
-from specbench_lib.analysis.answer import ANSWER_FILE, answer_lines
+from specbench_lib.analysis.answer import answer_lines
+from specbench_lib.model.answerfile import ANSWER_FILE, AnswerDoc
 from specbench_lib.report import export as report
 from specbench_lib.runs.run import Run, list_runs
 
@@ -41,7 +42,7 @@ def base_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, dict[
     tmp = tmp_path_factory.mktemp("readback")
     plan, fingerprints, run_dir = recorded_run(tmp)
     (run_dir.path / ANSWER_FILE).write_text(json.dumps(ANSWER))
-    assert answer_lines(ANSWER)[0].startswith("answer: 1/1 panels decided")
+    assert answer_lines(AnswerDoc.from_dict(ANSWER))[0].startswith("answer: 1/1 panels decided")
     return tmp, plan, fingerprints
 
 

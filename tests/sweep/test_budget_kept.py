@@ -89,8 +89,8 @@ def test_another_hour_says_which_rounds_it_would_end() -> None:
     model = TimeModel(plan, SLOW)
     found = more_time(model, list(plan.cells), {})
     # round 1: 2 × (5 + 220) = 450 s, ... 3600 s holds 7 cells with their starts
-    assert found is not None and found["whole_rounds"] == [1, 2, 3]
-    assert found["words"].startswith("another hour would measure about 6 of the 6 cells")
+    assert found is not None and found.whole_rounds == (1, 2, 3)
+    assert found.words.startswith("another hour would measure about 6 of the 6 cells")
     assert more_time(model, [], {}) is None
 
 

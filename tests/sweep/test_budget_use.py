@@ -17,6 +17,7 @@ from simcells import ConfigTruth, Truth, simulate_panel
 import specbench_lib as sb
 from specbench_lib.analysis.answer import answer_lines
 from specbench_lib.analysis.rounds import Contention
+from specbench_lib.model.answerfile import AnswerDoc, read_answer
 from specbench_lib.sweep import adaptive
 from specbench_lib.sweep.budget import Budget
 
@@ -84,7 +85,7 @@ def test_a_partial_last_round_sends_fewer_paired_requests_and_the_answer_says_so
     (panel,) = answer["panels"]
     assert panel["requests"] == {c: 5 for c in ("auto", "ngram-b4", "ngram-b8")}
     assert panel["alpha_spent"] == pytest.approx(0.05)  # the partial round's look was the last
-    head = answer_lines(answer)[0]
+    head = answer_lines(AnswerDoc.from_dict(answer))[0]
     assert "round 2 partial: 2 of 3 requests a cell" in head, head
     later = [c for c in result.cells if c.spec.repeat >= 2]
     assert later and all(c.status == "skipped" and c.verdict.by_design for c in later)
@@ -154,12 +155,12 @@ def _round_specs() -> list:
 
 
 def test_an_answer_whose_partial_round_is_of_another_shape_is_named(tmp_path: Path) -> None:
-    from specbench_lib.analysis.answer import read_answer
     from specbench_lib.core.errors import StoreError
 
     answer = {"seconds": 1.0, "budget_s": 2.0, "rounds": 1, "stopped": "budget", "panels": []}
     (tmp_path / "answer.json").write_text(json.dumps({**answer, "partial": None}))
-    assert read_answer(tmp_path)["partial"] is None  # a run without a partial round
+    found = read_answer(tmp_path)
+    assert found is not None and found.partial is None  # a run without a partial round
     (tmp_path / "answer.json").write_text(json.dumps({**answer, "partial": {"round": 2}}))
     with pytest.raises(StoreError, match="partial"):
         read_answer(tmp_path)

@@ -21,7 +21,9 @@ from budgetparams import budget_params
 from fakeparams import fake_argv
 
 import specbench_lib as sb
-from specbench_lib.analysis.answer import panel_line
+from specbench_lib.analysis.answer import panel_line, panel_words
+from specbench_lib.core.readback import from_doc
+from specbench_lib.model.answerfile import PanelAnswer
 
 SPEED = "4:1.8,8:1.8"  # crashy-b4 and ngram-b8 equally fast: no round decides between them
 
@@ -53,8 +55,9 @@ def _panel(result: sb.SweepResult) -> dict:
 def test_a_config_that_crashes_at_shutdown_is_named_in_the_answer(run: sb.SweepResult) -> None:
     panel = _panel(run)
     assert "GGML_ASSERT" in panel["crashed"]["crashy-b4"] and set(panel["crashed"]) == {"crashy-b4"}
-    line = panel_line({**panel, "equivalence": 0.001})
-    assert "crashed after its cells: crashy-b4 (GGML_ASSERT" in line
+    words = panel_words(from_doc(PanelAnswer, panel), equivalence=0.001)
+    line = words.line()
+    assert "crashed after its cells: crashy-b4 (GGML_ASSERT" in "; ".join([line, *words.rest()])
     if panel["best"] == "crashy-b4":
         assert line.split(": ", 1)[1].startswith("crashy-b4 CRASHED its server after its cells; ")
     assert "crashy-b4 (GGML_ASSERT" in sb.answer_of(run).text()
@@ -84,6 +87,6 @@ def test_the_best_that_crashed_is_never_best_without_the_word() -> None:
              "confidence_set": ["fault-b4"], "epsilon": 0.0, "speedup": 1.94,
              "speedup_lo": 1.4, "speedup_hi": 2.69, "baseline": "auto", "eliminated": {},
              "out": {}, "decided_s": 3.0, "crashed": {"fault-b4": "CUDA error: illegal"}}
-    line = panel_line(entry)
+    line = panel_line(from_doc(PanelAnswer, entry))
     assert "fault-b4 CRASHED its server after its cells; fault-b4 best" in line
     assert line.endswith("crashed after its cells: fault-b4 (CUDA error: illegal)")

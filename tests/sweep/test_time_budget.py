@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,12 +19,14 @@ from fakeparams import fake_argv
 from simcells import ConfigTruth, Truth, simulate_panel
 
 import specbench_lib as sb
-from specbench_lib.analysis.answer import answer_lines, panel_line
+from specbench_lib.analysis.answer import SHOWN, answer_lines, panel_words
 from specbench_lib.analysis.claim import look_alpha, spent
 from specbench_lib.analysis.rounds import Contention
 from specbench_lib.cli import main
 from specbench_lib.core.durations import parse_duration
 from specbench_lib.core.errors import ParamsError
+from specbench_lib.core.readback import from_doc
+from specbench_lib.model.answerfile import AnswerDoc, PanelAnswer
 from specbench_lib.sweep.budget import Budget
 
 
@@ -67,12 +70,14 @@ def test_answer_json_has_the_documented_shape(known) -> None:
     assert all(isinstance(n, int) and n >= 3 for n in panel["requests"].values())
     assert set(panel["eliminated"]) == {"auto", "ngram-b4", "ngram-b16", "ngram-b32"}
     assert all(isinstance(r, int) and r >= 2 for r in panel["eliminated"].values())
-    line = panel_line(panel)
+    words = panel_words(from_doc(PanelAnswer, panel))
+    line = words.line()
     assert line.startswith("chat/ctx32/c1: ngram-b8 best: every other config shown slower (95 %); "
                            "1.") and "decided in" in line
     assert panel["epsilon"] == 0 and 0 < panel["alpha"] <= panel["alpha_spent"] <= 0.05
-    assert "out: " in line and "(round " in line
-    assert answer_lines(answer)[0].startswith("answer: 1/1 panels decided")
+    assert len(words.clauses) > SHOWN and line.count("; ") == SHOWN  # the rest one click away
+    assert any(c.startswith("out: ") and "(round " in c for c in words.rest())
+    assert answer_lines(AnswerDoc.from_dict(answer))[0].startswith("answer: 1/1 panels decided")
 
 
 def test_unneeded_rounds_are_skipped_by_design(known) -> None:
@@ -121,7 +126,7 @@ def test_a_crashed_config_is_out_with_its_reason_not_eliminated(tmp_path: Path) 
     later = [c for c in result.cells if c.spec.config == "broken-b4" and c.spec.repeat > 0]
     assert later and all(c.verdict.reasons[0].code == "config_out" for c in later)
     assert not any(k.startswith("broken-b4.r") for k in result.manifest["servers"])
-    assert "broken-b4 (server_failed" in panel_line(panel)
+    assert "broken-b4 (server_failed" in said(panel)
 
 
 def test_a_spent_budget_stops_after_the_round_that_spent_it(tmp_path: Path) -> None:
@@ -134,7 +139,7 @@ def test_a_spent_budget_stops_after_the_round_that_spent_it(tmp_path: Path) -> N
     answer = _answer(result)  # one round on a loaded machine, two on a quiet one
     assert answer["stopped"] == "budget" and 1 <= answer["rounds"] <= 2
     (panel,) = answer["panels"]
-    assert not panel["decided"] and "undecided" in panel_line(panel)
+    assert not panel["decided"] and "undecided" in said(panel)
     skipped = [c for c in result.cells if c.status == "skipped"]
     assert skipped and all(c.verdict.by_design for c in skipped)
     assert any(r.code == "time_budget" for c in skipped for r in c.verdict.reasons)
@@ -230,3 +235,9 @@ def test_each_round_line_says_what_is_still_in_and_the_time_left() -> None:
     contest.observe(cells, 3, 120.0)
     line = round_line(contest, 3, budget)
     assert "20 s over" in line and "code/ctx256/c1: decided ngram-b8" in line
+
+
+def said(panel: dict[str, Any]) -> str:
+    """A panel of answer.json in words: its line and the clauses one click away."""
+    words = panel_words(from_doc(PanelAnswer, panel))
+    return "; ".join([words.line(), *words.rest()])
