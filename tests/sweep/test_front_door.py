@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import paramsfiles
 import pytest
 from ports import free_port
 
@@ -256,9 +257,8 @@ def test_html_tables_escape_every_cell_but_built_html() -> None:
 
 
 def test_plan_and_preview_render_themselves_once(tmp_path: Path) -> None:
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {ROOT / 'params' / 'tp1.yaml'}\n"
-                      f"configs:\n  - {{name: auto, method: auto, extra_args: ['--tag=<x>']}}\n")
+    params = paramsfiles.write_params(tmp_path, ROOT / "params" / "tp1.yaml", configs=[
+        {"name": "auto", "method": "auto", "extra_args": ["--tag=<x>"]}])
     plan = sb.load_plan(params)
     bundle = plan._repr_mimebundle_()
     assert bundle["text/plain"] == repr(plan) and "<td>auto</td>" in bundle["text/html"]
