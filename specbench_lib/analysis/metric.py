@@ -38,8 +38,8 @@ class Metric:
     ``meaning`` in a sentence, ``column`` (in ``results.csv``; a list or a mapping is only in the
     cell file), how a table shows it (``header``, ``form``, ``scale``, ``interval``: with its
     ``_lo`` and ``_hi`` columns), whether it compares with another config (``baseline``), and
-    its place in the lead results table and on a diff page (``lead``, ``diff``: 1, 2, …;
-    0 for none)."""
+    its place in the lead results table, on a diff page and in a run's summary (``lead``,
+    ``diff``, ``summary``: 1, 2, …; 0 for none)."""
 
     name: str
     unit: str
@@ -55,6 +55,7 @@ class Metric:
     baseline: bool = False
     lead: int = 0
     diff: int = 0
+    summary: int = 0
 
     def shown(self) -> Column:
         """The metric as a readable table's column."""

@@ -7,7 +7,8 @@ each family's in its declaration order: the order of ``results.csv``'s columns. 
 (:func:`~specbench_lib.analysis.metrics.results_table`), a cell's metrics
 (:func:`~specbench_lib.analysis.metrics.cell_metrics`, :func:`~.analyse.measure`), the generated
 table of ``docs/metrics.md`` (``scripts/metrics_reference.py``), the lead results table
-(:data:`RESULTS`) and a diff page's metrics (:data:`DIFF`) read them; nothing else lists a
+(:data:`RESULTS`), a diff page's metrics (:data:`DIFF`) and a run's summary (:data:`SUMMARY`)
+read them; nothing else lists a
 metric. A new metric is a line of its family and its computation there, and its test.
 """
 
@@ -23,7 +24,7 @@ from . import metricfamilies as _folder
 from .metric import CELL_KINDS, KINDS, Family, Metric
 
 __all__ = ["CELL_KINDS", "DIFF", "FAMILIES", "KINDS", "LEAD", "METRIC", "METRICS", "RESULTS",
-           "against_baseline", "columns", "discover"]
+           "SUMMARY", "against_baseline", "columns", "discover"]
 
 
 def discover(package: ModuleType) -> tuple[Family, ...]:
@@ -58,6 +59,9 @@ def _placed(mark: str) -> tuple[str, ...]:
 
 LEAD = _placed("lead")  # the lead results table: a row's keys, then these, then its notes
 DIFF = _placed("diff")  # a diff page's metrics, A and B side by side
+# a run's summary table (RunResult.summary): a row's keys, then these with their intervals' ends
+SUMMARY = tuple(c for n in _placed("summary") for c in
+                (n, *((f"{n}_lo", f"{n}_hi") if METRIC[n].interval else ())))
 
 
 def columns(*kinds: str) -> tuple[str, ...]:

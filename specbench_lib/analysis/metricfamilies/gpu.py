@@ -74,14 +74,14 @@ def _stored(cell: CellRecord, metrics: Mapping[str, Any]) -> Computed:
 FAMILY = Family(100, (
     Metric("gpu_energy_j", "J", "the cell's GPUs' power integrated over the window", "gpu"),
     Metric("gpu_j_per_token", "J/token", "GPU energy over completion tokens", "gpu",
-           header="GPU J/token [95 %]", interval=True, lead=6),
+           header="GPU J/token [95 %]", interval=True, lead=6, summary=13),
     Metric("gpu_j_per_token_lo", "J/token", "low end of its 95 % interval (the mean power's)",
            "gpu"),
     Metric("gpu_j_per_token_hi", "J/token", "high end of its 95 % interval", "gpu"),
     Metric("gpu_power_mean_w", "W", "mean power of the cell's GPUs", "gpu",
-           header="GPU power (W)", form="{:.0f}", lead=7),
+           header="GPU power (W)", form="{:.0f}", lead=7, summary=14),
     Metric("gpu_memory_peak_mib", "MiB", "peak memory of the cell's GPUs", "gpu",
-           header="GPU memory peak (MiB)", form="{:.0f}", lead=8),
+           header="GPU memory peak (MiB)", form="{:.0f}", lead=8, summary=15),
     Metric("gpu_util_mean_pct", "%", "mean utilisation of the cell's GPUs", "gpu"),
     Metric("gpu_samples", "samples", "telemetry samples behind the GPU figures", "gpu"),
 ), stored=_stored)

@@ -21,14 +21,14 @@ _LATENCY = {"ttft": "TTFT: request sent → first token received",
 def declared(names: Mapping[str, str], infix: str, kind: str,
              marks: Mapping[str, Mapping[str, int]] | None = None) -> tuple[Metric, ...]:
     """A latency's statistics, shown in milliseconds (``TTFT mean (ms)``); ``marks`` a
-    metric's ``lead`` / ``diff`` place by name."""
+    metric's ``lead`` / ``diff`` / ``summary`` place by name."""
     found = [Metric(f"{m}{infix}_{s}_s", "s", f"{what}; {STATS[s]} over the cell's requests",
                     kind, header=f"{what.split(':')[0]}{infix.replace('_', ' ')} {s} (ms)",
                     form="{:.0f}", scale=1000.0)
              for m, what in names.items() for s in STATS]
     marks = marks or {}
-    return tuple(replace(m, lead=marks.get(m.name, {}).get("lead", 0),
-                         diff=marks.get(m.name, {}).get("diff", 0)) for m in found)
+    return tuple(replace(m, **{k: marks.get(m.name, {}).get(k, 0)  # type: ignore[arg-type]
+                               for k in ("lead", "diff", "summary")}) for m in found)
 
 
 def statistics_of(name: str, values: Sequence[float]) -> Computed:
@@ -54,7 +54,7 @@ def _latencies(cell: Requests) -> Computed:
     return {k: v for name, values in series.items() for k, v in statistics_of(name, values).items()}
 
 
-FAMILY = Family(20, declared(_LATENCY, "", "cell", {"ttft_mean_s": {"lead": 5},
+FAMILY = Family(20, declared(_LATENCY, "", "cell", {"ttft_mean_s": {"lead": 5, "summary": 12},
                                                     "ttft_p50_s": {"diff": 3},
                                                     "itl_p50_s": {"diff": 4}}),
                 requests=_latencies)

@@ -93,7 +93,7 @@ def _outputs(cell: CellRecord) -> dict[str, tuple[list[int], str]]:
 
 FAMILY = Family(70, (
     Metric("lossless_identical", "fraction", "greedy outputs identical to `auto`'s, per prompt",
-           "lossless"),
+           "lossless", summary=10),
     Metric("lossless_prefix_tokens", "tokens", "tokens in common with `auto`'s output before "
            "the first difference", "lossless"),
     Metric("lossless_n", "prompts", "prompts compared with `auto`'s", "lossless"),

@@ -60,21 +60,26 @@ def _speedups(means: Any) -> Any:
 
 
 FAMILY = Family(110, (
-    Metric("repeats_n", "repeats", "the row's ok repeats", "row"),
-    Metric("repeats_failed", "repeats", "the row's repeats that ended invalid or crashed", "row"),
+    Metric("repeats_n", "repeats", "the row's ok repeats", "row", summary=7),
+    Metric("repeats_failed", "repeats", "the row's repeats that ended invalid or crashed", "row",
+           summary=8),
     Metric("output_tok_s_cv", "fraction", "coefficient of variation of output tok/s over the "
            "repeats (NaN for one)", "row"),
-    Metric("unstable", "bool", "a CV above `unstable_cv` or a failed repeat", "row"),
+    Metric("unstable", "bool", "a CV above `unstable_cv` or a failed repeat", "row", summary=9),
     Metric("speedup", "ratio", "output tok/s over the panel's `auto` row's: the panel's claim, "
            "paired by prompt, simultaneous over its configs", "row",
            header="speedup vs auto [95 %]", form="{:.2f}", interval=True, baseline=True,
-           lead=2, diff=2),
+           lead=2, diff=2, summary=2),
     Metric("decode_speedup", "ratio", "a request's decode rate (after its first token) over "
            "the panel's `auto` row's: the panel's claim on `decode_rate`, paired by prompt, "
            "simultaneous over its configs", "row", header="decode speedup vs auto [95 %]",
-           form="{:.2f}", interval=True, baseline=True),
+           form="{:.2f}", interval=True, baseline=True, summary=3),
     Metric("speedup_vs_linear", "ratio", "output tok/s over the panel's best `linear` row's",
            "row", baseline=True),
     Metric("requests_n", "requests", "the requests behind the row's interval", "row",
-           header="requests", form="{:g}", lead=3),
+           header="requests", form="{:g}", lead=3, summary=4),
+    Metric("units_n", "units", "the independent units behind the row's interval (repeats, "
+           "requests, or blocks of requests in flight together)", "row", summary=5),
+    Metric("interval_note", "text", "why the row has no interval (empty when it has one)", "row",
+           summary=6),
 ))

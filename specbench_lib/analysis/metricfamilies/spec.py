@@ -45,7 +45,7 @@ FAMILY = Family(30, (
     Metric("acceptance_length", "tokens/step", "tokens received over the target's forward "
            "steps, the prefill's included: the project's τ, one definition for every engine "
            "(the papers' τ counts verify passes only: `tau_verify`)", "spec",
-           header="acceptance length", form="{:.2f}", lead=4, diff=5),
+           header="acceptance length", form="{:.2f}", lead=4, diff=5, summary=11),
     Metric("tokens_per_step", "tokens/step", "the same figure as `acceptance_length`", "spec"),
     Metric("draft_acceptance_rate", "fraction", "accepted / drafted tokens of a chain (None for "
            "a tree config: `tree_node_acceptance_rate`)", "spec"),

@@ -20,7 +20,7 @@ def _throughput(cell: Requests) -> Computed:
 FAMILY = Family(10, (
     Metric("output_tok_s", "tok/s", "completion tokens (the server's count) over the window: "
            "first request sent → last token received", header="output tok/s [95 %]",
-           form="{:.1f}", interval=True, lead=1, diff=1),
+           form="{:.1f}", interval=True, lead=1, diff=1, summary=1),
     Metric("request_throughput_rps", "requests/s", "measured requests over the window"),
     Metric("request_decode_tok_s", "tok/s", "a request's decode rate, (tokens − 1) / (last − "
            "first token), mean over the cell's requests"),
