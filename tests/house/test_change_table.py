@@ -3,8 +3,8 @@ cell rule, a metric, a claim quantity, an engine) is made on a copy of the packa
 only the files its row of docs/architecture.md names, and the new thing is then validated,
 computed and documented there, in a fresh interpreter. A row that leaves out a place the change
 needs fails the walk (the new thing does not work); a walk that edits a file its row does not
-name fails the check of the row; the copy passes the project's own checks of the files it
-changed (ruff, the layering contracts, a module's and a function's length).
+name fails the check of the row; the copy passes the project's own checks (ruff on the files
+it changed, the layering contracts, a module's and a function's length, mypy).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ assert pathlib.Path(specbench_lib.__file__).parent == pathlib.Path.cwd() / "spec
 
 def _house_checks(copy: Path, changed: list[Path]) -> None:
     """The project's own checks on the copy: ruff on the files changed, import-linter's
-    contracts on the package, the length of each changed module and its functions."""
+    contracts on the package, the length of each changed module and its functions, mypy."""
     bin_ = Path(sys.executable).parent
     ruff = subprocess.run([str(bin_ / "ruff"), "check", "--config", str(ROOT / "pyproject.toml"),
                            *map(str, changed)], capture_output=True, text=True, timeout=120)
@@ -85,6 +85,12 @@ def _house_checks(copy: Path, changed: list[Path]) -> None:
     assert architecture.lint(copy).returncode == 0, architecture.lint(copy).stdout[-3000:]
     for path in changed:
         architecture.check_length(path)
+    cache = copy.parent.parent / "walks-mypy-cache"  # the session's: one cold check, then warm
+    typed = subprocess.run([str(bin_ / "mypy"), "--config-file", str(ROOT / "pyproject.toml"),
+                            "--cache-dir", str(cache), "specbench_lib"], cwd=copy,
+                           env={**os.environ, "PYTHONPATH": str(copy)},
+                           capture_output=True, text=True, timeout=600)
+    assert typed.returncode == 0, typed.stdout[-3000:] + typed.stderr[-3000:]
 
 
 def _walk(tmp: Path, kind: str, edits: dict[str, Edit], check: str) -> str:
