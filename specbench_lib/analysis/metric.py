@@ -14,7 +14,7 @@ computation beside their declarations too, and :func:`~.metrics.results_table` c
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -22,7 +22,7 @@ from ..core.tables import Column
 from ..model.records import CellRecord, RequestRecord
 from .latency import deliveries
 
-__all__ = ["CELL_KINDS", "KINDS", "Family", "Metric", "Requests"]
+__all__ = ["CELL_KINDS", "KINDS", "Computed", "Family", "Metric", "Requests"]
 
 # what computes a metric: ``cell`` (every ok cell), ``spec`` (the server's spec counters),
 # ``open_loop`` (a cell with a request rate), ``gpu`` (a cell whose GPUs were sampled),
@@ -108,7 +108,3 @@ class Family:
     metrics: tuple[Metric, ...]
     requests: Callable[[Requests], Computed] | None = None
     stored: Callable[[CellRecord, Mapping[str, Any]], Computed] | None = None
-    names: frozenset[str] = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "names", frozenset(m.name for m in self.metrics))
