@@ -20,8 +20,8 @@ def mean(values: list[float]) -> float | None:
 
 
 def quantile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated quantile, the definition specbench_lib.analysis.metrics uses."""
-    from specbench_lib.analysis.metrics import _quantile
+    """Linear-interpolated quantile, the definition specbench_lib.analysis.latency uses."""
+    from specbench_lib.analysis.latency import quantile as _quantile
 
     return _quantile(values, q)
 

@@ -84,7 +84,8 @@ def sweep(params: Path, gpu: str, outputs: Path | None) -> dict[str, Any]:
 
 
 def workload(gpu: str, seconds: float) -> dict[str, Any]:
-    from specbench_lib.analysis.energy import foreign_processes, gpu_metrics
+    from specbench_lib.analysis.energy import foreign_processes
+    from specbench_lib.analysis.metricfamilies.gpu import gpu_metrics
     from specbench_lib.host.load import HostSampler
 
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu}

@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..model.records import CellRecord, Verdict
-from .energy import gpu_metrics
 from .metrics import CellMetrics, cell_metrics
-from .specmetrics import spec_metrics
+from .metricset import FAMILIES
 from .validate import judge as judge_all
 
 
@@ -24,30 +23,15 @@ def verdict_of(cell: CellRecord) -> Verdict:
 
 
 def measure(cell: CellRecord, verdict: Verdict) -> CellMetrics | None:
-    """The metrics of an ok cell (None otherwise); the speculative statistics from the server's
-    counters when the requests carry none, by the same definitions (:func:`~.specmetrics.spec_metrics`)."""
+    """The metrics of an ok cell (None otherwise): its requests', then each family's on read
+    from the stored facts (the server's spec counters when the requests carry none, by the
+    same definitions: :mod:`~.metricfamilies.spec`; the GPUs' telemetry)."""
     if not verdict.ok:
         return None
     metrics: dict[str, Any] = dict(cell_metrics(cell, exclude=verdict.failed))
-    counters = cell.facts.spec_counters
-    if metrics.get("verify_steps") is None and counters.get("drafts"):  # vLLM: only counters
-        metrics.update(spec_metrics(
-            int(metrics["completion_tokens"]), int(metrics["n_requests"]),
-            accepted=counters.get("accepted_tokens") or 0,
-            drafted_tokens=counters.get("draft_tokens"), drafted_steps=counters.get("drafts")))
-    if (metrics.get("acceptance_length_drafted") is None and counters.get("drafts")
-            and counters.get("accepted_tokens") == metrics.get("accepted_tokens")):
-        # llama.cpp: the requests' own counts carry no drafted steps; its counters agree on
-        # the accepted drafts, so their drafted steps are the same requests'
-        metrics["acceptance_length_drafted"] = 1 + counters["accepted_tokens"] / counters["drafts"]
-    for key in ("position_acceptance_rate", "acceptance_histogram"):  # vLLM's, llama.cpp's
-        if metrics.get(key) is None and counters.get(key) is not None:
-            metrics[key] = counters[key]
-    if cell.spec.method == "tree" and "draft_acceptance_rate" in metrics:
-        # a tree's drafted tokens are its nodes (verify × budget): not a chain's rate
-        metrics["tree_node_acceptance_rate"] = metrics["draft_acceptance_rate"]
-        metrics["draft_acceptance_rate"] = None
-    metrics.update(gpu_metrics(cell.facts.host, int(metrics.get("completion_tokens") or 0)))
+    for family in FAMILIES:
+        if family.stored is not None:
+            metrics.update(family.stored(cell, metrics))
     return metrics
 
 

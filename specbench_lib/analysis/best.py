@@ -17,13 +17,13 @@ from typing import Any
 
 from ..core.display import Rendered, html_text
 from ..core.tables import bullets, readable
-from ..model.metricdefs import RESULTS
 from ..model.quantities import OUTPUT_RATE, QUANTITIES
 from ..model.records import CellRecord, Reason
 from .claim import ALPHA, EQUIVALENCE, Claim, Panel, behind_text, panel_claims, panel_of_cell
 from .drift import panel_drift
 from .intervals import key_value
 from .metrics import PANEL, load_points
+from .metricset import RESULTS
 from .pairing import pairing_note
 from .stepcost import panel_split_doc, split_words
 

@@ -51,7 +51,7 @@ ROW_KEYS = (Column("config", "config"), Column("workload", "workload"),
             Column("context", "context", "{:g}"), Column("output_tokens", "output tokens", "{:g}"),
             Column("concurrency", "concurrency", "{:g}"), Column("load", "load"))
 _SAID_ONCE = {"phase", "workload", "context", "output_tokens", "concurrency", "load"}
-# (the lead results table, RESULTS, is the metrics' own: model/metricdefs.py)
+# (the lead results table, RESULTS, is the metrics' own: analysis/metricset.py)
 
 
 def count(n: int, word: str) -> str:

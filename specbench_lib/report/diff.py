@@ -27,13 +27,14 @@ from typing import Any
 
 from ..analysis.intervals import group_replicates, independent_units, interval, key_value, ok_groups
 from ..analysis.metrics import GROUP, PANEL
+from ..analysis.metricset import DIFF
 from ..core.display import Rendered, html_page, image, png_data_uri
 from ..runs.manifest import Manifest
 from ..runs.results import RunResult
 from .diffpage import compare_html, forest, plan_lines
 
 KEYS = ["config", *PANEL]
-METRICS = ("output_tok_s", "speedup", "ttft_p50_s", "itl_p50_s", "acceptance_length")
+METRICS = DIFF  # the metrics declared with a place on a diff page
 RATIO = ["b_over_a", "b_over_a_lo", "b_over_a_hi", "differs"]  # output tok/s, B / A
 _SHUFFLE = 20261202  # the seed of the permutation that makes B's draws independent of A's
 

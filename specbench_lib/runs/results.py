@@ -296,14 +296,10 @@ class RunResult(Rendered):
         its flags, per config, workload, context and concurrency."""
         from ..analysis.best import Summary, crossovers
         from ..analysis.metrics import PANEL
+        from ..analysis.metricset import SUMMARY, columns
 
-        cols = ["config", *PANEL, "output_tok_s", "output_tok_s_lo", "output_tok_s_hi", "speedup",
-                "speedup_lo", "speedup_hi", "decode_speedup", "decode_speedup_lo",
-                "decode_speedup_hi", "requests_n", "units_n", "interval_note", "repeats_n",
-                "repeats_failed", "unstable", "lossless_identical", "acceptance_length",
-                "ttft_mean_s"]
-        cols += [c for c in ("gpu_j_per_token", "gpu_j_per_token_lo", "gpu_j_per_token_hi",
-                             "gpu_power_mean_w", "gpu_memory_peak_mib") if c in self._table]
+        gpu = set(columns("gpu"))  # only where the run's GPUs were sampled
+        cols = ["config", *PANEL, *(c for c in SUMMARY if c not in gpu or c in self._table)]
         table = plan_sorted(self._table[cols], plan_names(self.info.params), PANEL)
         others = {q.label: self.best(q.name) for q in QUANTITIES.values() if q.name != self.quantity}
         return Summary(self._best, table, crossovers(self._table), self.slo_capacity(),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from cellfactory import make_cell, spread_cell
+from paramsfiles import write_params
 
 import specbench_lib as sb
 from specbench_lib.analysis.analyse import analyse
@@ -128,9 +129,8 @@ def test_the_answer_states_its_quantity() -> None:
 
 
 def test_an_unknown_quantity_is_named_with_the_choices(tmp_path: Path) -> None:
-    path = tmp_path / "p.yaml"
-    path.write_text("extends: " + str(Path("params/embedded_budget.yaml").resolve())
-                    + "\nclaim_quantity: decode\n")
+    path = write_params(tmp_path, Path("params/embedded_budget.yaml").resolve(),
+                        claim_quantity="decode")
     with pytest.raises(ParamsError) as err:
         load_params(path)
     message = str(err.value)

@@ -1,4 +1,5 @@
-"""Every metric is declared once (model/metricdefs.py) and the declarations are the truth: a
+"""Every metric is declared once (its family in analysis/metricfamilies/, found by
+analysis/metricset.py) and the declarations are the truth: a
 computed metric without a declaration, or a declared one nothing computes, fails here; every
 declared column reaches results.csv (15 computed metrics never did before issue 40), and the
 columns results.csv had before keep their order."""
@@ -10,12 +11,12 @@ from pathlib import Path
 from cellfactory import make_cell, request
 
 from specbench_lib.analysis.analyse import analyse
-from specbench_lib.analysis.energy import gpu_metrics
-from specbench_lib.analysis.lossless import compare_cells
+from specbench_lib.analysis.metricfamilies.gpu import gpu_metrics
+from specbench_lib.analysis.metricfamilies.lossless import compare_cells
+from specbench_lib.analysis.metricfamilies.slo import goodput
 from specbench_lib.analysis.metrics import CellMetrics, cell_metrics, results_table
-from specbench_lib.analysis.slo import goodput
+from specbench_lib.analysis.metricset import CELL_KINDS, KINDS, METRIC, METRICS, RESULTS, columns
 from specbench_lib.model.hostfacts import HostLoad
-from specbench_lib.model.metricdefs import CELL_KINDS, KINDS, METRIC, METRICS, RESULTS, columns
 from specbench_lib.model.records import CellDispatch
 from specbench_lib.model.sections import SloParams
 
@@ -55,7 +56,7 @@ def test_every_computed_metric_is_declared_and_every_declared_one_computed() -> 
     table = set(_table_columns(cells))
     declared = {m.name for m in METRICS}
     every = set().union(*computed.values())
-    assert every - declared == set(), "declare these in model/metricdefs.py"
+    assert every - declared == set(), "declare these in their family (analysis/metricfamilies/)"
     assert set(CellMetrics.__annotations__) - declared == set(), "CellMetrics keys undeclared"
     assert {m.name for m in METRICS if m.kind in CELL_KINDS} == set(CellMetrics.__annotations__)
     rows = {m.name for m in METRICS if m.kind == "row"}
@@ -96,7 +97,7 @@ def test_the_lead_table_reads_its_headers_from_the_declarations() -> None:
 def test_the_columns_against_another_config_come_from_the_declarations() -> None:
     """A rate profile's point blanks the columns that compare with another config: those are
     the ``baseline`` declarations with their interval's ends (hand-listed before issue 50)."""
-    from specbench_lib.model.metricdefs import against_baseline
+    from specbench_lib.analysis.metricset import against_baseline
 
     assert set(against_baseline()) == {"speedup", "speedup_lo", "speedup_hi", "speedup_vs_linear",
                                        "decode_speedup", "decode_speedup_lo", "decode_speedup_hi"}

@@ -14,8 +14,8 @@ import pytest
 
 from specbench_lib import SweepResult
 from specbench_lib.analysis.coalescing import coalesced
-from specbench_lib.analysis.energy import ENERGY_COLUMNS
 from specbench_lib.analysis.metrics import CellMetrics
+from specbench_lib.analysis.metricset import columns
 from specbench_lib.model.records import SCHEMA_VERSION, CellRecord
 from specbench_lib.runs.run import RunDir, _matching_ok
 
@@ -47,7 +47,7 @@ def test_an_old_run_loads_with_its_verdicts_derived_again(run: Path) -> None:
     assert ok.metrics["output_tok_s"] == pytest.approx(stored["output_tok_s"])
     counters_only = {"position_acceptance_rate", "acceptance_histogram",  # vLLM's counters
                      "tree_node_acceptance_rate"}  # a tree config's (issue 48)
-    gpus = set(ENERGY_COLUMNS)  # only where the cell's GPUs were sampled (none then, none here)
+    gpus = set(columns("gpu"))  # only where the cell's GPUs were sampled (none then, none here)
     assert set(ok.metrics) == set(CellMetrics.__annotations__) - counters_only - gpus  # typed, whole
     table = result.table()
     assert len(table) == 1  # the one ok cell's row

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from specbench_lib.analysis.metrics import cell_metrics, rate_shortfall
+from specbench_lib.analysis.metricfamilies.openloop import rate_shortfall
+from specbench_lib.analysis.metrics import cell_metrics
 from specbench_lib.model.records import CellDispatch, RequestRecord
 from specbench_lib.servers.engines import FinalStats
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cellfactory import make_cell
+from paramsfiles import write_params
 
 from specbench_lib.analysis import rules as rules_folder
 from specbench_lib.analysis import ruleset
@@ -74,9 +75,7 @@ def too_slow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rule]:
 
 
 def with_params(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "p.yaml"
-    path.write_text(f"extends: {SMALL}\n{text}")
-    return path
+    return write_params(tmp_path, SMALL, text=text)
 
 
 def test_a_new_rule_file_is_judged_documented_and_reads_its_threshold_from_params(

@@ -10,8 +10,9 @@ import pytest
 from cellfactory import spread_cell
 from paramsfiles import write_params
 
+from specbench_lib.analysis.metricfamilies.slo import goodput
 from specbench_lib.analysis.metrics import results_table
-from specbench_lib.analysis.slo import capacity, goodput
+from specbench_lib.analysis.slo import capacity
 from specbench_lib.core.errors import ParamsError
 from specbench_lib.model.plan import load_plan
 from specbench_lib.model.sections import SloParams

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from paramsfiles import write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -21,16 +22,11 @@ from specbench_lib.model.catalogue import DEFAULT_MAX_COALESCED_FIRST_FRACTION, 
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PARAMS = f"""# the defaults of every client-host rule: nothing here loosens them
-extends: {ROOT / "params" / "embedded_small.yaml"}
-phase: defaults
-engine: {{port: {{port}}}}
-"""
-
-
 def test_the_default_host_rules_lose_no_cell_to_the_client(engine, tmp_path: Path) -> None:
-    path = tmp_path / "defaults.yaml"
-    path.write_text(PARAMS.replace("{port}", str(free_port())))  # other checkouts run it too
+    # the defaults of every client-host rule: nothing here loosens them; a free port (other
+    # checkouts run it too)
+    path = write_params(tmp_path, ROOT / "params" / "embedded_small.yaml", name="defaults.yaml",
+                        phase="defaults", engine={"port": free_port()})
     plan = sb.load_plan(path)
     assert plan.params.max_coalesced_first_fraction == DEFAULT_MAX_COALESCED_FIRST_FRACTION
     run = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)

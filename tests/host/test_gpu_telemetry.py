@@ -16,7 +16,8 @@ from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
-from specbench_lib.analysis.energy import foreign_processes, gpu_metrics
+from specbench_lib.analysis.energy import foreign_processes
+from specbench_lib.analysis.metricfamilies.gpu import gpu_metrics
 from specbench_lib.model.hostfacts import HostLoad
 
 POWER_W = 200.0  # the cell's GPU (0); GPU 1 draws 50 W and is not the cell's

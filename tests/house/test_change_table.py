@@ -3,7 +3,8 @@ cell rule, a metric, a claim quantity, an engine) is made on a copy of the packa
 only the files its row of docs/architecture.md names, and the new thing is then validated,
 computed and documented there, in a fresh interpreter. A row that leaves out a place the change
 needs fails the walk (the new thing does not work); a walk that edits a file its row does not
-name fails the check of the row.
+name fails the check of the row; the copy passes the project's own checks (ruff on the files
+it changed, the layering contracts, a module's and a function's length, mypy).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import docrefs
 import pytest
+import test_architecture as architecture  # tests/house, beside this one
 
 ROOT = docrefs.ROOT
 Edit = Callable[[str], str]  # a file's text → its text after the change ("": a new file)
@@ -72,6 +74,25 @@ assert pathlib.Path(specbench_lib.__file__).parent == pathlib.Path.cwd() / "spec
 """
 
 
+def _house_checks(copy: Path, changed: list[Path]) -> None:
+    """The project's own checks on the copy: ruff on the files changed, import-linter's
+    contracts on the package, the length of each changed module and its functions, mypy."""
+    bin_ = Path(sys.executable).parent
+    ruff = subprocess.run([str(bin_ / "ruff"), "check", "--config", str(ROOT / "pyproject.toml"),
+                           *map(str, changed)], capture_output=True, text=True, timeout=120)
+    assert ruff.returncode == 0, ruff.stdout + ruff.stderr
+    shutil.copy(ROOT / ".importlinter", copy / ".importlinter")
+    assert architecture.lint(copy).returncode == 0, architecture.lint(copy).stdout[-3000:]
+    for path in changed:
+        architecture.check_length(path)
+    cache = copy.parent.parent / "walks-mypy-cache"  # the session's: one cold check, then warm
+    typed = subprocess.run([str(bin_ / "mypy"), "--config-file", str(ROOT / "pyproject.toml"),
+                            "--cache-dir", str(cache), "specbench_lib"], cwd=copy,
+                           env={**os.environ, "PYTHONPATH": str(copy)},
+                           capture_output=True, text=True, timeout=600)
+    assert typed.returncode == 0, typed.stdout[-3000:] + typed.stderr[-3000:]
+
+
 def _walk(tmp: Path, kind: str, edits: dict[str, Edit], check: str) -> str:
     """Copy the package, make ``edits`` (package-relative paths; a new module under the
     folder's ``<new>.py`` name is written as its real name), check that the row names every
@@ -89,6 +110,7 @@ def _walk(tmp: Path, kind: str, edits: dict[str, Edit], check: str) -> str:
         file.write_text(edit(file.read_text() if file.exists() else ""))
     env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{copy / 'scripts'}",
            "SUPPORT": str(ROOT / "tests" / "support")}
+    _house_checks(copy, [copy / "specbench_lib" / path for path in edits])
     code = IMPORTED_FROM_THE_COPY + textwrap.dedent(check)
     done = subprocess.run([sys.executable, "-c", code], cwd=copy, env=env,
                           capture_output=True, text=True, timeout=120)
@@ -104,8 +126,8 @@ def test_a_new_workload_source(tmp_path: Path) -> None:
         "model/sources.py": _chain(
             _insert('"random", "speed_bench"', ', "lines"'),
             _insert("SOURCES: dict[str, SourceSpec] = {s.name: s for s in (\n",
-                    '    SourceSpec("lines", "file", "a text file", "a text file of your own, '
-                    'each non-empty line a document", path="a text file"),\n')),
+                    '    SourceSpec("lines", "file", "a text file", "a text file of your own, "\n'
+                    '               "each non-empty line a document", path="a text file"),\n')),
         "prompts/sources/lines.py": _new('''
             """``source: lines``: a text file, each non-empty line a document."""
 
@@ -188,41 +210,70 @@ def test_a_new_cell_rule(tmp_path: Path) -> None:
     assert "too_long_answer" in out and "answers longer than the plan allows" in out
 
 
+METRIC_CHECK = """
+    import os, sys
+    sys.path.insert(0, os.environ["SUPPORT"])
+    from cellfactory import make_cell
+    from specbench_lib.analysis.analyse import analyse
+    from specbench_lib.analysis.metrics import CellMetrics, results_table
+    from specbench_lib.analysis.metricset import CELL_KINDS, METRICS
+    cell = analyse(make_cell("auto", "auto", None, tokens=8))
+    assert {m.name for m in METRICS if m.kind in CELL_KINDS} == set(CellMetrics.__annotations__)
+    print("value", cell.metrics[NAME])
+    print("column", NAME in results_table([cell]).columns)
+    import metrics_reference
+    print("\\n".join(metrics_reference.rows()))
+"""
+
+
 def test_a_new_metric(tmp_path: Path) -> None:
-    """``window_ms``: the measurement window in milliseconds, a cell metric."""
-    edits = {
-        "model/metricdefs.py": _insert(
-            '    Metric("window_s", "s", "the measurement window: first request sent → last token '
-            'received"),\n',
-            '    Metric("window_ms", "ms", "the measurement window in milliseconds"),\n'),
-        "analysis/metrics.py": _insert('        "window_s": window,\n',
-                                       '        "window_ms": window * 1000,\n'),
-    }
-    out = _walk(tmp_path, "metric", edits, """
-        import os, sys
-        sys.path.insert(0, os.environ["SUPPORT"])
-        from cellfactory import make_cell
-        from specbench_lib.analysis.metrics import CellMetrics, cell_metrics, results_table
-        from specbench_lib.model.metricdefs import CELL_KINDS, METRICS
-        cell = make_cell("auto", "auto", None, tokens=8)
-        metrics = cell_metrics(cell)
-        assert metrics["window_ms"] == metrics["window_s"] * 1000 > 0
-        assert "window_ms" in results_table([cell]).columns
-        assert {m.name for m in METRICS if m.kind in CELL_KINDS} == set(CellMetrics.__annotations__)
-        import metrics_reference
-        print("\\n".join(metrics_reference.rows()))
-    """)
-    assert "window_ms" in out and "the measurement window in milliseconds" in out
+    """``window_ms``: the measurement window in milliseconds, a line of the window's family."""
+    edits = {"analysis/metricfamilies/window.py": _chain(
+        _insert('    return {"window_s": cell.window', ', "window_ms": cell.window * 1000'),
+        _insert('    Metric("window_s", "s", "the measurement window: first request sent → last '
+                'token received"),\n',
+                '    Metric("window_ms", "ms", "the measurement window in milliseconds"),\n'))}
+    out = _walk(tmp_path, "metric", edits, METRIC_CHECK.replace("NAME", '"window_ms"'))
+    assert "column True" in out and "the measurement window in milliseconds" in out
+    value = float(out.split("value ", 1)[1].split()[0])
+    assert value > 0
+
+
+def test_a_new_metric_family(tmp_path: Path) -> None:
+    """``ttft_share_mean``: the share of a request's time spent before its first token, a
+    family of its own."""
+    edits = {"analysis/metricfamilies/ttftshare.py": _new('''
+        """The share of a request's time spent before its first token."""
+
+        from __future__ import annotations
+
+        import statistics
+
+        from ..metric import Computed, Family, Metric, Requests
+
+
+        def _share(cell: Requests) -> Computed:
+            shares = [r.ttft / r.e2e for r in cell.measured if r.ttft is not None and r.e2e > 0]
+            return {"ttft_share_mean": statistics.fmean(shares) if shares else None}
+
+
+        FAMILY = Family(65, (
+            Metric("ttft_share_mean", "fraction", "TTFT over E2E, mean over the cell's requests"),
+        ), requests=_share)
+    ''')}
+    out = _walk(tmp_path, "metric", edits, METRIC_CHECK.replace("NAME", '"ttft_share_mean"'))
+    assert "column True" in out and "TTFT over E2E, mean over the cell's requests" in out
+    assert float(out.split("value ", 1)[1].split()[0]) > 0
 
 
 def test_a_new_claim_quantity(tmp_path: Path) -> None:
     """``answer_rate``: a request's tokens over the time after its first token."""
     part = ("def _answer(r: RequestRecord, drafting: bool) -> tuple[float, float] | None:\n"
             "    times = r.token_times\n"
-            "    return (len(times), times[-1] - times[0]) if len(times) >= 2 and times[-1] > "
-            "times[0] else None\n\n\n")
-    quantity = ('ANSWER_RATE = Quantity("answer_rate", "answer rate (tokens over the time after '
-                'the first token)", "answer rate", _answer)\n\n')
+            "    return (len(times), times[-1] - times[0]) if len(times) >= 2 and times[-1] > \\\n"
+            "        times[0] else None\n\n\n")
+    quantity = ('ANSWER_RATE = Quantity("answer_rate", "answer rate (tokens over the time after "\n'
+                '                       "the first token)", "answer rate", _answer)\n\n')
     edits = {
         "model/quantities.py": _chain(
             _replace("\nOUTPUT_RATE = Quantity(", "\n" + part + "OUTPUT_RATE = Quantity("),

@@ -80,7 +80,7 @@ def test_where_a_change_goes_is_a_table_of_names_that_exist() -> None:
 @pytest.mark.parametrize("what, name", [
     ("engine", "specbench_lib.servers.engines.ADAPTERS"),
     ("workload source", "specbench_lib.model.sources.SOURCES"),
-    ("metric", "specbench_lib.model.metricdefs.METRICS"),
+    ("metric", "specbench_lib.analysis.metricset"),
     ("cell rule", "specbench_lib.analysis.ruleset"),
     ("run directory", "specbench_lib.runs.rundir.RunDir")])
 def test_each_kind_of_change_names_its_one_place(what: str, name: str) -> None:

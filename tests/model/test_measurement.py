@@ -9,7 +9,7 @@ import pytest
 from cellfactory import make_cell
 from paramsfiles import write_params
 
-from specbench_lib.analysis.lossless import common_prefix, losslessness
+from specbench_lib.analysis.metricfamilies.lossless import common_prefix, losslessness
 from specbench_lib.analysis.metrics import cell_metrics, results_table
 from specbench_lib.core.errors import ParamsError
 from specbench_lib.model.plan import load_plan

@@ -13,7 +13,7 @@ import pytest
 from cellfactory import make_cell
 
 from specbench_lib.analysis.claim import panel_of_cell
-from specbench_lib.analysis.lossless import losslessness
+from specbench_lib.analysis.metricfamilies.lossless import losslessness
 from specbench_lib.analysis.rounds import panel_of
 from specbench_lib.core.readback import from_doc
 from specbench_lib.model.answerfile import PanelKey

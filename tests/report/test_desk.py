@@ -16,10 +16,10 @@ import pytest
 from cellfactory import make_cell, spread_cell
 
 from specbench_lib import SweepResult, cli
+from specbench_lib.analysis.metricset import RESULTS
 from specbench_lib.core.tables import config_rank, interval_text, plan_sorted, readable
 from specbench_lib.kernelrun import Echo
 from specbench_lib.livelog import LiveLog, log_section
-from specbench_lib.model.metricdefs import RESULTS
 from specbench_lib.notebook import LOG_ATTRIBUTE, appendix
 from specbench_lib.report.diff import RunDiff
 from specbench_lib.report.pages import relative_paths, run_summaries

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 from budgetparams import budget_params
 from cellfactory import make_cell, spread_cell
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 matplotlib.use("Agg")
@@ -73,23 +74,14 @@ def fixed_params(folder: Path, *, repeats: int) -> Path:
     argv = fake_argv(*noise, "--speedups", "4:1.05,8:1.35", "--noise-seed", "5:{budget}",
                      interval=0.004, budget=True)
     base = fake_argv(*noise, "--noise-seed", "5:auto", interval=0.004)
-    path = folder / f"fixed-{repeats}.yaml"
-    path.write_text(f"""phase: fixed
-{fake_engine(free_port(), base)}configs:
-  - {{name: auto, method: auto, argv: {base}}}
-  - {{name: ngram, method: ngram, budgets: [4, 8], argv: {argv}}}
-workloads:
-  - {{name: chat, source: sharegpt}}
-  - {{name: code, source: humaneval}}
-contexts: [32]
-concurrency: [1]
-output_tokens: 32
-requests_per_cell: 3
-warmup_requests: 1
-repeats: {repeats}
-seed: 5
-{LENIENT_HOST}""")
-    return path
+    configs = [{"name": "auto", "method": "auto", "argv": json.loads(base)},
+               {"name": "ngram", "method": "ngram", "budgets": [4, 8], "argv": json.loads(argv)}]
+    plan = fake_plan(free_port(), argv=base, phase="fixed", configs=configs,
+                     workloads=[{"name": "chat", "source": "sharegpt"},
+                                {"name": "code", "source": "humaneval"}],
+                     contexts=[32], output_tokens=32, requests_per_cell=3, warmup_requests=1,
+                     repeats=repeats, seed=5)
+    return write_params(folder, plan, name=f"fixed-{repeats}.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -321,8 +321,7 @@ def test_ctrl_c_after_the_run_was_closed_complete_asks_no_resume(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(papermill, "execute_notebook", execute)
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {EMBEDDED}\nphase: done\n")
+    params = write_params(tmp_path, EMBEDDED, phase="done")
     assert cli.main(["run", "tp1", "-f", str(params), "-p", "run_id", "done1"]) == 0
     err = capsys.readouterr().err
     assert "run done1 was complete when it was interrupted: nothing to resume" in err

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeparams import FAKE, LENIENT_HOST, fake_engine
-from paramsfiles import write_params
+from fakeparams import FAKE
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 from procs import pids_with
 
@@ -51,22 +51,13 @@ def hang_params(tmp_path: Path, port: int) -> Path:
     def argv(mode: str, *budget: str) -> str:
         return json.dumps(["{binary}", str(FAKE), "--port", "{port}", "--mode", mode,
                            "--hang-s", "30", *budget])
-    path = tmp_path / "dk.yaml"
-    path.write_text(f"""phase: dk
-{fake_engine(port, argv('ok'), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-  - {{name: slow, method: ngram, budgets: [4], argv: {argv('hang', '--budget', '{budget}')}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 4
-requests_per_cell: 2
-warmup_requests: 0
-timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
-cell_order: fixed
-{LENIENT_HOST}""")
-    return path
+    slow = {"name": "slow", "method": "ngram", "budgets": [4],
+            "argv": json.loads(argv("hang", "--budget", "{budget}"))}
+    plan = fake_plan(port, argv=argv("ok"), engine={"ready_timeout_s": 10}, phase="dk",
+                     configs=[{"name": "auto", "method": "auto"}, slow], output_tokens=4,
+                     timeouts={"first_token_s": 3, "between_tokens_s": 2, "request_s": 6},
+                     cell_order="fixed")
+    return write_params(tmp_path, plan, name="dk.yaml")
 
 
 def kernels_of(parent: int) -> list[int]:

@@ -126,8 +126,7 @@ def test_stored_params_hide_secrets_and_reproduce_the_plan(tmp_path: Path) -> No
 
 
 def test_redact_names_are_validated(tmp_path: Path) -> None:
-    path = tmp_path / "p.yaml"
-    path.write_text(f"extends: {EMBEDDED}\nredact: ['--ok-name', 'not a name']\n")
+    path = write_params(tmp_path, EMBEDDED, redact=["--ok-name", "not a name"])
     with pytest.raises(sb.ParamsError) as err:
         load_params(path)
     assert err.value.key == "redact" and "not a name" in str(err.value)

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 from fake_server import FakeLlamaServer, chatml
+from paramsfiles import write_params
 from protocol_servers import sglang_server, vllm_server
 
 from specbench_lib import load_plan
@@ -119,31 +120,23 @@ def test_a_linear_budget_is_the_same_block_on_sglang_and_vllm() -> None:
     assert SGLangAdapter().drafter_block(sgl_argv) == 16 == VllmAdapter().drafter_block(vllm_argv)
 
 
-def _plan(tmp_path: Path, template: str, *, context: int = 32768, env: str = "") -> object:
+def _plan(tmp_path: Path, template: str, *, context: int = 32768,
+          env: dict[str, str] | None = None) -> object:
     (tmp_path / "target").mkdir(parents=True)
     (tmp_path / "target" / "config.json").write_text(json.dumps({
         "max_position_embeddings": 40960, "rope_scaling": None}))
     (tmp_path / "draft").mkdir()
     (tmp_path / "draft" / "config.json").write_text(json.dumps({
         "max_position_embeddings": 40960, "dflash_config": {"block_size": 16}}))
-    path = tmp_path / "p.yaml"
-    path.write_text(f"""phase: t
-engine:
-  kind: sglang
-  binary: {sys.executable}
-  model: {tmp_path / 'target'}
-  draft_model: {tmp_path / 'draft'}
-  context: {context}
-  spec_templates: {{tree: {json.dumps(list(TREE_TEMPLATES[template]))}}}
-{env}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ddtree, method: tree, budgets: [8, 15]}}
-workloads:
-  - {{name: chat, source: sharegpt, template: chat, chat_template_kwargs: {{enable_thinking: false}}}}
-contexts: [1024]
-concurrency: [1]
-output_tokens: 16
-""")
+    engine = {"kind": "sglang", "binary": sys.executable, "model": str(tmp_path / "target"),
+              "draft_model": str(tmp_path / "draft"), "context": context,
+              "spec_templates": {"tree": list(TREE_TEMPLATES[template])}, **({"env": env} if env else {})}
+    path = write_params(tmp_path, "minimal", engine=engine,
+                        configs=[{"name": "auto", "method": "auto"},
+                                 {"name": "ddtree", "method": "tree", "budgets": [8, 15]}],
+                        workloads=[{"name": "chat", "source": "sharegpt", "template": "chat",
+                                    "chat_template_kwargs": {"enable_thinking": False}}],
+                        contexts=[1024], output_tokens=16)
     return load_plan(path)
 
 
@@ -170,7 +163,7 @@ def test_the_doctor_refuses_a_context_past_the_models_without_the_environment(tm
         model_fit(plan, adapter, {})
     assert "73728 is more than the 40960" in str(err.value) and "target" in str(err.value)
     allowed = _plan(tmp_path / "b", "pr29907", context=73728,
-                    env="  env: {SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: '1'}\n")
+                    env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"})
     _, warning = model_fit(allowed, adapter, {})
     assert "lets it start" in warning and "draft" in warning  # the drafter is checked too
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from paramsfiles import LENIENT, write_params
 from ports import free_port
 from protocol_servers import sglang_server
 
@@ -27,6 +29,7 @@ from specbench_lib.sweep import preflight
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL = ROOT / "tests" / "support" / "protocol_servers.py"
 FORK_TREE = json.dumps(list(TREE_TEMPLATES["fork"]))
+AUTO = {"name": "auto", "method": "auto"}
 SGL = EngineParams(kind="sglang", binary="/venv/bin/python", model="/m/target",
                    draft_model="/m/draft", attention_backend="flashinfer",
                    spec_templates={"tree": TREE_TEMPLATES["fork"]})
@@ -42,41 +45,19 @@ def argv_of(server: ServerConfig, engine: EngineParams = SGL) -> list[str]:
                                         binary=Path("/venv/bin/python")).argv
 
 
-def _plan(tmp: Path, configs: str, *, backend: str | None = "flashinfer", extra: str = "",
+def _plan(tmp: Path, configs: list[dict[str, Any]], *, backend: str | None = "flashinfer",
           concurrency: int = 2) -> Path:
     model = tmp / "model"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text("{}")
-    path = tmp / "p.yaml"
-    path.write_text(f"""phase: research
-engine:
-  kind: sglang
-  binary: {sys.executable}
-  launcher: {json.dumps([str(PROTOCOL), 'sglang'])}
-  tokenizer: server
-  model: {model}
-  draft_model: {model}
-  port: {free_port()}
-  context: 256
-  ready_timeout_s: 30
-  attention_backend: {backend or 'null'}
-  spec_templates: {{tree: {FORK_TREE}}}
-{extra}configs:
-{configs}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [{concurrency}]
-output_tokens: 8
-requests_per_cell: 2
-requests_scale: fixed
-warmup_requests: 1
-cell_order: fixed
-max_coalesced_fraction: 0.5
-max_coalesced_first_fraction: 0.5
-host: {{max_other_cpu_cores: null}}
-""")
-    return path
+    engine = {"kind": "sglang", "binary": sys.executable, "launcher": [str(PROTOCOL), "sglang"],
+              "tokenizer": "server", "model": str(model), "draft_model": str(model),
+              "port": free_port(), "context": 256, "ready_timeout_s": 30,
+              "attention_backend": backend, "spec_templates": {"tree": json.loads(FORK_TREE)}}
+    return write_params(tmp, "minimal", phase="research", engine=engine, configs=configs,
+                        contexts=[16], concurrency=[concurrency], output_tokens=8,
+                        requests_per_cell=2, requests_scale="fixed", warmup_requests=1,
+                        cell_order="fixed", **LENIENT)
 
 
 def _lenient(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,8 +83,8 @@ def test_a_tree_config_without_a_mask_backend_is_refused_before_any_server_start
     pr = SGL.model_copy(update={"attention_backend": None,
                                 "spec_templates": {"tree": TREE_TEMPLATES["pr29907"]}})
     assert SGLangAdapter(pr).config_refusal(tree, argv_of(tree, pr)) is None  # its own triton
-    plan = sb.load_plan(_plan(tmp_path, "  - {name: auto, method: auto}\n"
-                              "  - {name: ddtree, method: tree, budgets: [15]}\n", backend=None))
+    plan = sb.load_plan(_plan(tmp_path, [AUTO, {"name": "ddtree", "method": "tree", "budgets": [15]}],
+                              backend=None))
     checks = {c.name: c for c in preflight.doctor(plan, outputs=tmp_path / "out")}
     assert not checks["configs"].ok and "ddtree-b15" in checks["configs"].detail
 
@@ -119,9 +100,9 @@ def test_a_server_that_resolves_fa3_for_a_tree_is_a_config_failure(
         SGLangAdapter(SGL).check_spec(tree, argv_of(tree), ServerInfo(1, raw={
             "speculative_algorithm": "DFLASH", "speculative_dflash_enable_ddtree": True,
             "attention_backend": "fa3"}), "")
-    configs = ("  - {name: ddtree, method: tree, budgets: [15], extra_args: [--mode, fa3]}\n"
-               "  - {name: dflash, method: linear, budgets: [4], extra_args: [--mode, fa3]}\n"
-               "  - {name: auto, method: auto}\n")
+    fa3 = ["--mode", "fa3"]
+    configs = [{"name": "ddtree", "method": "tree", "budgets": [15], "extra_args": fa3},
+               {"name": "dflash", "method": "linear", "budgets": [4], "extra_args": fa3}, AUTO]
     result = sb.run_sweep(sb.load_plan(_plan(tmp_path, configs)), outputs=tmp_path / "out",
                           progress=False)
     by = {c.spec.config: c for c in result.cells}
@@ -141,9 +122,8 @@ def test_a_cell_whose_concurrency_the_server_cannot_hold_is_skipped_or_invalid(
     (``kv_pool_too_small``, with the numbers); one whose requests were retracted is still
     ``concurrency_not_held``."""
     _lenient(monkeypatch)
-    configs = ("  - {name: auto, method: auto}\n"
-               "  - {name: small, method: auto, extra_args: [--max-total-tokens, '60']}\n"
-               "  - {name: retracts, method: auto, extra_args: [--mode, retracts]}\n")
+    configs = [AUTO, {"name": "small", "method": "auto", "extra_args": ["--max-total-tokens", "60"]},
+               {"name": "retracts", "method": "auto", "extra_args": ["--mode", "retracts"]}]
     result = sb.run_sweep(sb.load_plan(_plan(tmp_path, configs, concurrency=4)),
                           outputs=tmp_path / "out", progress=False)
     by = {c.spec.config: c for c in result.cells}
@@ -198,8 +178,8 @@ def test_sglang_verify_passes_above_the_tokens_make_the_cell_invalid(
     """Before: ``spec_verify_ct`` above the completion tokens gave τ 1.00 as measured (the
     accepted count clipped at 0). Now the cell is invalid, ``impossible_spec_stats``."""
     _lenient(monkeypatch)
-    configs = ("  - {name: liar, method: linear, budgets: [4], extra_args: [--mode, overcounts_verify]}\n"
-               "  - {name: auto, method: auto}\n")
+    configs = [{"name": "liar", "method": "linear", "budgets": [4],
+                "extra_args": ["--mode", "overcounts_verify"]}, AUTO]
     result = sb.run_sweep(sb.load_plan(_plan(tmp_path, configs)), outputs=tmp_path / "out",
                           progress=False)
     liar = next(c for c in result.cells if c.spec.config == "liar-b4")
@@ -225,8 +205,8 @@ def test_a_tree_configs_acceptance_rate_is_its_nodes_not_a_chains(
     ``tree_node_acceptance_rate`` and its ``draft_acceptance_rate`` left empty, so no table
     compares it with a chain's."""
     _lenient(monkeypatch)
-    configs = ("  - {name: ddtree, method: tree, budgets: [3]}\n"
-               "  - {name: dflash, method: linear, budgets: [4]}\n  - {name: auto, method: auto}\n")
+    configs = [{"name": "ddtree", "method": "tree", "budgets": [3]},
+               {"name": "dflash", "method": "linear", "budgets": [4]}, AUTO]
     result = sb.run_sweep(sb.load_plan(_plan(tmp_path, configs)), outputs=tmp_path / "out",
                           progress=False)
     by = {c.spec.config: analyse(c) for c in result.cells}

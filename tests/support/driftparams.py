@@ -4,10 +4,12 @@ wall time, the same for every config (tests/analysis/test_drift.py, benchmarks/d
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 DRIFT = 6.0  # the machine's speed grows by 600 % a minute: 10 % a second, ~50 % over a run
@@ -21,19 +23,10 @@ def drift_params(folder: Path, *, seed: int, budget: str | None, repeats: int = 
     spec = fake_argv("--speedups", "4:1,8:1", *flags, "--noise-seed", f"{seed}:{{budget}}",
                      interval=0.003, budget=True)
     base = fake_argv(*flags, "--noise-seed", f"{seed}:auto", interval=0.003)
-    plan = (f"time_budget_s: {budget}\nmax_rounds: 8\n" if budget else f"repeats: {repeats}\n")
-    path = folder / f"drift-{seed}-{budget or repeats}.yaml"
-    path.write_text(f"""phase: drift
-{fake_engine(free_port(), base)}configs:
-  - {{name: auto, method: auto, argv: {base}}}
-  - {{name: ngram, method: ngram, budgets: [4, 8], argv: {spec}}}
-workloads:
-  - {{name: chat, source: sharegpt}}
-contexts: [32]
-concurrency: [1]
-output_tokens: 24
-requests_per_cell: 3
-warmup_requests: 1
-seed: {seed}
-{plan}{LENIENT_HOST}""")
-    return path
+    rounds = {"time_budget_s": budget, "max_rounds": 8} if budget else {"repeats": repeats}
+    configs = [{"name": "auto", "method": "auto", "argv": json.loads(base)},
+               {"name": "ngram", "method": "ngram", "budgets": [4, 8], "argv": json.loads(spec)}]
+    plan = fake_plan(free_port(), argv=base, phase="drift", configs=configs,
+                     workloads=[{"name": "chat", "source": "sharegpt"}], contexts=[32],
+                     output_tokens=24, requests_per_cell=3, warmup_requests=1, seed=seed, **rounds)
+    return write_params(folder, plan, name=f"drift-{seed}-{budget or repeats}.yaml")

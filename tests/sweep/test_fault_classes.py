@@ -22,11 +22,12 @@ import datetime as dt
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fakeparams import fake_engine
+from paramsfiles import DROP, fake_plan, write_params
 
 import specbench_lib as sb
 from specbench_lib.analysis.validate import request_problems
@@ -72,31 +73,21 @@ CONFIG_LEVEL = {"bad_answer", "control_timeout", "missing_endpoint"}
 
 
 def _params(tmp: Path, *, name: str, api: str, port: int, program: list[str],
-            faults: dict[str, tuple[str, str, str, str]], extra: str = "") -> Path:
+            faults: dict[str, tuple[str, str, str, str]], engine: Mapping[str, Any] = {}) -> Path:
     def argv(mode: str, budget: bool = True) -> str:
         return json.dumps(["{binary}", *program, "--port", "{port}", "--mode", mode,
                            *(["--budget", "{budget}"] if budget else [])])
 
-    configs = "\n".join(f"  - {{name: {config}, method: ngram, budgets: [{4 + i}], "
-                        f"argv: {argv(mode)}}}"
-                        for i, (config, (mode, *_)) in enumerate(faults.items()))
-    path = tmp / f"{name}.yaml"
-    engine = fake_engine(port, argv('ok', budget=False), ready_timeout_s=5, api=api,
-                         model=program[0], extra="control_timeout_s: 1\n" + extra)
-    path.write_text(f"""phase: {name}
-{engine}configs:
-{configs}
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [{', '.join(map(str, CONTEXTS))}]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 1
-timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 6}}
-""")
-    return path
+    configs = [{"name": config, "method": "ngram", "budgets": [4 + i], "argv": json.loads(argv(mode))}
+               for i, (config, (mode, *_)) in enumerate(faults.items())]
+    plan = fake_plan(port, argv=argv("ok", budget=False), phase=name,
+                     engine={"ready_timeout_s": 5, "api": api, "model": program[0],
+                             "control_timeout_s": 1, **engine},
+                     configs=[*configs, {"name": "auto", "method": "auto"}], contexts=list(CONTEXTS),
+                     warmup_requests=1,
+                     timeouts={"first_token_s": 3, "between_tokens_s": 2, "request_s": 6},
+                     max_coalesced_fraction=DROP, max_coalesced_first_fraction=DROP, host=DROP)
+    return write_params(tmp, plan, name=f"{name}.yaml")
 
 
 def _left_running(result: sb.SweepResult) -> dict[str, int]:
@@ -140,7 +131,7 @@ def sglang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sb.SweepResult]
     tmp = tmp_path_factory.mktemp("sglang_faults")
     params = _params(tmp, name="sglangfaults", api="sglang", port=SGLANG_PORT,
                      program=[str(PROTOCOL), "sglang"], faults=SGLANG_FAULTS,
-                     extra="tokenizer: server")
+                     engine={"tokenizer": "server"})
     with pytest.MonkeyPatch.context() as patch:  # SGLang is a GPU engine; these servers need none
         patch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
         yield _sweep(params, tmp / "outputs")

@@ -12,9 +12,10 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fakeparams import fake_engine
+from paramsfiles import DROP, fake_plan, write_params
 from ports import free_port
 from procs import pids_with
 
@@ -43,25 +44,16 @@ def argv(mode: str, *, budget: bool = True) -> str:
                        "--mode", mode, "--hang-s", "30", *(["--budget", "{budget}"] if budget else [])])
 
 
-def fault_params(tmp_path: Path) -> Path:
-    configs = "\n".join(f"  - {{name: {name}, method: ngram, budgets: [{budget}], argv: {argv(mode)}}}"
-                        for name, (budget, mode, _, _) in FAULTS.items())
-    path = tmp_path / "faults.yaml"
-    path.write_text(f"""phase: faults
-{fake_engine(PORT, argv('ok', budget=False), ready_timeout_s=4)}configs:
-  - {{name: auto, method: auto}}
-{configs}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16, 32]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 1
-timeouts: {{first_token_s: 3, between_tokens_s: 2, request_s: 8}}
-cell_order: fixed   # faults by their place in the sweep
-""")
-    return path
+def fault_params(tmp_path: Path, **overrides: Any) -> Path:
+    faults = [{"name": name, "method": "ngram", "budgets": [budget], "argv": json.loads(argv(mode))}
+              for name, (budget, mode, _, _) in FAULTS.items()]
+    plan = fake_plan(PORT, argv=argv("ok", budget=False), engine={"ready_timeout_s": 4},
+                     phase="faults", configs=[{"name": "auto", "method": "auto"}, *faults],
+                     contexts=[16, 32], warmup_requests=1,
+                     timeouts={"first_token_s": 3, "between_tokens_s": 2, "request_s": 8},
+                     cell_order="fixed",  # faults by their place in the sweep
+                     max_coalesced_fraction=DROP, max_coalesced_first_fraction=DROP, host=DROP)
+    return write_params(tmp_path, plan, name="faults.yaml", **overrides)
 
 
 def fake_servers() -> list[int]:
@@ -162,8 +154,7 @@ def test_disk_write_failure_is_a_clear_error_and_keeps_earlier_cells(
 
 
 def test_non_loopback_bind_is_warned_in_the_manifest(tmp_path: Path) -> None:
-    params = fault_params(tmp_path)
-    params.write_text(params.read_text().replace(f"  port: {PORT}", f"  port: {PORT}\n  host: 0.0.0.0"))
+    params = fault_params(tmp_path, engine={"host": "0.0.0.0"})
     result = sb.run_sweep(sb.load_plan(params, budget=2), outputs=tmp_path / "out", progress=False)
     assert any("non-loopback" in w for w in result.manifest["warnings"])
     assert fake_servers() == []

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import paramsfiles
 import pytest
 from ports import free_port
 
@@ -41,10 +42,10 @@ def engine_files(tmp_path: Path) -> tuple[Path, Path]:
     return binary, model
 
 
-def write_params(tmp_path: Path, engine: str) -> Path:
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {TINY}\nengine: {{{engine}}}\n")
-    return params
+def write_params(tmp_path: Path, **engine: Any) -> Path:
+    """tests/data/tiny.yaml with these ``engine`` keys (paths as text)."""
+    return paramsfiles.write_params(tmp_path, TINY, engine={k: v if isinstance(v, int) else str(v)
+                                                           for k, v in engine.items()})
 
 
 def problems(checks: list[Any]) -> dict[str, str]:
@@ -70,8 +71,8 @@ def test_too_few_gpus_for_tp_is_one_problem_for_doctor_and_the_sweep(
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     binary, model = engine_files
-    plan = sb.load_plan(write_params(tmp_path, f"kind: sglang, binary: {binary}, model: {model}, "
-                                               f"tp: 2, port: {free_port()}"))
+    plan = sb.load_plan(write_params(tmp_path, kind="sglang", binary=binary, model=model, tp=2,
+                                     port=free_port()))
 
     found = problems(doctor(plan))
     assert list(found) == ["gpus"]
@@ -91,8 +92,8 @@ def test_enough_gpus_pass_and_require_returns_what_the_sweep_needs(
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     binary, model = engine_files
-    plan = sb.load_plan(write_params(tmp_path, f"kind: sglang, binary: {binary}, model: {model}, "
-                                               f"tp: 2, port: {free_port()}"))
+    plan = sb.load_plan(write_params(tmp_path, kind="sglang", binary=binary, model=model, tp=2,
+                                     port=free_port()))
     assert problems(doctor(plan)) == {}
     ready = require(plan)
     assert isinstance(ready, Preflight)
@@ -108,8 +109,8 @@ def test_a_cpu_engine_has_no_gpu_check(tmp_path: Path, outputs: Path,
                                        engine_files: tuple[Path, Path]) -> None:
     binary, model = engine_files
     (model / "weights.bin").rename(model.parent / "m.gguf")
-    plan = sb.load_plan(write_params(tmp_path, f"binary: {binary}, model: {model.parent / 'm.gguf'}, "
-                                               f"port: {free_port()}"))
+    plan = sb.load_plan(write_params(tmp_path, binary=binary, model=model.parent / "m.gguf",
+                                     port=free_port()))
     names = [c.name for c in doctor(plan)]
     assert "gpus" not in names and names[0] == "binary"
     assert "version: 0.0-test" in str(doctor(plan)[0])
@@ -119,7 +120,7 @@ def test_missing_model_is_named_by_both_and_only_the_sweep_restages(
         tmp_path: Path, outputs: Path, engine_files: tuple[Path, Path]) -> None:
     binary, _ = engine_files
     model = tmp_path / "shm" / "model.gguf"
-    plan = sb.load_plan(write_params(tmp_path, f"binary: {binary}, model: {model}, port: {free_port()}"))
+    plan = sb.load_plan(write_params(tmp_path, binary=binary, model=model, port=free_port()))
     assert list(problems(doctor(plan))) == ["model"]
     with pytest.raises(sb.PreflightError, match="model missing or empty: .*model.gguf") as err:
         require(plan)
@@ -128,8 +129,8 @@ def test_missing_model_is_named_by_both_and_only_the_sweep_restages(
     cache = tmp_path / "persistent" / "model.gguf"
     cache.parent.mkdir()
     cache.write_bytes(b"g" * 4096)
-    plan = sb.load_plan(write_params(tmp_path, f"binary: {binary}, model: {model}, model_cache: {cache}, "
-                                               f"port: {free_port()}"))
+    plan = sb.load_plan(write_params(tmp_path, binary=binary, model=model, model_cache=cache,
+                                     port=free_port()))
     assert "the sweep will restage it" in problems(doctor(plan))["model"]
     assert not model.exists()  # doctor copies nothing
     assert require(plan).model == model and model.read_bytes() == cache.read_bytes()
@@ -142,8 +143,8 @@ def test_busy_port_is_named_by_both(tmp_path: Path, outputs: Path,
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        plan = sb.load_plan(write_params(tmp_path, f"binary: {binary}, model: {model / 'weights.bin'}, "
-                                                   f"port: {port}"))
+        plan = sb.load_plan(write_params(tmp_path, binary=binary, model=model / "weights.bin",
+                                         port=port))
         assert list(problems(doctor(plan))) == ["port"]
         with pytest.raises(sb.PreflightError, match=f"port {port} on 127.0.0.1 is in use") as err:
             require(plan)
@@ -155,8 +156,8 @@ def test_every_failure_is_in_the_one_error(tmp_path: Path, outputs: Path) -> Non
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        plan = sb.load_plan(write_params(tmp_path, f"binary: {tmp_path / 'nope'}, "
-                                                   f"model: {tmp_path / 'none.gguf'}, port: {port}"))
+        plan = sb.load_plan(write_params(tmp_path, binary=tmp_path / "nope",
+                                         model=tmp_path / "none.gguf", port=port))
         assert list(problems(doctor(plan))) == ["binary", "model", "port"]
         with pytest.raises(sb.PreflightError) as err:
             require(plan)
@@ -175,8 +176,8 @@ def test_a_changed_model_is_a_problem_for_doctor_and_a_warning_for_the_sweep(
     earlier.mkdir(parents=True)
     (earlier / "manifest.json").write_text(json.dumps({"model": file_identity(weights)}))
     weights.write_bytes(b"w" * 1000)
-    plan = sb.load_plan(write_params(tmp_path, f"binary: {binary}, model: {weights}, "
-                                               f"host: 0.0.0.0, port: {free_port()}"))
+    plan = sb.load_plan(write_params(tmp_path, binary=binary, model=weights, host="0.0.0.0",
+                                     port=free_port()))
     assert "differs from run r1" in problems(doctor(plan))["model"]
     ready = require(plan)
     assert any("differs from run r1" in w for w in ready.warnings)
@@ -256,9 +257,8 @@ def test_html_tables_escape_every_cell_but_built_html() -> None:
 
 
 def test_plan_and_preview_render_themselves_once(tmp_path: Path) -> None:
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {ROOT / 'params' / 'tp1.yaml'}\n"
-                      f"configs:\n  - {{name: auto, method: auto, extra_args: ['--tag=<x>']}}\n")
+    params = paramsfiles.write_params(tmp_path, ROOT / "params" / "tp1.yaml", configs=[
+        {"name": "auto", "method": "auto", "extra_args": ["--tag=<x>"]}])
     plan = sb.load_plan(params)
     bundle = plan._repr_mimebundle_()
     assert bundle["text/plain"] == repr(plan) and "<td>auto</td>" in bundle["text/html"]

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cellfactory import make_cell, not_ok
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import DROP, fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -28,26 +30,17 @@ from specbench_lib.sweep.serversweep import cell_order
 
 # this module judges what the server remembers, not the client host (a busy 2-core host can
 # coalesce reads of a fast stream): both host rules off
-HOST = LENIENT_HOST.replace("0.5", "1.0")
+HOST = {"max_coalesced_fraction": 1.0, "max_coalesced_first_fraction": 1.0}
 
 
-def params(tmp_path: Path, extra: str = "", *, concurrency: str = "[1, 2, 3]",
-           name: str = "iso.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(f"""phase: iso
-{fake_engine(free_port(), fake_argv("--mode", "learns", interval=0.01), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [4], spec_args: ["--budget", "{{budget}}"]}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [48]
-concurrency: {concurrency}
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 1
-{HOST}{extra}
-""")
-    return path
+def params(tmp_path: Path, *, name: str = "iso.yaml", **overrides: Any) -> Path:
+    ngram = {"name": "ngram", "method": "ngram", "budgets": [4],
+             "spec_args": ["--budget", "{budget}"]}
+    plan = fake_plan(free_port(), argv=fake_argv("--mode", "learns", interval=0.01),
+                     engine={"ready_timeout_s": 10}, phase="iso",
+                     configs=[{"name": "auto", "method": "auto"}, ngram], contexts=[48],
+                     concurrency=[1, 2, 3], warmup_requests=1, **HOST)
+    return write_params(tmp_path, plan, name=name, **overrides)
 
 
 def words(text: str) -> list[int]:
@@ -55,7 +48,7 @@ def words(text: str) -> list[int]:
 
 
 def test_every_prompt_has_documents_no_other_prompt_of_the_run_used(tmp_path: Path) -> None:
-    plan = sb.load_plan(params(tmp_path, "repeats: 2\n"))
+    plan = sb.load_plan(params(tmp_path, repeats=2))
     book = PromptBook(plan.params, plan.cells)
     prompts = [*book.warmup(words)]
     keys = {}
@@ -76,7 +69,7 @@ def test_every_prompt_has_documents_no_other_prompt_of_the_run_used(tmp_path: Pa
 
 def test_the_order_of_the_load_points_does_not_change_a_cells_prompts(tmp_path: Path) -> None:
     up = sb.load_plan(params(tmp_path))
-    down = sb.load_plan(params(tmp_path, concurrency="[3, 2, 1]", name="down.yaml"))
+    down = sb.load_plan(params(tmp_path, concurrency=[3, 2, 1], name="down.yaml"))
     a, b = PromptBook(up.params, up.cells), PromptBook(down.params, down.cells)
     for cell in up.cells:
         other = next(c for c in down.cells if c.cell_id == cell.cell_id)
@@ -84,13 +77,13 @@ def test_the_order_of_the_load_points_does_not_change_a_cells_prompts(tmp_path: 
 
 
 def test_a_plan_too_large_for_its_dataset_is_refused_with_the_way_out(tmp_path: Path) -> None:
-    plan = sb.load_plan(params(tmp_path, "repeats: 40\n", name="big.yaml"))
+    plan = sb.load_plan(params(tmp_path, repeats=40, name="big.yaml"))
     with pytest.raises(PreflightError, match="ran out .*prompt_reuse: true"):
         PromptBook(plan.params, plan.cells).for_cell(plan.cells[0], words)
 
 
 def test_prompt_reuse_shares_prompts_between_load_points(tmp_path: Path) -> None:
-    plan = sb.load_plan(params(tmp_path, "prompt_reuse: true\nrequests_scale: fixed\n"))
+    plan = sb.load_plan(params(tmp_path, prompt_reuse=True, requests_scale="fixed"))
     book = PromptBook(plan.params, plan.cells)
     c1, c2 = (next(c for c in plan.cells if c.config == "auto" and c.concurrency == k)
               for k in (1, 2))
@@ -98,8 +91,8 @@ def test_prompt_reuse_shares_prompts_between_load_points(tmp_path: Path) -> None
 
 
 def test_cell_order_is_drawn_from_the_seed_and_keeps_profile_points_last(tmp_path: Path) -> None:
-    plan = sb.load_plan(params(tmp_path, "concurrency: [1, 2, 3, 4, 5, 6]\n"
-                                         "request_rate: {profile: 2}\n", concurrency="[1, 6]"))
+    plan = sb.load_plan(params(tmp_path, concurrency=[1, 2, 3, 4, 5, 6],
+                                     request_rate={"profile": 2}))
     cells = plan.cells_for(plan.servers[0])
     first = cell_order(cells, plan.params, "auto:0")
     assert first == cell_order(cells, plan.params, "auto:0")  # seeded: the same every time
@@ -168,8 +161,8 @@ def test_fresh_prompts_keep_a_learning_server_from_feeding_its_cells(
                              tokenize=tokenize)
 
     monkeypatch.setattr(PromptBook, "for_cell", shared)
-    for folder, extra, later_ok in (("b", "", False), ("c", "prompt_reuse: true\n", True)):
-        run = sb.run_sweep(sb.load_plan(params(tmp_path, "requests_scale: fixed\n" + extra,
+    for folder, extra, later_ok in (("b", {}, False), ("c", {"prompt_reuse": True}, True)):
+        run = sb.run_sweep(sb.load_plan(params(tmp_path, requests_scale="fixed", **extra,
                                                name=f"{folder}.yaml")),
                            outputs=tmp_path / folder, progress=False)
         cells = {c.cell_id: c for c in run.cells}
@@ -186,9 +179,8 @@ def test_fresh_prompts_keep_a_learning_server_from_feeding_its_cells(
 
 
 def test_isolation_restart_gives_every_cell_a_fresh_server(tmp_path: Path) -> None:
-    extra = "prompt_reuse: true\nrequests_scale: fixed\n"
-    path = params(tmp_path, extra, name="restart.yaml")
-    path.write_text(path.read_text().replace("  port:", "  isolation: restart\n  port:"))
+    path = params(tmp_path, prompt_reuse=True, requests_scale="fixed",
+                  engine={"isolation": "restart"}, name="restart.yaml")
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "c", progress=False)
     assert result.counts()["ok"] == 6, not_ok(result)
     assert result.manifest["servers"]["ngram-b4"]["starts"] == 3
@@ -201,21 +193,13 @@ def test_isolation_restart_gives_every_cell_a_fresh_server(tmp_path: Path) -> No
 def sglang_params(tmp_path: Path, mode: str) -> Path:
     program = [str(Path(__file__).resolve().parents[1] / "support" / "protocol_servers.py"), "sglang"]
     argv = json.dumps(["{binary}", *program, "--port", "{port}", "--mode", mode, "{spec_args}"])
-    path = tmp_path / f"sglang-{mode}.yaml"
-    engine = fake_engine(free_port(), argv, ready_timeout_s=10, api="sglang", model=program[0])
-    path.write_text(f"""phase: isosglang
-{engine}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [4], spec_args: [--speculative-algorithm, NGRAM,
-                                                      --budget, "{{budget}}"]}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [32]
-concurrency: [1, 2]
-output_tokens: 8
-requests_per_cell: 2
-{HOST}""")
-    return path
+    ngram = {"name": "ngram", "method": "ngram", "budgets": [4],
+             "spec_args": ["--speculative-algorithm", "NGRAM", "--budget", "{budget}"]}
+    plan = fake_plan(free_port(), argv=argv, phase="isosglang",
+                     engine={"ready_timeout_s": 10, "api": "sglang", "model": program[0]},
+                     configs=[{"name": "auto", "method": "auto"}, ngram], contexts=[32],
+                     concurrency=[1, 2], warmup_requests=DROP, **HOST)
+    return write_params(tmp_path, plan, name=f"sglang-{mode}.yaml")
 
 
 def test_sglang_ngram_cells_are_kept_apart_by_flush_cache(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeparams import fake_engine
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -30,23 +30,12 @@ def argv(interval: float, *extra: str) -> str:
 
 def test_a_kept_server_killed_between_blocks_is_recorded_and_said(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "kept.yaml"
-    path.write_text(f"""phase: kept
-{fake_engine(free_port(), argv(0.002), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [8], argv: {argv(0.001, "--budget", "{budget}")}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 4
-requests_per_cell: 2
-warmup_requests: 0
-repeats: 2
-max_coalesced_fraction: 0.5
-max_coalesced_first_fraction: 0.5
-host: {{max_other_cpu_cores: null}}
-""")
+    ngram = {"name": "ngram", "method": "ngram", "budgets": [8],
+             "argv": json.loads(argv(0.001, "--budget", "{budget}"))}
+    plan = fake_plan(free_port(), argv=argv(0.002), engine={"ready_timeout_s": 10}, phase="kept",
+                     configs=[{"name": "auto", "method": "auto"}, ngram], output_tokens=4,
+                     repeats=2)
+    path = write_params(tmp_path, plan, name="kept.yaml")
     resume = ServerSweep.resume
     killed: list[int] = []
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakeparams import LENIENT_HOST, fake_engine
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -33,21 +33,13 @@ def _params(tmp: Path, mode: str) -> Path:
                            "--mode", mode, *(["--budget", "{budget}", "--speculative-algorithm",
                                               "DFLASH"] if budget else [])])
 
-    path = tmp / f"{mode}.yaml"
-    path.write_text(f"""phase: late{mode.replace('_', '')}
-{fake_engine(free_port(), argv('ok', budget=False), ready_timeout_s=10, api='sglang', model=str(PROTOCOL),
-             extra='tokenizer: server')}configs:
-  - {{name: lying, method: ngram, budgets: [4], argv: {argv(mode)}}}
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [32]
-concurrency: [1]
-output_tokens: 8
-requests_per_cell: 2
-warmup_requests: 1
-{LENIENT_HOST}""")
-    return path
+    lying = {"name": "lying", "method": "ngram", "budgets": [4], "argv": json.loads(argv(mode))}
+    plan = fake_plan(free_port(), argv=argv("ok", budget=False), phase=f"late{mode.replace('_', '')}",
+                     engine={"ready_timeout_s": 10, "api": "sglang", "model": str(PROTOCOL),
+                             "tokenizer": "server"},
+                     configs=[lying, {"name": "auto", "method": "auto"}], contexts=[32],
+                     warmup_requests=1)
+    return write_params(tmp, plan, name=f"{mode}.yaml")
 
 
 @pytest.fixture

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import pytest
 from cellfactory import make_cell, not_ok
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from paramsfiles import DROP, fake_plan, write_params
 
 matplotlib.use("Agg")
 from ports import free_port
@@ -23,26 +24,17 @@ from specbench_lib.runs.run import RunDir  # noqa: E402
 INTERVAL = 0.01  # the fake server's seconds before each token
 
 
-def params(tmp_path: Path, extra: str) -> Path:
-    path = tmp_path / "load.yaml"
-    path.write_text(f"""phase: load
-{fake_engine(free_port(), fake_argv(interval=INTERVAL), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-requests_per_cell: 8
-warmup_requests: 1
-{LENIENT_HOST}{extra}
-""")
-    return path
+def params(tmp_path: Path, **overrides: Any) -> Path:
+    plan = fake_plan(free_port(), interval=INTERVAL, engine={"ready_timeout_s": 10}, phase="load",
+                     requests_per_cell=8, warmup_requests=1, output_tokens=DROP)
+    return write_params(tmp_path, plan, name="load.yaml", **overrides)
 
 
 def test_output_lengths_and_a_rate_profile_are_axes_with_goodput_from_the_truth(
         tmp_path: Path) -> None:
-    plan = sb.load_plan(params(tmp_path, "output_tokens: [8, 24]\nconcurrency: [1, 2]\n"
-                                         "request_rate: {profile: 2, arrival: fixed}\n"
-                                         "slo: {e2e_s: 0.16, percentile: 0.9}\n"))
+    plan = sb.load_plan(params(tmp_path, output_tokens=[8, 24], concurrency=[1, 2],
+                                     request_rate={"profile": 2, "arrival": "fixed"},
+                                     slo={"e2e_s": 0.16, "percentile": 0.9}))
     assert [c.cell_id for c in plan.cells] == [
         "auto__code__ctx16__c1__o8", "auto__code__ctx16__c2__o8",
         "auto__code__ctx16__c8__o8__p1of2", "auto__code__ctx16__c8__o8__p2of2",  # uncapped: 8 of 8
@@ -92,8 +84,8 @@ def test_output_lengths_and_a_rate_profile_are_axes_with_goodput_from_the_truth(
 def test_fixed_rates_are_load_points_and_a_rate_the_client_cannot_keep_says_so(
         tmp_path: Path) -> None:
     # one request in flight, 8 tokens 10 ms apart: at most about 12 requests a second
-    plan = sb.load_plan(params(tmp_path, "output_tokens: 8\nconcurrency: [1]\n"
-                                         "request_rate: {per_s: [4, 200], arrival: fixed}\n"))
+    plan = sb.load_plan(params(tmp_path, output_tokens=8, concurrency=[1],
+                                     request_rate={"per_s": [4, 200], "arrival": "fixed"}))
     assert [c.cell_id for c in plan.cells] == ["auto__code__ctx16__c1__q4", "auto__code__ctx16__c1__q200"]
     result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
     cells = {c.cell_id: c for c in result.cells}

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from paramsfiles import write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -28,9 +29,8 @@ def test_a_rope_factor_that_is_no_number_is_named_by_doctor_and_preflight(
     (model / "weights.bin").write_bytes(b"w" * 2048)
     (model / "config.json").write_text(json.dumps({
         "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": factor}}))
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {TINY}\nengine: {{kind: sglang, binary: {binary}, "
-                      f"model: {model}, port: {free_port()}}}\n")
+    params = write_params(tmp_path, TINY, engine={"kind": "sglang", "binary": str(binary),
+                                                  "model": str(model), "port": free_port()})
     plan = sb.load_plan(params)
     (fit,) = [c for c in doctor(plan) if c.name == "model fit"]
     said = (f"{model / 'config.json'}: rope_scaling.factor {factor!r} is not a positive number; "

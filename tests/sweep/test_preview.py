@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from paramsfiles import write_params
 
 import specbench_lib as sb
 from specbench_lib.sweep.preview import PlanPreview
@@ -17,11 +18,11 @@ BIN = Path(sys.executable).parent
 
 
 def test_preview_gives_argv_guard_and_known_bad(tmp_path: Path) -> None:
-    params = tmp_path / "p.yaml"
-    params.write_text(f"extends: {ROOT / 'params' / 'tp1.yaml'}\ncontexts: [3072, 32600]\n"
-                      "output_tokens: 256\nrequest_rate: null\ntime_budget_s: null\n"
-                      "temperature: 0\nstages: []\n")  # one length, closed loop only, the fixed
-    # plan (one round), greedy only, the phase's axes as one plan (no stages)
+    # one length, closed loop only, the fixed plan (one round), greedy only, the phase's axes
+    # as one plan (no stages)
+    params = write_params(tmp_path, ROOT / "params" / "tp1.yaml", contexts=[3072, 32600],
+                          output_tokens=256, request_rate=None, time_budget_s=None,
+                          temperature=0, stages=[])
     preview = sb.run_sweep(sb.load_plan(params, budget=8), dry_run=True)
     assert isinstance(preview, PlanPreview)
     servers = preview.servers().set_index("config")["argv"]

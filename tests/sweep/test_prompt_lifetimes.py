@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cellfactory import not_ok
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -23,30 +25,21 @@ from specbench_lib.sweep import preflight
 from specbench_lib.sweep.lifetimes import launch_argvs, plan_lifetimes
 
 ROOT = Path(__file__).resolve().parents[2]
-HOST = LENIENT_HOST.replace("0.5", "1.0")
+HOST = {"max_coalesced_fraction": 1.0, "max_coalesced_first_fraction": 1.0}
 
 
-def params(tmp_path: Path, extra: str = "", *, name: str = "plan.yaml", context: int = 96,
-           budgets: str = "[2, 4, 8, 16]", engine: str = "") -> Path:
+def params(tmp_path: Path, *, name: str = "plan.yaml", context: int = 96,
+           budgets: tuple[int, ...] = (2, 4, 8, 16), **overrides: Any) -> Path:
     """The issue's 80-cell stand-in plan: 5 configs x 4 load points x 4 repeats at context 96,
     241 prompts (c8 sends 8 x 4), more than HumanEval's 164 problems."""
-    block = fake_engine(free_port(), fake_argv("--mode", "learns", interval=0.002), ready_timeout_s=10,
-                        extra=engine).replace("context: 2048", "context: 8192")
-    path = tmp_path / name
-    path.write_text(f"""phase: lifetimes
-{block}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: {budgets}, spec_args: ["--budget", "{{budget}}"]}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [{context}]
-concurrency: [1, 2, 4, 8]
-repeats: 4
-output_tokens: 8
-requests_per_cell: 4
-warmup_requests: 1
-{HOST}{extra}""")
-    return path
+    ngram = {"name": "ngram", "method": "ngram", "budgets": list(budgets),
+             "spec_args": ["--budget", "{budget}"]}
+    plan = fake_plan(free_port(), argv=fake_argv("--mode", "learns", interval=0.002),
+                     engine={"ready_timeout_s": 10, "context": 8192}, phase="lifetimes",
+                     configs=[{"name": "auto", "method": "auto"}, ngram], contexts=[context],
+                     concurrency=[1, 2, 4, 8], repeats=4, requests_per_cell=4, warmup_requests=1,
+                     **HOST)
+    return write_params(tmp_path, plan, name=name, **overrides)
 
 
 def words(text: str) -> list[int]:
@@ -100,7 +93,7 @@ def test_a_cell_measured_again_gets_fresh_prompts_of_its_own(tmp_path: Path) -> 
 
 
 def test_a_server_that_learns_from_text_needs_fresh_documents_within_a_cell(tmp_path: Path) -> None:
-    plan = sb.load_plan(params(tmp_path, "requests_per_cell: 32\n", context=400, name="big.yaml"))
+    plan = sb.load_plan(params(tmp_path, requests_per_cell=32, context=400, name="big.yaml"))
     argvs = {s.label: ["llama-server"] + (["--spec-type", "ngram-mod"] if s.method != "auto" else [])
              for s in plan.servers}
     with pytest.raises(PreflightError) as refused:
@@ -115,7 +108,7 @@ def test_a_server_that_learns_from_text_needs_fresh_documents_within_a_cell(tmp_
 def test_an_infeasible_plan_is_refused_before_any_server_starts(tmp_path: Path) -> None:
     """isolation none keeps one server for all its cells: the dry run, the doctor and the sweep
     refuse the plan with the numbers and the fixes, and nothing is started."""
-    plan = sb.load_plan(params(tmp_path, engine="isolation: none", name="none.yaml"))
+    plan = sb.load_plan(params(tmp_path, engine={"isolation": "none"}, name="none.yaml"))
     with pytest.raises(PreflightError, match="ran out at prompt .* of the plan's 241.*engine."
                                              "isolation: auto, flush or restart.*"
                                              r"\(engine.isolation: none\)"):
@@ -132,10 +125,8 @@ def test_a_sweep_whose_corpus_is_short_restarts_before_every_cell_and_stays_clea
     """End to end on the fake server that drafts what it has seen (ngram-mod's confound): the
     plan needs 17 prompts of 1900 words for one server's life, HumanEval holds ~15k words, so
     every cell gets its own server; no cell sees text its server answered before."""
-    path = params(tmp_path, "requests_scale: fixed\nrequests_per_cell: 2\nconcurrency: [1, 2]\n",
-                  context=1900, budgets="[4]", name="short.yaml")
-    text = path.read_text().replace("concurrency: [1, 2, 4, 8]\n", "")
-    path.write_text(text.replace("requests_per_cell: 4\n", ""))
+    path = params(tmp_path, requests_scale="fixed", requests_per_cell=2, concurrency=[1, 2],
+                  context=1900, budgets=(4,), name="short.yaml")
     result = sb.run_sweep(sb.load_plan(path), outputs=tmp_path / "out", progress=False)
     assert result.counts()["ok"] == 16, not_ok(result)
     servers = result.manifest["servers"]  # a server entry per config and round of repeats

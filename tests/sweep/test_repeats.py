@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cellfactory import not_ok
-from fakeparams import fake_engine
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -31,31 +32,17 @@ def argv(interval: float, *, budget: bool = True) -> str:
                        *(["--budget", "{budget}"] if budget else [])])
 
 
-def params(tmp_path: Path, extra: str) -> Path:
-    path = tmp_path / "repeats.yaml"
-    path.write_text(f"""phase: repeats
-{fake_engine(free_port(), argv(0.004, budget=False), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-  - {{name: ngram, method: ngram, budgets: [8], argv: {argv(0.002)}}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 16
-requests_per_cell: 4
-warmup_requests: 1
-# rounds are judged here, not the client host (as tests/data/tiny.yaml says why)
-max_coalesced_fraction: 0.5
-max_coalesced_first_fraction: 0.5
-host: {{max_other_cpu_cores: null}}
-{extra}
-""")
-    return path
+def params(tmp_path: Path, **overrides: Any) -> Path:
+    ngram = {"name": "ngram", "method": "ngram", "budgets": [8], "argv": json.loads(argv(0.002))}
+    plan = fake_plan(free_port(), argv=argv(0.004, budget=False), engine={"ready_timeout_s": 10},
+                     phase="repeats", configs=[{"name": "auto", "method": "auto"}, ngram],
+                     output_tokens=16, requests_per_cell=4, warmup_requests=1)
+    return write_params(tmp_path, plan, name="repeats.yaml", **overrides)
 
 
 def test_repeats_run_in_blocks_each_in_its_order_on_servers_kept_up(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    result = sb.run_sweep(sb.load_plan(params(tmp_path, "repeats: 2")),
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, repeats=2)),
                           outputs=tmp_path / "out")
     lines = [line for line in capsys.readouterr().out.splitlines()
              if line.startswith(("[", "  server"))]
@@ -81,7 +68,7 @@ def test_repeats_run_in_blocks_each_in_its_order_on_servers_kept_up(
 
 
 def test_back_to_back_keeps_one_server_per_config(tmp_path: Path) -> None:
-    result = sb.run_sweep(sb.load_plan(params(tmp_path, "repeats: 2\nrepeat_order: back_to_back")),
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, repeats=2, repeat_order="back_to_back")),
                           outputs=tmp_path / "out", progress=False)
     assert sorted(result.manifest["servers"]) == ["auto", "ngram-b8"]  # in the block's order
     assert result.counts()["ok"] == 4
@@ -96,8 +83,8 @@ def test_adaptive_repeats_stop_when_the_interval_is_narrow_and_say_so(tmp_path: 
     quiet host. What holds at any load (issue 42: at a load of 4 it failed): the first look is
     after two rounds; when the rounds differed too much for ±50 % by the fourth (a busy host),
     every round ran and nothing was skipped; else the later rounds were skipped, saying why."""
-    wide = "repeats: 4\nrepeat_until_half_width: 0.5"
-    result = sb.run_sweep(sb.load_plan(params(tmp_path, wide)), outputs=tmp_path / "out",
+    wide = {"repeats": 4, "repeat_until_half_width": 0.5}
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, **wide)), outputs=tmp_path / "out",
                           progress=False)
     statuses = {(c.spec.config, c.spec.repeat): c.status for c in result.cells}
     rounds = sum(statuses[("ngram-b8", r)] == "ok" for r in range(4))
@@ -119,17 +106,17 @@ def test_adaptive_repeats_stop_when_the_interval_is_narrow_and_say_so(tmp_path: 
 
 
 def test_adaptive_repeats_run_to_the_limit_when_the_target_is_not_met(tmp_path: Path) -> None:
-    strict = "repeats: 3\nrepeat_until_half_width: 0.000001"
-    result = sb.run_sweep(sb.load_plan(params(tmp_path, strict)), outputs=tmp_path / "out",
+    strict = {"repeats": 3, "repeat_until_half_width": 0.000001}
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, **strict)), outputs=tmp_path / "out",
                           progress=False)
     assert result.counts() == {"ok": 6, "invalid": 0, "crashed": 0, "skipped": 0}, not_ok(result)
 
 
 def test_adaptive_repeats_need_rounds_and_a_limit(tmp_path: Path) -> None:
-    for extra in ("repeats: 1\nrepeat_until_half_width: 0.05",
-                  "repeats: 3\nrepeat_order: back_to_back\nrepeat_until_half_width: 0.05"):
+    for extra in ({"repeats": 1, "repeat_until_half_width": 0.05},
+                  {"repeats": 3, "repeat_order": "back_to_back", "repeat_until_half_width": 0.05}):
         with pytest.raises(sb.ParamsError, match="repeat_until_half_width needs repeat_order"):
-            sb.load_plan(params(tmp_path, extra))
+            sb.load_plan(params(tmp_path, **extra))
 
 
 def test_the_attempt_status_is_recorded_even_when_writing_the_tables_fails(
@@ -141,7 +128,7 @@ def test_the_attempt_status_is_recorded_even_when_writing_the_tables_fails(
 
     monkeypatch.setattr(sb.SweepResult, "write_results", broken)
     with pytest.raises(AttributeError):
-        sb.run_sweep(sb.load_plan(params(tmp_path, "")), outputs=tmp_path / "out", run_id="r1",
+        sb.run_sweep(sb.load_plan(params(tmp_path)), outputs=tmp_path / "out", run_id="r1",
                      progress=False)
     manifest = json.loads((tmp_path / "out" / "runs" / "r1" / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["attempts"][-1]["status"] == "complete"

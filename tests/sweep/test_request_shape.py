@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from cellfactory import not_ok
-from fakeparams import LENIENT_HOST, fake_argv, fake_engine
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -28,19 +28,10 @@ def test_every_adapter_ignores_eos_only_for_a_forced_length(kind: str, where) ->
 
 
 def plan(tmp_path: Path, stop: str) -> Path:
-    path = tmp_path / f"{stop}.yaml"
-    path.write_text(f"""phase: stop
-{fake_engine(free_port(), fake_argv(interval=0.002), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval, stop: {stop}}}
-contexts: [64]
-concurrency: [1]
-output_tokens: 32
-requests_per_cell: 8
-warmup_requests: 1
-{LENIENT_HOST}""")
-    return path
+    return write_params(tmp_path, fake_plan(free_port(), engine={"ready_timeout_s": 10}),
+                        name=f"{stop}.yaml", phase="stop",
+                        workloads=[{"name": "code", "source": "humaneval", "stop": stop}],
+                        contexts=[64], output_tokens=32, requests_per_cell=8, warmup_requests=1)
 
 
 def test_answers_that_end_at_eos_are_measured_not_refused(tmp_path: Path) -> None:

@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 from cellfactory import not_ok
-from fakeparams import fake_argv, fake_engine
+from fakeparams import fake_argv
+from paramsfiles import fake_plan, write_params
 from ports import free_port
 
 import specbench_lib as sb
@@ -34,23 +35,11 @@ from specbench_lib.servers.engines import llamacpp
 from specbench_lib.sweep.serversweep import ServerSweep
 
 
-def params(tmp_path: Path, extra: str = "") -> Path:
-    path = tmp_path / "retry.yaml"
-    path.write_text(f"""phase: retry
-{fake_engine(free_port(), fake_argv("--mode", "ok", interval=0.01), ready_timeout_s=10)}configs:
-  - {{name: auto, method: auto}}
-workloads:
-  - {{name: code, source: humaneval}}
-contexts: [16]
-concurrency: [1]
-output_tokens: 16
-requests_per_cell: 2
-warmup_requests: 1
-host: {{max_other_cpu_cores: null}}
-max_coalesced_fraction: 0.3
-max_coalesced_first_fraction: 0.5
-{extra}""")
-    return path
+def params(tmp_path: Path, **overrides: Any) -> Path:
+    plan = fake_plan(free_port(), argv=fake_argv("--mode", "ok", interval=0.01),
+                     engine={"ready_timeout_s": 10}, phase="retry", output_tokens=16,
+                     warmup_requests=1, max_coalesced_fraction=0.3)
+    return write_params(tmp_path, plan, name="retry.yaml", **overrides)
 
 
 class StallOnce:
@@ -103,7 +92,7 @@ def test_a_cell_spoiled_by_a_client_stall_is_measured_again_and_ends_ok(
 def test_with_no_retries_the_spoiled_cell_stays_invalid(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     StallOnce(monkeypatch)
-    result = sb.run_sweep(sb.load_plan(params(tmp_path, "retries: 0\n")), outputs=tmp_path / "b",
+    result = sb.run_sweep(sb.load_plan(params(tmp_path, retries=0)), outputs=tmp_path / "b",
                           progress=False)
     cell = result.cells[0]
     assert cell.verdict.status == "invalid" and cell.verdict.codes == {"coalesced_reads"}
@@ -113,8 +102,8 @@ def test_with_no_retries_the_spoiled_cell_stays_invalid(tmp_path: Path,
 def test_a_rate_profile_whose_anchor_was_spoiled_still_measures_its_points(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stall = StallOnce(monkeypatch, suffix="__c1")
-    plan = sb.load_plan(params(tmp_path, "concurrency: [1, 2]\n"
-                                         "request_rate: {profile: 2, arrival: fixed}\n"))
+    plan = sb.load_plan(params(tmp_path, concurrency=[1, 2],
+                                     request_rate={"profile": 2, "arrival": "fixed"}))
     result = sb.run_sweep(plan, outputs=tmp_path / "c", progress=False)
     assert stall.fired == 1
     cells = {c.cell_id: c for c in result.cells}
@@ -132,8 +121,8 @@ def test_a_cell_spoiled_on_a_later_server_is_measured_again_with_that_servers_to
     stall = StallOnce(monkeypatch, suffix="__ctx32__c1")
     # two cells of one request at a time (the stall's share is known at concurrency 1), the
     # second on the later server
-    plan = sb.load_plan(params(tmp_path, "contexts: [16, 32]\nengine: {isolation: restart}\n"
-                                         "cell_order: fixed\n"))
+    plan = sb.load_plan(params(tmp_path, contexts=[16, 32], engine={"isolation": "restart"},
+                                     cell_order="fixed"))
     result = sb.run_sweep(plan, outputs=tmp_path / "d", progress=False)
     assert stall.fired == 1
     assert result.counts()["ok"] == 2, not_ok(result)

@@ -1,11 +1,12 @@
 """``rate_not_reached``: an open-loop cell whose requests went out slower than scheduled
-(:func:`~specbench_lib.analysis.metrics.rate_shortfall`, which flags it in the metrics too)."""
+(:func:`~specbench_lib.analysis.metricfamilies.openloop.rate_shortfall`, which flags it in the
+metrics too)."""
 
 from __future__ import annotations
 
 from ...model.catalogue import RATE_TOLERANCE, C, Threshold
 from ...model.records import Reason, RequestRecord, Verdict
-from ..metrics import rate_shortfall
+from ..metricfamilies.openloop import rate_shortfall
 from ..rule import Judged, Rule
 
 

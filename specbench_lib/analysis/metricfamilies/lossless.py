@@ -11,7 +11,8 @@ sampling of the draft) may consume the random stream differently from plain samp
 depends on the engine and the method), so the same seed may give other tokens from a correct
 decoder: a difference is no evidence of a loss. Its ``lossless_*`` figures are empty
 (``lossless_n`` 0), never a loss; comparing distributions would need many samples per prompt,
-which a throughput cell does not draw.
+which a throughput cell does not draw. :func:`~specbench_lib.analysis.metrics.results_table`
+reads them (:func:`losslessness`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from ..model.records import CellRecord
+from ...model.records import CellRecord
+from ..metric import Family, Metric
 
 BASELINE = "auto"
 _KEYS = ("workload", "context", "output_tokens", "concurrency", "load", "temperature")
@@ -87,3 +89,12 @@ def _outputs(cell: CellRecord) -> dict[str, tuple[list[int], str]]:
             continue
         found[cell.prompts[i].sha] = (list(req.output_ids), req.text_sha)
     return found
+
+
+FAMILY = Family(70, (
+    Metric("lossless_identical", "fraction", "greedy outputs identical to `auto`'s, per prompt",
+           "lossless", summary=10),
+    Metric("lossless_prefix_tokens", "tokens", "tokens in common with `auto`'s output before "
+           "the first difference", "lossless"),
+    Metric("lossless_n", "prompts", "prompts compared with `auto`'s", "lossless"),
+))
