@@ -156,7 +156,7 @@ def _finish(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
     answer = _answer(ctx, contest, budget, rounds, stopped, partial)
     answer["cut"] = cut
     restarts = {k: i.mode == "restart" for k, i in ctx.book.lifetimes.isolations.items()}
-    answer["more_time"] = None if not spent else more_time(
+    answer["more_time"] = None if not spent or ctx.model is None else more_time(
         ctx.model, [c for c in unmeasured if why[c.cell_id].code == C.time_budget], restarts)
     ctx.run.dir.update_manifest(contest={**(ctx.run.dir.manifest().get("contest") or {}),
                                          "end": {"rounds": rounds, "stopped": stopped}})
@@ -177,7 +177,7 @@ def _answer(ctx: SweepContext, contest: Contention, budget: Budget, rounds: int,
     answer["measured"] = measured(cells, ctx.run, budget.elapsed)
     answer["rounds"] = max(rounds, answer["measured"]["rounds"])  # a resumed run's too
     answer["overrun"] = budget.overrun_doc()
-    answer["time_model"] = ctx.model.words()
+    answer["time_model"] = None if ctx.model is None else ctx.model.words()
     return answer
 
 
