@@ -23,7 +23,8 @@ from pathlib import Path
 from ..core.paths import cache_dir
 from ..core.store import write_atomic
 
-MEASURING = ("client.dispatch", "sweep.loadprofile", "host.load", "prompts.promptbook")
+MEASURING = ("client.dispatch", "client.warmclient", "sweep.loadprofile", "host.load",
+             "prompts.promptbook")
 # a server sweep's phases (state, start and warm, measure, stop) and the record it writes
 RUNNERS = ("sweep.serversweep", "sweep.serverstate", "sweep.serverstart", "sweep.cellmeasure",
            "sweep.serverstop", "sweep.cellrecord", "sweep.liveserver", "sweep.driver",

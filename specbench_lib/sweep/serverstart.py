@@ -1,7 +1,7 @@
 """A server config's first phase: its server started and waited for until ready, then its
 info, the prompt book's check and its warmup (:func:`~.liveserver.warm_up`); the started
-server is the sweep's :attr:`~.serverstate.ServerState.live` from its first moment, so a
-failure on the way stops it (:mod:`.serverstop`)."""
+server is the sweep's ``live`` from its first moment, so a failure on the way stops it
+(:mod:`.serverstop`)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ class ServerState:
         self.timing: dict[str, Any] = {"cells": {}}  # seconds: where the sweep's wall time goes
         self.record = ServerRecord(self.isolation.to_dict())
         self.after: int | None = None  # the log offset after the last cell, while no crash
-        # keep: the server stays up after a slice, for the next block (:meth:`resume`)
+        # keep: the server stays up after a slice, for the next block (``ServerSweep.resume``)
         self.keep = keep and self.isolation.mode != "restart"
         self.live: LiveServer | None = None
         self.slice_fixed = 0.0  # this slice's seconds of server start, warmup and stop

@@ -42,7 +42,7 @@ def test_the_analysis_and_how_results_render_are_not_measuring_code(copy: Path, 
 
 
 @pytest.mark.parametrize("module", [
-    "client/dispatch.py", "client/http1.py", "client/wire.py", "host/stalls.py",
+    "client/dispatch.py", "client/warmclient.py", "client/http1.py", "client/wire.py", "host/stalls.py",
     "client/streamread.py", "prompts/workload.py", "servers/engines/llamacpp.py",
     "model/records.py", "sweep/loadprofile.py", "host/load.py", "prompts/promptbook.py",
     "sweep/serversweep.py", "sweep/serverstart.py", "sweep/cellmeasure.py", "sweep/serverstop.py",
