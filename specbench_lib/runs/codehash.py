@@ -2,7 +2,7 @@
 
 The hash covers the code that decides what a cell file stores: the import closure (package-
 internal, module- and function-level imports) of the modules that build, send, time and record
-requests, plus the sources of the two that run them (cell order, prompts, facts, rounds), whose
+requests, plus the sources of those that run them (cell order, prompts, facts, rounds), whose
 other imports are the run directory and the analysis on read. A change to any of them makes
 earlier cells stale; a change to the analysis (rules, metrics) or to how values render applies
 on read instead, so those modules are left out.
@@ -23,8 +23,12 @@ from pathlib import Path
 from ..core.paths import cache_dir
 from ..core.store import write_atomic
 
-MEASURING = ("client.dispatch", "sweep.loadprofile", "host.load", "prompts.promptbook")
-RUNNERS = ("sweep.serversweep", "sweep.driver", "sweep.lifetimes", "sweep.turns")
+MEASURING = ("client.dispatch", "client.warmclient", "sweep.loadprofile", "host.load",
+             "prompts.promptbook")
+# a server sweep's phases (state, start and warm, measure, stop) and the record it writes
+RUNNERS = ("sweep.serversweep", "sweep.serverstate", "sweep.serverstart", "sweep.cellmeasure",
+           "sweep.serverstop", "sweep.cellrecord", "sweep.liveserver", "sweep.driver",
+           "sweep.lifetimes", "sweep.turns")
 # folders whose every module measures: the engine adapters, which servers/engines/__init__.py's
 # table names as strings (imported by name, so no import line leads to them)
 FOLDERS = ("servers/engines",)

@@ -36,10 +36,7 @@ def budgeted_rounds(ctx: SweepContext, placer: Placer | None) -> AnswerDoc:
     ``answer.json`` (and the manifest's ``answer``) and returns the answer."""
     params = ctx.plan.params
     # a resumed run's budget counts what its earlier attempts spent
-    # (and, until this attempt has timed a slice, what its cells cost a cell)
-    kept = len(ctx.run.kept)
-    budget = Budget(float(params.time_budget_s or 0), began=ctx.began - ctx.run.spent_s,
-                    prior_per_cell=ctx.run.spent_s / kept if kept else 0.0, model=ctx.model,
+    budget = Budget(float(params.time_budget_s or 0), ctx.model, began=ctx.began - ctx.run.spent_s,
                     overrun_s=float(ctx.run.dir.manifest().get("overrun_s") or 0.0))
     ctx.lines.listeners.append(lambda record: _ended(ctx, budget, record))
     contest = Contention(ctx.plan.cells, rounds=params.repeats, equivalence=params.equivalence,
@@ -307,8 +304,7 @@ def round_plan(contest: Contention, number: int, budget: Budget, slices: Slices,
     """Before a round: its cells and configs, what the time model says it takes, the time left."""
     share = 1.0 if partial is None else partial.requests / partial.of
     need = sum(budget.estimate(s.label, len(t) * share) for s, t in slices)
-    model = "" if budget.model is None else (
-        f" ({'calibrated' if budget.model.calibrated else 'default speeds'})")
+    model = f" ({'calibrated' if budget.model.calibrated else 'default speeds'})"
     return (f"round {number + 1}/{contest.rounds}: {sum(len(t) for _, t in slices)} cells of "
             f"{len(slices)} configs, about {span(need)} by the time model{model}; "
             f"{span(max(0.0, budget.left))} of the budget left")

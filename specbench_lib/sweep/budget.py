@@ -18,8 +18,6 @@ any cell's end (and the sweep's) is recorded in ``answer.json`` (``overrun``).
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -35,21 +33,19 @@ HOUR_S = 3600.0
 
 
 class Budget:
-    """The wall clock of a budgeted sweep and what each config's slice of a round costs."""
+    """The wall clock of a budgeted sweep and what each config's slice of a round costs, as the
+    time model prices it (:meth:`~.timemodel.TimeModel.slice_s`)."""
 
-    def __init__(self, seconds: float, *, clock: Callable[[], float] = time.monotonic,
-                 began: float | None = None, prior_per_cell: float = 0.0,
-                 model: TimeModel | None = None, overrun_s: float = 0.0) -> None:
-        """``began``: when the sweep began on ``clock`` (preflight counts against the budget);
-        ``prior_per_cell``: what a cell cost before any slice of this attempt was seen (a
-        resumed run's earlier attempts: their seconds over the cells they kept); ``model``: the
-        time model that prices cells and starts (none: the slices seen alone); ``overrun_s``:
-        the largest overrun of an earlier attempt."""
-        self.seconds, self.clock, self.prior_per_cell = seconds, clock, prior_per_cell
+    def __init__(self, seconds: float, model: TimeModel, *,
+                 clock: Callable[[], float] = time.monotonic, began: float | None = None,
+                 overrun_s: float = 0.0) -> None:
+        """``model``: the sweep's time model, which prices cells, starts and slices;
+        ``began``: when the sweep began on ``clock`` (preflight, and a resumed run's earlier
+        attempts, count against the budget); ``overrun_s``: the largest overrun of an earlier
+        attempt."""
+        self.seconds, self.model, self.clock = seconds, model, clock
         self.began = clock() if began is None else began
-        self.costs: dict[str, tuple[float, float]] = {}  # config: (fixed s, s per cell)
         self.spent = False
-        self.model = model
         self.cut: dict[str, Any] | None = None  # where the budget cut a round (:meth:`may_start`)
         self.overrun: dict[str, Any] = {"largest_s": max(0.0, overrun_s), "cell": None}
 
@@ -63,24 +59,15 @@ class Budget:
 
     def learn(self, config: str, seconds: float, cells: float, fixed: float) -> None:
         """A slice of ``config`` took ``seconds`` for ``cells`` cells (a fraction of one per
-        cell of a partial round), ``fixed`` of them server start, warmup and stop."""
-        fixed = min(max(0.0, fixed), seconds)
-        self.costs[config] = (fixed, (seconds - fixed) / (cells if cells > 0 else 1))
+        cell of a partial round), ``fixed`` of them server start, warmup and stop: the time
+        model keeps it (:meth:`~.timemodel.TimeModel.learn_slice`)."""
+        self.model.learn_slice(config, seconds, cells, fixed)
 
     def estimate(self, config: str, cells: float) -> float:
-        """A slice's predicted seconds: as the config's slice was measured; one not yet seen by
-        the time model (a start and its cells); without one, the mean of those seen (none seen:
-        the prior, a whole cell for any part of one, as it holds the cells' server starts too)."""
-        known = self.costs.get(config)
-        if known is None and self.model is not None:
-            return self.model.start_s(config) + cells * self.model.per_cell(config)
-        if known is None:
-            if not self.costs:
-                return self.prior_per_cell * math.ceil(cells)
-            fixed = statistics.fmean(f for f, _ in self.costs.values())
-            per = statistics.fmean(p for _, p in self.costs.values())
-            known = (fixed, per)
-        return known[0] + known[1] * cells
+        """A slice's predicted seconds (:meth:`~.timemodel.TimeModel.slice_s`): as the config's
+        slice was timed; one not yet timed, its server start and its cells as the model prices
+        them."""
+        return self.model.slice_s(config, cells)
 
     def would_fit(self, slices: Mapping[str, float], *, parallel: bool = False) -> bool:
         """Whether a round of these slices is predicted to end in the budget (no side effect)."""
@@ -106,12 +93,9 @@ class Budget:
         """Whether ``cell`` (``share`` of its requests; ``start``: its server must start first)
         may start: its predicted end within the budget (see the module). The first refusal is
         the round's :attr:`cut`."""
-        model = self.model
-        if model is None:
-            return True
-        first = start and not model.calibrated  # the start calibrates what the cell costs
-        cost = ((model.start_s(cell.config) if start else 0.0)
-                + (0.0 if first else model.cell_s(cell.cell_id, share)))
+        first = start and not self.model.calibrated  # the start calibrates what the cell costs
+        cost = self.model.slice_s(cell.config, [] if first else [cell], share=share,
+                                  starts=int(start), timed=False)
         fits = self.elapsed + cost <= self.seconds
         if not fits:
             self.spent = True
@@ -180,10 +164,9 @@ def more_time(model: TimeModel, wanted: Sequence[CellSpec], restarts: dict[str, 
     for number in sorted(rounds):
         started: set[str] = set()
         for cell in rounds[number]:
-            cost = model.cell_s(cell.cell_id)
-            if restarts.get(cell.config) or cell.config not in started:
-                cost += model.start_s(cell.config)
-                started.add(cell.config)
+            start = bool(restarts.get(cell.config)) or cell.config not in started
+            started.add(cell.config)
+            cost = model.slice_s(cell.config, [cell], starts=int(start), timed=False)
             if spent + cost > seconds:
                 return _more(seconds, cells, whole, len(wanted), number + 1)
             spent, cells = spent + cost, cells + 1

@@ -37,9 +37,9 @@ class SweepContext:
     book: PromptBook
     retry_known_bad: bool
     began: float  # time.monotonic() when the sweep began (its budget's clock starts there)
+    model: TimeModel  # the sweep's time model (the live estimate's and the budget's)
     keep: bool = False  # every config's server stays up across blocks (:mod:`.blocks`)
     live: dict[str, ServerSweep] = field(default_factory=dict)
-    model: TimeModel | None = None  # the sweep's time model (the budget's and the estimate's)
 
     def sweeper(self, server: ServerConfig, number: int = 0,
                 requests: int | None = None) -> ServerSweep:

@@ -55,14 +55,15 @@ class Estimate(Rendered):
         self.plan, self.speed, self.lengths = plan, speed, prompt_lengths(plan)
         self.model = TimeModel(plan, speed, self.lengths)
         self.restarts = dict(restarts or {})
-        seconds = self.model.predicted
         starts = starts_of(plan, self.restarts)
-        self.rows: dict[tuple[str, str], float] = {}
+        self.rows: dict[tuple[str, str], float] = {}  # the cells' seconds, server starts aside
         for cell in plan.cells:
             key = (cell.config, cell.workload)
-            self.rows[key] = self.rows.get(key, 0.0) + seconds[cell.cell_id]
-        self.starts_s = sum(n * self.model.start_s(label) for label, n in starts.items())
-        self.total_s = sum(self.rows.values()) + self.starts_s
+            self.rows[key] = self.rows.get(key, 0.0) + self.model.slice_s(cell.config, [cell],
+                                                                          starts=0)
+        self.starts_s = sum(self.model.slice_s(label, [], starts=n) for label, n in starts.items())
+        self.total_s = sum(self.model.slice_s(s.label, plan.cells_for(s), starts=starts[s.label])
+                           for s in plan.servers)
         self.budget_s = plan.params.time_budget_s
         first = [c for c in plan.cells if c.repeat == 0]
         self.round_s = self.round_seconds(first)
@@ -72,14 +73,15 @@ class Estimate(Rendered):
         """One round of ``cells`` (``share`` of their requests): each cell, and each config's
         server start (one a cell where it restarts before each); placed on Ray, the longest
         config's slice (as many GPUs as configs assumed)."""
-        slices: dict[str, float] = {}
-        for cell in cells:  # each config's slice: its cells, and its starts
-            start = cell.config not in slices or self.restarts.get(cell.config)
-            slices[cell.config] = (slices.get(cell.config, 0.0) + self.model.cell_s(
-                cell.cell_id, share) + (self.model.start_s(cell.config) if start else 0.0))
+        by_config: dict[str, list[CellSpec]] = {}
+        for cell in cells:
+            by_config.setdefault(cell.config, []).append(cell)
+        slices = [self.model.slice_s(config, todo, share=share,  # its cells and its starts
+                                     starts=len(todo) if self.restarts.get(config) else 1)
+                  for config, todo in by_config.items()]
         if self.plan.params.placement.engine == "ray":  # placed: the slices run at once
-            return max(slices.values(), default=0.0)
-        return sum(slices.values())
+            return max(slices, default=0.0)
+        return sum(slices)
 
     def _judge(self, first: list[CellSpec]) -> str | None:
         """None when the first look fits the budget, else the PROBLEM's words (see the module)."""

@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 
-from ..client.dispatch import dispatch_cell, warm_client
+from ..client.dispatch import dispatch_cell
+from ..client.warmclient import warm_client
 from ..host.cpuset import CpuSplit
 from ..model.plan import Plan
 from ..model.records import CellFacts, RequestRecord

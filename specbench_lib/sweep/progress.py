@@ -4,112 +4,20 @@ Plain lines on stdout, flushed, so they read the same in a terminal, in a notebo
 output and in ``specbench run`` (papermill logs the kernel's output): a progress bar's widget
 state is lost in a saved notebook, a line is not. A cell's line has its verdict, the headline
 number with its 95 % interval and n (or the first reason), the time elapsed and an estimate of
-the time left. Given the cells still to come, the estimate is from the measured pace of each
-config × context (:class:`Pace`) plus the server starts still to come; without them, the mean
-time per cell so far.
+the time left: the cells still to come and a server start for each config among them (but the
+one whose server is up), priced by the sweep's time model (:meth:`~.timemodel.TimeModel.left`).
 """
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from ..model.params import CellSpec
 from ..model.records import CellRecord, RequestRecord
 from .timemodel import TimeModel
-
-
-class Pace:
-    """The time a sweep has left, from what it measured: each cell's time (from the previous
-    cell's end or its server's ready, whichever is later) per config × context, and each server
-    start's time (from ``starting`` to ``ready``).
-
-    A cell still to come takes the mean time of its config × context. One of a config and
-    context not yet seen takes its config's mean at the contexts seen, each scaled by how much
-    slower this context was than that one for the configs measured at both (1 when none was);
-    one of a config not yet seen, the mean of the cells at its context (else of every cell).
-    Each config still to come adds one server start (their mean time; none before one is seen).
-
-    With ``costs`` (each cell's predicted seconds from its prompt lengths and output cap,
-    :mod:`.estimate`), a cell still to come takes its cost times its config's measured/predicted
-    ratio (over every cell seen when its config has none yet), so a workload of long prompts
-    after short ones does not swing the estimate.
-    """
-
-    def __init__(self, cells: Sequence[CellSpec], now: float,
-                 costs: Mapping[str, float] | None = None,
-                 model: TimeModel | None = None) -> None:
-        self.model = model
-        self.remaining = list(cells)
-        self.costs = dict(costs or {})
-        self.scaled: dict[str, list[tuple[float, float]]] = {}  # config: (measured, predicted)
-        self.times: dict[tuple[str, int], list[float]] = {}
-        self.starts: list[float] = []
-        self.mark = now  # the end of the last cell, or the last server's ready
-        self.starting: float | None = None
-        self.running: str | None = None  # the config whose server is up
-
-    def server(self, label: str, what: str, now: float) -> None:
-        if what.startswith("starting"):
-            self.starting, self.running = now, label
-        elif what.startswith("ready"):
-            if self.starting is not None:
-                self.starts.append(now - self.starting)
-            self.starting, self.mark = None, now
-        elif what.startswith("stopped") and self.running == label:
-            self.running = None
-
-    def cell(self, spec: CellSpec, now: float) -> None:
-        self.times.setdefault((spec.config, spec.context), []).append(now - self.mark)
-        if spec.cell_id in self.costs:
-            self.scaled.setdefault(spec.config, []).append((now - self.mark,
-                                                            self.costs[spec.cell_id]))
-        self.mark = now
-        ids = [c.cell_id for c in self.remaining]
-        if spec.cell_id in ids:
-            del self.remaining[ids.index(spec.cell_id)]
-
-    def left(self) -> float:
-        """Seconds still to come: each remaining cell's estimate and each server start (with a
-        time model, its price of them: :mod:`.timemodel`)."""
-        if self.model is not None:
-            return self.model.left(self.remaining, self.running)
-        configs = {c.config for c in self.remaining} - {self.running}
-        start = statistics.fmean(self.starts) if self.starts else 0.0
-        if self.costs and self.scaled:
-            cells = sum(self.costs.get(c.cell_id, 0.0) * self._rate(c.config)
-                        for c in self.remaining)
-        else:
-            cells = sum(self.estimate(c.config, c.context) for c in self.remaining)
-        return cells + start * len(configs)
-
-    def _rate(self, config: str) -> float:
-        """Measured over predicted seconds of ``config``'s cells (of every cell seen when it
-        has none)."""
-        pairs = self.scaled.get(config) or [p for v in self.scaled.values() for p in v]
-        predicted = sum(p for _, p in pairs)
-        return sum(m for m, _ in pairs) / predicted if predicted > 0 else 1.0
-
-    def estimate(self, config: str, context: int) -> float:
-        means = {key: statistics.fmean(v) for key, v in self.times.items()}
-        if (config, context) in means:
-            return means[(config, context)]
-        seen = [(ctx, mean) for (name, ctx), mean in means.items() if name == config]
-        if seen:
-            return statistics.fmean(mean * self._ratio(context, ctx, means) for ctx, mean in seen)
-        here = [mean for (_, ctx), mean in means.items() if ctx == context]
-        return statistics.fmean(here or list(means.values()) or [0.0])
-
-    @staticmethod
-    def _ratio(context: int, seen: int, means: dict[tuple[str, int], float]) -> float:
-        """How much longer a cell at ``context`` took than one at ``seen``, for the configs
-        measured at both (1 when none was)."""
-        both = [means[(name, context)] / mean for (name, ctx), mean in means.items()
-                if ctx == seen and (name, context) in means and mean > 0]
-        return statistics.fmean(both) if both else 1.0
 
 
 class Progress:
@@ -118,13 +26,11 @@ class Progress:
     def __init__(self, total: int, *, done: int = 0, enabled: bool = True,
                  out: TextIO | None = None, cells: Sequence[CellSpec] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 budget_s: float | None = None, costs: Mapping[str, float] | None = None,
-                 model: TimeModel | None = None) -> None:
-        """``cells``: the cells still to measure (the plan's less those kept), for an estimate
-        from the pace of each config × context; without them, the mean time per cell.
-        ``budget_s``: a time-budgeted sweep's budget; its lines show the time left in it.
-        ``model``: the sweep's time model, taught by every server start and cell here, and
-        the estimate's price of what is left (:mod:`.timemodel`)."""
+                 budget_s: float | None = None, model: TimeModel | None = None) -> None:
+        """``cells``: the cells still to measure (the plan's less those kept); with ``model``
+        (the sweep's time model, taught by every server start and cell here), each line
+        says the time they are priced at (:mod:`.timemodel`). ``budget_s``: a time-budgeted
+        sweep's budget; its lines show the time left in it instead."""
         self.total, self.done, self.enabled = total, done, enabled
         self.budget_s = budget_s
         self.out = out or sys.stdout
@@ -134,7 +40,8 @@ class Progress:
         self.model = model
         self.listeners: list[Callable[[CellRecord], None]] = []  # told of every cell's end
         self.starting: dict[str, float] = {}
-        self.pace = Pace(cells, self.began, costs, model) if cells is not None else None
+        self.remaining = None if cells is None else list(cells)
+        self.running: str | None = None  # the config whose server is up
         if enabled:  # the interval's imports, before any cell: a Ctrl-C inside a first import
             import numpy  # noqa: F401  (mid-sweep) would leave the module half made
             import scipy.stats  # noqa: F401
@@ -159,8 +66,9 @@ class Progress:
         """A server event: starting (with its limit), ready (with its time), stopped."""
         if what.startswith("starting"):
             self.starting[label] = self.clock()
-        if self.pace is not None:
-            self.pace.server(label, what, self.clock())
+            self.running = label
+        elif what.startswith("stopped") and self.running == label:
+            self.running = None
         self._say(f"  server {label}: {what}")
 
     def cell(self, record: CellRecord) -> None:
@@ -179,8 +87,10 @@ class Progress:
             self.model.learn_record(record)
         for listener in self.listeners:
             listener(record)
-        if self.pace is not None:
-            self.pace.cell(record.spec, self.clock())
+        if self.remaining is not None:
+            ids = [c.cell_id for c in self.remaining]
+            if record.cell_id in ids:
+                del self.remaining[ids.index(record.cell_id)]
         if not self.enabled:
             return
         spec = record.spec
@@ -210,9 +120,9 @@ class Progress:
             self._say(f"[{self.measured}] {where}: {record.status}"
                       f"{f', {figure}' if figure else ''} · {_span(elapsed)}, {clock}")
             return
-        left = self.total - self.done
-        seconds = self.pace.left() if self.pace is not None else elapsed / self.measured * left
-        eta = f", about {_span(seconds)} left" if left else ""
+        eta = ""
+        if self.model is not None and self.remaining:
+            eta = f", about {_span(self.model.left(self.remaining, self.running))} left"
         self._say(f"[{self.done}/{self.total}] {where}: {record.status}"
                   f"{f', {figure}' if figure else ''} · {_span(elapsed)}{eta}")
 

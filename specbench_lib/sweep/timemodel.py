@@ -13,8 +13,10 @@ here (an earlier run, or this run's first server's warmup: :meth:`TimeModel.cali
 stated defaults by GPU class and model size.
 
 While a sweep runs, :class:`TimeModel` learns each config's measured over predicted seconds
-from the cells it finishes and each config's measured start, and prices what is left with them:
-one model for the live estimate and the budget.
+from the cells it finishes, each config's measured start, and (a budgeted sweep) each config's
+slice as its wall clock timed it, and prices what is left with them. One function prices every
+figure of time, :meth:`TimeModel.slice_s`: the dry run's (:mod:`.estimate`), the live estimate's
+(:mod:`.progress`) and the budget's (:mod:`.budget`).
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class TimeModel:
         self.requests = {c.cell_id: plan.params.requests_for(c) for c in plan.cells}
         self.seen: dict[str, list[tuple[float, float]]] = {}  # config: (measured, predicted)
         self.starts: dict[str, list[float]] = {}
+        self.slices: dict[str, tuple[float, float]] = {}  # config: (fixed s, s per cell)
         self._price(speed)
 
     def _price(self, speed: Speed) -> None:
@@ -168,6 +171,28 @@ class TimeModel:
         if seconds > 0:
             self.starts.setdefault(config, []).append(seconds)
 
+    def learn_slice(self, config: str, seconds: float, cells: float, fixed: float) -> None:
+        """A slice of ``config`` took ``seconds`` on the wall clock for ``cells`` cells (a
+        fraction of one per cell of a partial round), ``fixed`` of them server start, warmup
+        and stop: the budget's rounds price its next slice so (:meth:`slice_s`)."""
+        fixed = min(max(0.0, fixed), seconds)
+        self.slices[config] = (fixed, (seconds - fixed) / (cells if cells > 0 else 1))
+
+    def slice_s(self, config: str, cells: Sequence[CellSpec] | float, *, share: float = 1.0,
+                starts: int = 1, timed: bool = True) -> float:
+        """The price of ``config``'s server ``starts`` and ``cells`` (the cells, at ``share`` of
+        their requests; or a number of its mean cell): each cell as :meth:`cell_s`, each start
+        as :meth:`start_s`. ``timed``: once a slice of ``config`` was timed whole
+        (:meth:`learn_slice`), as it was timed (its start, warmup and stop, then its seconds a
+        cell), the budget's price of a round; a cell let in one at a time is the model's."""
+        count = float(cells) if isinstance(cells, int | float) else len(cells) * share
+        known = self.slices.get(config) if timed else None
+        if known is not None:
+            return known[0] * starts + known[1] * count
+        work = (count * self.per_cell(config) if isinstance(cells, int | float)
+                else sum(self.cell_s(c.cell_id, share) for c in cells))
+        return starts * self.start_s(config) + work
+
     def ratio(self, config: str | None = None) -> float:
         pairs = self.seen.get(config or "") or [p for v in self.seen.values() for p in v]
         predicted = sum(p for _, p in pairs)
@@ -183,9 +208,11 @@ class TimeModel:
     def left(self, cells: Iterable[CellSpec], running: str | None = None) -> float:
         """Seconds for ``cells`` and a server start for each config among them (but
         ``running``'s, whose server is up)."""
-        todo = list(cells)
-        configs = {c.config for c in todo} - {running}
-        return sum(self.cell_s(c.cell_id) for c in todo) + sum(map(self.start_s, configs))
+        by_config: dict[str, list[CellSpec]] = {}
+        for cell in cells:
+            by_config.setdefault(cell.config, []).append(cell)
+        return sum(self.slice_s(config, todo, starts=int(config != running), timed=False)
+                   for config, todo in by_config.items())
 
     @property
     def cells_seen(self) -> int:

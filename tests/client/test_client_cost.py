@@ -5,7 +5,7 @@ assertion here. These tests keep what the cheaper path must still do: the limits
 lazy timer per request, a cancelled cell is not a timeout, blank stream lines never reach a
 parser, the stalls a request keeps are those it overlaps, a numeric host is not looked up in a
 thread pool, bodies are encoded before the cell, ``TCP_QUICKACK`` is set where it releases
-something, and after :func:`~specbench_lib.client.dispatch.warm_client` a cell's dispatch (its host
+something, and after :func:`~specbench_lib.client.warmclient.warm_client` a cell's dispatch (its host
 sampler included) imports no module.
 """
 
@@ -26,7 +26,7 @@ from fake_server import FakeLlamaServer
 from reference_server import ReferenceServer
 
 from specbench_lib.analysis.validate import judge_cell
-from specbench_lib.client import dispatch, wire
+from specbench_lib.client import dispatch, warmclient, wire
 from specbench_lib.client.deadline import resolve_timeouts
 from specbench_lib.client.streamread import Stream
 from specbench_lib.model.records import RequestRecord
@@ -185,7 +185,8 @@ import json, sys
 sys.path.insert(0, {tests!r})
 from reference_server import ReferenceServer
 import specbench_lib, specbench_lib.sweep.serversweep
-from specbench_lib.client.dispatch import dispatch_cell, warm_client
+from specbench_lib.client.dispatch import dispatch_cell
+from specbench_lib.client.warmclient import warm_client
 from specbench_lib.servers.engines.llamacpp import LlamaCppAdapter
 from specbench_lib.host.load import HostSampler
 with ReferenceServer(interval=0.001, tokens_per_chunk=1) as server:
@@ -222,7 +223,7 @@ def test_warm_client_never_fails_a_sweep() -> None:
 
     def warm() -> None:
         try:
-            dispatch.warm_client("http://no-such-host.invalid:1", host=False)
+            warmclient.warm_client("http://no-such-host.invalid:1", host=False)
         except BaseException as exc:  # noqa: BLE001 (what the test looks for)
             errors.append(exc)
 

@@ -319,9 +319,9 @@ def test_overflow_past_a_bypassed_guard_is_http_400_with_the_server_message(
     import specbench_lib as sb
     from specbench_lib.model import plan as plan_module
     from specbench_lib.prompts import promptbook
-    from specbench_lib.sweep import serversweep
+    from specbench_lib.sweep import cellmeasure
 
-    monkeypatch.setattr(serversweep, "context_guard", lambda **_: None)
+    monkeypatch.setattr(cellmeasure, "context_guard", lambda **_: None)
     monkeypatch.setattr(plan_module, "_require_context_room", lambda *_: None)  # both guards
     monkeypatch.setattr(promptbook, "refused_everywhere", lambda *_: False)  # and its prompts
     params = write_params(tmp_path, contexts=[2048], concurrency=[1], warmup_requests=0)

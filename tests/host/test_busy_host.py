@@ -20,7 +20,7 @@ from procs import pids_with
 import specbench_lib as sb
 from specbench_lib.host import load as hostload
 from specbench_lib.model import hostfacts
-from specbench_lib.sweep import preflight, serversweep
+from specbench_lib.sweep import cellmeasure, preflight
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
@@ -78,7 +78,7 @@ def test_the_servers_own_cpu_and_the_sweeps_own_are_not_counted(
                 super().__init__(watch=lambda: [os.getpid(), own_child, *servers(8222)],
                                  **options)
 
-        monkeypatch.setattr(serversweep, "HostSampler", Watched)
+        monkeypatch.setattr(cellmeasure, "HostSampler", Watched)
         result = sb.run_sweep(sb.load_plan(params(tmp_path, 8222, max_cores=0.1, burn=True)),
                               outputs=tmp_path / "out", progress=False)
     cell = result.cells[0]

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 from budgetparams import budget_params
+from timemodels import SLOW, small_plan
 
 import specbench_lib as sb
 from specbench_lib.cli import main
-from specbench_lib.model.params import SweepParams
-from specbench_lib.model.plan import build_plan
 from specbench_lib.model.records import RequestRecord
 from specbench_lib.sweep import adaptive
 from specbench_lib.sweep.budget import Budget, more_time
@@ -22,20 +21,6 @@ from specbench_lib.sweep.speeds import Speed
 from specbench_lib.sweep.timemodel import TimeModel
 
 NEAR_TIES = {"speedups": {4: 1.0, 8: 1.01, 16: 1.02}, "jitter": 0.3, "equivalence": 0.001}
-
-
-def small_plan(**more: object):
-    params = SweepParams.model_validate({
-        "phase": "t", "configs": [{"name": "auto", "method": "auto"},
-                                  {"name": "ngram", "method": "ngram", "budgets": [8]}],
-        "workloads": [{"name": "code", "source": "humaneval"}], "contexts": [100],
-        "concurrency": [1], "output_tokens": 100, "requests_per_cell": 2,
-        "warmup_requests": 0, "time_budget_s": 100, "max_rounds": 3, **more})
-    return build_plan(params, source=Path("."))
-
-
-# prefill 100 tok/s, decoding 10 tok/s: a cell is 2 × (1 + 10) = 22 s; a start 5 s
-SLOW = Speed(100.0, 10.0, 5.0, "stated by the test", calibrated=True)
 
 
 def test_a_cell_that_cannot_end_in_the_budget_does_not_start() -> None:

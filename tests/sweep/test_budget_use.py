@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from budgetparams import budget_params
 from simcells import ConfigTruth, Truth, simulate_panel
+from timemodels import slow_model
 
 import specbench_lib as sb
 from specbench_lib.analysis.answer import answer_lines
@@ -110,7 +111,7 @@ def test_the_smallest_next_round_decides_the_last_look_not_the_configs_before_it
     (state,) = contest.panels.values()
     assert "ngram-b32" not in state.members and state.open
     now = [70.0]
-    budget = Budget(100, clock=lambda: now[0], began=0.0)
+    budget = Budget(100, slow_model(), clock=lambda: now[0], began=0.0)
     for config in ("auto", "ngram-b4", "ngram-b8"):
         budget.learn(config, 12, 1, fixed=3)  # 3 s start, 9 s a cell of 6 requests
     budget.learn("ngram-b32", 30, 1, fixed=3)
@@ -134,7 +135,7 @@ def test_a_partial_round_keeps_every_contender_it_can_then_the_leaders() -> None
     slices = [(SimpleNamespace(label=c.config), [c]) for c in cells]
     ctx = SimpleNamespace(plan=SimpleNamespace(params=SimpleNamespace(requests_per_cell=6)))
     now = [70.0]
-    budget = Budget(100, clock=lambda: now[0], began=0.0)
+    budget = Budget(100, slow_model(), clock=lambda: now[0], began=0.0)
     for config in ranked:
         budget.learn(config, 12, 1, fixed=3)  # 3 s start, 1.5 s a request
     # 30 s left: a whole round of the three (36 s) does not fit; all three with 4 requests do
@@ -166,17 +167,12 @@ def test_an_answer_whose_partial_round_is_of_another_shape_is_named(tmp_path: Pa
         read_answer(tmp_path)
 
 
-def test_a_resumed_budget_prices_configs_it_has_not_timed_at_the_earlier_attempts_cost() -> None:
-    """A resume has timed no slice yet: without a prior an unseen config costs nothing, so the
-    second attempt of a spent budget would start another round; with the earlier attempts'
-    seconds a kept cell it does not."""
-    blind = Budget(10.0, clock=lambda: 0.0, began=-9.0)
-    assert blind.would_fit({"ngram-b8": 1})
-    resumed = Budget(10.0, clock=lambda: 0.0, began=-9.0, prior_per_cell=2.0)
-    assert resumed.estimate("ngram-b8", 3) == 6.0
-    # a partial round's slice (a sixth of a cell's requests) still pays a whole cell: the
-    # prior holds the server starts, which a partial round pays in full
-    assert resumed.estimate("ngram-b8", 1 / 6) == 2.0
-    assert not resumed.would_fit({"ngram-b8": 1})
-    resumed.learn("auto", 1.0, 2, fixed=0.0)  # once timed, what was timed counts
-    assert resumed.estimate("ngram-b8", 2) == 1.0
+def test_a_resumed_budget_prices_configs_it_has_not_timed_by_the_time_model() -> None:
+    """A resume has timed no slice yet: an untimed config is priced by the time model (its
+    start and its cells), never as free, so the second attempt of a spent budget does not start
+    another round; once a slice is timed, what was timed counts."""
+    resumed = Budget(10.0, slow_model(), clock=lambda: 0.0, began=-9.0)
+    assert resumed.estimate("auto", 3) == pytest.approx(5.0 + 3 * 22.0)
+    assert not resumed.would_fit({"auto": 1})
+    resumed.learn("auto", 1.0, 2, fixed=0.0)
+    assert resumed.estimate("auto", 2) == 1.0 and resumed.would_fit({"auto": 1})

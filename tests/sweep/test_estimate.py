@@ -1,27 +1,29 @@
 """A time estimate before any server starts (issue 41): minutes by config and workload from the
 prompt lengths, the output cap and the engine's speed (an earlier run's on this machine, else a
-stated default), in the dry run and the doctor; and a live estimate that weighs each cell by its
-predicted cost, so long prompts after short ones do not swing it. No server (about 3 s)."""
+stated default), in the dry run and the doctor; the dry run, the live estimate and the budget
+priced by one function of the one time model. No server (about 3 s)."""
 
 from __future__ import annotations
 
 import io
 import json
-import re
 from pathlib import Path
 
 import pytest
 from cellfactory import make_cell
+from timemodels import SLOW, small_plan
 
 from specbench_lib.analysis.analyse import analyse
 from specbench_lib.model.params import SweepParams
 from specbench_lib.model.plan import build_plan
 from specbench_lib.model.records import CellRecord
+from specbench_lib.sweep.budget import Budget, more_time
 from specbench_lib.sweep.estimate import Estimate, cell_seconds, measured_speed
 from specbench_lib.sweep.preflight import doctor
 from specbench_lib.sweep.preview import PlanPreview
 from specbench_lib.sweep.progress import Progress
 from specbench_lib.sweep.speeds import default_speed
+from specbench_lib.sweep.timemodel import TimeModel
 
 SPEC_BENCH = Path(__file__).resolve().parents[1] / "data" / "spec_bench_question.jsonl"
 
@@ -93,26 +95,38 @@ def test_the_dry_run_and_the_doctor_give_the_estimate() -> None:
     assert time.ok and "min" in time.detail
 
 
-def left(out: io.StringIO) -> str:
-    return re.search(r"about (\S+) left", out.getvalue().splitlines()[-1]).group(1)
+def test_the_dry_run_the_live_estimate_and_the_budget_price_with_one_function(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 50: one estimate of the time left. Every figure of time (the dry run's total and
+    round, the live estimate's time left, the budget's slice and cell, another hour) comes
+    from ``TimeModel.slice_s``: a price of a config's slice of 1000 s shows in each."""
+    priced: list[str] = []
 
+    def thousand(self: TimeModel, config: str, cells: object, **_: object) -> float:
+        priced.append(config)
+        return 1000.0
 
-def test_the_live_estimate_weighs_cells_by_prompt_length_and_does_not_swing() -> None:
-    """Three short cells (10 s) then three of ten times the prompt (100 s each): by count the
-    estimate after the short ones says 30 s; weighted by the predicted cost it says 300 s."""
-    cells = [make_cell("auto", "auto", None, workload=w, context=512, repeat=r, repeats=3).spec
-             for w in ("short", "long") for r in range(3)]
-    costs = {c.cell_id: 1.0 if c.workload == "short" else 10.0 for c in cells}
-    now = [0.0]
-    weighted, counted = io.StringIO(), io.StringIO()
-    progresses = [Progress(6, out=weighted, cells=cells, clock=lambda: now[0], costs=costs),
-                  Progress(6, out=counted, cells=cells, clock=lambda: now[0])]
-    for spec in cells[:3]:
-        now[0] += 10.0
-        for progress in progresses:
-            progress.cell(make_cell("auto", "auto", None, workload=spec.workload, context=512,
-                                    repeat=spec.repeat, repeats=3))
-    assert left(weighted) == "5m00s" and left(counted) == "30s"
+    build = small_plan()
+    first = [c for c in build.cells if c.repeat == 0]
+    assert TimeModel(build, SLOW).left(first) == pytest.approx(
+        Estimate(build, SLOW).round_s)  # unpatched: a round, a start a config, agree
+    monkeypatch.setattr(TimeModel, "slice_s", thousand)
+    configs = len(build.servers)
+    dry = Estimate(build, SLOW)
+    assert dry.round_s == 1000.0 * configs and dry.total_s == 1000.0 * configs
+    out, now = io.StringIO(), [0.0]
+    live = Progress(len(build.cells), out=out, cells=build.cells, clock=lambda: now[0],
+                    model=TimeModel(build, SLOW))
+    live.cell(make_cell("other", "auto", None))
+    assert out.getvalue().rstrip().endswith(f"about {1000 * configs // 60}m"
+                                            f"{1000 * configs % 60:02d}s left")
+    budget = Budget(100, TimeModel(build, SLOW), clock=lambda: 0.0)
+    assert budget.estimate("auto", 1) == 1000.0
+    assert not budget.may_start(build.cells[0], start=True) and budget.cut is not None
+    assert budget.cut["predicted_s"] == 1000.0
+    hour = more_time(TimeModel(build, SLOW), build.cells, {})
+    assert hour is not None and hour["cells"] == 3  # 3 of 1000 s in an hour
+    assert {"auto"} <= set(priced)
 
 
 def test_cell_costs_grow_with_prompt_and_output_length() -> None:

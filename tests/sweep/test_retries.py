@@ -32,7 +32,7 @@ from ports import free_port
 import specbench_lib as sb
 from specbench_lib.model import catalogue
 from specbench_lib.servers.engines import llamacpp
-from specbench_lib.sweep.serversweep import ServerSweep
+from specbench_lib.sweep import cellmeasure
 
 
 def params(tmp_path: Path, **overrides: Any) -> Path:
@@ -49,10 +49,10 @@ class StallOnce:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, suffix: str = "", seconds: float = 1.0):
         self.armed, self.fired, self.seconds = False, 0, seconds
-        measure, parse = ServerSweep._measure, llamacpp._Stream.parse
+        measure, parse = cellmeasure.measure_cell, llamacpp._Stream.parse
         stall = self
 
-        def measuring(sweep: ServerSweep, cell: Any, *args: Any, **kw: Any) -> Any:
+        def measuring(sweep: Any, cell: Any, *args: Any, **kw: Any) -> Any:
             stall.armed = cell.cell_id.endswith(suffix) and stall.fired == 0
             return measure(sweep, cell, *args, **kw)
 
@@ -62,7 +62,7 @@ class StallOnce:
                 time.sleep(stall.seconds)
             return parse(stream, data)
 
-        monkeypatch.setattr(ServerSweep, "_measure", measuring)
+        monkeypatch.setattr(cellmeasure, "measure_cell", measuring)
         monkeypatch.setattr(llamacpp._Stream, "parse", parsing)
 
 

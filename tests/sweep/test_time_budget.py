@@ -17,6 +17,7 @@ import pytest
 from budgetparams import budget_params
 from fakeparams import fake_argv
 from simcells import ConfigTruth, Truth, simulate_panel
+from timemodels import slow_model
 
 import specbench_lib as sb
 from specbench_lib.analysis.answer import SHOWN, answer_lines, panel_words
@@ -147,10 +148,11 @@ def test_a_spent_budget_stops_after_the_round_that_spent_it(tmp_path: Path) -> N
 
 def test_the_budget_predicts_slices_and_bounds_the_overshoot() -> None:
     now = [0.0]
-    budget = Budget(60, clock=lambda: now[0])
+    budget = Budget(60, slow_model(), clock=lambda: now[0])
     budget.learn("a", 10, 2, fixed=4)  # 4 s of start-up, 3 s a cell
     assert budget.estimate("a", 3) == pytest.approx(13)
-    assert budget.estimate("new", 1) == pytest.approx(7)  # a config not yet seen: the mean
+    # a config not yet timed: the time model's start (5 s) and cell (22 s)
+    assert budget.estimate("auto", 1) == pytest.approx(27)
     now[0] = 50
     assert budget.round_fits({"a": 2}) and not budget.spent  # 50 + 10 <= 60
     assert not budget.round_fits({"a": 2, "b": 1})  # 50 + 17 > 60
@@ -226,7 +228,7 @@ def test_each_round_line_says_what_is_still_in_and_the_time_left() -> None:
     cells = simulate_panel(truth, 1, 3, 4, np.random.default_rng(5))
     contest = Contention([c.spec for c in cells], rounds=4)
     now = [30.0]
-    budget = Budget(100, clock=lambda: now[0], began=0.0)
+    budget = Budget(100, slow_model(), clock=lambda: now[0], began=0.0)
     contest.observe([c for c in cells if c.spec.repeat == 0], 0, 30.0)
     line = round_line(contest, 0, budget)
     assert line.startswith("round 1/4 · 30 s of 1 m 40 s, 1 m 10 s left")
