@@ -125,7 +125,7 @@ def test_the_dry_run_the_live_estimate_and_the_budget_price_with_one_function(
     assert not budget.may_start(build.cells[0], start=True) and budget.cut is not None
     assert budget.cut["predicted_s"] == 1000.0
     hour = more_time(TimeModel(build, SLOW), build.cells, {})
-    assert hour is not None and hour["cells"] == 3  # 3 of 1000 s in an hour
+    assert hour is not None and hour.cells == 3  # 3 of 1000 s in an hour
     assert {"auto"} <= set(priced)
 
 
