@@ -174,12 +174,23 @@ def more_time(model: TimeModel, wanted: Sequence[CellSpec], restarts: dict[str, 
     return _more(seconds, cells, whole, len(wanted), None)
 
 
+def _spans(numbers: list[int]) -> str:
+    """Rounds as people list them: ``1, 2, 3`` as ``1-3``, ``1, 2, 5`` as ``1, 2, 5``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
 def _more(seconds: float, cells: int, whole: list[int], wanted: int,
           partly: int | None) -> MoreTime:
     hours = "hour" if seconds == HOUR_S else f"{seconds / HOUR_S:g} hours"
     parts = [f"about {cells} of the {wanted} cells left unmeasured"]
     if whole:
-        parts.append(f"round{'s' if len(whole) > 1 else ''} {', '.join(map(str, whole))} whole")
+        parts.append(f"round{'s' if len(whole) > 1 else ''} {_spans(whole)} whole")
     if partly is not None and cells:
         parts.append(f"part of round {partly}")
     return MoreTime(seconds=seconds, cells=cells, wanted=wanted, whole_rounds=tuple(whole),
