@@ -75,7 +75,8 @@ def test_another_hour_says_which_rounds_it_would_end() -> None:
     found = more_time(model, list(plan.cells), {})
     # round 1: 2 × (5 + 220) = 450 s, ... 3600 s holds 7 cells with their starts
     assert found is not None and found.whole_rounds == (1, 2, 3)
-    assert found.words == "another hour would measure about 6 of the 6 cells left unmeasured, rounds 1-3 whole"
+    assert found.words == ("another hour would measure about 6 of the 6 cells left unmeasured, "
+                           "rounds 1-3 whole")
     two = more_time(model, [c for c in plan.cells if c.repeat in (0, 1)], {})
     assert two is not None and two.words.endswith("rounds 1, 2 whole")
     assert more_time(model, [], {}) is None
