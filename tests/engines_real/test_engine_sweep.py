@@ -23,6 +23,10 @@ from specbench_lib.model.records import CellRecord
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "data" / "tiny.yaml"
 BIN = Path(sys.executable).parent
+# for the tests below that judge what a sweep does around its cells (a kill, a hung start,
+# Ctrl-C and resume), not what the cells measured: short answers and a short warmup, a
+# quarter of tiny.yaml's decode (its 64 tokens a request checked by the CLI test above)
+SHORT = {"output_tokens": 16, "warmup_output_tokens": 4}
 
 
 def only_run_dir(outputs: Path) -> Path:
@@ -161,7 +165,7 @@ def test_server_killed_mid_sweep_crashes_its_cells_only(engine, outputs: Path,
 
     import specbench_lib as sb
 
-    params = write_params(tmp_path, contexts=[128, 256], concurrency=[1])
+    params = write_params(tmp_path, contexts=[128, 256], concurrency=[1], **SHORT)
     plan = sb.load_plan(params, budget=8)
     box: dict = {}
     sweep = threading.Thread(target=lambda: box.setdefault("r", sb.run_sweep(plan, progress=False)))
@@ -216,6 +220,7 @@ def test_server_never_ready_crashes_its_cells_and_the_next_config_runs(engine, o
     import specbench_lib as sb
 
     params = write_params(tmp_path, engine={"ready_timeout_s": 4}, contexts=[128], concurrency=[1],
+                          **SHORT,
                           configs=[{"name": "auto", "method": "auto", "argv": ["sleep", "30"]},
                                    {"name": "ngram", "method": "ngram", "budgets": [8]}])
     started = time.monotonic()
@@ -244,7 +249,7 @@ def test_sigint_then_resume_gives_the_planned_cells_once(engine, outputs: Path,
 
     import specbench_lib as sb
 
-    params = write_params(tmp_path, contexts=[128, 256], concurrency=[1], known_bad=[
+    params = write_params(tmp_path, contexts=[128, 256], concurrency=[1], **SHORT, known_bad=[
         {"config": "ngram", "budgets": [16], "reason": "crashes at start-up on SM120"}])
     # Ctrl-C's KeyboardInterrupt even where this suite runs with SIGINT ignored (a background
     # job; CI), which the child would inherit; SIGUSR1: every thread's stack, if it hangs
