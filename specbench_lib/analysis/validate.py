@@ -28,11 +28,12 @@ from . import ruleset
 from .rule import Judged
 from .rules.busy_host import judge_host
 from .rules.coalesced_reads import coalesced_reads
+from .rules.concurrency_held import kv_words
 from .rules.rate_not_reached import judge_rate
 from .rules.seen_prompt import judge_history
 from .rules.spec_counters import judge_counters
 
-__all__ = ["STATUSES", "Reason", "Status", "Verdict", "coalesced_reads", "context_guard",
+__all__ = ["STATUSES", "Reason", "Status", "Verdict", "coalesced_reads", "context_guard", "kv_guard",
            "judge", "judge_cell", "judge_counters", "judge_history", "judge_host", "judge_inputs",
            "judge_rate", "judge_requests", "request_problems"]
 
@@ -199,3 +200,15 @@ def context_guard(*, prompt_tokens: int, output_tokens: int, reserve: int,
         C.context_overflow, f"prompt {prompt_tokens} + output {output_tokens} + speculative "
         f"reserve {reserve} = {need} tokens > context {context} - 1; lower the context or "
         f"output tokens, or start the server with a larger context"),))
+
+
+def kv_guard(*, kv_tokens: int | None, concurrency: int, prompt_tokens: int,
+             output_tokens: int) -> Verdict | None:
+    """An ``invalid`` verdict, before any request is sent, when ``concurrency`` requests of
+    prompt + output tokens cannot all be in the server's KV pool at once (SGLang admits fewer
+    and queues the rest: the cell would measure a lighter load than its label), else None."""
+    per = prompt_tokens + output_tokens
+    if not kv_tokens or concurrency * per <= kv_tokens:
+        return None
+    return Verdict("invalid", (Reason(C.concurrency_not_held,
+                                      kv_words(kv_tokens, concurrency * per, per)),))

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from ..analysis.analyse import analyse
-from ..analysis.validate import context_guard
+from ..analysis.validate import context_guard, kv_guard
 from ..client.dispatch import dispatch_cell
 from ..core.errors import EngineError, ServerError, StoreError
 from ..core.store import redact, utc_now
@@ -328,8 +328,11 @@ class ServerSweep:
                  history: _History, fresh: list[Prompt] | None = None) -> Measured:
         params = self.plan.params
         refused = context_guard(prompt_tokens=cell.context, output_tokens=cell.output_tokens,
-                                reserve=adapter.speculative_reserve(self.server), context=context)
-        if refused is not None:
+                                reserve=adapter.speculative_reserve(self.server), context=context
+                                ) or kv_guard(kv_tokens=self.kv_tokens, concurrency=cell.concurrency,
+                                              prompt_tokens=cell.context,
+                                              output_tokens=cell.output_tokens)
+        if refused is not None:  # nothing sent: its requests could not be what it names
             return Measured(CellFacts(decided=refused))
         rate = cell_rate(self.plan.params, cell, self._cell)
         if isinstance(rate, Verdict):  # a rate profile's point whose anchors are not ok
