@@ -136,7 +136,9 @@ def test_a_cell_whose_concurrency_the_server_did_not_hold_is_invalid(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: ``max_total_num_tokens`` was read only as a per-request limit and
     ``num_retractions`` never: a "c4" cell whose pool held 2 requests, or whose requests were
-    retracted, was ok. Now each is ``concurrency_not_held``, with the numbers."""
+    retracted, was ok. Now each is ``concurrency_not_held``, with the numbers; the one whose
+    pool cannot hold it is refused before its requests are sent (they were sent and measured a
+    lighter load: at 25k tokens × 16, minutes of a GPU for a cell that could not count)."""
     _lenient(monkeypatch)
     configs = ("  - {name: auto, method: auto}\n"
                "  - {name: small, method: auto, extra_args: [--max-total-tokens, '60']}\n"
@@ -150,6 +152,7 @@ def test_a_cell_whose_concurrency_the_server_did_not_hold_is_invalid(
     assert small.status == "invalid" and small.verdict.codes == {"concurrency_not_held"}
     assert "holds 60 tokens, the cell needs 96 (24 a request): at most 2 requests" in str(
         small.verdict.reasons[0])
+    assert not small.measured and small.facts.kv_fit is None  # nothing sent
     retracted = by["retracts"]
     assert retracted.status == "invalid" and "2 of 2 requests were retracted" in str(
         retracted.verdict.reasons[0])
