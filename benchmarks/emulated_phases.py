@@ -99,6 +99,7 @@ def _row(truth: str, stage: str, run: Path, plan: sb.Plan, every: dict[str, Any]
             # the answer's leader within 5 % of the true best of every config
             "near_phase": sum(s.gap_phase <= 0.05 for s in found),
             "decided": sum(s.decision == "decided" for s in found),
+            "tie": sum(s.decision == "tie" for s in found),
             "wrong": sum(s.wrong for s in found), "rounds": answer["rounds"],
             "seconds": answer["seconds"], "budget_s": answer["budget_s"],
             "wall_s": round(wall, 1), "pages": sorted(p.name for p in run.glob("*.html")),
@@ -110,7 +111,7 @@ def _line(row: dict[str, Any]) -> str:
     return (f"{row['truth']:<13} {row['stage']:<12} panels {row['answered']}/{row['named']} · "
             f"set holds the true best {row['covered']}/{row['answered']} (of every config "
             f"{row['covered_phase']}; leader within 5 % of it {row['near_phase']}) · "
-            f"decided {row['decided']}, wrong {row['wrong']} · "
+            f"decided {row['decided']}, tie {row['tie']}, wrong {row['wrong']} · "
             f"{row['rounds']} rounds · {row['seconds']:.0f} s of {row['budget_s']:.0f} s · "
             f"configs {', '.join(row['carried'])}")
 
@@ -134,8 +135,8 @@ def main() -> None:
     print(f"\nall: set holds the true best in {sum(r['covered'] for r in rows)}/{answered} "
           f"panels ({sum(r['covered_phase'] for r in rows)} of every config's best; the leader "
           f"within 5 % of that best in {sum(r['near_phase'] for r in rows)}); wrong "
-          f"decided {sum(r['wrong'] for r in rows)} of {sum(r['decided'] for r in rows)} "
-          f"decided; seconds per truth {total} against {args.scale:g}x-compressed budgets; "
+          f"{sum(r['wrong'] for r in rows)} of {sum(r['decided'] + r['tie'] for r in rows)} "
+          f"decided or tied; seconds per truth {total} against {args.scale:g}x-compressed budgets; "
           f"load {note}")
     write_results("emulated_phases", {"scale": args.scale, "rows": rows, "load": note})
 

@@ -15,6 +15,7 @@ fastest request's decode in GPU seconds / 0.05 s. Writes ``benchmarks/results/em
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -63,11 +64,15 @@ def measure(url: str, ids: list[int], *, output: int, concurrency: int, requests
     """A closed loop of ``concurrency`` clients: tokens over seconds after the first token,
     summed over every request after each client's first."""
     spans: list[tuple[int, float]] = []
+    # each request its own prompt (the ids rotated): the emulator draws a prompt's answer from
+    # its tokens, so one prompt resent would measure that prompt alone, not the task's mean
+    prompts = itertools.count()
 
     def client() -> None:
         with httpx.Client(base_url=url, timeout=120) as c:
             for i in range(requests // concurrency + 1):
-                got = _one(c, ids, output, eos)
+                k = next(prompts) % len(ids)
+                got = _one(c, ids[k:] + ids[:k], output, eos)
                 if i:
                     spans.append(got)
     threads = [threading.Thread(target=client) for _ in range(concurrency)]

@@ -215,3 +215,4 @@ def context_guard(*, prompt_tokens: int, output_tokens: int, reserve: int,
         C.context_overflow, f"prompt {prompt_tokens} + output {output_tokens} + speculative "
         f"reserve {reserve} = {need} tokens > context {context} - 1; lower the context or "
         f"output tokens, or start the server with a larger context"),))
+

@@ -94,7 +94,9 @@ class PanelScore:
     best_phase: str  # the true best of every config of the phase
     covered: bool  # the set holds best_measured
     covered_phase: bool  # the set holds best_phase
-    wrong: bool  # decided, and its best is not the true best of those measured
+    # decided, and its best is not the true best of those measured; or a tie (every member
+    # within the equivalence of the best) whose leader is truly further than that from it
+    wrong: bool
     gap: float  # the true best's decode rate over the leader's, - 1
     gap_phase: float  # the same against the true best of every config of the phase
 
@@ -113,7 +115,7 @@ def panel_truth(entry: dict[str, Any], configs: dict[str, Config], truth: str, g
 def score(answer: dict[str, Any], measured: dict[str, Config], every: dict[str, Config], *,
           truth: str, gpu: str, model: str, tp: int, task: str) -> list[PanelScore]:
     """Each panel of ``answer`` against the truth (see the module)."""
-    scores = []
+    scores, equivalence = [], float(answer.get("equivalence") or 0.05)
     for entry in answer["panels"]:
         mine, rates = panel_truth(entry, measured, truth, gpu, model, tp, task)
         phase, all_rates = panel_truth(entry, every, truth, gpu, model, tp, task)
@@ -125,9 +127,10 @@ def score(answer: dict[str, Any], measured: dict[str, Config], every: dict[str, 
         key = entry["panel"]
         name = "/".join([key["workload"], f"ctx{key['context']}", f"c{key['concurrency']}",
                          f"o{key['output_tokens']}", f"T{key.get('temperature') or 0:g}"])
+        wrong = ((entry["decision"] == "decided" and leader != mine)
+                 or (entry["decision"] == "tie" and not gap <= equivalence))
         scores.append(PanelScore(name, entry["decision"], leader, members, mine, phase,
-                                 mine in members, phase in members,
-                                 entry["decision"] == "decided" and leader != mine, gap, far))
+                                 mine in members, phase in members, wrong, gap, far))
     return scores
 
 

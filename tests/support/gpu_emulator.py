@@ -193,8 +193,23 @@ class _Handler(_Base):
         self._end()
 
 
+def process_age() -> float:
+    """Seconds since this process started (/proc; 0 where unknown): a GPU server's start counts
+    from its process's, its Python's imports included."""
+    try:
+        since_boot = float(Path("/proc/uptime").read_text().split()[0])
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return max(0.0, since_boot - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 class EmulatorServer(ThreadingHTTPServer):
     daemon_threads = True
+    # SGLang's HTTP server listens with uvicorn's (and granian's) backlog of 2048
+    # (http_server.py:2768-2779); socketserver's 5 dropped a c16 cell's 16 connects past the
+    # fifth, each retried after the kernel's 1 s SYN timeout
+    request_queue_size = 2048
 
     def __init__(self, args: argparse.Namespace, scale: float) -> None:
         super().__init__((args.host, args.port), _Handler)
@@ -219,16 +234,17 @@ class EmulatorServer(ThreadingHTTPServer):
         self.forced_task = args.emu_workload
         self.lock = threading.Lock()
         self.started = time.time()
-        self.ready_at = time.monotonic() + args.emu_start_s / scale
+        self.ready_at = time.monotonic() - process_age() + args.emu_start_s / scale
 
     def loading(self) -> bool:
         return bool(time.monotonic() < self.ready_at)
 
     def make_request(self, ids: list[int], max_new: int, *, eos: bool, temperature: float) -> Request:
         task = self.forced_task or task_of(ids)
+        text = random.Random(hash((self.args.emu_seed or 0, *ids)))  # the prompt's own draws
         with self.lock:
             return new_request(self.config, self.truth, task=task, prompt=len(ids), max_new=max_new,
-                               eos=eos, temperature=temperature, rng=self.rng)
+                               eos=eos, temperature=temperature, rng=self.rng, text=text)
 
     def info(self) -> dict[str, Any]:
         a, spec = self.args, self.config.method != "auto"

@@ -258,21 +258,28 @@ def simulate(core: Core, make: Callable[[], Request], *, concurrency: int, reque
 
 
 def new_request(config: Config, truth: Truth, *, task: str, prompt: int, max_new: int, eos: bool,
-                temperature: float, rng: random.Random) -> Request:
+                temperature: float, rng: random.Random,
+                text: random.Random | None = None) -> Request:
     """A request with its acceptance drawn: α from the task's Beta, the tree built on the task's
     α (the drafter's belief) and walked with the drawn one; its answer's length from the task's
-    log-normal when it ends at EOS."""
+    log-normal when it ends at EOS. ``text``: the prompt's own draws (seeded by its tokens), so
+    every config answers a prompt alike: its α (how predictable its answer is) always, and at
+    temperature 0 the answer itself (its length, the steps' draws), as greedy speculative
+    decoding gives every config the same text; ``rng`` draws the rest (None ``text``: all)."""
     from gpu_truth import Panel, paths, task_alpha
 
+    own = text or rng
+    answer = own if temperature == 0 else rng  # a sampled answer differs from draw to draw
     panel = Panel(task, prompt, 1, max_new, eos, temperature)
     target = max_new
+    length = answer.lognormvariate(0.0, 0.6)  # drawn always, so the draws after it line up
     if eos:
-        target = max(1, min(max_new, int(rng.lognormvariate(0.0, 0.6) * truth.get(f"answer.{task}"))))
+        target = max(1, min(max_new, int(length * truth.get(f"answer.{task}"))))
     if config.method == "auto":
         return Request(prompt, max_new, target, None, 0)
     alpha, share, spread = task_alpha(truth, panel), truth.get(f"share.{task}"), truth.get("spread")
-    drawn = rng.betavariate(alpha * spread, (1 - alpha) * spread) if spread > 0 else alpha
-    draw = StepDraw(paths(config, alpha, share), drawn, share, random.Random(rng.random()))
+    drawn = own.betavariate(alpha * spread, (1 - alpha) * spread) if spread > 0 else alpha
+    draw = StepDraw(paths(config, alpha, share), drawn, share, random.Random(answer.random()))
     return Request(prompt, max_new, target, draw, config.verified - 1)
 
 

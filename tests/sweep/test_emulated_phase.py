@@ -27,7 +27,9 @@ def small(folder: Path) -> Path:
     """tp1's screen and grid as shipped, at the short context, 1 request a wave, fewer
     budgets (the questions and keys are the shipped file's)."""
     shipped = yaml.safe_load((ROOT / "params" / "tp1.yaml").read_text())
-    stages = [{**s, "contexts": [3072], "max_rounds": 3} for s in shipped["stages"][:2]]
+    stages = [{**s, "contexts": [3072], "max_rounds": 3, "requests_per_cell": 1}
+              if "contenders" not in s else {**s, "contexts": [3072], "max_rounds": 3}
+              for s in shipped["stages"][:2]]
     configs = [c if c["method"] == "auto" else {**c, "budgets": c["budgets"][:1]
                                                 if c["method"] == "linear" else [8, 32]}
                for c in shipped["configs"]]

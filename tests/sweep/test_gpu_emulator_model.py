@@ -83,6 +83,28 @@ def test_the_kv_pool_admits_fewer_requests_than_asked_and_the_rest_queue() -> No
     assert len(done) == 32 and core.stats["peak_running"] == fits
 
 
+def test_a_prompt_is_answered_alike_by_every_config_at_temperature_0() -> None:
+    """Before: every request drew its answer's length and acceptance from the server's stream,
+    so one prompt was a short, easy answer for one config and a long, hard one for the next,
+    and pairing by prompt cancelled nothing. Greedy speculative decoding gives every config the
+    prompt's same text: its length, its α (drawn from the prompt); sampled answers differ."""
+    tr = truth()
+    configs = [Config("auto", "auto"), Config("dflash", "linear", 16), Config("ddtree", "tree", 32)]
+
+    def one(config: Config, prompt: int, temperature: float) -> tuple[int, float | None]:
+        made = new_request(config, tr, task="chat", prompt=3072, max_new=1024, eos=True,
+                           temperature=temperature, rng=random.Random(),
+                           text=random.Random(prompt))
+        return made.target, None if made.draw is None else made.draw.alpha
+
+    for prompt in range(5):
+        greedy = [one(c, prompt, 0.0) for c in configs]
+        assert len({target for target, _ in greedy}) == 1  # the same answer's length
+        assert greedy[1][1] == greedy[2][1]  # the same prompt's α, chain and tree
+    assert len({one(configs[0], 0, 1.0)[0] for _ in range(20)}) > 1  # sampled: it varies
+    assert len({one(configs[1], p, 0.0)[1] for p in range(20)}) == 20  # prompts differ
+
+
 def test_answers_longer_than_admission_promised_are_retracted_and_finish_later() -> None:
     tr, auto, lines = truth(), Config("auto", "auto"), []
     core = Core(HW, tr, auto, pool=40_000, max_running=1024, chunk=8192, log=lines.append)

@@ -31,10 +31,7 @@ def _unfit(cell: Judged) -> list[str]:
     fit = cell.facts.kv_fit
     if not fit or fit.get("kv_tokens", 0) >= fit.get("needed", 0):
         return []
-    held = fit["kv_tokens"] // max(fit.get("per_request", 1), 1)
-    return [f"the server's KV pool holds {fit['kv_tokens']} tokens, the cell needs "
-            f"{fit['needed']} ({fit['per_request']} a request): at most {held} requests in "
-            f"flight; lower the concurrency or the context, or raise --mem-fraction-static"]
+    return [kv_words(fit["kv_tokens"], fit["needed"], fit.get("per_request", 1))]
 
 
 def _retracted(cell: Judged) -> list[str]:
@@ -44,3 +41,11 @@ def _retracted(cell: Judged) -> list[str]:
         return []
     return [f"{hit} of {len(counts)} requests were retracted {sum(counts)} times (the KV pool "
             f"was full): fewer requests were in flight than the concurrency"]
+
+
+def kv_words(kv_tokens: int, needed: int, per_request: int) -> str:
+    """Why a cell's concurrency does not fit its server's KV pool."""
+    held = kv_tokens // max(per_request, 1)
+    return (f"the server's KV pool holds {kv_tokens} tokens, the cell needs {needed} "
+            f"({per_request} a request): at most {held} requests in flight; lower the "
+            f"concurrency or the context, or raise --mem-fraction-static")
