@@ -59,7 +59,25 @@ def _stamp(times: Sequence[float], read_at: float, tokens: int) -> tuple[float, 
     return times[last], held, (times[first - 1] if first > 0 else None)
 
 
-def coalesced(rec: RequestRecord) -> tuple[int, bool]:
+def cell_pace(records: Sequence[RequestRecord]) -> tuple[float, int] | None:
+    """A cell's median gap between deliveries and median delivery size over its requests that
+    streamed (two deliveries or more; None where none did): the pace of a request that has no
+    gap of its own to judge by."""
+    gaps: list[float] = []
+    sizes: list[int] = []
+    for rec in records:
+        found = deliveries(rec.token_times)
+        if len(found) > 1:
+            gaps += [b - a for (a, _), (b, _) in zip(found, found[1:], strict=False)]
+            sizes += [k for _, k in found]
+    if not gaps:
+        return None
+    gaps.sort()
+    sizes.sort()
+    return gaps[len(gaps) // 2], sizes[(len(sizes) - 1) // 2]
+
+
+def coalesced(rec: RequestRecord, pace: tuple[float, int] | None = None) -> tuple[int, bool]:
     """The tokens of ``rec`` whose times a client stall took, and whether its first token's was.
 
     A read that carried several events counts the tokens of all but its last event when they
@@ -74,6 +92,11 @@ def coalesced(rec: RequestRecord) -> tuple[int, bool]:
     in the stall (at least one): a 3 ms stall over a 32-token burst of an n-gram draft counts
     one delivery's worth of tokens, not the burst, whose events the server sent together; a
     first read of one delivery's worth (an instant answer) is not late however late it was read.
+
+    ``pace``: its cell's (:func:`cell_pace`). A request read in one delivery has no gap of its
+    own; where the other requests of its cell streamed, a read of all its tokens after a stall
+    is judged by their pace: a stall over the whole of a streamed answer (all its tokens one
+    stamp, its TTFT the stall's end, no decode time) is coalesced, not an instant answer.
     """
     if rec.multi_reads is None or rec.stalls is None:  # schema 2: decided while measuring
         return min(rec.coalesced_tokens, len(rec.token_times)), rec.first_token_coalesced
@@ -90,6 +113,8 @@ def coalesced(rec: RequestRecord) -> tuple[int, bool]:
     gaps = sorted(b - a for (a, _), (b, _) in zip(found, found[1:], strict=False) if b not in late)
     sizes = sorted(k for _, k in found)
     gap, size = (gaps[len(gaps) // 2] if gaps else 0.0), sizes[(len(sizes) - 1) // 2]
+    if len(found) == 1 and pace is not None:  # one delivery: judged by its cell's pace
+        gap, size = pace
     tokens_lost, first_lost = 0, False
     for _, tokens, first, wait, held in reads:
         extra = held / size - 1  # deliveries the read holds beyond one
@@ -112,7 +137,8 @@ def late_firsts(records: Sequence[RequestRecord]) -> dict[int, str]:
     the stamp is that batch's time, not the server's send (against the send log this, not
     coalescing, is what made TTFTs late at concurrency 8 and more on a busy 2-core host).
     Records from before schema 3 keep their decided flag."""
-    out = {r.index: "coalesced" for r in records if r.token_times and coalesced(r)[1]}
+    pace = cell_pace(records)
+    out = {r.index: "coalesced" for r in records if r.token_times and coalesced(r, pace)[1]}
     known = [r for r in records if r.token_times and r.multi_reads is not None
              and r.stalls is not None]
     stamps = sorted(r.token_times[0] for r in known)

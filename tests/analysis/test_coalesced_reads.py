@@ -22,7 +22,7 @@ from paramsfiles import TINY, write_params
 from reference_server import ReferenceServer
 
 from specbench_lib.analysis.analyse import verdict_of
-from specbench_lib.analysis.coalescing import coalesced
+from specbench_lib.analysis.coalescing import cell_pace, coalesced, late_firsts
 from specbench_lib.analysis.validate import coalesced_reads, judge_cell, judge_requests
 from specbench_lib.client import dispatch
 from specbench_lib.client.deadline import resolve_timeouts
@@ -112,6 +112,39 @@ def test_a_stall_before_the_first_tokens_makes_the_ttft_coalesced(
     assert all(r.ttft is not None and r.ttft > 0.09 for r in result.records)  # late, as feared
     reason = coalesced_reads(result.records, 0.01)
     assert reason is not None and f"{CONCURRENCY} of {CONCURRENCY} first tokens" in reason.detail
+
+
+def test_a_stall_over_a_whole_streamed_answer_is_coalesced(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client stall from the send of a request to past its last token: the whole stream comes
+    in one read, one stamp for every token (no decode time, a TTFT of the stall's length). It
+    was read as an instant answer and the cell was ``ok`` (a split of its speedup then measured
+    11 of 12 prompts, tests/analysis/test_stepcost.py); its cell's other requests streamed,
+    so by their pace it is coalesced."""
+    sent = 0
+    request = Connection.request
+
+    async def blocking_after_the_second_send(self: Connection, *args: Any, **kwargs: Any) -> Any:
+        nonlocal sent
+        sent += 1
+        if sent == 2:  # the whole second answer (32 tokens × 10 ms) queues in the stall
+            asyncio.get_running_loop().call_soon(time.sleep, 0.6)
+        return await request(self, *args, **kwargs)
+
+    monkeypatch.setattr(Connection, "request", blocking_after_the_second_send)
+    with ReferenceServer(interval=INTERVAL, tokens_per_chunk=1) as server:
+        result = asyncio.run(dispatch._dispatch(
+            LlamaCppAdapter(), server.url, [[1, 2, 3]] * 4, warmup=0, concurrency=1,
+            max_tokens=32, limits=resolve_timeouts(None, 30.0), rate=None, seed=0))
+    whole = result.records[1]
+    assert len(set(whole.token_times)) == 1 and len(whole.token_times) == 32, whole.token_times
+    assert coalesced(whole) == (0, False)  # alone it reads as an instant answer
+    assert coalesced(whole, cell_pace(result.records)) == (31, True)
+    assert late_firsts(result.records) == {1: "coalesced"}
+    verdict = judge_cell(result.records, server_alive=True)
+    assert verdict.status == "invalid" and verdict.codes == {"coalesced_reads"}, verdict.reasons
+    # a cell of instant answers has no pace: one read each stays on time (test_stall_truth.py)
+    assert cell_pace([whole]) is None
 
 
 def test_without_a_stall_nothing_is_coalesced() -> None:

@@ -7,6 +7,11 @@ holding tokens j*k .. j*k+k-1 leaves when its last token is due. Times are absol
 request's arrival, so sleep overshoot never accumulates. It runs in its own process (not a
 thread of the measuring process), so the client's timestamps do not share a GIL with it.
 
+A busy host delays the server too: a chunk leaves when the server gets to it, not at its due
+time. So it logs what it did (``GET /log`` returns and clears it): per request, keyed by its
+prompt's first id, each chunk's send time (``time.perf_counter()``, the client's clock: both
+read ``CLOCK_MONOTONIC``) taken just before its write, the truth a client's stamps are held to.
+
     python tests/support/reference_server.py --interval 0.02 --chunk 4   # prints "port N"
 """
 
@@ -15,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -48,6 +55,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         payload = b'{"status": "ok"}'
+        if self.path == "/log":
+            with self.server.lock:
+                log, self.server.log = self.server.log, {}
+            payload = json.dumps(log).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -63,10 +74,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        sends: list[float] = []
+        with self.server.lock:
+            self.server.log[str(body["prompt"][0] if body["prompt"] else "")] = sends
         for first in range(0, n, k):
             ids = list(range(first, min(first + k, n)))
             due = start + (ids[-1] + 1) * interval
             time.sleep(max(0.0, due - time.perf_counter()))
+            sends.append(time.perf_counter())
             self._event({"content": "t" * len(ids), "tokens": ids, "stop": False})
         steps = -(-n // k)
         self._event({"content": "", "tokens": [], "stop": True, "tokens_predicted": n,
@@ -91,6 +106,8 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.interval = interval
         self.tokens_per_chunk = tokens_per_chunk
+        self.log: dict[str, list[float]] = {}  # prompt's first id → each chunk's send time
+        self.lock = threading.Lock()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
@@ -105,6 +122,11 @@ class ReferenceServer(ChildServer):
         self.tokens_per_chunk = tokens_per_chunk
         super().__init__([sys.executable, str(Path(__file__).resolve()), "--interval",
                           str(interval), "--chunk", str(tokens_per_chunk)], "reference server")
+
+    def send_log(self) -> dict[str, list[float]]:
+        """The chunks' send times since the last call, per prompt's first id (then cleared)."""
+        with urllib.request.urlopen(f"{self.url}/log", timeout=10) as resp:
+            return dict(json.loads(resp.read()))
 
 
 def main() -> None:

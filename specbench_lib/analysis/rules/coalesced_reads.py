@@ -12,7 +12,7 @@ from ...model.catalogue import (
     Threshold,
 )
 from ...model.records import Reason, RequestRecord, Verdict
-from ..coalescing import coalesced, late_firsts
+from ..coalescing import cell_pace, coalesced, late_firsts
 from ..rule import Judged, Rule
 
 
@@ -53,7 +53,8 @@ def coalesced_reads(records: list[RequestRecord], limit: float,
     late while the host starved the client (:func:`~specbench_lib.analysis.coalescing.late_firsts`)."""
     tokens = sum(len(r.token_times) for r in records)
     firsts = sum(1 for r in records if r.token_times)
-    decided = [coalesced(r)[0] for r in records]  # from the stored reads and stalls
+    pace = cell_pace(records)
+    decided = [coalesced(r, pace)[0] for r in records]  # from the stored reads and stalls
     late = late_firsts(records)
     lost = sum(decided)
     if not tokens or (lost <= limit * tokens and len(late) <= first_limit * firsts):
