@@ -27,7 +27,7 @@ from typing import Any
 
 from _common import load_note, table, write_results
 
-from specbench_lib.model.params import CellSpec
+from specbench_lib.model.cellspec import CellSpec
 from specbench_lib.model.records import (
     SCHEMA_VERSION,
     CellRecord,

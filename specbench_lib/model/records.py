@@ -19,9 +19,9 @@ from ..core.errors import SchemaError
 from ..core.shapes import known_fields as _known
 from ..core.shapes import shape_problem
 from .catalogue import BY_DESIGN, check
+from .cellspec import CellSpec
 from .hostfacts import HostLoad, Placement
 from .judging import JudgeInputs as JudgeInputs
-from .params import CellSpec
 from .served import PromptRecord, Remeasured, ServedBefore
 
 SCHEMA_VERSION = 4

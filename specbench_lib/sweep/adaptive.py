@@ -16,7 +16,7 @@ from ..analysis.rounds import Contention, panel_of
 from ..core.durations import span
 from ..model.answerfile import ANSWER_FILE, AnswerDoc, Cut, PanelKey, write_answer
 from ..model.catalogue import C
-from ..model.params import CellSpec
+from ..model.cellspec import CellSpec
 from ..model.records import CellRecord, Reason
 from ..report.outcome import SweepResult
 from ..runs.manifest import Manifest

@@ -16,7 +16,7 @@ from ..client.dispatch import dispatch_cell
 from ..core.store import utc_now
 from ..host.load import HostSampler
 from ..model.catalogue import host_side_only
-from ..model.params import CellSpec
+from ..model.cellspec import CellSpec
 from ..model.records import CellFacts, CellRecord, RequestRecord, Verdict
 from ..model.served import PromptRecord, Remeasured
 from ..prompts.conversations import plain_render

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from ..analysis.analyse import analyse
 from ..analysis.ruleset import thresholds_of
 from ..core.store import utc_now
-from ..model.params import CellSpec, ServerConfig
+from ..model.cellspec import CellSpec, ServerConfig
 from ..model.plan import Plan
 from ..model.records import CellFacts, CellRecord, JudgeInputs, Provenance, Verdict
 from ..model.served import PromptRecord

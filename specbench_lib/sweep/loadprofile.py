@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..model.catalogue import C
-from ..model.params import CellSpec, SweepParams
+from ..model.cellspec import CellSpec
+from ..model.params import SweepParams
 from ..model.records import CellRecord, Reason, Verdict
 from ..model.sections import RequestRateParams
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import httpx
 
-from ..model.params import CellSpec, SweepParams
+from ..model.cellspec import CellSpec
+from ..model.params import SweepParams
 from ..model.sections import WorkloadParams
 from ..servers.engines import Adapter
 

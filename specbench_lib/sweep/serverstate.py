@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.store import redact
-from ..model.params import CellSpec, ServerConfig
+from ..model.cellspec import CellSpec, ServerConfig
 from ..model.plan import Plan
 from ..model.records import CellFacts, CellRecord, Verdict
 from ..prompts.promptbook import PromptBook

@@ -30,7 +30,7 @@ from specbench_lib.analysis.stepcost import (
     split_words,
     steps_of,
 )
-from specbench_lib.model.params import CellSpec
+from specbench_lib.model.cellspec import CellSpec
 from specbench_lib.model.records import (
     CellFacts,
     CellRecord,

@@ -13,7 +13,8 @@ from cellfactory import make_cell
 
 from specbench_lib import PreflightError, StoreError, SweepResult
 from specbench_lib.core.store import write_json_atomic
-from specbench_lib.model.params import KnownBad, ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
+from specbench_lib.model.params import KnownBad
 from specbench_lib.model.records import CellRecord
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.runs.provenance import file_identity

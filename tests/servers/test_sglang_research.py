@@ -20,7 +20,7 @@ import specbench_lib as sb
 from specbench_lib.analysis.analyse import analyse
 from specbench_lib.analysis.specmetrics import spec_metrics
 from specbench_lib.core.errors import ParamsError, TreeMaskIgnored
-from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers.engines.base import ServerInfo
 from specbench_lib.servers.engines.sglang import TREE_TEMPLATES, SGLangAdapter, _Stream

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specbench_lib.analysis.analyse import analyse
-from specbench_lib.model.params import CellSpec
+from specbench_lib.model.cellspec import CellSpec
 from specbench_lib.model.records import (
     CellFacts,
     CellRecord,

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from specbench_lib.analysis.analyse import analyse
-from specbench_lib.model.params import CellSpec
+from specbench_lib.model.cellspec import CellSpec
 from specbench_lib.model.records import CellRecord, FinalStats, JudgeInputs, RequestRecord, Verdict
 from specbench_lib.model.served import PromptRecord
 

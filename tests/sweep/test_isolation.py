@@ -19,7 +19,7 @@ from ports import free_port
 import specbench_lib as sb
 from specbench_lib.analysis.analyse import analyse
 from specbench_lib.core.errors import EngineError, PreflightError
-from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.model.served import PromptRecord, ServedBefore
 from specbench_lib.prompts.promptbook import PromptBook

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from ...core.errors import EngineError, ParamsError
-from ...model.params import ServerConfig
+from ...model.cellspec import ServerConfig
 from ...model.records import FinalStats
 from ...model.sampling import Sampling
 from ...model.sections import EngineParams
