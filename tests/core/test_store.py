@@ -171,7 +171,7 @@ def test_secrets_are_redacted_from_params_and_argv() -> None:
 
 
 def test_model_identity_is_compared_with_the_last_run(tmp_path: Path, monkeypatch) -> None:
-    from specbench_lib.sweep.preflight import model_matches_last_run
+    from specbench_lib.sweep.preflightchecks import model_matches_last_run
 
     monkeypatch.setenv("SPECBENCH_OUTPUTS", str(tmp_path))
     model = tmp_path / "m.gguf"

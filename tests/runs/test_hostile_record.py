@@ -461,12 +461,12 @@ def test_unwritable_outputs_stop_the_library_before_anything(
     with pytest.raises(sb.StoreError, match="is a file, not a folder") as err:
         Run.start(plan, {c.cell_id: "fp" for c in plan.cells}, run_id="r1", outputs=out)
     assert err.value.path.startswith(str(blocker))
-    from specbench_lib.sweep.preflight import _disk
+    from specbench_lib.sweep.preflightchecks import disk_check
 
     with pytest.raises(sb.PreflightError, match="cannot be written") as perr:
-        _disk(out)  # run_sweep's preflight names it before any server starts
+        disk_check(out)  # run_sweep's preflight names it before any server starts
     assert perr.value.path == str(out)
-    assert _disk(tmp_path / "fresh" / "outputs").endswith(f"free under {tmp_path}")
+    assert disk_check(tmp_path / "fresh" / "outputs").endswith(f"free under {tmp_path}")
 
 
 # --- 7. secrets in server logs; 8. server logs capped -----------------------------------------

@@ -61,7 +61,7 @@ def _plan(tmp: Path, configs: list[dict[str, Any]], *, backend: str | None = "fl
 
 
 def _lenient(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
+    monkeypatch.setattr(preflight, "gpus_check", lambda tp: f"{tp} visible (test stand-in)")
 
 
 # --- 1. a tree verified without its tree mask ---------------------------------------------------
