@@ -3,9 +3,9 @@ requests, rules' thresholds, sizes); the values a plan is made of (:class:`~.cel
 :class:`~.cellspec.CellSpec`) are :mod:`~.cellspec`'s.
 
 A params file is YAML (read by :mod:`~.layering`, expanded into a plan by :mod:`~.plan`); its
-sections (engine, workloads, timeouts, load, host, SLO, placement) are :mod:`~specbench_lib.model.sections`'s
-models. Unknown keys and bad values are refused; :mod:`~.layering` names the file, the key and
-the value.
+sections (engine, timeouts, load, host, SLO, placement) are :mod:`~specbench_lib.model.sections`'s
+models, its workloads :mod:`~.workloadparams`'s. Unknown keys and bad values are refused;
+:mod:`~.layering` names the file, the key and the value.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from .sections import (
     SloParams,
     Strict,
     TimeoutParams,
-    WorkloadParams,
 )
 from .stages import StageParams, check_stages
+from .workloadparams import WorkloadParams
 
 _REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # sizes no real study reaches: past them a typo (10^12 requests) would hang or exhaust memory

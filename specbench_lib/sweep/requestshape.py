@@ -13,7 +13,7 @@ import httpx
 
 from ..model.cellspec import CellSpec
 from ..model.params import SweepParams
-from ..model.sections import WorkloadParams
+from ..model.workloadparams import WorkloadParams
 from ..servers.engines import Adapter
 
 

@@ -19,8 +19,8 @@ from pydantic import ValidationError
 import specbench_lib as sb
 from specbench_lib.core.errors import PreflightError
 from specbench_lib.model.params import SweepParams
-from specbench_lib.model.sections import WorkloadParams
 from specbench_lib.model.sources import MTBENCH_CATEGORIES
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts.conversations import fit, plain_render, second_turn
 from specbench_lib.prompts.corpora import Corpora
 from specbench_lib.prompts.workload import documents, questions
