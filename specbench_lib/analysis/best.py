@@ -18,7 +18,8 @@ from typing import Any
 from ..core.display import Rendered, html_text
 from ..core.tables import bullets, readable
 from ..model.quantities import OUTPUT_RATE, QUANTITIES
-from ..model.records import CellRecord, Reason
+from ..model.records import CellRecord
+from ..model.verdict import Reason
 from .claim import ALPHA, EQUIVALENCE, Claim, Panel, behind_text, panel_claims, panel_of_cell
 from .drift import panel_drift
 from .intervals import key_value

@@ -24,7 +24,8 @@ from ..core.tables import plan_names, plan_sorted
 from ..model.answerfile import answer_or_error
 from ..model.catalogue import C
 from ..model.quantities import OUTPUT_RATE, QUANTITIES
-from ..model.records import STATUSES, CellRecord, Reason
+from ..model.records import CellRecord
+from ..model.verdict import STATUSES, Reason
 from .manifest import Manifest
 from .run import RunDir
 

@@ -17,7 +17,8 @@ from ..core.durations import span
 from ..model.answerfile import ANSWER_FILE, AnswerDoc, Cut, PanelKey, write_answer
 from ..model.catalogue import C
 from ..model.cellspec import CellSpec
-from ..model.records import CellRecord, Reason
+from ..model.records import CellRecord
+from ..model.verdict import Reason
 from ..report.outcome import SweepResult
 from ..runs.manifest import Manifest
 from ..runs.run import Run

@@ -23,7 +23,7 @@ from ..model.catalogue import C
 from ..model.fingerprint import Components, cell_fingerprints
 from ..model.params import SweepParams
 from ..model.plan import Plan
-from ..model.records import Reason
+from ..model.verdict import Reason
 from ..prompts.promptbook import PromptBook
 from ..report.outcome import Outcome, SweepResult
 from ..runs.provenance import file_identity, measurement_code_hash

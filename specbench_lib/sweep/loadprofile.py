@@ -15,8 +15,9 @@ from dataclasses import replace
 from ..model.catalogue import C
 from ..model.cellspec import CellSpec
 from ..model.params import SweepParams
-from ..model.records import CellRecord, Reason, Verdict
+from ..model.records import CellRecord
 from ..model.sections import RequestRateParams
+from ..model.verdict import Reason, Verdict
 
 
 def anchors(spec: CellSpec, levels: tuple[int, ...]) -> tuple[str, str]:

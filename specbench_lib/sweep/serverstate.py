@@ -13,7 +13,8 @@ from typing import Any
 from ..core.store import redact
 from ..model.cellspec import CellSpec, ServerConfig
 from ..model.plan import Plan
-from ..model.records import CellFacts, CellRecord, Verdict
+from ..model.records import CellFacts, CellRecord
+from ..model.verdict import Verdict
 from ..prompts.promptbook import PromptBook
 from ..runs.manifest import ServerRecord
 from ..runs.run import RunWriter

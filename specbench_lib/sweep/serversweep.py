@@ -15,7 +15,8 @@ from ..host.cpuset import pinned
 from ..model.catalogue import C
 from ..model.cellspec import CellSpec
 from ..model.plan import Plan
-from ..model.records import CellFacts, Reason, Verdict
+from ..model.records import CellFacts
+from ..model.verdict import Reason, Verdict
 from ..servers.facts import failed_facts
 from .cellmeasure import measure_cells
 from .isolation import cell_order

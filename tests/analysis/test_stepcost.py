@@ -31,15 +31,9 @@ from specbench_lib.analysis.stepcost import (
     steps_of,
 )
 from specbench_lib.model.cellspec import CellSpec
-from specbench_lib.model.records import (
-    CellFacts,
-    CellRecord,
-    FinalStats,
-    JudgeInputs,
-    RequestRecord,
-    Verdict,
-)
+from specbench_lib.model.records import CellFacts, CellRecord, FinalStats, JudgeInputs, RequestRecord
 from specbench_lib.model.served import PromptRecord
+from specbench_lib.model.verdict import Verdict
 from specbench_lib.report.stepplots import step_cost_figure, step_points
 
 DECODE = 64  # decode tokens a request (65 in all: the prefill's token first)

@@ -178,7 +178,7 @@ def test_a_new_cell_rule(tmp_path: Path) -> None:
         from __future__ import annotations
 
         from ...model.catalogue import Threshold
-        from ...model.records import Reason, Verdict
+        from ...model.verdict import Reason, Verdict
         from ..rule import Judged, Rule
 
 

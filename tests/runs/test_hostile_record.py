@@ -618,7 +618,8 @@ def test_a_hand_edited_decided_ok_with_no_requests_is_not_ok() -> None:
     """Issue 42: ``facts.decided: ok`` counted as ok whatever the requests; nothing decides a
     cell ok before its requests, so such a record is judged by them (none: invalid)."""
     from specbench_lib.analysis.validate import judge, judge_inputs
-    from specbench_lib.model.records import CellFacts, Verdict
+    from specbench_lib.model.records import CellFacts
+    from specbench_lib.model.verdict import Verdict
 
     verdict = judge([], CellFacts(decided=Verdict("ok")), judge_inputs(2))
     assert verdict.status == "invalid" and "too_few_completed" in verdict.codes, verdict

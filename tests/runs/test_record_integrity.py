@@ -21,7 +21,8 @@ from specbench_lib.core.store import REDACTED, is_secret_name, redact
 from specbench_lib.model.cellspec import CellSpec
 from specbench_lib.model.layering import load_params
 from specbench_lib.model.plan import build_plan
-from specbench_lib.model.records import CellFacts, CellRecord, JudgeInputs, Reason, Verdict
+from specbench_lib.model.records import CellFacts, CellRecord, JudgeInputs
+from specbench_lib.model.verdict import Reason, Verdict
 from specbench_lib.report import export as report
 from specbench_lib.runs.run import Run, RunDir, list_runs
 
