@@ -295,7 +295,8 @@ class RunResult(Rendered):
         """The best-config statements, then mean output tok/s and speedup, each with its 95 %
         interval, the requests and independent units behind it (and why a row has none) and
         its flags, per config, workload, context and concurrency."""
-        from ..analysis.best import Summary, crossovers
+        from ..analysis.best import Summary
+        from ..analysis.crossover import crossovers
         from ..analysis.metrics import PANEL
         from ..analysis.metricset import SUMMARY, columns
 
