@@ -11,7 +11,8 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..analysis.answer import answer_lines, build_answer
+from ..analysis.answer import answer_lines
+from ..analysis.answerbuild import build_answer
 from ..analysis.rounds import Contention, panel_of
 from ..core.durations import span
 from ..model.answerfile import ANSWER_FILE, AnswerDoc, Cut, PanelKey, write_answer

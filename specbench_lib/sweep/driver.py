@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..analysis.answer import fixed_answer
+from ..analysis.answerbuild import fixed_answer
 from ..analysis.intervals import ok_groups, row_bounds, sequential_level
 from ..analysis.metrics import GROUP, PANEL
 from ..core.errors import ParamsError, StoreError

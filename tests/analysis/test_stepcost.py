@@ -20,7 +20,8 @@ from fakeparams import fake_argv
 from paramsfiles import fake_plan, write_params
 
 from specbench_lib.analysis.analyse import analyse
-from specbench_lib.analysis.answer import answer_lines, fixed_answer
+from specbench_lib.analysis.answer import answer_lines
+from specbench_lib.analysis.answerbuild import fixed_answer
 from specbench_lib.analysis.best import best_configs, time_words
 from specbench_lib.analysis.metrics import GROUP, results_table
 from specbench_lib.analysis.stepcost import (
