@@ -27,16 +27,10 @@ from typing import Any
 
 from _common import load_note, table, write_results
 
-from specbench_lib.model.params import CellSpec
-from specbench_lib.model.records import (
-    SCHEMA_VERSION,
-    CellRecord,
-    FinalStats,
-    JudgeInputs,
-    RequestRecord,
-    Verdict,
-)
+from specbench_lib.model.cellspec import CellSpec
+from specbench_lib.model.records import SCHEMA_VERSION, CellRecord, FinalStats, JudgeInputs, RequestRecord
 from specbench_lib.model.served import PromptRecord
+from specbench_lib.model.verdict import Verdict
 
 SERIES = (
     [("auto", "auto", None)] + [("ngram", "ngram", b) for b in (4, 8, 16, 32, 64)] + [("draft", "draft", 4)]

@@ -3,9 +3,9 @@
     .venv/bin/python scripts/params_reference.py [--write]   # --write refreshes the page in place
 
 The keys come from the params model (``specbench_lib/model/params.py``'s :class:`SweepParams` and
-the sections of ``specbench_lib/model/sections.py``), walked from the top level down; a key's
-meaning is its ``Field(description=...)``, else the comment on its line or the comments right
-above it in the model's source, so the page says what the code says.
+the sections of ``specbench_lib/model/sections.py`` and ``model/workloadparams.py``), walked from
+the top level down; a key's meaning is its ``Field(description=...)``, else the comment on its
+line or the comments right above it in the model's source, so the page says what the code says.
 """
 
 from __future__ import annotations

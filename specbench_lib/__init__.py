@@ -31,7 +31,8 @@ from .core.errors import (
 )
 from .model.layering import load_params
 from .model.plan import Plan, build_plan, load_plan
-from .model.records import CellRecord, Reason, RequestRecord, Verdict
+from .model.records import CellRecord, RequestRecord
+from .model.verdict import Reason, Verdict
 from .prompts import sources as _sources  # noqa: F401  (the sources list their files' categories)
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model.records import CellRecord, Verdict
+from ..model.records import CellRecord
+from ..model.verdict import Verdict
 from .metrics import CellMetrics, cell_metrics
 from .metricset import FAMILIES
 from .validate import judge as judge_all

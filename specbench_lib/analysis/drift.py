@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model.catalogue import C
-from ..model.records import CellRecord, Reason
+from ..model.records import CellRecord
+from ..model.verdict import Reason
 from .claim import Claim
 from .units import started
 

@@ -52,9 +52,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.catalogue import C, host_side_only, level
-from ..model.params import CellSpec
+from ..model.cellspec import CellSpec
 from ..model.quantities import OUTPUT_RATE
-from ..model.records import CellRecord, Reason
+from ..model.records import CellRecord
+from ..model.verdict import Reason
 from .claim import ALPHA, EQUIVALENCE, MIN_LOOK_ALPHA, Claim, claim, look_alpha
 from .metrics import PANEL
 from .units import units_of

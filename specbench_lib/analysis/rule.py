@@ -14,8 +14,9 @@ from typing import Any, ClassVar
 
 from ..model.catalogue import Code, Level, Threshold
 from ..model.params import SweepParams
-from ..model.records import CellFacts, JudgeInputs, RequestRecord, Verdict
+from ..model.records import CellFacts, JudgeInputs, RequestRecord
 from ..model.served import PromptRecord
+from ..model.verdict import Verdict
 
 __all__ = ["Judged", "Rule", "Threshold", "param"]
 

@@ -13,17 +13,9 @@ from typing import Any
 
 from ..model.catalogue import C
 from ..model.judging import SCHEMA3_THRESHOLDS
-from ..model.records import (
-    STATUSES,
-    CellFacts,
-    FinalStats,
-    JudgeInputs,
-    Reason,
-    RequestRecord,
-    Status,
-    Verdict,
-)
+from ..model.records import CellFacts, FinalStats, JudgeInputs, RequestRecord
 from ..model.served import PromptRecord
+from ..model.verdict import STATUSES, Reason, Status, Verdict
 from . import ruleset
 from .rule import Judged
 from .rules.busy_host import judge_host

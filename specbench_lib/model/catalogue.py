@@ -1,7 +1,7 @@
 """The one catalogue of verdict reasons: every code a verdict can carry, at every level.
 
 A reason's ``code`` names an entry here (:func:`codes`); building a
-:class:`~specbench_lib.model.records.Reason` with any other code is a programming error
+:class:`~specbench_lib.model.verdict.Reason` with any other code is a programming error
 (:class:`~specbench_lib.core.errors.UnknownReason`). Each entry says its level (a ``request``'s
 problem, a ``cell``'s rule, a ``config``'s server, a ``panel``'s claim, the ``run``'s plan or
 workers), what it

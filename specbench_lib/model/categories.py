@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..core.errors import PreflightError
-from .sections import WorkloadParams
 from .sources import catalogue
+from .workloadparams import WorkloadParams
 
 SELECTORS = ("all", "two_turns")
 

@@ -1,17 +1,16 @@
 """The params of a sweep: its validated top level (:class:`SweepParams`: configs, levels,
-requests, rules' thresholds, sizes), and the values a plan is made of (:class:`ServerConfig`,
-:class:`CellSpec`).
+requests, rules' thresholds, sizes); the values a plan is made of (:class:`~.cellspec.ServerConfig`,
+:class:`~.cellspec.CellSpec`) are :mod:`~.cellspec`'s.
 
 A params file is YAML (read by :mod:`~.layering`, expanded into a plan by :mod:`~.plan`); its
-sections (engine, workloads, timeouts, load, host, SLO, placement) are :mod:`~specbench_lib.model.sections`'s
-models. Unknown keys and bad values are refused; :mod:`~.layering` names the file, the key and
-the value.
+sections (engine, timeouts, load, host, SLO, placement) are :mod:`~specbench_lib.model.sections`'s
+models, its workloads :mod:`~.workloadparams`'s. Unknown keys and bad values are refused;
+:mod:`~.layering` names the file, the key and the value.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -21,6 +20,7 @@ from ..core.errors import ParamsError
 from . import catalogue as cat
 from .axes import capped, check_caps
 from .categories import check_groups, per_category
+from .cellspec import CellSpec, ServerConfig
 from .quantities import QUANTITIES, check_measurable
 from .sampling import Sampling
 from .sections import (
@@ -33,9 +33,9 @@ from .sections import (
     SloParams,
     Strict,
     TimeoutParams,
-    WorkloadParams,
 )
 from .stages import StageParams, check_stages
+from .workloadparams import WorkloadParams
 
 _REDACT_NAME = re.compile(r"^-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # sizes no real study reaches: past them a typo (10^12 requests) would hang or exhaust memory
@@ -327,74 +327,3 @@ class SweepParams(Strict):
                              "the highest concurrency: concurrency needs 1 and a higher level, got "
                              f"{list(self.concurrency)}")
         return self
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """One server start: a config at one budget (``budget`` is None for the baseline)."""
-
-    name: str
-    method: Method
-    budget: int | None
-    options: dict[str, int | float | str]
-    draft_model: str | None
-    extra_args: tuple[str, ...]
-    spec_args: tuple[str, ...] = ()
-    argv: tuple[str, ...] = ()
-    attach: AttachParams | None = None  # a running server: nothing is launched for it
-
-    @property
-    def label(self) -> str:
-        return self.name if self.budget is None else f"{self.name}-b{self.budget}"
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """One measurement: a server config × workload × context × concurrency. ``config`` is the
-    server's label (``ngram-b16``); ``series`` the config's name (``ngram``), a plot's line."""
-
-    config: str
-    series: str
-    method: Method
-    budget: int | None
-    workload: str
-    context: int
-    concurrency: int
-    repeat: int = 0
-    repeats: int = 1
-    output_tokens: int = 0  # 0: a cell written before output length was in the spec
-    outputs: int = 1  # output lengths in the plan: with several, the id names the cell's
-    rate: float | None = None  # open loop at a fixed rate (requests a second); None: closed
-    profile_point: int | None = None  # open loop at point k of a rate profile (decided when run)
-    profile_points: int = 0
-    temperature: float = 0.0  # the sampling temperature (0: greedy; a cell written before: 0)
-    temperatures: int = 1  # temperatures in the plan: with several, the id names the cell's
-    turn: int = 1  # a conversation's timed turn (2: the id, table and figures say so)
-
-    @property
-    def load(self) -> str:
-        """The open-loop load point ("2.5/s", "p2/3" of a profile); "" for a closed loop, whose
-        load is its concurrency."""
-        if self.rate is not None:
-            return f"{self.rate:g}/s"
-        if self.profile_point is not None:
-            return f"p{self.profile_point}/{self.profile_points}"
-        return ""
-
-    @property
-    def cell_id(self) -> str:
-        base = f"{self.config}__{self.workload}__ctx{self.context}__c{self.concurrency}"
-        if self.outputs > 1:
-            base += f"__o{self.output_tokens}"
-        if self.temperatures > 1:
-            base += f"__t{self.temperature:g}"
-        base += f"__turn{self.turn}" if self.turn != 1 else ""
-        if self.rate is not None:
-            base += f"__q{self.rate:g}"
-        if self.profile_point is not None:
-            base += f"__p{self.profile_point}of{self.profile_points}"
-        return f"{base}__r{self.repeat}" if self.repeats > 1 else base
-
-    def row(self) -> dict[str, Any]:
-        """The spec as a table row's keys: its fields and its ``load``."""
-        return {**asdict(self), "load": self.load}

@@ -16,9 +16,10 @@ from ..core.display import html_table, html_text
 from ..core.durations import parse_duration
 from ..core.errors import ParamsError
 from ..core.paths import resolve_project_path
+from .cellspec import CellSpec, ServerConfig
 from .layering import load_params, translate
 from .nbparams import check_notebook_parameters
-from .params import CellSpec, ServerConfig, SweepParams
+from .params import SweepParams
 from .stages import Stage
 from .staging import apply_stage
 

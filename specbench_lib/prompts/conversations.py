@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable
 
 from ..core.errors import PreflightError
-from ..model.sections import WorkloadParams
+from ..model.workloadparams import WorkloadParams
 from .chat import Render, with_options
 from .workload import Prompt, build_prompts, questions
 

@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable
 
 from ..core.errors import PreflightError
-from ..model.sections import WorkloadParams
+from ..model.workloadparams import WorkloadParams
 from .chat import ChatFrame, Render, with_options
 from .conversations import first_turn, plain_render
 from .randomtokens import random_prompt

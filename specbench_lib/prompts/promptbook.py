@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import EngineError, PreflightError
-from ..model.params import CellSpec, SweepParams
+from ..model.cellspec import CellSpec
+from ..model.params import SweepParams
 from ..servers.engines.base import Isolation
 from .chat import Render
 from .conversations import reused_prompts

@@ -20,7 +20,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..core.errors import PreflightError
-from ..model.sections import WorkloadParams
+from ..model.workloadparams import WorkloadParams
 from .sources.random_pool import RANDOM_POOL
 from .workload import Prompt
 

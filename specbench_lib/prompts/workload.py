@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.errors import PreflightError
-from ..model.sections import WorkloadParams
 from ..model.sources import frame_tag
+from ..model.workloadparams import WorkloadParams
 from .chat import ChatFrame, Render, chat_frame, with_options
 from .sources import conversations, frames, package, source_of
 

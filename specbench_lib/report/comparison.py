@@ -136,10 +136,10 @@ class Comparison(Rendered):
 
     def crossovers(self) -> Any:
         """Per run's phase: where each speculative config stops beating ``auto`` as the load
-        grows (:func:`~specbench_lib.analysis.best.crossovers`), one statement a row."""
+        grows (:func:`~specbench_lib.analysis.crossover.crossovers`), one statement a row."""
         import pandas as pd
 
-        from ..analysis.best import crossovers
+        from ..analysis.crossover import crossovers
 
         frames = [crossovers(r.table()).assign(phase=_phase(r), run_id=r.run_id)
                   for r in self.runs]

@@ -82,7 +82,7 @@ def _load_figure(result: RunResult, table: Any, verdicts: Any,
                  columns: list[tuple[str, str, str, str]], what: str) -> Any:
     import matplotlib.pyplot as plt
 
-    from ..analysis.best import crossovers
+    from ..analysis.crossover import crossovers
 
     crossing = {tuple(k): v for *k, v in crossovers(table).dropna(subset=["loses_from"])[
         ["config", "workload", "context", "output_tokens", "temperature", "load_axis",

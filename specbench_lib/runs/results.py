@@ -10,9 +10,7 @@ returns, with both, :class:`~specbench_lib.report.outcome.SweepResult`.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -22,29 +20,14 @@ from ..core.display import Rendered, html_table, html_text
 from ..core.errors import StoreError, ValidationFailed
 from ..core.tables import plan_names, plan_sorted
 from ..model.answerfile import answer_or_error
-from ..model.catalogue import C
 from ..model.quantities import OUTPUT_RATE, QUANTITIES
-from ..model.records import STATUSES, CellRecord, Reason
+from ..model.records import CellRecord
+from ..model.verdict import STATUSES
+from .configfaults import ConfigFault, late_crashes
 from .manifest import Manifest
 from .run import RunDir
 
 _COLOURS = {"ok": "#d8f3dc", "invalid": "#ffe5b4", "crashed": "#ffccd5", "skipped": "#e9ecef"}
-
-
-@dataclass(frozen=True)
-class ConfigFault:
-    """A config-level failure its cells do not show: a server that crashed after its last cell
-    (``crashed_after_cells``), with the ``known_bad`` entry that would skip it next time."""
-
-    server: str
-    config: str
-    budget: int | None
-    reason: Reason
-    known_bad: str
-
-    def __str__(self) -> str:
-        return (f"config {self.server}: {self.reason}; to skip it on this engine, add under "
-                f"known_bad: {self.known_bad}")
 
 
 class RunResult(Rendered):
@@ -86,22 +69,7 @@ class RunResult(Rendered):
     @cached_property
     def config_faults(self) -> tuple[ConfigFault, ...]:
         """The configs whose server crashed after their last cell (idle or at shutdown)."""
-        info, faults = self.info, []
-        for key, entry in info.servers.items():
-            if entry.late_crash is None:
-                continue
-            spec = next((c.spec for c in self.cells if c.server_label == key.split(".r")[0]), None)
-            config = spec.series if spec is not None else key
-            budget = spec.budget if spec is not None else None
-            version = entry.reported_version or info.engine.get("version") or "unknown"
-            reason = Reason(C.crashed_after_cells, f"the server logged {entry.late_crash!r} after "
-                            f"its last cell ended (while idle or at shutdown)")
-            words = f"crashed its server after its cells: {entry.late_crash}"[:200]
-            budgets = "" if budget is None else f", budgets: [{budget}]"
-            faults.append(ConfigFault(key, config, budget, reason, (
-                f"{{config: {config}{budgets}, engine_version: {json.dumps(str(version))}, "
-                f"reason: {json.dumps(words)}}}")))
-        return tuple(faults)
+        return late_crashes(self.info, self.cells)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
@@ -294,7 +262,8 @@ class RunResult(Rendered):
         """The best-config statements, then mean output tok/s and speedup, each with its 95 %
         interval, the requests and independent units behind it (and why a row has none) and
         its flags, per config, workload, context and concurrency."""
-        from ..analysis.best import Summary, crossovers
+        from ..analysis.best import Summary
+        from ..analysis.crossover import crossovers
         from ..analysis.metrics import PANEL
         from ..analysis.metricset import SUMMARY, columns
 

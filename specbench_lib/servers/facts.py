@@ -10,8 +10,9 @@ from typing import Any
 from ..core.errors import ControlTimeout, EngineError, ServerError, SpecMismatch, TreeMaskIgnored
 from ..model.catalogue import C
 from ..model.hostfacts import HostLoad
-from ..model.records import CellFacts, Reason, Verdict
+from ..model.records import CellFacts
 from ..model.served import ServedBefore
+from ..model.verdict import Reason, Verdict
 from .process import Server
 
 DIED_EARLIER = Reason(C.server_died_earlier, "the server crashed in an earlier cell of this config")

@@ -11,13 +11,15 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..analysis.answer import answer_lines, build_answer
+from ..analysis.answer import answer_lines
+from ..analysis.answerbuild import build_answer
 from ..analysis.rounds import Contention, panel_of
 from ..core.durations import span
 from ..model.answerfile import ANSWER_FILE, AnswerDoc, Cut, PanelKey, write_answer
 from ..model.catalogue import C
-from ..model.params import CellSpec
-from ..model.records import CellRecord, Reason
+from ..model.cellspec import CellSpec
+from ..model.records import CellRecord
+from ..model.verdict import Reason
 from ..report.outcome import SweepResult
 from ..runs.manifest import Manifest
 from ..runs.run import Run

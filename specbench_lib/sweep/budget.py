@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..model.answerfile import Cut, MoreTime, Overrun
-from ..model.params import CellSpec
+from ..model.cellspec import CellSpec
 from ..model.records import CellRecord
 from .timemodel import TimeModel
 

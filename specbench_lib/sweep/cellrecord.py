@@ -10,10 +10,11 @@ from typing import Any, Protocol
 from ..analysis.analyse import analyse
 from ..analysis.ruleset import thresholds_of
 from ..core.store import utc_now
-from ..model.params import CellSpec, ServerConfig
+from ..model.cellspec import CellSpec, ServerConfig
 from ..model.plan import Plan
-from ..model.records import CellFacts, CellRecord, JudgeInputs, Provenance, Verdict
+from ..model.records import CellFacts, CellRecord, JudgeInputs, Provenance
 from ..model.served import PromptRecord
+from ..model.verdict import Verdict
 from ..runs.run import RunWriter
 from ..servers.engines import Adapter
 from .requestshape import workload_of

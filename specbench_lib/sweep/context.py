@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from ..core.readback import to_doc
 from ..model.answerfile import PartialRound
 from ..model.catalogue import C
-from ..model.params import CellSpec, ServerConfig
+from ..model.cellspec import CellSpec, ServerConfig
 from ..model.plan import Plan
-from ..model.records import CellFacts, Reason, Verdict
+from ..model.records import CellFacts
+from ..model.verdict import Reason, Verdict
 from ..prompts.promptbook import PromptBook
 from ..runs.run import Run
 from ..servers.engines import Adapter, Launch

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..analysis.answer import fixed_answer
+from ..analysis.answerbuild import fixed_answer
 from ..analysis.intervals import ok_groups, row_bounds, sequential_level
 from ..analysis.metrics import GROUP, PANEL
 from ..core.errors import ParamsError, StoreError
@@ -23,7 +23,7 @@ from ..model.catalogue import C
 from ..model.fingerprint import Components, cell_fingerprints
 from ..model.params import SweepParams
 from ..model.plan import Plan
-from ..model.records import Reason
+from ..model.verdict import Reason
 from ..prompts.promptbook import PromptBook
 from ..report.outcome import Outcome, SweepResult
 from ..runs.provenance import file_identity, measurement_code_hash

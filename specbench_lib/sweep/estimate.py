@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.display import Rendered, html_table, html_text
 from ..core.durations import span as _span
-from ..model.params import CellSpec
+from ..model.cellspec import CellSpec
 from ..model.plan import Plan
 from .speeds import Speed, speed_of
 from .timemodel import TimeModel, cell_seconds, prompt_lengths

@@ -7,7 +7,8 @@ import random
 import zlib
 from collections.abc import Sequence
 
-from ..model.params import CellSpec, ServerConfig, SweepParams
+from ..model.cellspec import CellSpec, ServerConfig
+from ..model.params import SweepParams
 from ..servers.engines import Adapter, Isolation
 
 __all__ = ["cell_order", "isolation_of"]

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import PreflightError
-from ..model.params import ServerConfig, SweepParams
+from ..model.cellspec import ServerConfig
+from ..model.params import SweepParams
 from ..model.plan import Plan
 from .speeds import gpu_class, size_of_name
 

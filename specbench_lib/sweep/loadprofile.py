@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..model.catalogue import C
-from ..model.params import CellSpec, SweepParams
-from ..model.records import CellRecord, Reason, Verdict
+from ..model.cellspec import CellSpec
+from ..model.params import SweepParams
+from ..model.records import CellRecord
 from ..model.sections import RequestRateParams
+from ..model.verdict import Reason, Verdict
 
 
 def anchors(spec: CellSpec, levels: tuple[int, ...]) -> tuple[str, str]:

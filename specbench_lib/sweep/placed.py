@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core.errors import PreflightError
 from ..host.sources import PLACED_MARK, placed_marker
-from ..model.params import CellSpec
+from ..model.cellspec import CellSpec
 from ..model.plan import Plan
 from ..model.records import CellRecord, Provenance
 from ..prompts.promptbook import Lifetimes, PromptBook

@@ -27,10 +27,11 @@ from typing import Any, Literal
 
 from ..core.errors import ParamsError, PreflightError
 from ..model.catalogue import C
+from ..model.cellspec import CellSpec
 from ..model.hostfacts import CoTenant, Placement
-from ..model.params import CellSpec
 from ..model.plan import Plan
-from ..model.records import CellFacts, CellRecord, Reason, Verdict
+from ..model.records import CellFacts, CellRecord
+from ..model.verdict import Reason, Verdict
 from ..runs.manifest import ServerRecord
 from ..runs.run import Run
 from .placed import Payload, PlacementEvent, now_iso, reap_marked, run_placed

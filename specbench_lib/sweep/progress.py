@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from ..model.params import CellSpec
+from ..model.cellspec import CellSpec
 from ..model.records import CellRecord, RequestRecord
 from .timemodel import TimeModel
 

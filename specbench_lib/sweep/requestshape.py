@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 
-from ..model.params import CellSpec, SweepParams
-from ..model.sections import WorkloadParams
+from ..model.cellspec import CellSpec
+from ..model.params import SweepParams
+from ..model.workloadparams import WorkloadParams
 from ..servers.engines import Adapter
 
 

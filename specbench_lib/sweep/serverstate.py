@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.store import redact
-from ..model.params import CellSpec, ServerConfig
+from ..model.cellspec import CellSpec, ServerConfig
 from ..model.plan import Plan
-from ..model.records import CellFacts, CellRecord, Verdict
+from ..model.records import CellFacts, CellRecord
+from ..model.verdict import Verdict
 from ..prompts.promptbook import PromptBook
 from ..runs.manifest import ServerRecord
 from ..runs.run import RunWriter

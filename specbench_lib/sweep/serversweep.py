@@ -13,9 +13,10 @@ from __future__ import annotations
 from ..core.errors import EngineError, ServerError, StoreError
 from ..host.cpuset import pinned
 from ..model.catalogue import C
-from ..model.params import CellSpec
+from ..model.cellspec import CellSpec
 from ..model.plan import Plan
-from ..model.records import CellFacts, Reason, Verdict
+from ..model.records import CellFacts
+from ..model.verdict import Reason, Verdict
 from ..servers.facts import failed_facts
 from .cellmeasure import measure_cells
 from .isolation import cell_order

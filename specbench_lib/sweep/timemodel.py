@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.errors import SpecbenchError
-from ..model.params import CellSpec
+from ..model.cellspec import CellSpec
 from ..model.plan import Plan
 from ..model.records import CellRecord, RequestRecord
 from .lifetimes import BYTES_PER_TOKEN

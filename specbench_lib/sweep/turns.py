@@ -15,9 +15,10 @@ import time
 
 from ..client.dispatch import dispatch_cell
 from ..core.errors import EngineError
-from ..model.params import CellSpec, SweepParams
+from ..model.cellspec import CellSpec
+from ..model.params import SweepParams
 from ..model.records import RequestRecord
-from ..model.sections import WorkloadParams
+from ..model.workloadparams import WorkloadParams
 from ..prompts.chat import with_options
 from ..prompts.conversations import Render, second_turn
 from ..prompts.workload import Prompt

@@ -12,8 +12,9 @@ import pytest
 from cellfactory import blocked_cells, make_cell, spread_cell
 from scipy.special import stdtrit
 
-from specbench_lib.analysis.best import Summary, best_configs, crossovers
+from specbench_lib.analysis.best import Summary, best_configs
 from specbench_lib.analysis.claim import Units, claim, look_alpha, more_units, paired, spent, units_of
+from specbench_lib.analysis.crossover import crossovers
 from specbench_lib.analysis.metrics import GROUP, results_table
 from specbench_lib.core.errors import ParamsError
 

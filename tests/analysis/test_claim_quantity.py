@@ -18,7 +18,8 @@ from paramsfiles import write_params
 
 import specbench_lib as sb
 from specbench_lib.analysis.analyse import analyse
-from specbench_lib.analysis.answer import answer_lines, answer_of, fixed_answer
+from specbench_lib.analysis.answer import answer_lines, answer_of
+from specbench_lib.analysis.answerbuild import fixed_answer
 from specbench_lib.analysis.best import verdict_words
 from specbench_lib.analysis.claim import panel_claims
 from specbench_lib.analysis.units import units_of

@@ -21,7 +21,8 @@ import numpy as np
 from cellfactory import spread_cell
 from claimsim import Design, fixed
 
-from specbench_lib.analysis.answer import answer_lines, fixed_answer
+from specbench_lib.analysis.answer import answer_lines
+from specbench_lib.analysis.answerbuild import fixed_answer
 from specbench_lib.analysis.best import best_configs
 from specbench_lib.analysis.claim import ONE_BLOCK, Units, claim
 from specbench_lib.analysis.metrics import GROUP, results_table

@@ -18,7 +18,8 @@ matplotlib.use("Agg")
 
 from specbench_lib import SweepResult  # noqa: E402
 from specbench_lib.analysis.analyse import analyse  # noqa: E402
-from specbench_lib.analysis.answer import answer_lines, fixed_answer  # noqa: E402
+from specbench_lib.analysis.answer import answer_lines
+from specbench_lib.analysis.answerbuild import fixed_answer
 from specbench_lib.analysis.bycategory import pooled  # noqa: E402
 from specbench_lib.analysis.claim import more_units, panel_claims, quantile_level, t_quantile  # noqa: E402
 from specbench_lib.analysis.promptspread import (  # noqa: E402

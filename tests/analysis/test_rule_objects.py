@@ -22,7 +22,8 @@ from specbench_lib.analysis.rule import Rule, param
 from specbench_lib.core.errors import ParamsError, UnknownReason
 from specbench_lib.model import catalogue
 from specbench_lib.model.layering import load_params
-from specbench_lib.model.records import CellRecord, Reason
+from specbench_lib.model.records import CellRecord
+from specbench_lib.model.verdict import Reason
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -36,7 +37,7 @@ TOO_SLOW = '''"""``too_slow``: a measured request whose last token came after th
 
 from specbench_lib.analysis.rule import Judged, Rule
 from specbench_lib.model.catalogue import Threshold
-from specbench_lib.model.records import Reason, Verdict
+from specbench_lib.model.verdict import Reason, Verdict
 
 
 class TooSlow(Rule):

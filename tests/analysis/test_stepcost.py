@@ -20,7 +20,8 @@ from fakeparams import fake_argv
 from paramsfiles import DROP, fake_plan, write_params
 
 from specbench_lib.analysis.analyse import analyse
-from specbench_lib.analysis.answer import answer_lines, fixed_answer
+from specbench_lib.analysis.answer import answer_lines
+from specbench_lib.analysis.answerbuild import fixed_answer
 from specbench_lib.analysis.best import best_configs, time_words
 from specbench_lib.analysis.metrics import GROUP, results_table
 from specbench_lib.analysis.stepcost import (
@@ -30,16 +31,10 @@ from specbench_lib.analysis.stepcost import (
     split_words,
     steps_of,
 )
-from specbench_lib.model.params import CellSpec
-from specbench_lib.model.records import (
-    CellFacts,
-    CellRecord,
-    FinalStats,
-    JudgeInputs,
-    RequestRecord,
-    Verdict,
-)
+from specbench_lib.model.cellspec import CellSpec
+from specbench_lib.model.records import CellFacts, CellRecord, FinalStats, JudgeInputs, RequestRecord
 from specbench_lib.model.served import PromptRecord
+from specbench_lib.model.verdict import Verdict
 from specbench_lib.report.stepplots import step_cost_figure, step_points
 
 DECODE = 64  # decode tokens a request (65 in all: the prefill's token first)

@@ -15,7 +15,8 @@ from specbench_lib.model import catalogue, params
 from specbench_lib.model.catalogue import BY_CODE, LEVELS, entries
 from specbench_lib.model.catalogue import codes as known_codes
 from specbench_lib.model.layering import load_params
-from specbench_lib.model.records import Reason, RequestRecord
+from specbench_lib.model.records import RequestRecord
+from specbench_lib.model.verdict import Reason
 from specbench_lib.servers.engines import FinalStats
 
 ROOT = Path(__file__).resolve().parents[2]

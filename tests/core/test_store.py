@@ -13,7 +13,8 @@ from cellfactory import make_cell
 
 from specbench_lib import PreflightError, StoreError, SweepResult
 from specbench_lib.core.store import write_json_atomic
-from specbench_lib.model.params import KnownBad, ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
+from specbench_lib.model.params import KnownBad
 from specbench_lib.model.records import CellRecord
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.runs.provenance import file_identity
@@ -170,7 +171,7 @@ def test_secrets_are_redacted_from_params_and_argv() -> None:
 
 
 def test_model_identity_is_compared_with_the_last_run(tmp_path: Path, monkeypatch) -> None:
-    from specbench_lib.sweep.preflight import model_matches_last_run
+    from specbench_lib.sweep.preflightchecks import model_matches_last_run
 
     monkeypatch.setenv("SPECBENCH_OUTPUTS", str(tmp_path))
     model = tmp_path / "m.gguf"

@@ -52,7 +52,7 @@ def require_sglang_cpu(cache: Path) -> tuple[Path, str, Path]:
 def test_a_real_sglang_serves_plain_decoding_on_the_cpu(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     python, pythonpath, model = require_sglang_cpu(cache_dir())
-    monkeypatch.setattr(preflight, "_gpus", lambda tp: "none: SGLang on the CPU (--device cpu)")
+    monkeypatch.setattr(preflight, "gpus_check", lambda tp: "none: SGLang on the CPU (--device cpu)")
     from ports import free_port
 
     path = tmp_path / "sglang_cpu.yaml"

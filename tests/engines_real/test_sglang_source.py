@@ -20,7 +20,7 @@ from protocol_servers import sglang_server
 
 from specbench_lib import load_plan
 from specbench_lib.core.paths import cache_dir
-from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
 from specbench_lib.model.sampling import Sampling
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers.engines import get_adapter

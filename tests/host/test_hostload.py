@@ -293,7 +293,7 @@ def test_busy_host_makes_a_cell_invalid_at_analysis_time_from_its_stored_facts()
 
 def test_busy_host_adds_to_an_invalid_cell_and_leaves_a_crash_alone() -> None:
     host = busy_load()
-    from specbench_lib.model.records import Reason, Verdict
+    from specbench_lib.model.verdict import Reason, Verdict
 
     invalid = Verdict("invalid", (Reason("timeout", "first token"),), (0,))
     judged = judge_host(invalid, host, 0.5)

@@ -134,7 +134,7 @@ def test_a_new_workload_source(tmp_path: Path) -> None:
             from __future__ import annotations
 
             from ...core.paths import resolve_project_path
-            from ...model.sections import WorkloadParams
+            from ...model.workloadparams import WorkloadParams
             from .base import Document, Source
 
 
@@ -156,7 +156,7 @@ def test_a_new_workload_source(tmp_path: Path) -> None:
     out = _walk(tmp_path, "workload source", edits, """
         import pydantic, pytest
         pathlib.Path("doc.txt").write_text("first line of text\\n\\nsecond line of text\\n")
-        from specbench_lib.model.sections import WorkloadParams
+        from specbench_lib.model.workloadparams import WorkloadParams
         from specbench_lib.prompts.workload import build_prompts, documents
         w = WorkloadParams(name="l", source="lines", path="doc.txt")
         assert [d for d, _ in documents(w)] == ["line:0", "line:2"]
@@ -178,7 +178,7 @@ def test_a_new_cell_rule(tmp_path: Path) -> None:
         from __future__ import annotations
 
         from ...model.catalogue import Threshold
-        from ...model.records import Reason, Verdict
+        from ...model.verdict import Reason, Verdict
         from ..rule import Judged, Rule
 
 

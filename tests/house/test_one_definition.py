@@ -10,9 +10,9 @@ import pytest
 from specbench_lib.analysis.rules.seen_prompt import judge_history
 from specbench_lib.model import sources
 from specbench_lib.model.kinds import APIS
-from specbench_lib.model.records import Verdict
-from specbench_lib.model.sections import WorkloadParams
 from specbench_lib.model.served import PromptRecord
+from specbench_lib.model.verdict import Verdict
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts import sources as readers
 from specbench_lib.prompts.history import History
 from specbench_lib.prompts.sources.base import ConversationSource, PackageSource

@@ -14,7 +14,7 @@ from specbench_lib.analysis.metrics import cell_metrics, results_table
 from specbench_lib.core.errors import ParamsError
 from specbench_lib.model.plan import load_plan
 from specbench_lib.model.records import CellDispatch, CellRecord, RequestRecord
-from specbench_lib.model.sections import WorkloadParams
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts.workload import build_prompts
 from specbench_lib.servers.engines import FinalStats
 

@@ -20,11 +20,10 @@ from specbench_lib.model.records import (
     FinalStats,
     JudgeInputs,
     Provenance,
-    Reason,
     RequestRecord,
-    Verdict,
 )
 from specbench_lib.model.served import PromptRecord
+from specbench_lib.model.verdict import Reason, Verdict
 from specbench_lib.runs.run import RunDir
 
 

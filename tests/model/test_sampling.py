@@ -17,8 +17,9 @@ from specbench_lib.analysis.metricfamilies.lossless import losslessness
 from specbench_lib.analysis.rounds import panel_of
 from specbench_lib.core.readback import from_doc
 from specbench_lib.model.answerfile import PanelKey
+from specbench_lib.model.cellspec import CellSpec
 from specbench_lib.model.fingerprint import Components, cell_fingerprints
-from specbench_lib.model.params import CellSpec, SweepParams
+from specbench_lib.model.params import SweepParams
 from specbench_lib.model.plan import Plan
 from specbench_lib.model.plan import build_plan as _build_plan
 from specbench_lib.model.sampling import Sampling

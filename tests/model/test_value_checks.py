@@ -16,7 +16,7 @@ from paramsfiles import write_params
 
 from specbench_lib.core.errors import ParamsError
 from specbench_lib.model.layering import load_params
-from specbench_lib.model.sections import WorkloadParams
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts.randomtokens import random_ids
 
 

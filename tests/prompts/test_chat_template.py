@@ -20,8 +20,10 @@ from protocol_servers import sglang_server, vllm_server
 
 import specbench_lib as sb
 from specbench_lib.core.errors import PreflightError
-from specbench_lib.model.params import CellSpec, SweepParams
-from specbench_lib.model.sections import EngineParams, WorkloadParams
+from specbench_lib.model.cellspec import CellSpec
+from specbench_lib.model.params import SweepParams
+from specbench_lib.model.sections import EngineParams
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts.chat import SENTINEL, chat_frame, user_turn
 from specbench_lib.prompts.corpora import Corpora
 from specbench_lib.prompts.promptbook import PromptBook

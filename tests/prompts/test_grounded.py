@@ -5,8 +5,8 @@ not a document, so two prompts of one frame never look like shared text."""
 
 from __future__ import annotations
 
-from specbench_lib.model.sections import WorkloadParams
 from specbench_lib.model.served import PromptRecord
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts.corpora import Corpora, corpus_of
 from specbench_lib.prompts.history import History
 from specbench_lib.prompts.sources.grounded import GROUNDED

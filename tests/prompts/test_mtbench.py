@@ -19,8 +19,8 @@ from pydantic import ValidationError
 import specbench_lib as sb
 from specbench_lib.core.errors import PreflightError
 from specbench_lib.model.params import SweepParams
-from specbench_lib.model.sections import WorkloadParams
 from specbench_lib.model.sources import MTBENCH_CATEGORIES
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts.conversations import fit, plain_render, second_turn
 from specbench_lib.prompts.corpora import Corpora
 from specbench_lib.prompts.workload import documents, questions
@@ -197,7 +197,7 @@ def test_a_failed_first_turn_makes_its_cell_invalid_and_says_which_request(
 
 
 def test_a_category_feeds_cells_by_server_lifetime_one_question_a_prompt() -> None:
-    from specbench_lib.model.params import ServerConfig
+    from specbench_lib.model.cellspec import ServerConfig
     from specbench_lib.model.plan import _cells
     from specbench_lib.prompts.conversations import reused_prompts
     from specbench_lib.prompts.promptbook import Lifetimes, PromptBook

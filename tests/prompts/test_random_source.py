@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from specbench_lib.model.sections import WorkloadParams
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts.corpora import Corpora
 from specbench_lib.prompts.randomtokens import random_ids
 

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 import specbench_lib as sb
 from specbench_lib.core.errors import PreflightError
 from specbench_lib.model.params import SweepParams
-from specbench_lib.model.sections import WorkloadParams
 from specbench_lib.model.sources import bucket_tokens
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts.sources.speed_bench import PLACEHOLDER
 from specbench_lib.prompts.workload import questions
 

@@ -25,7 +25,8 @@ from ports import free_port
 matplotlib.use("Agg")
 
 import specbench_lib as sb  # noqa: E402
-from specbench_lib.analysis.answer import answer_lines, answer_of, fixed_answer  # noqa: E402
+from specbench_lib.analysis.answer import answer_lines, answer_of
+from specbench_lib.analysis.answerbuild import fixed_answer
 from specbench_lib.analysis.best import verdict_words  # noqa: E402
 from specbench_lib.analysis.claim import ONE_BLOCK  # noqa: E402
 from specbench_lib.model.answerfile import read_answer, write_answer  # noqa: E402

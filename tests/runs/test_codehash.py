@@ -44,7 +44,8 @@ def test_the_analysis_and_how_results_render_are_not_measuring_code(copy: Path, 
 @pytest.mark.parametrize("module", [
     "client/dispatch.py", "client/warmclient.py", "client/http1.py", "client/wire.py", "host/stalls.py",
     "client/streamread.py", "prompts/workload.py", "servers/engines/llamacpp.py",
-    "model/records.py", "sweep/loadprofile.py", "host/load.py", "prompts/promptbook.py",
+    "model/records.py", "model/verdict.py", "model/cellspec.py", "model/workloadparams.py",
+    "sweep/loadprofile.py", "host/load.py", "prompts/promptbook.py",
     "sweep/serversweep.py", "sweep/serverstart.py", "sweep/cellmeasure.py", "sweep/serverstop.py",
     "sweep/serverstate.py", "sweep/driver.py"])
 def test_code_that_sends_times_or_records_requests_is_measuring_code(copy: Path, module: str) -> None:

@@ -461,12 +461,12 @@ def test_unwritable_outputs_stop_the_library_before_anything(
     with pytest.raises(sb.StoreError, match="is a file, not a folder") as err:
         Run.start(plan, {c.cell_id: "fp" for c in plan.cells}, run_id="r1", outputs=out)
     assert err.value.path.startswith(str(blocker))
-    from specbench_lib.sweep.preflight import _disk
+    from specbench_lib.sweep.preflightchecks import disk_check
 
     with pytest.raises(sb.PreflightError, match="cannot be written") as perr:
-        _disk(out)  # run_sweep's preflight names it before any server starts
+        disk_check(out)  # run_sweep's preflight names it before any server starts
     assert perr.value.path == str(out)
-    assert _disk(tmp_path / "fresh" / "outputs").endswith(f"free under {tmp_path}")
+    assert disk_check(tmp_path / "fresh" / "outputs").endswith(f"free under {tmp_path}")
 
 
 # --- 7. secrets in server logs; 8. server logs capped -----------------------------------------
@@ -618,7 +618,8 @@ def test_a_hand_edited_decided_ok_with_no_requests_is_not_ok() -> None:
     """Issue 42: ``facts.decided: ok`` counted as ok whatever the requests; nothing decides a
     cell ok before its requests, so such a record is judged by them (none: invalid)."""
     from specbench_lib.analysis.validate import judge, judge_inputs
-    from specbench_lib.model.records import CellFacts, Verdict
+    from specbench_lib.model.records import CellFacts
+    from specbench_lib.model.verdict import Verdict
 
     verdict = judge([], CellFacts(decided=Verdict("ok")), judge_inputs(2))
     assert verdict.status == "invalid" and "too_few_completed" in verdict.codes, verdict

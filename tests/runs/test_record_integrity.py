@@ -18,10 +18,11 @@ from paramsfiles import write_params
 import specbench_lib as sb
 from specbench_lib import cli
 from specbench_lib.core.store import REDACTED, is_secret_name, redact
+from specbench_lib.model.cellspec import CellSpec
 from specbench_lib.model.layering import load_params
-from specbench_lib.model.params import CellSpec
 from specbench_lib.model.plan import build_plan
-from specbench_lib.model.records import CellFacts, CellRecord, JudgeInputs, Reason, Verdict
+from specbench_lib.model.records import CellFacts, CellRecord, JudgeInputs
+from specbench_lib.model.verdict import Reason, Verdict
 from specbench_lib.report import export as report
 from specbench_lib.runs.run import Run, RunDir, list_runs
 

@@ -22,7 +22,7 @@ from specbench_lib.model.plan import build_plan
 from specbench_lib.model.sections import AttachParams
 from specbench_lib.servers.attached import AttachedServer
 from specbench_lib.servers.engines import get_adapter, server_launch
-from specbench_lib.sweep.preflight import check_attached
+from specbench_lib.sweep.preflightchecks import check_attached
 
 SECRET = "sk-planted-7f3a9c1e5b"
 CUDA = "RuntimeError: CUDA error: an illegal instruction was encountered"

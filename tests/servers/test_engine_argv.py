@@ -11,7 +11,7 @@ from ports import free_port
 
 from specbench_lib import load_plan
 from specbench_lib.core.errors import ParamsError
-from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers.engines import get_adapter
 from specbench_lib.servers.engines.argv import render

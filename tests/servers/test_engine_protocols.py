@@ -17,7 +17,7 @@ from protocol_servers import sglang_server, vllm_server
 from specbench_lib.analysis.validate import judge_cell
 from specbench_lib.client.dispatch import dispatch_cell
 from specbench_lib.core.errors import EngineError
-from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers.engines import get_adapter
 from specbench_lib.servers.engines.sglang import SGLangAdapter

@@ -27,7 +27,7 @@ import pytest
 from paramsfiles import write_params
 
 from specbench_lib.core.errors import EngineError, ParamsError
-from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers import engines
 from specbench_lib.servers.engines import (

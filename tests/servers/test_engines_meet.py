@@ -23,8 +23,9 @@ from specbench_lib.analysis.pairing import pairing_note, seeds_paired
 from specbench_lib.analysis.validate import judge_cell
 from specbench_lib.client.dispatch import dispatch_cell
 from specbench_lib.core.errors import PreflightError, SpecMismatch
-from specbench_lib.model.params import CellSpec, ServerConfig
-from specbench_lib.model.sections import EngineParams, WorkloadParams
+from specbench_lib.model.cellspec import CellSpec, ServerConfig
+from specbench_lib.model.sections import EngineParams
+from specbench_lib.model.workloadparams import WorkloadParams
 from specbench_lib.prompts.chat import user_turn
 from specbench_lib.prompts.workload import frame_of
 from specbench_lib.servers.engines import get_adapter

@@ -20,10 +20,11 @@ import specbench_lib as sb
 from specbench_lib.analysis.analyse import analyse
 from specbench_lib.analysis.specmetrics import spec_metrics
 from specbench_lib.core.errors import ParamsError, TreeMaskIgnored
-from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers.engines.base import ServerInfo
-from specbench_lib.servers.engines.sglang import TREE_TEMPLATES, SGLangAdapter, _Stream
+from specbench_lib.servers.engines.sglang import TREE_TEMPLATES, SGLangAdapter
+from specbench_lib.servers.engines.sglangstream import SGLangStream
 from specbench_lib.sweep import preflight
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ def _plan(tmp: Path, configs: list[dict[str, Any]], *, backend: str | None = "fl
 
 
 def _lenient(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
+    monkeypatch.setattr(preflight, "gpus_check", lambda tp: f"{tp} visible (test stand-in)")
 
 
 # --- 1. a tree verified without its tree mask ---------------------------------------------------
@@ -157,7 +158,7 @@ def test_dflash_and_ddtree_never_pair_their_sampled_draws() -> None:
 
 
 def _final(meta: dict) -> object:
-    stream = _Stream()
+    stream = SGLangStream()
     event = stream.parse({"text": "x" * meta["completion_tokens"],
                           "output_ids": list(range(meta["completion_tokens"])),
                           "meta_info": {"finish_reason": {"type": "stop", "matched": 2}, **meta}})

@@ -15,7 +15,7 @@ from protocol_servers import vllm_server
 
 from specbench_lib.analysis.metrics import cell_metrics
 from specbench_lib.client.dispatch import dispatch_cell
-from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.servers.engines.vllm import VllmAdapter
 

@@ -11,17 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specbench_lib.analysis.analyse import analyse
-from specbench_lib.model.params import CellSpec
-from specbench_lib.model.records import (
-    CellFacts,
-    CellRecord,
-    FinalStats,
-    JudgeInputs,
-    Reason,
-    RequestRecord,
-    Verdict,
-)
+from specbench_lib.model.cellspec import CellSpec
+from specbench_lib.model.records import CellFacts, CellRecord, FinalStats, JudgeInputs, RequestRecord
 from specbench_lib.model.served import PromptRecord
+from specbench_lib.model.verdict import Reason, Verdict
 
 
 def request(index: int, *, tokens: int, last: float, outputs: list[int] | None = None,

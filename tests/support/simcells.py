@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from specbench_lib.analysis.analyse import analyse
-from specbench_lib.model.params import CellSpec
-from specbench_lib.model.records import CellRecord, FinalStats, JudgeInputs, RequestRecord, Verdict
+from specbench_lib.model.cellspec import CellSpec
+from specbench_lib.model.records import CellRecord, FinalStats, JudgeInputs, RequestRecord
 from specbench_lib.model.served import PromptRecord
+from specbench_lib.model.verdict import Verdict
 
 BURST_S = 1e-6  # tokens of one step reach the client this far apart (one delivery)
 

@@ -5,7 +5,7 @@ whole `make run` at 6 rounds where 9 fitted."""
 from __future__ import annotations
 
 from specbench_lib.analysis.rounds import Contention
-from specbench_lib.model.params import CellSpec
+from specbench_lib.model.cellspec import CellSpec
 from specbench_lib.sweep.adaptive import _afford
 
 

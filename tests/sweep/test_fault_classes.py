@@ -133,7 +133,7 @@ def sglang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sb.SweepResult]
                      program=[str(PROTOCOL), "sglang"], faults=SGLANG_FAULTS,
                      engine={"tokenizer": "server"})
     with pytest.MonkeyPatch.context() as patch:  # SGLang is a GPU engine; these servers need none
-        patch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
+        patch.setattr(preflight, "gpus_check", lambda tp: f"{tp} visible (test stand-in)")
         yield _sweep(params, tmp / "outputs")
 
 

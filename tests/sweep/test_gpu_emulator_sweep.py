@@ -49,7 +49,7 @@ stages: []  # the phase's axes as one plan, not its design's first stage (docs/s
 
 def test_a_tp1_plan_runs_on_the_emulator_through_the_sglang_adapter(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (emulated)")
+    monkeypatch.setattr(preflight, "gpus_check", lambda tp: f"{tp} visible (emulated)")
     plan = sb.load_plan(_plan(tmp_path))
     result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
     assert isinstance(result, sb.SweepResult)

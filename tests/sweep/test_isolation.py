@@ -19,7 +19,7 @@ from ports import free_port
 import specbench_lib as sb
 from specbench_lib.analysis.analyse import analyse
 from specbench_lib.core.errors import EngineError, PreflightError
-from specbench_lib.model.params import ServerConfig
+from specbench_lib.model.cellspec import ServerConfig
 from specbench_lib.model.sections import EngineParams
 from specbench_lib.model.served import PromptRecord, ServedBefore
 from specbench_lib.prompts.promptbook import PromptBook
@@ -207,7 +207,7 @@ def test_sglang_ngram_cells_are_kept_apart_by_flush_cache(
     """SGLang's NGRAM keeps one n-gram corpus for all requests; /flush_cache resets it (read in
     SGLang's source, tests/PROTOCOLS.md): the sweep flushes before every cell, and a server that
     refuses the flush leaves the config invalid with its words, not measured."""
-    monkeypatch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
+    monkeypatch.setattr(preflight, "gpus_check", lambda tp: f"{tp} visible (test stand-in)")
     result = sb.run_sweep(sb.load_plan(sglang_params(tmp_path, "ok")), outputs=tmp_path / "s",
                           progress=False)
     assert result.counts()["ok"] == 4, not_ok(result)

@@ -104,7 +104,7 @@ def test_the_doctor_names_each_panel_the_pool_cannot_hold(
     """Before: nothing checked it; c16 at 25,600 tokens (16 × 25,856 = 413,696 tokens) started
     its servers and ended concurrency_not_held after the requests. Now the doctor's ``kv pool``
     check is a PROBLEM naming the panel, both pools and the concurrency that fits."""
-    monkeypatch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
+    monkeypatch.setattr(preflight, "gpus_check", lambda tp: f"{tp} visible (test stand-in)")
     plan = sb.load_plan(_params(tmp_path, config=QWEN3_8B))
     found = {c.name: c for c in preflight.doctor(plan, outputs=tmp_path / "out")}
     check = found["kv pool"]

@@ -44,7 +44,7 @@ def _params(tmp: Path, mode: str) -> Path:
 
 @pytest.fixture
 def gpu_free(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
+    monkeypatch.setattr(preflight, "gpus_check", lambda tp: f"{tp} visible (test stand-in)")
 
 
 def test_a_crash_after_the_last_cell_is_the_configs_with_its_known_bad_entry(

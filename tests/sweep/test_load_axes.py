@@ -98,7 +98,7 @@ def test_fixed_rates_are_load_points_and_a_rate_the_client_cannot_keep_says_so(
 
 
 def test_a_profile_point_without_ok_anchors_is_skipped_naming_them(tmp_path: Path) -> None:
-    from specbench_lib.model.params import CellSpec
+    from specbench_lib.model.cellspec import CellSpec
     from specbench_lib.sweep.loadprofile import profile_rate
 
     spec = CellSpec("ng", "ng", "ngram", 8, "code", 16, 4, output_tokens=8, profile_point=1,

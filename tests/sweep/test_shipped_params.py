@@ -95,7 +95,7 @@ request_timeout_s: 30
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_shipped_params_file_runs_on_stand_ins_refusing_nothing_after_a_server_started(
         name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preflight, "_gpus", lambda tp: f"{tp} visible (test stand-in)")
+    monkeypatch.setattr(preflight, "gpus_check", lambda tp: f"{tp} visible (test stand-in)")
     plan = sb.load_plan(standin_params(name, tmp_path))
     outputs = tmp_path / "out"
     preview = sb.run_sweep(plan, outputs=outputs, dry_run=True, progress=False)

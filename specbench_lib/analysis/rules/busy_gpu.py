@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...model.catalogue import C, Threshold
 from ...model.hostfacts import HostLoad
-from ...model.records import Reason, Verdict
+from ...model.verdict import Reason, Verdict
 from ..energy import foreign_processes
 from ..rule import Judged, Rule
 

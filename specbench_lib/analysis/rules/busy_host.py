@@ -9,7 +9,7 @@ from ...host.sources import usable_cpus
 from ...model.catalogue import C, Threshold
 from ...model.hostfacts import HostLoad
 from ...model.params import SweepParams
-from ...model.records import Reason, Verdict
+from ...model.verdict import Reason, Verdict
 from ..rule import Judged, Rule
 
 

@@ -11,7 +11,8 @@ from ...model.catalogue import (
     C,
     Threshold,
 )
-from ...model.records import Reason, RequestRecord, Verdict
+from ...model.records import RequestRecord
+from ...model.verdict import Reason, Verdict
 from ..coalescing import cell_pace, coalesced, late_firsts
 from ..rule import Judged, Rule
 

@@ -6,7 +6,7 @@ out of the running batch mid-answer (``num_retractions``)."""
 from __future__ import annotations
 
 from ...model.catalogue import C
-from ...model.records import Reason, Verdict
+from ...model.verdict import Reason, Verdict
 from ..rule import Judged, Rule
 
 

@@ -4,7 +4,7 @@ planned; past it the cell is invalid, within it ``ok`` with its reasons ``tolera
 from __future__ import annotations
 
 from ...model.catalogue import DEFAULT_MAX_FAILED_FRACTION, C, Threshold, level
-from ...model.records import Reason, Verdict
+from ...model.verdict import Reason, Verdict
 from ..rule import Judged, Rule
 
 

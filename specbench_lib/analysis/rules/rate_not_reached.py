@@ -5,7 +5,8 @@ metrics too)."""
 from __future__ import annotations
 
 from ...model.catalogue import RATE_TOLERANCE, C, Threshold
-from ...model.records import Reason, RequestRecord, Verdict
+from ...model.records import RequestRecord
+from ...model.verdict import Reason, Verdict
 from ..metricfamilies.openloop import rate_shortfall
 from ..rule import Judged, Rule
 

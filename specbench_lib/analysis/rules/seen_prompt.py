@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...model.catalogue import C, Threshold
-from ...model.records import Reason, Verdict
 from ...model.served import PromptRecord, ServedBefore
 from ...model.sources import documents_of
+from ...model.verdict import Reason, Verdict
 from ..rule import Judged, Rule
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...model.catalogue import C
-from ...model.records import Reason, Verdict
+from ...model.verdict import Reason, Verdict
 from ..rule import Judged, Rule
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ...model.catalogue import C
-from ...model.records import Reason, Verdict
+from ...model.verdict import Reason, Verdict
 from ..rule import Judged, Rule
 
 

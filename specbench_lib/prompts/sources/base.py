@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import PreflightError
-from ...model.sections import WorkloadParams
 from ...model.sources import SourceSpec, spec_of
+from ...model.workloadparams import WorkloadParams
 
 Document = tuple[str, str]  # id, text
 Question = tuple[str, str, tuple[str, ...]]  # id, category, turns

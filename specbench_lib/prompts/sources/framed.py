@@ -4,7 +4,7 @@ ShareGPT for odd ones (each request starts at its own document of a seeded shuff
 
 from __future__ import annotations
 
-from ...model.sections import WorkloadParams
+from ...model.workloadparams import WorkloadParams
 from .base import Document, PackageSource, Source
 
 Frame = tuple[str, str, str]  # kind (code, text), instruction, answer opening

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...core.errors import PreflightError
 from ...core.paths import resolve_project_path
-from ...model.sections import WorkloadParams
+from ...model.workloadparams import WorkloadParams
 from .base import Document, Source, jsonl_rows
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ...model.sections import WorkloadParams
+from ...model.workloadparams import WorkloadParams
 from .base import ConversationSource, Question, package_file
 from .spec_bench import question_rows
 

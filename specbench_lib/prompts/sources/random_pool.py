@@ -5,7 +5,7 @@ corpus."""
 
 from __future__ import annotations
 
-from ...model.sections import WorkloadParams
+from ...model.workloadparams import WorkloadParams
 from .base import Document, Source
 
 RANDOM_POOL = 10_000  # the requests of its pool, each a document

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...core.errors import PreflightError
 from ...core.paths import resolve_project_path
-from ...model.sections import WorkloadParams
+from ...model.workloadparams import WorkloadParams
 from .base import ConversationSource, Question, jsonl_rows
 
 

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from ...core.errors import PreflightError
 from ...core.paths import resolve_project_path
-from ...model.sections import WorkloadParams
 from ...model.sources import bucket_tokens
+from ...model.workloadparams import WorkloadParams
 from .base import ConversationSource, Question
 
 CONFIGS = ("qualitative", "throughput_1k", "throughput_2k", "throughput_8k", "throughput_16k",

@@ -20,7 +20,7 @@ from ...model.kinds import APIS, DEFAULT_KIND, KINDS
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ...model.params import ServerConfig
+    from ...model.cellspec import ServerConfig
     from ...model.records import FinalStats
     from ...model.sections import EngineParams
     from .adapter import BaseAdapter

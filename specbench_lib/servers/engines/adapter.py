@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 import httpx
 
 from ...core.errors import EngineError, ParamsError, PreflightError
-from ...model.params import ServerConfig
+from ...model.cellspec import ServerConfig
 from ...model.sampling import Sampling
 from ...model.sections import EngineParams
 from . import prometheus

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ...core.errors import ParamsError
-from ...model.params import ServerConfig
+from ...model.cellspec import ServerConfig
 from ...model.sections import EngineParams
 from .base import Launch
 from .modelconfig import DEFAULT_BLOCK, read_config, trained_block

@@ -20,7 +20,7 @@ from ...host.cpuset import CpuSplit
 if TYPE_CHECKING:
     import httpx
 
-    from ...model.params import ServerConfig
+    from ...model.cellspec import ServerConfig
     from ...model.records import FinalStats
     from ...model.sampling import Sampling
     from ...model.sections import EngineParams

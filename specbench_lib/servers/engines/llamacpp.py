@@ -12,7 +12,7 @@ import httpx
 
 from ...core.errors import EngineError, ParamsError, SpecMismatch
 from ...core.paths import cache_dir
-from ...model.params import ServerConfig
+from ...model.cellspec import ServerConfig
 from ...model.records import FinalStats
 from ...model.sampling import Sampling
 from ...model.sections import EngineParams

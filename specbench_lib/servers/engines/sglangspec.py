@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...core.errors import ParamsError, SpecMismatch, TreeMaskIgnored
-from ...model.params import ServerConfig
+from ...model.cellspec import ServerConfig
 from .base import ServerInfo, opt_int
 
 # the backends whose target-verify pass applies the tree's ``spec_info.custom_mask`` with

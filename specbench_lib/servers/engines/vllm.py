@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from ...core.errors import EngineError, ParamsError, SpecMismatch
-from ...model.params import ServerConfig
+from ...model.cellspec import ServerConfig
 from ...model.sampling import Sampling
 from ...model.sections import EngineParams
 from . import prometheus, tokenizer, vllmspec
