@@ -99,7 +99,7 @@ def test_enough_gpus_pass_and_require_returns_what_the_sweep_needs(
     assert isinstance(ready, Preflight)
     assert (ready.binary, ready.model, ready.attached, ready.warnings) == (binary, model, {}, [])
     assert [c.name for c in ready.checks] == ["binary", "model", "draft models", "model fit",
-                                              "seeds", "configs", "workload code",
+                                              "kv pool", "seeds", "configs", "workload code",
                                               "prompts", "thresholds", "port", "host", "disk", "gpus",
                                               "host load"]
     assert "2 visible" in next(c.detail for c in ready.checks if c.name == "gpus")
