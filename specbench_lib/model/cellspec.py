@@ -54,6 +54,12 @@ class CellSpec:
     turn: int = 1  # a conversation's timed turn (2: the id, table and figures say so)
 
     @property
+    def closed_loop(self) -> bool:
+        """Whether its load is its concurrency: requests in flight, each sent when one ends (not
+        an open loop's rate or a rate profile's point)."""
+        return self.rate is None and self.profile_point is None
+
+    @property
     def load(self) -> str:
         """The open-loop load point ("2.5/s", "p2/3" of a profile); "" for a closed loop, whose
         load is its concurrency."""

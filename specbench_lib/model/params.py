@@ -210,8 +210,7 @@ class SweepParams(Strict):
 
     def requests_for(self, cell: CellSpec) -> int:
         """``requests_per_cell``, × the concurrency of a closed-loop cell with ``per_concurrency``."""
-        closed = cell.rate is None and cell.profile_point is None
-        scale = cell.concurrency if closed and self.requests_scale == "per_concurrency" else 1
+        scale = cell.concurrency if cell.closed_loop and self.requests_scale == "per_concurrency" else 1
         return self.requests_per_cell * scale
 
     def concurrency_at(self, context: int) -> tuple[int, ...]:

@@ -98,7 +98,8 @@ def _attempts(sweep: ServerState, cell: CellSpec, proc: Server, client: httpx.Cl
                             f"({attempt + 1} of {retries})")
     if earlier:
         measured.facts = replace(measured.facts, remeasured=tuple(earlier))
-    if sweep.kv_tokens and measured.facts.decided is None:
+    if sweep.kv_tokens and cell.closed_loop and measured.facts.decided is None:  # an open
+        # loop's server queues what its pool cannot hold: its load is the rate, not a count
         per = cell.context + cell.output_tokens
         measured.facts = replace(measured.facts, kv_fit={
             "kv_tokens": sweep.kv_tokens, "needed": cell.concurrency * per, "per_request": per})
@@ -115,7 +116,7 @@ def measure_cell(sweep: ServerState, cell: CellSpec, proc: Server, client: httpx
                             reserve=adapter.speculative_reserve(sweep.server), context=context
                             ) or kv_guard(prompt_tokens=cell.context, concurrency=cell.concurrency,
                                           output_tokens=cell.output_tokens, kv_tokens=sweep.kv_tokens,
-                                          closed=cell.rate is None and cell.profile_point is None)
+                                          closed=cell.closed_loop)
     if refused is not None:  # never sent: the context, or the KV pool, cannot hold it
         return Measured(CellFacts(decided=refused))
     rate = cell_rate(params, cell, lambda cell_id: _cell(sweep, cell_id))

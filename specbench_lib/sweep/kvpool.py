@@ -249,7 +249,7 @@ def unfit_panels(plan: Plan, stage: str | None = None) -> list[Unfit]:
     """The closed-loop panels (context × concurrency × output tokens) of ``plan`` that some of
     its configs' estimated pools cannot hold (an open loop's server queues what it cannot hold)."""
     pools = plan_pools(plan)
-    closed = [c for c in plan.cells if c.rate is None and c.profile_point is None]
+    closed = [c for c in plan.cells if c.closed_loop]
     keys = sorted({(c.context, c.concurrency, c.output_tokens) for c in closed})
     found: list[Unfit] = []
     for ctx, conc, out in keys:

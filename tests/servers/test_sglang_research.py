@@ -47,7 +47,7 @@ def argv_of(server: ServerConfig, engine: EngineParams = SGL) -> list[str]:
 
 
 def _plan(tmp: Path, configs: list[dict[str, Any]], *, backend: str | None = "flashinfer",
-          concurrency: int = 2) -> Path:
+          concurrency: int = 2, **more: Any) -> Path:
     model = tmp / "model"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text("{}")
@@ -58,7 +58,7 @@ def _plan(tmp: Path, configs: list[dict[str, Any]], *, backend: str | None = "fl
     return write_params(tmp, "minimal", phase="research", engine=engine, configs=configs,
                         contexts=[16], concurrency=[concurrency], output_tokens=8,
                         requests_per_cell=2, requests_scale="fixed", warmup_requests=1,
-                        cell_order="fixed", **LENIENT)
+                        cell_order="fixed", **LENIENT, **more)
 
 
 def _lenient(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,6 +139,23 @@ def test_a_cell_whose_concurrency_the_server_cannot_hold_is_skipped_or_invalid(
     assert retracted.status == "invalid" and "2 of 2 requests were retracted" in str(
         retracted.verdict.reasons[0])
     assert all(r.final.retractions == 1 for r in retracted.requests if not r.warmup)
+
+
+def test_an_open_loop_cell_is_measured_whatever_the_pool_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An open loop's load is its rate: the server queues what its pool cannot hold, and that
+    queueing is what the cell measures (the doctor checks closed loops only). Before, its
+    requests were sent and then the cell was ``concurrency_not_held`` from the pool's count of
+    its cap; now it is neither skipped nor judged on the pool, as the doctor said."""
+    _lenient(monkeypatch)
+    configs = [{"name": "small", "method": "auto", "extra_args": ["--max-total-tokens", "60"]}]
+    plan = sb.load_plan(_plan(tmp_path, configs, concurrency=4,
+                              request_rate={"per_s": 50, "arrival": "fixed"}))
+    result = sb.run_sweep(plan, outputs=tmp_path / "out", progress=False)
+    (cell,) = [c for c in result.cells if not c.spec.closed_loop]
+    assert cell.spec.rate == 50 and cell.facts.kv_fit is None
+    assert {"kv_pool_too_small", "concurrency_not_held"}.isdisjoint(cell.verdict.codes)
+    assert [r for r in cell.requests if not r.warmup]  # its requests were sent
 
 
 # --- 5, 6, 49.6: seeds, acceptance past the end, counters that contradict the stream --------------
